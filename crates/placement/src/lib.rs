@@ -1,0 +1,216 @@
+//! Placement as pure functions of the map: object → PG, PG → ordered OSDs.
+//!
+//! Every client and OSD must compute the same answer from the same map, so nothing here
+//! reads the clock, randomness or any IO, and the hashes are fixed forever.
+
+pub mod hash;
+pub mod straw2;
+
+use shoal_types::{ObjectName, OsdId, PgId, Pool};
+use std::ops::RangeInclusive;
+
+/// The 32-bit placement hash of an object name. A non-empty namespace is hashed with the
+/// name, joined by 0x1f, as Ceph does.
+pub fn object_hash(name: &ObjectName) -> u32 {
+    if name.namespace.is_empty() {
+        hash::str_hash(name.name.as_bytes())
+    } else {
+        let mut key = Vec::with_capacity(name.namespace.len() + 1 + name.name.len());
+        key.extend_from_slice(name.namespace.as_bytes());
+        key.push(0x1f);
+        key.extend_from_slice(name.name.as_bytes());
+        hash::str_hash(&key)
+    }
+}
+
+/// The mask `next_pow2(n) - 1` used by [`stable_mod`].
+pub fn pg_mask(pg_num: u32) -> u32 {
+    pg_num.max(1).next_power_of_two() - 1
+}
+
+/// Ceph's stable modulo: maps `x` into `0..b` so that growing `b` only moves values from
+/// a bucket to its new child, never between old buckets.
+pub fn stable_mod(x: u32, b: u32, mask: u32) -> u32 {
+    if x & mask < b { x & mask } else { x & (mask >> 1) }
+}
+
+/// The PG an object hash falls into.
+pub fn pg_of_hash(pool: &Pool, hash: u32) -> PgId {
+    PgId { pool: pool.id, seed: stable_mod(hash, pool.pg_num, pg_mask(pool.pg_num)) }
+}
+
+/// The PG an object belongs to.
+pub fn pg_of(pool: &Pool, name: &ObjectName) -> PgId {
+    pg_of_hash(pool, object_hash(name))
+}
+
+/// The ranges of *bit-reversed* object hashes that belong to PG `seed` when the pool has
+/// `pg_num` PGs: one range, or two when `pg_num` is not a power of two. Stores order
+/// objects by reversed hash so that each PG is one or two contiguous key ranges.
+pub fn pg_reversed_hash_ranges(seed: u32, pg_num: u32) -> Vec<RangeInclusive<u32>> {
+    let mask = pg_mask(pg_num);
+    let bits = mask.count_ones();
+    let half = (mask + 1) / 2;
+    let mut low_patterns = vec![seed];
+    if seed < half && seed + half >= pg_num {
+        low_patterns.push(seed + half);
+    }
+    low_patterns
+        .into_iter()
+        .map(|low| {
+            if bits == 0 {
+                return 0..=u32::MAX;
+            }
+            let top = low.reverse_bits() >> (32 - bits);
+            let span = 32 - bits;
+            let start = top << span;
+            start..=start | ((1u64 << span) - 1) as u32
+        })
+        .collect()
+}
+
+/// The failure-domain hierarchy placement draws from: hosts holding weighted OSDs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Topology {
+    /// Hosts in a fixed order; each holds OSDs with 16.16 fixed-point weights (0 = out).
+    pub hosts: Vec<Host>,
+}
+
+/// A failure domain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Host {
+    /// Unique host name.
+    pub name: String,
+    /// OSDs on the host and their weights (16.16 fixed point, 0x10000 = 1.0).
+    pub osds: Vec<(OsdId, u32)>,
+}
+
+/// Attempts per replica before giving up, as CRUSH's `choose_total_tries`.
+const MAX_TRIES: u32 = 50;
+
+impl Topology {
+    /// One host holding one OSD of weight 1.0: the embedded, single-OSD layout.
+    pub fn single(osd: OsdId) -> Self {
+        Topology { hosts: vec![Host { name: "localhost".into(), osds: vec![(osd, 0x10000)] }] }
+    }
+
+    /// The ordered OSDs (primary first) of a PG: up to `pool.size` distinct OSDs on
+    /// distinct hosts, then, if there are too few hosts, distinct OSDs on any host.
+    pub fn pg_to_osds(&self, pool: &Pool, pg: PgId) -> Vec<OsdId> {
+        let x = hash::hash2(pg.seed, pg.pool.0 as u32);
+        let size = pool.size as usize;
+        let host_weight = |h: &Host| h.osds.iter().map(|&(_, w)| w).fold(0u32, u32::saturating_add);
+        let mut chosen: Vec<OsdId> = Vec::with_capacity(size);
+        let mut used_hosts: Vec<usize> = Vec::new();
+        let mut r = 0u32;
+        while chosen.len() < size && r < MAX_TRIES * pool.size {
+            let host = straw2::choose(
+                x,
+                r,
+                self.hosts.iter().enumerate().map(|(i, h)| (-(i as i32) - 1, host_weight(h))),
+            );
+            r += 1;
+            let Some(host) = host.map(|id| (-id - 1) as usize) else { break };
+            if used_hosts.contains(&host) {
+                continue;
+            }
+            let osds = &self.hosts[host].osds;
+            if let Some(osd) = straw2::choose(x, r, osds.iter().map(|&(o, w)| (o.0 as i32, w))) {
+                used_hosts.push(host);
+                chosen.push(OsdId(osd as u32));
+            }
+        }
+        // Fewer hosts than replicas: fill from any host, still distinct OSDs.
+        let mut r = 0u32;
+        while chosen.len() < size && r < MAX_TRIES * pool.size {
+            let all = self.hosts.iter().flat_map(|h| h.osds.iter()).filter(|(o, _)| !chosen.contains(o));
+            match straw2::choose(x, r + 1000, all.map(|&(o, w)| (o.0 as i32, w))) {
+                Some(osd) => chosen.push(OsdId(osd as u32)),
+                None => break,
+            }
+            r += 1;
+        }
+        chosen
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_types::PoolId;
+
+    fn pool(pg_num: u32, size: u32) -> Pool {
+        Pool { id: PoolId(1), name: "p".into(), pg_num, size, min_size: 1 }
+    }
+
+    #[test]
+    fn stable_mod_only_splits() {
+        for x in 0..5000u32 {
+            let h = hash::str_hash(&x.to_le_bytes());
+            for n in 1..64u32 {
+                let before = stable_mod(h, n, pg_mask(n));
+                let after = stable_mod(h, n + 1, pg_mask(n + 1));
+                assert!(after == before || after == n, "growing {n}->{} moved {before}->{after}", n + 1);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn reversed_ranges_cover_exactly_the_pg(hash in proptest::num::u32::ANY, pg_num in 1u32..300) {
+            let p = pool(pg_num, 1);
+            let pg = pg_of_hash(&p, hash).seed;
+            for seed in 0..pg_num {
+                let inside = pg_reversed_hash_ranges(seed, pg_num).iter().any(|r| r.contains(&hash.reverse_bits()));
+                proptest::prop_assert_eq!(inside, seed == pg, "seed {} hash {:x}", seed, hash);
+            }
+        }
+    }
+
+    fn topology(hosts: usize, per_host: usize) -> Topology {
+        Topology {
+            hosts: (0..hosts)
+                .map(|h| Host {
+                    name: format!("h{h}"),
+                    osds: (0..per_host).map(|o| (OsdId((h * per_host + o) as u32), 0x10000)).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn replicas_land_on_distinct_hosts() {
+        let t = topology(3, 2);
+        let p = pool(128, 3);
+        for seed in 0..128 {
+            let osds = t.pg_to_osds(&p, PgId { pool: p.id, seed });
+            assert_eq!(osds.len(), 3);
+            let mut hosts: Vec<u32> = osds.iter().map(|o| o.0 / 2).collect();
+            hosts.sort();
+            hosts.dedup();
+            assert_eq!(hosts.len(), 3, "pg {seed} -> {osds:?}");
+        }
+    }
+
+    #[test]
+    fn too_few_hosts_still_gives_distinct_osds() {
+        let t = topology(1, 3);
+        let p = pool(16, 3);
+        for seed in 0..16 {
+            let mut osds = t.pg_to_osds(&p, PgId { pool: p.id, seed });
+            osds.sort();
+            osds.dedup();
+            assert_eq!(osds.len(), 3);
+        }
+        assert_eq!(Topology::single(OsdId(0)).pg_to_osds(&pool(8, 1), PgId { pool: PoolId(1), seed: 3 }), vec![OsdId(0)]);
+    }
+
+    #[test]
+    fn placement_is_deterministic() {
+        let t = topology(4, 3);
+        let p = pool(64, 3);
+        let a: Vec<_> = (0..64).map(|s| t.pg_to_osds(&p, PgId { pool: p.id, seed: s })).collect();
+        let b: Vec<_> = (0..64).map(|s| t.clone().pg_to_osds(&p, PgId { pool: p.id, seed: s })).collect();
+        assert_eq!(a, b);
+    }
+}

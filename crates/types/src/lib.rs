@@ -1,0 +1,16 @@
+//! Shoal's vocabulary: the ids, errors, compound operations and messages every layer speaks.
+//!
+//! Pure data: this crate must not depend on tokio, RocksDB, sockets or the clock.
+
+pub mod encoding;
+pub mod error;
+pub mod ids;
+pub mod msg;
+pub mod op;
+pub mod pool;
+
+pub use encoding::Versioned;
+pub use error::{err, Errno, RadosError, Result};
+pub use ids::{ClientId, ObjectId, ObjectName, OsdId, PgId, PoolId, ReqId};
+pub use op::{CmpMode, CmpOp, ObjectStat, Step, StepOutput};
+pub use pool::{Pool, PoolMap, PoolSpec};

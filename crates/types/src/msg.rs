@@ -1,0 +1,235 @@
+//! Messages between clients, OSDs and the map authority. The in-process messenger moves
+//! them as values; a network transport carries their [`Versioned`] encoding.
+
+use crate::encoding::Versioned;
+use crate::error::RadosError;
+use crate::ids::{ClientId, ObjectName, PoolId, ReqId};
+use crate::op::{Step, StepOutput};
+use crate::pool::{Pool, PoolMap, PoolSpec};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// Everything that travels over a connection.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Message {
+    /// A request expecting exactly one [`Message::Reply`] with the same `tid`.
+    Request {
+        /// Matches the reply to the request, unique per connection.
+        tid: u64,
+        /// What is asked.
+        request: Request,
+    },
+    /// The answer to the request with the same `tid`.
+    Reply {
+        /// The request's tid.
+        tid: u64,
+        /// The outcome.
+        reply: Result<Reply, RadosError>,
+    },
+    /// A notification pushed to a watcher; the watcher answers with [`Message::NotifyAck`].
+    Notify(NotifyEvent),
+    /// A watcher's acknowledgement of a notification.
+    NotifyAck(NotifyAck),
+}
+
+impl Versioned for Message {
+    const NAME: &'static str = "message";
+    const VERSION: u8 = 1;
+}
+
+/// A request to an OSD or to the map authority.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Request {
+    /// A compound operation on one object.
+    Op(OsdOp),
+    /// List the objects of one PG.
+    PgList(PgListRequest),
+    /// Register a watch on an object.
+    Watch(WatchRequest),
+    /// Remove a watch.
+    Unwatch(WatchRequest),
+    /// Send a payload to every watcher of an object and collect their acks.
+    Notify(NotifyRequest),
+    /// Read or change the pool map.
+    Map(MapCommand),
+}
+
+/// The successful answer to a [`Request`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Reply {
+    /// Outputs of a compound operation.
+    Op(OpReply),
+    /// A page of a PG listing.
+    PgList(PgListReply),
+    /// The request was done and returns nothing.
+    Done,
+    /// Acks and time-outs of a notify.
+    Notify(NotifyReply),
+    /// The pool map.
+    Map(PoolMap),
+    /// A pool that was created or removed.
+    Pool(Pool),
+}
+
+/// A compound operation addressed to one object.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OsdOp {
+    /// Identifies the request across resends.
+    pub reqid: ReqId,
+    /// The pool holding the object.
+    pub pool: PoolId,
+    /// The object.
+    pub object: ObjectName,
+    /// The pool-map epoch the client computed the target with.
+    pub map_epoch: u64,
+    /// The steps, applied in order and atomically.
+    pub steps: Vec<Step>,
+}
+
+/// What a compound operation returned.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpReply {
+    /// The object's user version after the operation.
+    pub version: u64,
+    /// One output per step.
+    pub outputs: Vec<StepOutput>,
+}
+
+/// Lists the objects of one PG, a page at a time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PgListRequest {
+    /// The pool.
+    pub pool: PoolId,
+    /// The PG's seed.
+    pub seed: u32,
+    /// Only this namespace; `None` lists every namespace.
+    pub namespace: Option<String>,
+    /// Resume after this position (from a previous reply's `next`).
+    pub after: Option<Bytes>,
+    /// At most this many objects.
+    pub max: u32,
+}
+
+/// A page of a PG listing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PgListReply {
+    /// The objects, in the store's order.
+    pub objects: Vec<ObjectName>,
+    /// Where to resume; `None` when the PG is exhausted.
+    pub next: Option<Bytes>,
+}
+
+/// Registers or removes a watch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WatchRequest {
+    /// The pool.
+    pub pool: PoolId,
+    /// The watched object.
+    pub object: ObjectName,
+    /// Chosen by the client; identifies the watch in notifications.
+    pub cookie: u64,
+}
+
+/// Asks the OSD to notify every watcher of an object.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NotifyRequest {
+    /// The pool.
+    pub pool: PoolId,
+    /// The watched object.
+    pub object: ObjectName,
+    /// Delivered to every watcher.
+    pub payload: Bytes,
+    /// How long to wait for acks.
+    pub timeout_ms: u64,
+}
+
+/// A notification as a watcher receives it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NotifyEvent {
+    /// Identifies the notify; echoed in the ack.
+    pub notify_id: u64,
+    /// The watch this notification is for.
+    pub cookie: u64,
+    /// Who sent the notify.
+    pub notifier: ClientId,
+    /// The notifier's payload.
+    pub payload: Bytes,
+}
+
+/// A watcher's answer to a notification.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NotifyAck {
+    /// The notify being acknowledged.
+    pub notify_id: u64,
+    /// The watch acknowledging.
+    pub cookie: u64,
+    /// Optional reply bytes for the notifier.
+    pub reply: Bytes,
+}
+
+/// One watcher, as the notifier sees it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct WatcherRef {
+    /// The watching client.
+    pub client: ClientId,
+    /// Its watch cookie.
+    pub cookie: u64,
+}
+
+/// The outcome of a notify.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NotifyReply {
+    /// Watchers that acknowledged, with their replies.
+    pub acks: Vec<(WatcherRef, Bytes)>,
+    /// Watchers that did not acknowledge in time.
+    pub timed_out: Vec<WatcherRef>,
+}
+
+/// Reads or changes the pool map.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum MapCommand {
+    /// Return the current map.
+    Get,
+    /// Create a pool.
+    CreatePool(PoolSpec),
+    /// Delete a pool and all its objects.
+    DeletePool(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::op::CmpOp;
+
+    #[test]
+    fn message_round_trip() {
+        let msg = Message::Request {
+            tid: 7,
+            request: Request::Op(OsdOp {
+                reqid: ReqId { client: ClientId(9), tid: 7 },
+                pool: PoolId(1),
+                object: ObjectName::new("ns", "obj"),
+                map_epoch: 3,
+                steps: vec![
+                    Step::Append { data: Bytes::from_static(b"abc") },
+                    Step::CmpXattr {
+                        name: "x".into(),
+                        op: CmpOp::Eq,
+                        mode: crate::op::CmpMode::U64,
+                        value: Bytes::from_static(b"5"),
+                    },
+                ],
+            }),
+        };
+        assert_eq!(Message::decode(&msg.encode()).unwrap(), msg);
+        let reply = Message::Reply { tid: 7, reply: Err(crate::err::canceled("guard")) };
+        assert_eq!(Message::decode(&reply.encode()).unwrap(), reply);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decoding_garbage_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
+            let _ = Message::decode(&bytes);
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! Compound operations: ordered steps applied to one object atomically, and their outputs.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// How a guard compares a stored value with the given one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CmpOp {
+    /// stored == given
+    Eq,
+    /// stored != given
+    Ne,
+    /// stored > given
+    Gt,
+    /// stored >= given
+    Ge,
+    /// stored < given
+    Lt,
+    /// stored <= given
+    Le,
+}
+
+impl CmpOp {
+    /// Whether `stored OP given` holds for this ordering of stored against given.
+    pub fn holds(self, ordering: std::cmp::Ordering) -> bool {
+        use std::cmp::Ordering::*;
+        match self {
+            CmpOp::Eq => ordering == Equal,
+            CmpOp::Ne => ordering != Equal,
+            CmpOp::Gt => ordering == Greater,
+            CmpOp::Ge => ordering != Less,
+            CmpOp::Lt => ordering == Less,
+            CmpOp::Le => ordering != Greater,
+        }
+    }
+}
+
+/// How compared bytes are interpreted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CmpMode {
+    /// Lexicographic comparison of the raw bytes.
+    Bytes,
+    /// Both sides are decimal ASCII or 8-byte little-endian u64 and compare as numbers.
+    U64,
+}
+
+/// One step of a compound operation. Steps run in order against one object; reads and
+/// guards see the effects of the steps before them; any failing step cancels the whole
+/// operation and nothing is applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Step {
+    // ---- writes ----
+    /// Create the object; with `exclusive`, fail with EEXIST if it exists.
+    Create {
+        /// Fail if the object already exists.
+        exclusive: bool,
+    },
+    /// Write bytes at an offset, extending the object (holes read as zeros).
+    Write {
+        /// Byte offset.
+        offset: u64,
+        /// Bytes to write.
+        data: Bytes,
+    },
+    /// Replace the whole data payload.
+    WriteFull {
+        /// The new contents.
+        data: Bytes,
+    },
+    /// Write at the current end of the object.
+    Append {
+        /// Bytes to append.
+        data: Bytes,
+    },
+    /// Set the object's size, dropping or zero-extending data.
+    Truncate {
+        /// New size in bytes.
+        size: u64,
+    },
+    /// Zero a byte range without changing the size beyond it.
+    Zero {
+        /// Byte offset.
+        offset: u64,
+        /// Length in bytes.
+        length: u64,
+    },
+    /// Delete the object with its data, xattrs and omap (ENOENT if missing).
+    Remove,
+    /// Set an extended attribute.
+    SetXattr {
+        /// Attribute name.
+        name: String,
+        /// Attribute value.
+        value: Bytes,
+    },
+    /// Remove an extended attribute (ENODATA if missing).
+    RmXattr {
+        /// Attribute name.
+        name: String,
+    },
+    /// Upsert omap entries.
+    OmapSet {
+        /// Keys and values to store.
+        entries: BTreeMap<Bytes, Bytes>,
+    },
+    /// Remove omap keys; missing keys are ignored.
+    OmapRmKeys {
+        /// Keys to delete.
+        keys: Vec<Bytes>,
+    },
+    /// Remove omap keys in `[start, end)`.
+    OmapRmRange {
+        /// First key removed.
+        start: Bytes,
+        /// First key kept.
+        end: Bytes,
+    },
+    /// Remove every omap key (the header stays).
+    OmapClear,
+    /// Set the omap header.
+    OmapSetHeader {
+        /// The new header.
+        header: Bytes,
+    },
+    // ---- guards ----
+    /// Fail with ENOENT unless the object exists.
+    AssertExists,
+    /// Fail unless the object's user version equals `version` (ERANGE if it is newer, EOVERFLOW if older).
+    AssertVersion {
+        /// The expected user version.
+        version: u64,
+    },
+    /// Fail with ECANCELED unless `xattr OP value` holds (a missing xattr compares as empty).
+    CmpXattr {
+        /// Attribute name.
+        name: String,
+        /// Comparison.
+        op: CmpOp,
+        /// Interpretation of both sides.
+        mode: CmpMode,
+        /// Value to compare with.
+        value: Bytes,
+    },
+    /// Fail with ECANCELED unless every `omap[key] OP value` holds (a missing key fails).
+    OmapCmp {
+        /// Key → (comparison, interpretation, value).
+        assertions: BTreeMap<Bytes, (CmpOp, CmpMode, Bytes)>,
+    },
+    // ---- reads ----
+    /// Read `length` bytes at `offset` (length 0 reads to the end).
+    Read {
+        /// Byte offset.
+        offset: u64,
+        /// Byte count; 0 means to the end of the object.
+        length: u64,
+    },
+    /// Size, mtime and version.
+    Stat,
+    /// One xattr (ENODATA if missing).
+    GetXattr {
+        /// Attribute name.
+        name: String,
+    },
+    /// All xattrs.
+    GetXattrs,
+    /// Up to `max_return` keys greater than `start_after` that start with `filter_prefix`.
+    OmapGetKeys {
+        /// Return only keys after this one.
+        start_after: Bytes,
+        /// Return only keys with this prefix.
+        filter_prefix: Bytes,
+        /// At most this many keys (capped by the OSD's limit).
+        max_return: u32,
+    },
+    /// Like [`Step::OmapGetKeys`] but with values.
+    OmapGetVals {
+        /// Return only keys after this one.
+        start_after: Bytes,
+        /// Return only keys with this prefix.
+        filter_prefix: Bytes,
+        /// At most this many entries (capped by the OSD's limit).
+        max_return: u32,
+    },
+    /// The entries for the given keys that exist.
+    OmapGetValsByKeys {
+        /// Keys to look up.
+        keys: Vec<Bytes>,
+    },
+    /// The omap header.
+    OmapGetHeader,
+    /// CRC32C of a byte range (length 0 = to the end), seeded with `init`.
+    Checksum {
+        /// Byte offset.
+        offset: u64,
+        /// Byte count; 0 means to the end.
+        length: u64,
+        /// Initial CRC value.
+        init: u32,
+    },
+    // ---- object classes ----
+    /// Run `class.method` inside the operation's transaction.
+    Exec {
+        /// Class name, e.g. `lock`.
+        class: String,
+        /// Method name, e.g. `lock`.
+        method: String,
+        /// Method input, encoded as the method expects.
+        input: Bytes,
+    },
+}
+
+impl Step {
+    /// Whether the step changes the object (Exec is decided by the method's flags).
+    pub fn is_mutation(&self) -> bool {
+        matches!(
+            self,
+            Step::Create { .. }
+                | Step::Write { .. }
+                | Step::WriteFull { .. }
+                | Step::Append { .. }
+                | Step::Truncate { .. }
+                | Step::Zero { .. }
+                | Step::Remove
+                | Step::SetXattr { .. }
+                | Step::RmXattr { .. }
+                | Step::OmapSet { .. }
+                | Step::OmapRmKeys { .. }
+                | Step::OmapRmRange { .. }
+                | Step::OmapClear
+                | Step::OmapSetHeader { .. }
+        )
+    }
+}
+
+/// An object's size, modification time and version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectStat {
+    /// Data size in bytes.
+    pub size: u64,
+    /// Last modification, nanoseconds since the Unix epoch.
+    pub mtime_ns: u64,
+    /// User version: increases on every modifying operation.
+    pub version: u64,
+}
+
+/// What one step returned.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StepOutput {
+    /// The step returns nothing.
+    None,
+    /// Bytes: read data, an xattr value, the omap header or a class method's output.
+    Data(Bytes),
+    /// The object's stat.
+    Stat(ObjectStat),
+    /// All xattrs.
+    Xattrs(BTreeMap<String, Bytes>),
+    /// Omap keys, and whether more match after them.
+    OmapKeys {
+        /// The keys, in order.
+        keys: Vec<Bytes>,
+        /// More keys match after the last one.
+        more: bool,
+    },
+    /// Omap entries, and whether more match after them.
+    OmapVals {
+        /// The entries, in key order.
+        entries: Vec<(Bytes, Bytes)>,
+        /// More entries match after the last one.
+        more: bool,
+    },
+    /// A CRC32C checksum.
+    Checksum(u32),
+}

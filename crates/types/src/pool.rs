@@ -1,0 +1,141 @@
+//! Pools and the map that lists them.
+
+use crate::ids::PoolId;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A replicated pool: its name and how it is spread over OSDs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pool {
+    /// Never reused, even after the pool is deleted.
+    pub id: PoolId,
+    /// Unique among live pools.
+    pub name: String,
+    /// Number of placement groups; objects map to them by stable-mod of their hash.
+    pub pg_num: u32,
+    /// Number of replicas.
+    pub size: u32,
+    /// Replicas needed to accept writes.
+    pub min_size: u32,
+}
+
+/// Parameters of a pool to be created; the authority assigns the id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolSpec {
+    /// Pool name: 1..=255 bytes, no control characters.
+    pub name: String,
+    /// Placement groups, at least 1.
+    pub pg_num: u32,
+    /// Replicas, at least 1.
+    pub size: u32,
+    /// Replicas needed for writes, 1..=size.
+    pub min_size: u32,
+}
+
+impl PoolSpec {
+    /// The usual defaults of a fresh pool: 32 PGs, `size` replicas, `min_size = size - size/2`.
+    pub fn named(name: impl Into<String>, size: u32) -> Self {
+        PoolSpec { name: name.into(), pg_num: 32, size, min_size: size - size / 2 }
+    }
+
+    /// Checks the parameters, naming the first one that is wrong.
+    pub fn validate(&self) -> crate::Result<()> {
+        use crate::error::err;
+        if self.name.is_empty() || self.name.len() > 255 {
+            return Err(err::invalid(format!("pool name must be 1..=255 bytes, got {}", self.name.len())));
+        }
+        if self.name.chars().any(char::is_control) {
+            return Err(err::invalid("pool name must not contain control characters"));
+        }
+        if self.pg_num == 0 || self.pg_num > 65536 {
+            return Err(err::invalid(format!("pg_num must be in 1..=65536, got {}", self.pg_num)));
+        }
+        if self.size == 0 || self.size > 10 {
+            return Err(err::invalid(format!("size must be in 1..=10, got {}", self.size)));
+        }
+        if self.min_size == 0 || self.min_size > self.size {
+            return Err(err::invalid(format!(
+                "min_size must be in 1..=size ({}), got {}",
+                self.size, self.min_size
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The cluster's pools at one epoch. The monitor issue extends it with OSDs and placement rules.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolMap {
+    /// Increases on every change.
+    pub epoch: u64,
+    /// The id the next created pool gets.
+    pub next_pool_id: u64,
+    /// Live pools by id.
+    pub pools: BTreeMap<PoolId, Pool>,
+}
+
+impl PoolMap {
+    /// The pool with this name, if any.
+    pub fn by_name(&self, name: &str) -> Option<&Pool> {
+        self.pools.values().find(|p| p.name == name)
+    }
+
+    /// Adds a pool built from `spec`; fails if the spec is invalid or the name is taken.
+    pub fn create(&mut self, spec: &PoolSpec) -> crate::Result<Pool> {
+        spec.validate()?;
+        if self.by_name(&spec.name).is_some() {
+            return Err(crate::error::err::exists(format!("pool '{}' already exists", spec.name)));
+        }
+        self.next_pool_id = self.next_pool_id.max(1);
+        let pool = Pool {
+            id: PoolId(self.next_pool_id),
+            name: spec.name.clone(),
+            pg_num: spec.pg_num,
+            size: spec.size,
+            min_size: spec.min_size,
+        };
+        self.next_pool_id += 1;
+        self.epoch += 1;
+        self.pools.insert(pool.id, pool.clone());
+        Ok(pool)
+    }
+
+    /// Removes the pool with this name and returns it.
+    pub fn remove(&mut self, name: &str) -> crate::Result<Pool> {
+        let id = self
+            .by_name(name)
+            .map(|p| p.id)
+            .ok_or_else(|| crate::error::err::not_found(format!("pool '{name}' does not exist")))?;
+        self.epoch += 1;
+        self.pools
+            .remove(&id)
+            .ok_or_else(|| crate::error::err::not_found(format!("pool '{name}' does not exist")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_assigns_fresh_ids_and_rejects_duplicates() {
+        let mut map = PoolMap::default();
+        let a = map.create(&PoolSpec::named("a", 3)).unwrap();
+        assert_eq!(a.min_size, 2);
+        let e = map.create(&PoolSpec::named("a", 1)).unwrap_err();
+        assert_eq!(e.errno, crate::Errno::Exists);
+        map.remove("a").unwrap();
+        let b = map.create(&PoolSpec::named("a", 1)).unwrap();
+        assert_ne!(a.id, b.id, "pool ids are never reused");
+        assert_eq!(map.epoch, 3);
+    }
+
+    #[test]
+    fn validate_names_the_bad_field() {
+        let mut spec = PoolSpec::named("p", 3);
+        spec.min_size = 4;
+        assert!(spec.validate().unwrap_err().message.contains("min_size"));
+        spec = PoolSpec::named("", 1);
+        assert!(spec.validate().unwrap_err().message.contains("name"));
+    }
+}
