@@ -1,1 +1,215 @@
+//! RocksDB as Shoal's only storage engine: one column family per kind of key, one
+//! `WriteBatch` per transaction, and WAL syncs shared by every writer (group commit).
+//!
+//! Configured by an options string in Ceph's `bluestore_rocksdb_options` format
+//! (`key=value` pairs separated by commas); RocksDB's own parser wants semicolons, so
+//! top-level commas are translated. This is the only crate that links RocksDB.
 
+use rocksdb::statistics::Ticker;
+use rocksdb::{ColumnFamilyDescriptor, Options, WriteBatch, WriteOptions, DB};
+use shoal_store::{Batch, BatchOp, Cf, KvEngine, KvStats};
+use shoal_types::{err, RadosError, Result};
+use std::path::Path;
+
+/// The default `store_rocksdb_options`, after Ceph Squid's BlueStore tuning but sized for
+/// a store that also keeps object data: 64 MiB memtables (4 at most) so 4 KiB writes are
+/// absorbed before a flush, level-style compaction starting at 8 L0 files with a 1 GiB L1
+/// and a ×8 multiplier (fewer levels, less rewrite), 4 background jobs, LZ4 (cheap, and
+/// Ceph's measurements found it a net win), and WAL bounded at 1 GiB so restart replay
+/// stays short.
+pub const DEFAULT_OPTIONS: &str = "compression=kLZ4Compression,write_buffer_size=67108864,\
+max_write_buffer_number=4,min_write_buffer_number_to_merge=1,max_background_jobs=4,\
+level0_file_num_compaction_trigger=8,max_bytes_for_level_base=1073741824,\
+max_bytes_for_level_multiplier=8,compaction_readahead_size=2097152,max_total_wal_size=1073741824";
+
+/// Object data chunks are large values: keep those of 16 KiB and more in blob files so
+/// compaction moves pointers instead of rewriting them.
+const DATA_MIN_BLOB_SIZE: u64 = 16 * 1024;
+
+/// Translates Ceph's comma-separated options into RocksDB's semicolon syntax, leaving
+/// commas inside `{…}` nested option groups alone and dropping empty entries.
+pub fn ceph_options_to_rocksdb(options: &str) -> Result<String> {
+    let mut out = String::with_capacity(options.len());
+    let mut depth = 0i32;
+    for c in options.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            _ => {}
+        }
+        if depth < 0 {
+            return Err(err::invalid(format!("rocksdb options: unbalanced '}}' in {options:?}")));
+        }
+        out.push(if c == ',' && depth == 0 { ';' } else { c });
+    }
+    if depth != 0 {
+        return Err(err::invalid(format!("rocksdb options: unbalanced '{{' in {options:?}")));
+    }
+    let parts: Vec<&str> = out.split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
+    for part in &parts {
+        if !part.contains('=') {
+            return Err(err::invalid(format!("rocksdb options: '{part}' is not key=value")));
+        }
+    }
+    Ok(parts.join(";"))
+}
+
+fn rocks_err(context: &str, e: rocksdb::Error) -> RadosError {
+    err::io(format!("rocksdb {context}: {e}"))
+}
+
+/// A RocksDB database holding the object store's column families.
+pub struct RocksKv {
+    db: DB,
+    options: Options,
+    write_options: WriteOptions,
+}
+
+impl RocksKv {
+    /// Opens (creating if needed) the database in `dir` with a Ceph-style options string.
+    pub fn open(dir: &Path, ceph_options: &str) -> Result<Self> {
+        let rocks_options = ceph_options_to_rocksdb(ceph_options)?;
+        let mut base = Options::default();
+        base.create_if_missing(true);
+        base.create_missing_column_families(true);
+        let mut options = base
+            .get_options_from_string(&rocks_options)
+            .map_err(|e| err::invalid(format!("rocksdb options {ceph_options:?}: {e}")))?;
+        options.create_if_missing(true);
+        options.create_missing_column_families(true);
+        options.enable_statistics();
+        let mut data_base = options.clone();
+        data_base.set_enable_blob_files(true);
+        data_base.set_min_blob_size(DATA_MIN_BLOB_SIZE);
+        data_base.set_enable_blob_gc(true);
+        let data_options = data_base
+            .get_options_from_string(&rocks_options)
+            .map_err(|e| err::invalid(format!("rocksdb options {ceph_options:?}: {e}")))?;
+        let descriptors = Cf::ALL.iter().map(|&cf| {
+            let cf_options = if cf == Cf::Data { data_options.clone() } else { options.clone() };
+            ColumnFamilyDescriptor::new(cf.name(), cf_options)
+        });
+        let db = DB::open_cf_descriptors(&options, dir, descriptors).map_err(|e| rocks_err("open", e))?;
+        let mut write_options = WriteOptions::default();
+        write_options.set_sync(false);
+        Ok(RocksKv { db, options, write_options })
+    }
+
+    fn cf(&self, cf: Cf) -> Result<&rocksdb::ColumnFamily> {
+        self.db.cf_handle(cf.name()).ok_or_else(|| err::io(format!("column family {} missing", cf.name())))
+    }
+
+    /// RocksDB's own statistics report (`rocksdb.stats`), for operators.
+    pub fn report(&self) -> String {
+        self.db.property_value(rocksdb::properties::STATS).ok().flatten().unwrap_or_default()
+    }
+}
+
+impl KvEngine for RocksKv {
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.db.get_cf(self.cf(cf)?, key).map_err(|e| rocks_err("get", e))
+    }
+
+    fn scan(&self, cf: Cf, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        if start >= end || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut read_options = rocksdb::ReadOptions::default();
+        read_options.set_iterate_upper_bound(end.to_vec());
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(cf)?, read_options);
+        it.seek(start);
+        let mut rows = Vec::new();
+        while it.valid() && rows.len() < limit {
+            if let (Some(k), Some(v)) = (it.key(), it.value()) {
+                rows.push((k.to_vec(), v.to_vec()));
+            }
+            it.next();
+        }
+        it.status().map_err(|e| rocks_err("scan", e))?;
+        Ok(rows)
+    }
+
+    fn write(&self, batch: Batch) -> Result<()> {
+        let mut wb = WriteBatch::default();
+        for op in &batch {
+            match op {
+                BatchOp::Put(cf, k, v) => wb.put_cf(self.cf(*cf)?, k, v),
+                BatchOp::Delete(cf, k) => wb.delete_cf(self.cf(*cf)?, k),
+                BatchOp::DeleteRange(cf, start, end) => {
+                    if start < end {
+                        wb.delete_range_cf(self.cf(*cf)?, start, end)
+                    }
+                }
+            }
+        }
+        self.db.write_opt(wb, &self.write_options).map_err(|e| rocks_err("write", e))
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.db.flush_wal(true).map_err(|e| rocks_err("wal sync", e))
+    }
+
+    fn stats(&self) -> KvStats {
+        let o = &self.options;
+        KvStats {
+            user_bytes_written: o.get_ticker_count(Ticker::BytesWritten),
+            wal_bytes: o.get_ticker_count(Ticker::WalFileBytes),
+            wal_syncs: o.get_ticker_count(Ticker::WalFileSynced),
+            flush_bytes: o.get_ticker_count(Ticker::FlushWriteBytes),
+            compaction_bytes: o.get_ticker_count(Ticker::CompactWriteBytes),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn passes_the_store_conformance_suite() {
+        let dirs = std::sync::Mutex::new(Vec::new());
+        shoal_store::conformance::run_all(&|| {
+            let dir = tempfile::tempdir().unwrap();
+            let kv = RocksKv::open(dir.path(), DEFAULT_OPTIONS).unwrap();
+            dirs.lock().unwrap().push(dir);
+            Arc::new(kv)
+        });
+    }
+
+    #[test]
+    fn ceph_commas_become_semicolons() {
+        assert_eq!(ceph_options_to_rocksdb("a=1, b=2,,").unwrap(), "a=1;b=2");
+        assert_eq!(
+            ceph_options_to_rocksdb("x=1,block_based_table_factory={block_size=4096;a=b},y=2").unwrap(),
+            "x=1;block_based_table_factory={block_size=4096;a=b};y=2"
+        );
+        assert!(ceph_options_to_rocksdb("a=1,{").is_err());
+        assert!(ceph_options_to_rocksdb("novalue").unwrap_err().message.contains("novalue"));
+    }
+
+    #[test]
+    fn bad_options_name_the_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = RocksKv::open(dir.path(), "compression=kNoSuchCompression").err().unwrap();
+        assert_eq!(e.errno, shoal_types::Errno::InvalidArgument);
+        assert!(e.message.contains("compression"), "{e}");
+        let e = RocksKv::open(dir.path(), "not_an_option=1").err().unwrap();
+        assert!(e.message.contains("not_an_option"), "{e}");
+    }
+
+    #[test]
+    fn statistics_count_writes_and_syncs() {
+        let dir = tempfile::tempdir().unwrap();
+        let kv = RocksKv::open(dir.path(), "compression=kNoCompression,write_buffer_size=1048576").unwrap();
+        for i in 0..100u32 {
+            kv.write(vec![BatchOp::Put(Cf::Data, i.to_be_bytes().to_vec(), vec![7; 4096])]).unwrap();
+            kv.sync().unwrap();
+        }
+        let s = kv.stats();
+        assert!(s.user_bytes_written >= 100 * 4096, "{s:?}");
+        assert!(s.wal_bytes >= s.user_bytes_written, "{s:?}");
+        assert!(s.wal_syncs >= 100, "{s:?}");
+        assert!(s.write_amplification() >= 1.0);
+    }
+}

@@ -1,0 +1,148 @@
+//! One suite every [`KvEngine`] must pass, run by each engine's own tests.
+
+use crate::kv::{BatchOp, Cf, KvEngine};
+use crate::object::{ObjectKey, ObjectStore, Onode, StoreFormat, Transaction};
+use shoal_types::{ObjectName, PoolId};
+use std::sync::Arc;
+
+/// Runs every check against fresh engines made by `make`; panics on the first failure.
+pub fn run_all(make: &dyn Fn() -> Arc<dyn KvEngine>) {
+    batch_order_and_ranges(make());
+    scan_limits_and_bounds(make());
+    objects_do_not_bleed_into_neighbours(make());
+    listing_follows_pg_ranges(make());
+    delete_pool_removes_only_that_pool(make());
+    format_is_fixed_at_creation(make());
+}
+
+fn batch_order_and_ranges(kv: Arc<dyn KvEngine>) {
+    kv.write(vec![
+        BatchOp::Put(Cf::Meta, b"a".to_vec(), b"1".to_vec()),
+        BatchOp::Put(Cf::Meta, b"b".to_vec(), b"2".to_vec()),
+        BatchOp::Put(Cf::Meta, b"c".to_vec(), b"3".to_vec()),
+        BatchOp::Put(Cf::Data, b"b".to_vec(), b"other cf".to_vec()),
+        BatchOp::Put(Cf::Meta, b"a".to_vec(), b"1'".to_vec()),
+        BatchOp::DeleteRange(Cf::Meta, b"b".to_vec(), b"c".to_vec()),
+    ])
+    .unwrap();
+    assert_eq!(kv.get(Cf::Meta, b"a").unwrap(), Some(b"1'".to_vec()), "a later put wins");
+    assert_eq!(kv.get(Cf::Meta, b"b").unwrap(), None, "range delete is half-open");
+    assert_eq!(kv.get(Cf::Meta, b"c").unwrap(), Some(b"3".to_vec()), "range end is kept");
+    assert_eq!(kv.get(Cf::Data, b"b").unwrap(), Some(b"other cf".to_vec()), "column families are separate");
+    kv.write(vec![BatchOp::Delete(Cf::Meta, b"c".to_vec()), BatchOp::Put(Cf::Meta, b"c".to_vec(), b"4".to_vec())])
+        .unwrap();
+    assert_eq!(kv.get(Cf::Meta, b"c").unwrap(), Some(b"4".to_vec()));
+    kv.sync().unwrap();
+}
+
+fn scan_limits_and_bounds(kv: Arc<dyn KvEngine>) {
+    let batch = (0u8..10).map(|i| BatchOp::Put(Cf::Omap, vec![b'k', i], vec![i])).collect();
+    kv.write(batch).unwrap();
+    let rows = kv.scan(Cf::Omap, &[b'k', 2], &[b'k', 7], 100).unwrap();
+    assert_eq!(rows.iter().map(|(_, v)| v[0]).collect::<Vec<_>>(), vec![2, 3, 4, 5, 6]);
+    assert_eq!(kv.scan(Cf::Omap, &[b'k'], &[b'l'], 3).unwrap().len(), 3);
+    assert!(kv.scan(Cf::Omap, &[b'k', 5], &[b'k', 5], 10).unwrap().is_empty());
+}
+
+fn objects_do_not_bleed_into_neighbours(kv: Arc<dyn KvEngine>) {
+    let store = ObjectStore::open(kv, StoreFormat { chunk_size: 8 }).unwrap();
+    let pool = PoolId(1);
+    let a = ObjectKey::new(pool, &ObjectName::new("", "a")).unwrap();
+    let ab = ObjectKey::new(pool, &ObjectName::new("", "ab")).unwrap();
+    let mut t = Transaction::new();
+    for key in [&a, &ab] {
+        t.put_onode(key, &Onode { size: 16, ..Onode::default() });
+        t.put_chunk(key, 0, vec![1; 8]);
+        t.put_chunk(key, 1, vec![2; 8]);
+        t.omap_put(key, b"k1", b"v1");
+        t.omap_put(key, b"k2", b"v2");
+    }
+    store.commit(t).unwrap();
+    let mut t = Transaction::new();
+    t.remove_object(&a);
+    store.commit(t).unwrap();
+    assert_eq!(store.onode(&a).unwrap(), None);
+    assert!(store.chunks(&a, 0, 10).unwrap().is_empty());
+    assert!(store.omap_scan(&a, b"", false, 10).unwrap().is_empty());
+    assert_eq!(store.chunks(&ab, 0, 10).unwrap().len(), 2);
+    let omap = store.omap_scan(&ab, b"k1", true, 10).unwrap();
+    assert_eq!(omap, vec![(b"k2".to_vec(), b"v2".to_vec())], "exclusive start skips k1");
+    assert_eq!(store.onode(&ab).unwrap().map(|o| o.size), Some(16));
+    let mut t = Transaction::new();
+    t.delete_chunks_from(&ab, 1);
+    t.omap_delete_range(&ab, b"k2", b"k3");
+    store.commit(t).unwrap();
+    assert_eq!(store.chunks(&ab, 0, 10).unwrap(), vec![(0, vec![1; 8])]);
+    assert_eq!(store.omap_get(&ab, b"k1").unwrap(), Some(b"v1".to_vec()));
+    assert_eq!(store.omap_get(&ab, b"k2").unwrap(), None);
+    let seq = store.committed_seq();
+    assert!(store.sync().unwrap() >= seq, "sync covers every earlier commit");
+}
+
+fn listing_follows_pg_ranges(kv: Arc<dyn KvEngine>) {
+    let store = ObjectStore::open(kv, StoreFormat::default()).unwrap();
+    let pool = shoal_types::Pool { id: PoolId(3), name: "p".into(), pg_num: 6, size: 1, min_size: 1 };
+    let mut t = Transaction::new();
+    let names: Vec<ObjectName> = (0..200).map(|i| ObjectName::new(if i % 3 == 0 { "ns" } else { "" }, format!("obj{i}"))).collect();
+    for name in &names {
+        t.put_onode(&ObjectKey::new(pool.id, name).unwrap(), &Onode::default());
+    }
+    store.commit(t).unwrap();
+    let mut seen = Vec::new();
+    for seed in 0..pool.pg_num {
+        for range in shoal_placement::pg_reversed_hash_ranges(seed, pool.pg_num) {
+            let mut after = None;
+            loop {
+                let page = store.list(pool.id, range.clone(), after.as_ref(), 7).unwrap();
+                for key in &page {
+                    let (p, name) = key.decode().unwrap();
+                    assert_eq!(p, pool.id);
+                    assert_eq!(shoal_placement::pg_of(&pool, &name).seed, seed, "{name} listed in the wrong PG");
+                    seen.push(name);
+                }
+                match page.last() {
+                    Some(last) if page.len() == 7 => after = Some(last.clone()),
+                    _ => break,
+                }
+            }
+        }
+    }
+    seen.sort();
+    let mut expected = names.clone();
+    expected.sort();
+    assert_eq!(seen, expected, "every object listed exactly once");
+}
+
+fn delete_pool_removes_only_that_pool(kv: Arc<dyn KvEngine>) {
+    let store = ObjectStore::open(kv, StoreFormat::default()).unwrap();
+    let keys: Vec<ObjectKey> =
+        [1u64, 2, 3].iter().map(|&p| ObjectKey::new(PoolId(p), &ObjectName::new("", "x")).unwrap()).collect();
+    let mut t = Transaction::new();
+    for key in &keys {
+        t.put_onode(key, &Onode::default());
+        t.omap_put(key, b"k", b"v");
+    }
+    store.commit(t).unwrap();
+    let mut t = Transaction::new();
+    t.delete_pool(PoolId(2));
+    store.commit(t).unwrap();
+    assert!(store.onode(&keys[0]).unwrap().is_some());
+    assert!(store.onode(&keys[1]).unwrap().is_none());
+    assert!(store.omap_get(&keys[1], b"k").unwrap().is_none());
+    assert!(store.onode(&keys[2]).unwrap().is_some());
+}
+
+fn format_is_fixed_at_creation(kv: Arc<dyn KvEngine>) {
+    let first = ObjectStore::open(kv.clone(), StoreFormat { chunk_size: 4096 }).unwrap();
+    assert_eq!(first.chunk_size(), 4096);
+    let again = ObjectStore::open(kv, StoreFormat { chunk_size: 65536 }).unwrap();
+    assert_eq!(again.chunk_size(), 4096, "an existing store keeps its chunk size");
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn mem_kv_passes() {
+        super::run_all(&|| std::sync::Arc::new(crate::MemKv::new()));
+    }
+}

@@ -1,0 +1,88 @@
+//! The narrow boundary to a storage engine: column families of ordered keys, atomic
+//! batches, and an explicit sync that makes every earlier batch durable.
+
+use shoal_types::Result;
+
+/// The column families the object store uses, one per kind of key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Cf {
+    /// Object metadata (onodes), keyed by object key.
+    Onode,
+    /// Object data chunks, keyed by object key + chunk index.
+    Data,
+    /// Omap entries, keyed by object key + omap key.
+    Omap,
+    /// Store and PG metadata.
+    Meta,
+}
+
+impl Cf {
+    /// Every column family, in a fixed order.
+    pub const ALL: [Cf; 4] = [Cf::Onode, Cf::Data, Cf::Omap, Cf::Meta];
+
+    /// The engine-level name of the column family.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cf::Onode => "onode",
+            Cf::Data => "data",
+            Cf::Omap => "omap",
+            Cf::Meta => "meta",
+        }
+    }
+}
+
+/// One change inside an atomic [`Batch`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BatchOp {
+    /// Set a key.
+    Put(Cf, Vec<u8>, Vec<u8>),
+    /// Delete a key.
+    Delete(Cf, Vec<u8>),
+    /// Delete every key in `[start, end)`.
+    DeleteRange(Cf, Vec<u8>, Vec<u8>),
+}
+
+/// Changes applied all together or not at all, in order (a later op wins).
+pub type Batch = Vec<BatchOp>;
+
+/// Counters of what the engine wrote, for write-amplification figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KvStats {
+    /// Bytes of keys and values handed to the engine.
+    pub user_bytes_written: u64,
+    /// Bytes written to the write-ahead log.
+    pub wal_bytes: u64,
+    /// Number of WAL syncs.
+    pub wal_syncs: u64,
+    /// Bytes written by memtable flushes.
+    pub flush_bytes: u64,
+    /// Bytes written by compactions.
+    pub compaction_bytes: u64,
+}
+
+impl KvStats {
+    /// Bytes the device took per byte the user wrote: (WAL + flush + compaction) / user.
+    pub fn write_amplification(&self) -> f64 {
+        if self.user_bytes_written == 0 {
+            return 0.0;
+        }
+        (self.wal_bytes + self.flush_bytes + self.compaction_bytes) as f64 / self.user_bytes_written as f64
+    }
+}
+
+/// An ordered key-value engine with column families.
+///
+/// `write` makes a batch visible at once and atomically; it is durable only after a later
+/// `sync` returns. Implementations: RocksDB (`shoal-store-rocks`) and [`crate::MemKv`].
+pub trait KvEngine: Send + Sync + 'static {
+    /// The value of a key.
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Up to `limit` entries with `start <= key < end`, in key order.
+    fn scan(&self, cf: Cf, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// Applies a batch atomically.
+    fn write(&self, batch: Batch) -> Result<()>;
+    /// Makes every batch written before this call durable.
+    fn sync(&self) -> Result<()>;
+    /// Write statistics since open.
+    fn stats(&self) -> KvStats;
+}

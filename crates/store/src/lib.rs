@@ -1,0 +1,15 @@
+//! The local object store: objects (data chunks, xattrs, omap) laid out as keys in an
+//! ordered key-value engine, changed only by atomic transactions, made durable by an
+//! explicit group-commit sync.
+//!
+//! This crate must not depend on RocksDB (that is `shoal-store-rocks`), tokio or sockets:
+//! every engine passes the same [`conformance`] suite.
+
+pub mod conformance;
+pub mod kv;
+pub mod mem;
+pub mod object;
+
+pub use kv::{Batch, BatchOp, Cf, KvEngine, KvStats};
+pub use mem::MemKv;
+pub use object::{ObjectKey, ObjectStore, Onode, StoreFormat, Transaction};

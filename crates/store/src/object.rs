@@ -1,0 +1,363 @@
+//! Objects on a [`KvEngine`]: key layout, onodes, transactions and reads.
+//!
+//! Layout (see docs/format/store.md):
+//! - object key = pool (u64 BE) ‖ bit-reversed placement hash (u32 BE) ‖ namespace (u16 BE
+//!   length + bytes) ‖ name (u16 BE length + bytes). Prefix-free, and each PG is one or two
+//!   contiguous ranges of it.
+//! - `onode` CF: object key → [`Onode`] (size, mtime, version, xattrs, omap header).
+//! - `data` CF: object key ‖ chunk index (u32 BE) → up to `chunk_size` bytes; a missing
+//!   chunk is a hole and reads as zeros.
+//! - `omap` CF: object key ‖ omap key → value.
+
+use crate::kv::{Batch, BatchOp, Cf, KvEngine, KvStats};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use shoal_types::{err, ObjectName, PoolId, Result, Versioned};
+use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// An encoded object key: see the module docs for its layout.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey(Vec<u8>);
+
+/// Longest namespace or object name, in bytes.
+pub const MAX_NAME_LEN: usize = 4096;
+
+impl ObjectKey {
+    /// The key of an object; fails if the namespace or name is too long.
+    pub fn new(pool: PoolId, name: &ObjectName) -> Result<Self> {
+        for (what, s) in [("namespace", &name.namespace), ("object name", &name.name)] {
+            if s.len() > MAX_NAME_LEN {
+                return Err(err::name_too_long(format!("{what} is {} bytes, the limit is {MAX_NAME_LEN}", s.len())));
+            }
+        }
+        let hash = shoal_placement::object_hash(name);
+        let mut key = Vec::with_capacity(16 + name.namespace.len() + name.name.len());
+        key.extend_from_slice(&pool.0.to_be_bytes());
+        key.extend_from_slice(&hash.reverse_bits().to_be_bytes());
+        for s in [&name.namespace, &name.name] {
+            key.extend_from_slice(&(s.len() as u16).to_be_bytes());
+            key.extend_from_slice(s.as_bytes());
+        }
+        Ok(ObjectKey(key))
+    }
+
+    /// Rebuilds a key from bytes read back from the store, checking its shape.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Self> {
+        let key = ObjectKey(bytes);
+        key.decode()?;
+        Ok(key)
+    }
+
+    /// The raw bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The pool and object name encoded in the key.
+    pub fn decode(&self) -> Result<(PoolId, ObjectName)> {
+        let corrupt = || err::io(format!("corrupt object key {:02x?}", self.0));
+        let b = &self.0;
+        if b.len() < 16 {
+            return Err(corrupt());
+        }
+        let pool = PoolId(u64::from_be_bytes(b[0..8].try_into().map_err(|_| corrupt())?));
+        let mut pos = 12;
+        let mut parts = Vec::with_capacity(2);
+        for _ in 0..2 {
+            let len_bytes: [u8; 2] = b.get(pos..pos + 2).ok_or_else(corrupt)?.try_into().map_err(|_| corrupt())?;
+            let len = u16::from_be_bytes(len_bytes) as usize;
+            let s = b.get(pos + 2..pos + 2 + len).ok_or_else(corrupt)?;
+            parts.push(String::from_utf8(s.to_vec()).map_err(|_| corrupt())?);
+            pos += 2 + len;
+        }
+        if pos != b.len() {
+            return Err(corrupt());
+        }
+        let name = parts.pop().ok_or_else(corrupt)?;
+        let namespace = parts.pop().ok_or_else(corrupt)?;
+        Ok((pool, ObjectName { namespace, name }))
+    }
+
+    fn with_suffix(&self, suffix: &[u8]) -> Vec<u8> {
+        let mut k = Vec::with_capacity(self.0.len() + suffix.len());
+        k.extend_from_slice(&self.0);
+        k.extend_from_slice(suffix);
+        k
+    }
+
+    fn chunk_key(&self, index: u32) -> Vec<u8> {
+        self.with_suffix(&index.to_be_bytes())
+    }
+
+    /// The first key after every key that starts with this object key.
+    fn end(&self) -> Vec<u8> {
+        prefix_end(&self.0)
+    }
+}
+
+/// The smallest key greater than every key starting with `prefix` (prefix must not be all 0xff).
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last != 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0xff; prefix.len() + 1]
+}
+
+/// An object's metadata record.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Onode {
+    /// Data size in bytes.
+    pub size: u64,
+    /// Last modification, nanoseconds since the Unix epoch.
+    pub mtime_ns: u64,
+    /// User version, increased by every modifying operation.
+    pub version: u64,
+    /// Extended attributes.
+    pub xattrs: BTreeMap<String, Bytes>,
+    /// The omap header.
+    pub omap_header: Bytes,
+}
+
+impl Versioned for Onode {
+    const NAME: &'static str = "onode";
+    const VERSION: u8 = 1;
+}
+
+/// Parameters fixed when a store is created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreFormat {
+    /// Bytes per data chunk key.
+    pub chunk_size: u32,
+}
+
+impl Versioned for StoreFormat {
+    const NAME: &'static str = "store format";
+    const VERSION: u8 = 1;
+}
+
+impl Default for StoreFormat {
+    /// 64 KiB chunks: a 4 MiB object is 64 keys, and a small append rewrites at most 64 KiB.
+    fn default() -> Self {
+        StoreFormat { chunk_size: 64 * 1024 }
+    }
+}
+
+const FORMAT_KEY: &[u8] = b"store_format";
+
+/// A set of changes applied atomically by [`ObjectStore::commit`].
+#[derive(Default, Debug)]
+pub struct Transaction {
+    ops: Batch,
+}
+
+impl Transaction {
+    /// An empty transaction.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether nothing would change.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Stores an object's metadata (creating the object).
+    pub fn put_onode(&mut self, key: &ObjectKey, onode: &Onode) {
+        self.ops.push(BatchOp::Put(Cf::Onode, key.0.clone(), onode.encode()));
+    }
+
+    /// Removes an object's metadata, data and omap.
+    pub fn remove_object(&mut self, key: &ObjectKey) {
+        self.ops.push(BatchOp::Delete(Cf::Onode, key.0.clone()));
+        self.delete_chunks_from(key, 0);
+        self.omap_clear(key);
+    }
+
+    /// Stores one data chunk.
+    pub fn put_chunk(&mut self, key: &ObjectKey, index: u32, data: Vec<u8>) {
+        self.ops.push(BatchOp::Put(Cf::Data, key.chunk_key(index), data));
+    }
+
+    /// Deletes one data chunk (it becomes a hole).
+    pub fn delete_chunk(&mut self, key: &ObjectKey, index: u32) {
+        self.ops.push(BatchOp::Delete(Cf::Data, key.chunk_key(index)));
+    }
+
+    /// Deletes every chunk with index `>= first`.
+    pub fn delete_chunks_from(&mut self, key: &ObjectKey, first: u32) {
+        self.ops.push(BatchOp::DeleteRange(Cf::Data, key.chunk_key(first), key.end()));
+    }
+
+    /// Sets an omap entry.
+    pub fn omap_put(&mut self, key: &ObjectKey, omap_key: &[u8], value: &[u8]) {
+        self.ops.push(BatchOp::Put(Cf::Omap, key.with_suffix(omap_key), value.to_vec()));
+    }
+
+    /// Deletes an omap entry.
+    pub fn omap_delete(&mut self, key: &ObjectKey, omap_key: &[u8]) {
+        self.ops.push(BatchOp::Delete(Cf::Omap, key.with_suffix(omap_key)));
+    }
+
+    /// Deletes omap entries in `[start, end)`.
+    pub fn omap_delete_range(&mut self, key: &ObjectKey, start: &[u8], end: &[u8]) {
+        self.ops.push(BatchOp::DeleteRange(Cf::Omap, key.with_suffix(start), key.with_suffix(end)));
+    }
+
+    /// Deletes every omap entry of the object.
+    pub fn omap_clear(&mut self, key: &ObjectKey) {
+        self.ops.push(BatchOp::DeleteRange(Cf::Omap, key.0.clone(), key.end()));
+    }
+
+    /// Sets a store metadata key.
+    pub fn put_meta(&mut self, key: &[u8], value: Vec<u8>) {
+        self.ops.push(BatchOp::Put(Cf::Meta, key.to_vec(), value));
+    }
+
+    /// Deletes every object of a pool.
+    pub fn delete_pool(&mut self, pool: PoolId) {
+        let start = pool.0.to_be_bytes().to_vec();
+        let end = prefix_end(&start);
+        for cf in [Cf::Onode, Cf::Data, Cf::Omap] {
+            self.ops.push(BatchOp::DeleteRange(cf, start.clone(), end.clone()));
+        }
+    }
+}
+
+/// Objects with data, xattrs and omap on a [`KvEngine`].
+///
+/// [`ObjectStore::commit`] applies a transaction atomically and makes it visible at once;
+/// it is durable once [`ObjectStore::sync`] has returned a sequence number at least as
+/// large as the one `commit` returned. One `sync` covers every commit before it: that is
+/// the group commit.
+pub struct ObjectStore {
+    kv: Arc<dyn KvEngine>,
+    format: StoreFormat,
+    committed_seq: AtomicU64,
+}
+
+impl ObjectStore {
+    /// Opens a store on an engine, recording `format` if the store is new; an existing
+    /// store keeps the format it was created with.
+    pub fn open(kv: Arc<dyn KvEngine>, format: StoreFormat) -> Result<Self> {
+        if format.chunk_size == 0 || format.chunk_size > 16 << 20 {
+            return Err(err::invalid(format!("chunk size {} must be in 1..=16 MiB", format.chunk_size)));
+        }
+        let format = match kv.get(Cf::Meta, FORMAT_KEY)? {
+            Some(bytes) => StoreFormat::decode(&bytes).map_err(|e| err::io(format!("store format record: {e}")))?,
+            None => {
+                kv.write(vec![BatchOp::Put(Cf::Meta, FORMAT_KEY.to_vec(), format.encode())])?;
+                kv.sync()?;
+                format
+            }
+        };
+        Ok(ObjectStore { kv, format, committed_seq: AtomicU64::new(0) })
+    }
+
+    /// Bytes per data chunk.
+    pub fn chunk_size(&self) -> u32 {
+        self.format.chunk_size
+    }
+
+    /// An object's metadata, if it exists.
+    pub fn onode(&self, key: &ObjectKey) -> Result<Option<Onode>> {
+        self.kv
+            .get(Cf::Onode, &key.0)?
+            .map(|bytes| Onode::decode(&bytes).map_err(|e| err::io(format!("onode of {:?}: {e}", key.decode()))))
+            .transpose()
+    }
+
+    /// The chunks with indexes in `first..end` that exist (holes are absent).
+    pub fn chunks(&self, key: &ObjectKey, first: u32, end: u32) -> Result<Vec<(u32, Vec<u8>)>> {
+        if first >= end {
+            return Ok(Vec::new());
+        }
+        let rows = self.kv.scan(Cf::Data, &key.chunk_key(first), &key.chunk_key(end), (end - first) as usize)?;
+        rows.into_iter()
+            .map(|(k, v)| {
+                let index = k
+                    .get(key.0.len()..)
+                    .and_then(|s| <[u8; 4]>::try_from(s).ok())
+                    .map(u32::from_be_bytes)
+                    .ok_or_else(|| err::io(format!("corrupt chunk key {k:02x?}")))?;
+                Ok((index, v))
+            })
+            .collect()
+    }
+
+    /// One omap value.
+    pub fn omap_get(&self, key: &ObjectKey, omap_key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.kv.get(Cf::Omap, &key.with_suffix(omap_key))
+    }
+
+    /// Up to `limit` omap entries with keys `>= start` (or after `start` when `exclusive`).
+    pub fn omap_scan(&self, key: &ObjectKey, start: &[u8], exclusive: bool, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut from = key.with_suffix(start);
+        if exclusive {
+            from.push(0);
+        }
+        let prefix_len = key.0.len();
+        Ok(self
+            .kv
+            .scan(Cf::Omap, &from, &key.end(), limit)?
+            .into_iter()
+            .map(|(mut k, v)| (k.split_off(prefix_len), v))
+            .collect())
+    }
+
+    /// Up to `limit` objects of `pool` whose bit-reversed hash is in `range`, after `after`.
+    pub fn list(&self, pool: PoolId, range: RangeInclusive<u32>, after: Option<&ObjectKey>, limit: usize) -> Result<Vec<ObjectKey>> {
+        let bound = |rev: u64| {
+            let mut k = pool.0.to_be_bytes().to_vec();
+            if rev > u64::from(u32::MAX) {
+                return prefix_end(&k);
+            }
+            k.extend_from_slice(&(rev as u32).to_be_bytes());
+            k
+        };
+        let mut start = bound(u64::from(*range.start()));
+        if let Some(after) = after {
+            let mut past = after.0.clone();
+            past.push(0);
+            start = start.max(past);
+        }
+        let end = bound(u64::from(*range.end()) + 1);
+        self.kv.scan(Cf::Onode, &start, &end, limit)?.into_iter().map(|(k, _)| ObjectKey::from_bytes(k)).collect()
+    }
+
+    /// A store metadata value.
+    pub fn meta(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.kv.get(Cf::Meta, key)
+    }
+
+    /// Applies a transaction atomically; returns its sequence number for [`ObjectStore::sync`].
+    pub fn commit(&self, txn: Transaction) -> Result<u64> {
+        if !txn.ops.is_empty() {
+            self.kv.write(txn.ops)?;
+        }
+        Ok(self.committed_seq.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    /// The sequence number of the latest commit.
+    pub fn committed_seq(&self) -> u64 {
+        self.committed_seq.load(Ordering::SeqCst)
+    }
+
+    /// Makes every earlier commit durable; returns the sequence number now durable.
+    pub fn sync(&self) -> Result<u64> {
+        let upto = self.committed_seq();
+        self.kv.sync()?;
+        Ok(upto)
+    }
+
+    /// The engine's write statistics.
+    pub fn stats(&self) -> KvStats {
+        self.kv.stats()
+    }
+}
