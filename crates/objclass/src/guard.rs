@@ -43,8 +43,11 @@ pub fn register(r: &mut ClassRegistry) {
     r.register(CLASS, "get_epoch", MethodFlags::RD, get_epoch);
 }
 
+/// The object's epoch, from the cache when valid. It is staged again either way, so the
+/// cache stays valid across this operation's own version bump.
 fn current(ctx: &mut MethodContext<'_>) -> Result<u64> {
     if let Some(e) = ctx.cached::<Epoch>(CLASS) {
+        ctx.object.stage_state(CLASS, e.clone());
         return Ok(e.epoch);
     }
     let epoch = if ctx.object.exists()? {

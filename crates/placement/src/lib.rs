@@ -6,7 +6,8 @@
 pub mod hash;
 pub mod straw2;
 
-use shoal_types::{ObjectName, OsdId, PgId, Pool};
+use shoal_types::{ObjectName, OsdId, OsdMap, PgId, Pool};
+use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
 /// The 32-bit placement hash of an object name. A non-empty namespace is hashed with the
@@ -89,6 +90,15 @@ pub struct Host {
 const MAX_TRIES: u32 = 50;
 
 impl Topology {
+    /// The hosts and weights of a map; OSDs that are out weigh nothing.
+    pub fn from_map(map: &OsdMap) -> Self {
+        let mut hosts: BTreeMap<&str, Vec<(OsdId, u32)>> = BTreeMap::new();
+        for (&id, osd) in &map.osds {
+            hosts.entry(osd.host.as_str()).or_default().push((id, if osd.is_in { osd.weight } else { 0 }));
+        }
+        Topology { hosts: hosts.into_iter().map(|(name, osds)| Host { name: name.to_owned(), osds }).collect() }
+    }
+
     /// One host holding one OSD of weight 1.0: the embedded, single-OSD layout.
     pub fn single(osd: OsdId) -> Self {
         Topology { hosts: vec![Host { name: "localhost".into(), osds: vec![(osd, 0x10000)] }] }
@@ -132,6 +142,14 @@ impl Topology {
         }
         chosen
     }
+}
+
+/// The OSDs that serve a PG under `map`, primary first: placement's choice minus OSDs that
+/// are down.
+pub fn pg_up_osds(map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<OsdId> {
+    let mut osds = Topology::from_map(map).pg_to_osds(pool, pg);
+    osds.retain(|o| map.osds.get(o).is_some_and(|e| e.up));
+    osds
 }
 
 #[cfg(test)]

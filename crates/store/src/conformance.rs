@@ -123,9 +123,18 @@ fn delete_pool_removes_only_that_pool(kv: Arc<dyn KvEngine>) {
         t.omap_put(key, b"k", b"v");
     }
     store.commit(t).unwrap();
+    let pg_key = |pool| crate::pg_meta_key(shoal_types::PgId { pool: PoolId(pool), seed: 0 });
+    for pool in [1, 2, 3] {
+        let mut t = Transaction::new();
+        t.put_meta(&pg_key(pool), vec![1]);
+        store.commit(t).unwrap();
+    }
     let mut t = Transaction::new();
     t.delete_pool(PoolId(2));
     store.commit(t).unwrap();
+    assert!(store.meta(&pg_key(1)).unwrap().is_some());
+    assert!(store.meta(&pg_key(2)).unwrap().is_none(), "PG state goes with the pool");
+    assert!(store.meta(&pg_key(3)).unwrap().is_some());
     assert!(store.onode(&keys[0]).unwrap().is_some());
     assert!(store.onode(&keys[1]).unwrap().is_none());
     assert!(store.omap_get(&keys[1], b"k").unwrap().is_none());

@@ -12,7 +12,7 @@
 use crate::kv::{Batch, BatchOp, Cf, KvEngine, KvStats};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use shoal_types::{err, ObjectName, PoolId, Result, Versioned};
+use shoal_types::{err, ObjectName, PgId, PoolId, Result, Versioned};
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -150,6 +150,15 @@ impl Default for StoreFormat {
 }
 
 const FORMAT_KEY: &[u8] = b"store_format";
+const PG_META_PREFIX: u8 = b'P';
+
+/// The `meta` key of a PG's persistent state: `P` ‖ pool (u64 BE) ‖ seed (u32 BE).
+pub fn pg_meta_key(pg: PgId) -> Vec<u8> {
+    let mut k = vec![PG_META_PREFIX];
+    k.extend_from_slice(&pg.pool.0.to_be_bytes());
+    k.extend_from_slice(&pg.seed.to_be_bytes());
+    k
+}
 
 /// A set of changes applied atomically by [`ObjectStore::commit`].
 #[derive(Default, Debug)]
@@ -227,6 +236,9 @@ impl Transaction {
         for cf in [Cf::Onode, Cf::Data, Cf::Omap] {
             self.ops.push(BatchOp::DeleteRange(cf, start.clone(), end.clone()));
         }
+        let pg_start = [&[PG_META_PREFIX][..], &start].concat();
+        let pg_end = [&[PG_META_PREFIX][..], &end].concat();
+        self.ops.push(BatchOp::DeleteRange(Cf::Meta, pg_start, pg_end));
     }
 }
 

@@ -7,10 +7,10 @@ pub mod error;
 pub mod ids;
 pub mod msg;
 pub mod op;
-pub mod pool;
+pub mod map;
 
 pub use encoding::Versioned;
 pub use error::{err, Errno, RadosError, Result};
 pub use ids::{ClientId, ObjectId, ObjectName, OsdId, PgId, PoolId, ReqId};
 pub use op::{CmpMode, CmpOp, ObjectStat, Step, StepOutput};
-pub use pool::{Pool, PoolMap, PoolSpec};
+pub use map::{OsdEntry, OsdMap, Pool, PoolSpec};

@@ -5,7 +5,7 @@ use crate::encoding::Versioned;
 use crate::error::RadosError;
 use crate::ids::{ClientId, ObjectName, PoolId, ReqId};
 use crate::op::{Step, StepOutput};
-use crate::pool::{Pool, PoolMap, PoolSpec};
+use crate::map::{OsdMap, Pool, PoolSpec};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
@@ -40,6 +40,8 @@ impl Versioned for Message {
 /// A request to an OSD or to the map authority.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Request {
+    /// Introduces the client on a new connection; watches and locks are held in its name.
+    Hello(ClientId),
     /// A compound operation on one object.
     Op(OsdOp),
     /// List the objects of one PG.
@@ -50,7 +52,7 @@ pub enum Request {
     Unwatch(WatchRequest),
     /// Send a payload to every watcher of an object and collect their acks.
     Notify(NotifyRequest),
-    /// Read or change the pool map.
+    /// Read or change the cluster map.
     Map(MapCommand),
 }
 
@@ -65,8 +67,8 @@ pub enum Reply {
     Done,
     /// Acks and time-outs of a notify.
     Notify(NotifyReply),
-    /// The pool map.
-    Map(PoolMap),
+    /// The cluster map.
+    Map(OsdMap),
     /// A pool that was created or removed.
     Pool(Pool),
 }

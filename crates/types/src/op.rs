@@ -41,7 +41,7 @@ impl CmpOp {
 pub enum CmpMode {
     /// Lexicographic comparison of the raw bytes.
     Bytes,
-    /// Both sides are decimal ASCII or 8-byte little-endian u64 and compare as numbers.
+    /// Both sides are decimal ASCII numbers and compare as u64; a non-number is EINVAL.
     U64,
 }
 
@@ -131,7 +131,8 @@ pub enum Step {
         /// The expected user version.
         version: u64,
     },
-    /// Fail with ECANCELED unless `xattr OP value` holds (a missing xattr compares as empty).
+    /// Fail with ECANCELED unless `xattr OP value` holds; a missing xattr is empty in
+    /// `Bytes` mode and fails the guard in `U64` mode.
     CmpXattr {
         /// Attribute name.
         name: String,

@@ -1,6 +1,6 @@
-//! Pools and the map that lists them.
+//! The cluster map: pools and OSDs at one epoch.
 
-use crate::ids::PoolId;
+use crate::ids::{OsdId, PoolId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -63,18 +63,50 @@ impl PoolSpec {
     }
 }
 
-/// The cluster's pools at one epoch. The monitor issue extends it with OSDs and placement rules.
+/// One OSD as the map knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OsdEntry {
+    /// Where clients and peers reach it.
+    pub addr: String,
+    /// Its failure domain.
+    pub host: String,
+    /// Placement weight, 16.16 fixed point (0x10000 = 1.0).
+    pub weight: u32,
+    /// Running and reachable.
+    pub up: bool,
+    /// Eligible to hold data.
+    pub is_in: bool,
+}
+
+/// The cluster map at one epoch: every client and OSD computes placement from it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PoolMap {
+pub struct OsdMap {
     /// Increases on every change.
     pub epoch: u64,
     /// The id the next created pool gets.
     pub next_pool_id: u64,
     /// Live pools by id.
     pub pools: BTreeMap<PoolId, Pool>,
+    /// OSDs by id.
+    pub osds: BTreeMap<OsdId, OsdEntry>,
 }
 
-impl PoolMap {
+impl crate::Versioned for OsdMap {
+    const NAME: &'static str = "osd map";
+    const VERSION: u8 = 1;
+}
+
+impl OsdMap {
+    /// The pool with this id, or ENOENT naming it.
+    pub fn pool(&self, id: PoolId) -> crate::Result<&Pool> {
+        self.pools.get(&id).ok_or_else(|| crate::error::err::not_found(format!("pool {id} does not exist")))
+    }
+
+    /// The pool with this name, or ENOENT naming it.
+    pub fn pool_named(&self, name: &str) -> crate::Result<&Pool> {
+        self.by_name(name).ok_or_else(|| crate::error::err::not_found(format!("pool '{name}' does not exist")))
+    }
+
     /// The pool with this name, if any.
     pub fn by_name(&self, name: &str) -> Option<&Pool> {
         self.pools.values().find(|p| p.name == name)
@@ -102,10 +134,7 @@ impl PoolMap {
 
     /// Removes the pool with this name and returns it.
     pub fn remove(&mut self, name: &str) -> crate::Result<Pool> {
-        let id = self
-            .by_name(name)
-            .map(|p| p.id)
-            .ok_or_else(|| crate::error::err::not_found(format!("pool '{name}' does not exist")))?;
+        let id = self.pool_named(name)?.id;
         self.epoch += 1;
         self.pools
             .remove(&id)
@@ -119,7 +148,7 @@ mod tests {
 
     #[test]
     fn create_assigns_fresh_ids_and_rejects_duplicates() {
-        let mut map = PoolMap::default();
+        let mut map = OsdMap::default();
         let a = map.create(&PoolSpec::named("a", 3)).unwrap();
         assert_eq!(a.min_size, 2);
         let e = map.create(&PoolSpec::named("a", 1)).unwrap_err();

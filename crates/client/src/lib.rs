@@ -1,0 +1,352 @@
+//! The client library, in the spirit of librados: it fetches the cluster map from the
+//! monitor, computes each object's PG and primary OSD itself, and sends compound
+//! operations there through the messenger.
+//!
+//! Must not depend on the OSD, the store or RocksDB: it talks to daemons only through
+//! [`shoal_transport::Network`].
+
+pub mod op;
+pub mod peer;
+pub mod watch;
+
+pub use op::{OpBuilder, ReadOp, WriteOp};
+pub use watch::{Notification, WatchEvent};
+
+use bytes::Bytes;
+use peer::Peer;
+use shoal_transport::Network;
+use shoal_types::msg::{MapCommand, NotifyReply, NotifyRequest, OpReply, OsdOp, PgListRequest, Reply, Request, WatchRequest};
+use shoal_types::{err, ClientId, ObjectName, ObjectStat, OsdId, OsdMap, Pool, PoolSpec, ReqId, Result, Step, StepOutput};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+struct Inner {
+    id: ClientId,
+    network: Arc<dyn Network>,
+    mon_addr: String,
+    mon: tokio::sync::Mutex<Option<Arc<Peer>>>,
+    osds: tokio::sync::Mutex<HashMap<OsdId, Arc<Peer>>>,
+    map: Mutex<Arc<OsdMap>>,
+    next_tid: AtomicU64,
+    next_cookie: AtomicU64,
+}
+
+/// A connection to a cluster. Cheap to clone.
+#[derive(Clone)]
+pub struct Rados {
+    inner: Arc<Inner>,
+}
+
+fn unexpected(reply: Reply) -> shoal_types::RadosError {
+    err::io(format!("unexpected reply {reply:?}"))
+}
+
+impl Rados {
+    /// Connects to the monitor at `mon_addr` and fetches the cluster map.
+    pub async fn connect(network: Arc<dyn Network>, mon_addr: &str) -> Result<Rados> {
+        let rados = Rados {
+            inner: Arc::new(Inner {
+                id: ClientId(rand::random::<u64>() >> 1),
+                network,
+                mon_addr: mon_addr.to_owned(),
+                mon: Default::default(),
+                osds: Default::default(),
+                map: Mutex::new(Arc::new(OsdMap::default())),
+                next_tid: AtomicU64::new(1),
+                next_cookie: AtomicU64::new(1),
+            }),
+        };
+        rados.refresh_map().await?;
+        Ok(rados)
+    }
+
+    /// This client's id, as lock holders and watchers are named.
+    pub fn client_id(&self) -> ClientId {
+        self.inner.id
+    }
+
+    /// The newest cluster map this client has.
+    pub fn map(&self) -> Arc<OsdMap> {
+        self.inner.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    async fn mon_call(&self, command: MapCommand) -> Result<Reply> {
+        let mut mon = self.inner.mon.lock().await;
+        if mon.as_ref().is_none_or(|p| p.is_closed()) {
+            *mon = Some(Peer::open(self.inner.network.as_ref(), &self.inner.mon_addr, self.inner.id).await?);
+        }
+        let peer = mon.clone().ok_or_else(|| err::not_connected("no monitor connection"))?;
+        drop(mon);
+        peer.call(Request::Map(command)).await
+    }
+
+    /// Fetches the current cluster map from the monitor.
+    pub async fn refresh_map(&self) -> Result<Arc<OsdMap>> {
+        match self.mon_call(MapCommand::Get).await? {
+            Reply::Map(map) => {
+                let map = Arc::new(map);
+                let mut current = self.inner.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if map.epoch >= current.epoch {
+                    *current = map.clone();
+                }
+                Ok(current.clone())
+            }
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Creates a pool.
+    pub async fn pool_create(&self, spec: PoolSpec) -> Result<Pool> {
+        let reply = self.mon_call(MapCommand::CreatePool(spec)).await?;
+        self.refresh_map().await?;
+        match reply {
+            Reply::Pool(p) => Ok(p),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Deletes a pool and every object in it.
+    pub async fn pool_delete(&self, name: &str) -> Result<()> {
+        self.mon_call(MapCommand::DeletePool(name.to_owned())).await?;
+        self.refresh_map().await?;
+        Ok(())
+    }
+
+    /// Every pool, by id.
+    pub async fn pool_list(&self) -> Result<Vec<Pool>> {
+        Ok(self.refresh_map().await?.pools.values().cloned().collect())
+    }
+
+    /// An I/O context on the named pool, in the default namespace.
+    pub async fn ioctx(&self, pool: &str) -> Result<IoCtx> {
+        let pool = match self.map().by_name(pool) {
+            Some(p) => p.clone(),
+            None => self.refresh_map().await?.pool_named(pool)?.clone(),
+        };
+        Ok(IoCtx { rados: self.clone(), pool, namespace: String::new() })
+    }
+
+    async fn osd(&self, id: OsdId) -> Result<Arc<Peer>> {
+        let mut osds = self.inner.osds.lock().await;
+        if let Some(peer) = osds.get(&id).filter(|p| !p.is_closed()) {
+            return Ok(peer.clone());
+        }
+        let addr = self.map().osds.get(&id).map(|o| o.addr.clone()).ok_or_else(|| err::not_found(format!("{id} is not in the map")))?;
+        let peer = Peer::open(self.inner.network.as_ref(), &addr, self.inner.id).await?;
+        osds.insert(id, peer.clone());
+        Ok(peer)
+    }
+
+    fn next_tid(&self) -> u64 {
+        self.inner.next_tid.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// A position in a pool listing: the PG and the last object returned from it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListCursor {
+    seed: u32,
+    after: Option<Bytes>,
+}
+
+/// Operations on one pool, within one namespace.
+#[derive(Clone)]
+pub struct IoCtx {
+    rados: Rados,
+    pool: Pool,
+    namespace: String,
+}
+
+/// A registered watch: receive its events with [`Watch::next`].
+pub struct Watch {
+    /// The watch's cookie.
+    pub cookie: u64,
+    object: ObjectName,
+    events: mpsc::Receiver<WatchEvent>,
+    peer: Arc<Peer>,
+    ioctx: IoCtx,
+}
+
+impl Watch {
+    /// The next notification (or the loss of the watch); `None` after unwatch.
+    pub async fn next(&mut self) -> Option<WatchEvent> {
+        self.events.recv().await
+    }
+
+    /// Removes the watch.
+    pub async fn unwatch(self) -> Result<()> {
+        self.peer.watches().remove(self.cookie);
+        let req = WatchRequest { pool: self.ioctx.pool.id, object: self.object, cookie: self.cookie };
+        self.peer.call(Request::Unwatch(req)).await.map(|_| ())
+    }
+}
+
+impl IoCtx {
+    /// The pool.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Switches to a namespace ("" is the default).
+    pub fn set_namespace(&mut self, namespace: &str) {
+        self.namespace = namespace.to_owned();
+    }
+
+    fn object(&self, name: &str) -> ObjectName {
+        ObjectName::new(self.namespace.clone(), name)
+    }
+
+    async fn primary(&self, object: &ObjectName) -> Result<Arc<Peer>> {
+        let map = self.rados.map();
+        let pool = map.pool(self.pool.id)?;
+        let pg = shoal_placement::pg_of(pool, object);
+        let primary = *shoal_placement::pg_up_osds(&map, pool, pg)
+            .first()
+            .ok_or_else(|| err::not_connected(format!("pg {pg} has no OSD up")))?;
+        self.rados.osd(primary).await
+    }
+
+    async fn submit(&self, name: &str, steps: Vec<Step>) -> Result<OpReply> {
+        let object = self.object(name);
+        let peer = self.primary(&object).await?;
+        let op = OsdOp {
+            reqid: ReqId { client: self.rados.client_id(), tid: self.rados.next_tid() },
+            pool: self.pool.id,
+            object,
+            map_epoch: self.rados.map().epoch,
+            steps,
+        };
+        match peer.call(Request::Op(op)).await? {
+            Reply::Op(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Applies a write operation atomically; returns per-step outputs and the new version.
+    pub async fn operate(&self, name: &str, op: WriteOp) -> Result<OpReply> {
+        self.submit(name, op.steps).await
+    }
+
+    /// Runs a read operation.
+    pub async fn read(&self, name: &str, op: ReadOp) -> Result<OpReply> {
+        if op.steps.iter().any(Step::is_mutation) {
+            return Err(err::invalid("a read operation must not contain writes"));
+        }
+        self.submit(name, op.steps).await
+    }
+
+    /// Calls `class.method` on the object and returns its output.
+    pub async fn exec(&self, name: &str, class: &str, method: &str, input: impl Into<Bytes>) -> Result<Bytes> {
+        let reply = self.operate(name, WriteOp::new().exec(class, method, input)).await?;
+        match reply.outputs.into_iter().next() {
+            Some(StepOutput::Data(d)) => Ok(d),
+            other => Err(err::io(format!("unexpected exec output {other:?}"))),
+        }
+    }
+
+    /// Replaces the object's data (creating it).
+    pub async fn write_full(&self, name: &str, data: impl Into<Bytes>) -> Result<()> {
+        self.operate(name, WriteOp::new().write_full(data)).await.map(|_| ())
+    }
+
+    /// Appends to the object (creating it).
+    pub async fn append(&self, name: &str, data: impl Into<Bytes>) -> Result<()> {
+        self.operate(name, WriteOp::new().append(data)).await.map(|_| ())
+    }
+
+    /// Removes the object.
+    pub async fn remove(&self, name: &str) -> Result<()> {
+        self.operate(name, WriteOp::new().remove()).await.map(|_| ())
+    }
+
+    /// The object's whole data.
+    pub async fn read_full(&self, name: &str) -> Result<Bytes> {
+        let reply = self.read(name, ReadOp::new().read(0, 0)).await?;
+        match reply.outputs.into_iter().next() {
+            Some(StepOutput::Data(d)) => Ok(d),
+            other => Err(err::io(format!("unexpected read output {other:?}"))),
+        }
+    }
+
+    /// Size, mtime and version.
+    pub async fn stat(&self, name: &str) -> Result<ObjectStat> {
+        let reply = self.read(name, ReadOp::new().stat()).await?;
+        match reply.outputs.into_iter().next() {
+            Some(StepOutput::Stat(s)) => Ok(s),
+            other => Err(err::io(format!("unexpected stat output {other:?}"))),
+        }
+    }
+
+    /// One page of the pool's objects (this namespace, or all with `all_namespaces`),
+    /// starting at `cursor`; returns the cursor of the next page, `None` at the end.
+    pub async fn list(&self, cursor: ListCursor, max: u32, all_namespaces: bool) -> Result<(Vec<ObjectName>, Option<ListCursor>)> {
+        let map = self.rados.map();
+        let pool = map.pool(self.pool.id)?.clone();
+        let mut cursor = cursor;
+        let mut objects = Vec::new();
+        while cursor.seed < pool.pg_num && (objects.len() as u32) < max {
+            let pg = shoal_types::PgId { pool: pool.id, seed: cursor.seed };
+            let primary = *shoal_placement::pg_up_osds(&map, &pool, pg)
+                .first()
+                .ok_or_else(|| err::not_connected(format!("pg {pg} has no OSD up")))?;
+            let req = PgListRequest {
+                pool: pool.id,
+                seed: cursor.seed,
+                namespace: (!all_namespaces).then(|| self.namespace.clone()),
+                after: cursor.after.clone(),
+                max: max - objects.len() as u32,
+            };
+            match self.rados.osd(primary).await?.call(Request::PgList(req)).await? {
+                Reply::PgList(page) => {
+                    objects.extend(page.objects);
+                    cursor = match page.next {
+                        Some(after) => ListCursor { seed: cursor.seed, after: Some(after) },
+                        None => ListCursor { seed: cursor.seed + 1, after: None },
+                    };
+                }
+                other => return Err(unexpected(other)),
+            }
+        }
+        Ok((objects, (cursor.seed < pool.pg_num).then_some(cursor)))
+    }
+
+    /// Every object of the pool (this namespace, or all).
+    pub async fn list_all(&self, all_namespaces: bool) -> Result<Vec<ObjectName>> {
+        let mut out = Vec::new();
+        let mut cursor = Some(ListCursor::default());
+        while let Some(c) = cursor {
+            let (page, next) = self.list(c, 1000, all_namespaces).await?;
+            out.extend(page);
+            cursor = next;
+        }
+        Ok(out)
+    }
+
+    /// Watches the object (which must exist).
+    pub async fn watch(&self, name: &str) -> Result<Watch> {
+        let object = self.object(name);
+        let peer = self.primary(&object).await?;
+        let cookie = self.rados.inner.next_cookie.fetch_add(1, Ordering::Relaxed);
+        let events = peer.watches().add(cookie);
+        let req = WatchRequest { pool: self.pool.id, object: object.clone(), cookie };
+        if let Err(e) = peer.call(Request::Watch(req)).await {
+            peer.watches().remove(cookie);
+            return Err(e);
+        }
+        Ok(Watch { cookie, object, events, peer, ioctx: self.clone() })
+    }
+
+    /// Sends `payload` to every watcher of the object; waits up to `timeout` for acks.
+    pub async fn notify(&self, name: &str, payload: impl Into<Bytes>, timeout: Duration) -> Result<NotifyReply> {
+        let object = self.object(name);
+        let peer = self.primary(&object).await?;
+        let req = NotifyRequest { pool: self.pool.id, object, payload: payload.into(), timeout_ms: timeout.as_millis() as u64 };
+        match peer.call(Request::Notify(req)).await? {
+            Reply::Notify(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! One connection to a daemon: requests matched to replies by tid, notifications routed
+//! to the watches that asked for them.
+
+use crate::watch::WatchTable;
+use shoal_transport::{Connection, Network};
+use shoal_types::msg::{Message, Reply, Request};
+use shoal_types::{err, ClientId, Result};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot};
+
+type PendingMap = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Reply>>>>>;
+
+/// A live connection to one daemon.
+pub struct Peer {
+    addr: String,
+    sender: mpsc::Sender<Message>,
+    pending: PendingMap,
+    next_tid: AtomicU64,
+    closed: Arc<AtomicBool>,
+    watches: Arc<WatchTable>,
+}
+
+impl Peer {
+    /// Connects to `addr` and introduces the client.
+    pub async fn open(network: &dyn Network, addr: &str, client: ClientId) -> Result<Arc<Peer>> {
+        let Connection { sender, mut receiver } = network.connect(addr).await?;
+        let pending: PendingMap = Arc::default();
+        let closed = Arc::new(AtomicBool::new(false));
+        let watches = Arc::new(WatchTable::default());
+        let peer = Arc::new(Peer { addr: addr.to_owned(), sender: sender.clone(), pending: pending.clone(), next_tid: AtomicU64::new(1), closed: closed.clone(), watches: watches.clone() });
+        let addr_owned = addr.to_owned();
+        tokio::spawn(async move {
+            while let Some(message) = receiver.recv().await {
+                match message {
+                    Message::Reply { tid, reply } => {
+                        let waiter = pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&tid);
+                        if let Some(waiter) = waiter {
+                            let _ = waiter.send(reply);
+                        }
+                    }
+                    Message::Notify(event) => watches.deliver(event, sender.clone()),
+                    other => tracing::warn!(?other, addr = %addr_owned, "unexpected message"),
+                }
+            }
+            closed.store(true, Ordering::Release);
+            let waiters: Vec<_> = pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drain().collect();
+            for (_, w) in waiters {
+                let _ = w.send(Err(err::not_connected(format!("connection to {addr_owned} closed"))));
+            }
+            watches.connection_lost();
+        });
+        peer.call(Request::Hello(client)).await?;
+        Ok(peer)
+    }
+
+    /// The watches registered through this connection.
+    pub fn watches(&self) -> &WatchTable {
+        &self.watches
+    }
+
+    /// Whether the connection has closed.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire) || self.sender.is_closed()
+    }
+
+    /// Sends a request and waits for its reply.
+    pub async fn call(&self, request: Request) -> Result<Reply> {
+        let tid = self.next_tid.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(tid, tx);
+        if self.sender.send(Message::Request { tid, request }).await.is_err() {
+            self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&tid);
+            return Err(err::not_connected(format!("connection to {} closed", self.addr)));
+        }
+        rx.await.unwrap_or_else(|_| Err(err::not_connected(format!("connection to {} closed", self.addr))))
+    }
+}

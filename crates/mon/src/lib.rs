@@ -1,0 +1,105 @@
+//! The cluster-map authority: it owns the [`OsdMap`], applies map commands (pool create
+//! and delete), persists each new epoch before answering, and publishes it to
+//! subscribers (OSDs in the same process, clients over the messenger).
+//!
+//! [`LocalMon`] is the single-node authority of the embedded mode; it keeps the map in
+//! the same local store as the OSD. Must not depend on the OSD or the client.
+
+use shoal_store::{ObjectStore, Transaction};
+use shoal_transport::{Connection, Listener};
+use shoal_types::msg::{MapCommand, Message, Reply, Request};
+use shoal_types::{err, OsdEntry, OsdId, OsdMap, Result, Versioned};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+
+const MAP_KEY: &[u8] = b"osdmap";
+
+/// A single-node map authority persisting the map in a local store.
+pub struct LocalMon {
+    store: Arc<ObjectStore>,
+    map: Mutex<OsdMap>,
+    publish: watch::Sender<Arc<OsdMap>>,
+}
+
+impl LocalMon {
+    /// Loads the map from `store` (or starts one) and records `osds` in it.
+    pub fn open(store: Arc<ObjectStore>, osds: BTreeMap<OsdId, OsdEntry>) -> Result<Arc<LocalMon>> {
+        let mut map = match store.meta(MAP_KEY)? {
+            Some(bytes) => OsdMap::decode(&bytes).map_err(|e| err::io(format!("stored cluster map: {}", e.message)))?,
+            None => OsdMap::default(),
+        };
+        if map.osds != osds {
+            map.osds = osds;
+            map.epoch += 1;
+        }
+        let (publish, _) = watch::channel(Arc::new(map.clone()));
+        let mon = LocalMon { store, map: Mutex::new(map), publish };
+        mon.persist(&mon.current())?;
+        Ok(Arc::new(mon))
+    }
+
+    /// The current map.
+    pub fn current(&self) -> OsdMap {
+        self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// A receiver that always holds the newest map.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<OsdMap>> {
+        self.publish.subscribe()
+    }
+
+    fn persist(&self, map: &OsdMap) -> Result<()> {
+        let mut txn = Transaction::new();
+        txn.put_meta(MAP_KEY, map.encode());
+        self.store.commit(txn)?;
+        self.store.sync()?;
+        Ok(())
+    }
+
+    /// Applies a map command; a change is durable and published before this returns.
+    pub fn handle(&self, command: MapCommand) -> Result<Reply> {
+        let mut map = self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let MapCommand::Get = command {
+            return Ok(Reply::Map(map.clone()));
+        }
+        let mut next = map.clone();
+        let pool = match command {
+            MapCommand::CreatePool(spec) => next.create(&spec)?,
+            MapCommand::DeletePool(name) => next.remove(&name)?,
+            MapCommand::Get => unreachable!("handled above"),
+        };
+        self.persist(&next)?;
+        *map = next.clone();
+        self.publish.send_replace(Arc::new(next));
+        tracing::info!(pool = %pool.name, epoch = map.epoch, "cluster map changed");
+        Ok(Reply::Pool(pool))
+    }
+
+    /// Answers map requests on `listener` until it closes.
+    pub async fn serve(self: Arc<Self>, mut listener: Listener) {
+        while let Some(conn) = listener.accept().await {
+            tokio::spawn(self.clone().serve_connection(conn));
+        }
+    }
+
+    async fn serve_connection(self: Arc<Self>, conn: Connection) {
+        let Connection { sender, mut receiver } = conn;
+        while let Some(message) = receiver.recv().await {
+            let Message::Request { tid, request } = message else { continue };
+            let reply = match request {
+                Request::Map(command) => {
+                    let mon = self.clone();
+                    tokio::task::spawn_blocking(move || mon.handle(command))
+                        .await
+                        .unwrap_or_else(|e| Err(err::io(format!("map command failed: {e}"))))
+                }
+                Request::Hello(_) => Ok(Reply::Done),
+                _ => Err(err::not_supported("the monitor only serves map commands")),
+            };
+            if sender.send(Message::Reply { tid, reply }).await.is_err() {
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! Group commit: one thread syncs the store's WAL for every transaction committed since
+//! its last sync, then releases the replies that were waiting for that durability.
+//! Writers never sync themselves, so concurrent writers share each sync.
+
+use shoal_store::ObjectStore;
+use shoal_types::{err, Result};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::Arc;
+
+/// A reply that may be delivered once the store is durable up to `seq`.
+pub struct Pending {
+    /// Store sequence number the reply depends on.
+    pub seq: u64,
+    /// Delivers the reply, or the error that made durability impossible.
+    pub deliver: Box<dyn FnOnce(Result<()>) + Send>,
+}
+
+/// Shared durability state.
+pub struct Durability {
+    /// Highest store sequence number known durable.
+    pub durable_seq: AtomicU64,
+    /// Set when a sync failed: nothing written since can be acknowledged.
+    pub failed: AtomicBool,
+    /// Whether replies wait for syncs at all (off only for benchmarks).
+    pub sync_enabled: bool,
+}
+
+impl Durability {
+    /// Whether a reply depending on `seq` may go out now.
+    pub fn is_durable(&self, seq: u64) -> bool {
+        !self.sync_enabled || seq <= self.durable_seq.load(Ordering::Acquire)
+    }
+}
+
+/// Most replies waiting for a sync before shards block.
+pub const PENDING_QUEUE: usize = 65536;
+
+/// Starts the committer thread; it ends when every sender is dropped.
+pub fn start(store: Arc<ObjectStore>, durability: Arc<Durability>) -> (SyncSender<Pending>, std::thread::JoinHandle<()>) {
+    let (tx, rx) = std::sync::mpsc::sync_channel(PENDING_QUEUE);
+    let handle = std::thread::Builder::new()
+        .name("osd-committer".into())
+        .spawn(move || run(&store, &durability, rx))
+        .expect("spawning the committer thread");
+    (tx, handle)
+}
+
+fn run(store: &ObjectStore, durability: &Durability, rx: Receiver<Pending>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        batch.extend(rx.try_iter());
+        let needed = batch.iter().map(|p| p.seq).max().unwrap_or(0);
+        let outcome = if durability.failed.load(Ordering::Acquire) {
+            Err(err::io("an earlier WAL sync failed; the OSD no longer acknowledges writes"))
+        } else if needed > durability.durable_seq.load(Ordering::Acquire) {
+            match store.sync() {
+                Ok(upto) => {
+                    durability.durable_seq.fetch_max(upto, Ordering::AcqRel);
+                    Ok(())
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "WAL sync failed; refusing further acknowledgements");
+                    durability.failed.store(true, Ordering::Release);
+                    Err(e)
+                }
+            }
+        } else {
+            Ok(())
+        };
+        for p in batch {
+            (p.deliver)(outcome.clone());
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! The OSD: serves compound operations, object classes, PG listings and watch/notify on
+//! one local [`ObjectStore`].
+//!
+//! An operation flows: messenger → the PG's shard (in arrival order) → [`exec`] against an
+//! [`view::ObjectView`] → one store transaction → group commit → reply. The execution
+//! core (`view`, `exec`) does no IO of its own beyond store reads and never reads the
+//! clock; the shards and the committer are the thin drivers around it.
+//! Must not depend on RocksDB: it sees the store only through `shoal-store`.
+
+pub mod committer;
+pub mod exec;
+pub mod limits;
+pub mod shard;
+pub mod view;
+pub mod notify;
+
+pub use limits::Limits;
+
+use committer::Durability;
+use shard::{shard_of, Job, ShardContext};
+use shoal_objclass::ClassRegistry;
+use shoal_store::{ObjectKey, ObjectStore, Transaction};
+use shoal_transport::{Connection, Listener};
+use shoal_types::msg::{Message, Reply, Request};
+use shoal_types::{err, ClientId, OsdId, OsdMap, Result};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// How an OSD runs.
+#[derive(Clone, Debug)]
+pub struct OsdConfig {
+    /// This OSD's id.
+    pub id: OsdId,
+    /// Operation limits.
+    pub limits: Limits,
+    /// Acknowledge writes only once the WAL is synced (`store_sync`; off only for benchmarks).
+    pub sync: bool,
+    /// Shard threads (`osd_op_num_shards`).
+    pub op_shards: usize,
+    /// Objects whose class state each shard caches (`osd_class_cache_entries`).
+    pub class_cache_entries: usize,
+    /// Longest notify timeout a client may ask for.
+    pub max_notify_timeout: Duration,
+}
+
+impl OsdConfig {
+    /// Defaults for OSD `id`: sync on, one shard per core (at least 2).
+    pub fn new(id: OsdId) -> Self {
+        OsdConfig {
+            id,
+            limits: Limits::default(),
+            sync: true,
+            op_shards: std::thread::available_parallelism().map_or(2, |n| n.get().max(2)),
+            class_cache_entries: 65536,
+            max_notify_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+struct Inner {
+    config: OsdConfig,
+    store: Arc<ObjectStore>,
+    map: watch::Receiver<Arc<OsdMap>>,
+    shards: Vec<mpsc::Sender<Job>>,
+    watches: notify::Watches,
+    next_conn: AtomicU64,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+/// A running OSD. Cloning gives another handle to the same OSD.
+#[derive(Clone)]
+pub struct Osd {
+    inner: Arc<Inner>,
+}
+
+impl Osd {
+    /// Starts the shard and committer threads on `store`, following the maps in `map`.
+    pub fn start(config: OsdConfig, store: Arc<ObjectStore>, map: watch::Receiver<Arc<OsdMap>>) -> Osd {
+        let durability =
+            Arc::new(Durability { durable_seq: AtomicU64::new(0), failed: Default::default(), sync_enabled: config.sync });
+        let (committer, committer_thread) = committer::start(store.clone(), durability.clone());
+        let ctx = ShardContext {
+            store: store.clone(),
+            map: map.clone(),
+            classes: Arc::new(ClassRegistry::builtin()),
+            limits: Arc::new(config.limits.clone()),
+            durability,
+            committer,
+            class_cache_entries: config.class_cache_entries,
+        };
+        let mut threads = vec![committer_thread];
+        let shards = (0..config.op_shards.max(1))
+            .map(|i| {
+                let (tx, handle) = shard::start(i, ctx.clone());
+                threads.push(handle);
+                tx
+            })
+            .collect();
+        Osd {
+            inner: Arc::new(Inner {
+                config,
+                store,
+                map,
+                shards,
+                watches: notify::Watches::default(),
+                next_conn: AtomicU64::new(1),
+                threads: Mutex::new(threads),
+            }),
+        }
+    }
+
+    /// This OSD's id.
+    pub fn id(&self) -> OsdId {
+        self.inner.config.id
+    }
+
+    /// Accepts connections on `listener` until it closes.
+    pub async fn serve(self, mut listener: Listener) {
+        while let Some(conn) = listener.accept().await {
+            tokio::spawn(self.clone().serve_connection(conn));
+        }
+    }
+
+    /// Deletes the data of pools that are no longer in the map.
+    pub fn drop_removed_pools(&self, old: &OsdMap, new: &OsdMap) -> Result<()> {
+        let mut txn = Transaction::new();
+        for id in old.pools.keys().filter(|id| !new.pools.contains_key(id)) {
+            tracing::info!(pool = %id, "deleting the data of a removed pool");
+            txn.delete_pool(*id);
+        }
+        if !txn.is_empty() {
+            self.inner.store.commit(txn)?;
+            self.inner.store.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Stops the shard and committer threads once every connection has closed.
+    pub fn shutdown(self) {
+        let threads = std::mem::take(&mut *self.inner.threads.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        drop(self);
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
+    async fn serve_connection(self, conn: Connection) {
+        let Connection { sender, mut receiver } = conn;
+        let conn_id = self.inner.next_conn.fetch_add(1, Ordering::Relaxed);
+        let mut client = ClientId(0);
+        while let Some(message) = receiver.recv().await {
+            match message {
+                Message::Request { tid, request } => {
+                    if let Request::Hello(id) = request {
+                        client = id;
+                        let _ = sender.send(Message::Reply { tid, reply: Ok(Reply::Done) }).await;
+                        continue;
+                    }
+                    // Queue in arrival order; answer asynchronously.
+                    let (reply_tx, reply_rx) = oneshot::channel();
+                    self.dispatch(request, client, conn_id, &sender, reply_tx).await;
+                    let sender = sender.clone();
+                    tokio::spawn(async move {
+                        let reply = reply_rx.await.unwrap_or_else(|_| Err(err::io("the OSD dropped the request")));
+                        let _ = sender.send(Message::Reply { tid, reply }).await;
+                    });
+                }
+                Message::NotifyAck(ack) => self.inner.watches.ack(conn_id, ack),
+                other => tracing::warn!(?other, "unexpected message from a client"),
+            }
+        }
+        self.inner.watches.connection_closed(conn_id);
+    }
+
+    async fn dispatch(&self, request: Request, client: ClientId, conn: u64, sender: &mpsc::Sender<Message>, reply: shard::ReplyTx) {
+        let inner = &self.inner;
+        match request {
+            Request::Op(op) => {
+                if let Err(e) = self.wait_for_map(op.map_epoch).await {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+                match self.shard_for(op.pool, &op.object) {
+                    Ok(shard) => {
+                        let _ = shard.send(Job::Op { op, caller: client, reply }).await;
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                }
+            }
+            Request::PgList(req) => {
+                let pg = shoal_types::PgId { pool: req.pool, seed: req.seed };
+                let shard = &inner.shards[shard_of(pg, inner.shards.len())];
+                let _ = shard.send(Job::List { req, reply }).await;
+            }
+            Request::Watch(w) => {
+                let result = self.object_exists(w.pool, &w.object).map(|()| {
+                    inner.watches.watch(w.pool, w.object, client, w.cookie, conn, sender.clone());
+                    Reply::Done
+                });
+                let _ = reply.send(result);
+            }
+            Request::Unwatch(w) => {
+                let result = if inner.watches.unwatch(w.pool, &w.object, w.cookie, conn) {
+                    Ok(Reply::Done)
+                } else {
+                    Err(err::not_found(format!("no watch with cookie {} on {}", w.cookie, w.object)))
+                };
+                let _ = reply.send(result);
+            }
+            Request::Notify(n) => {
+                let this = self.clone();
+                tokio::spawn(async move {
+                    let result = match this.object_exists(n.pool, &n.object) {
+                        Ok(()) => {
+                            let timeout = Duration::from_millis(n.timeout_ms).min(this.inner.config.max_notify_timeout);
+                            Ok(Reply::Notify(this.inner.watches.notify(n.pool, n.object, client, n.payload, timeout).await))
+                        }
+                        Err(e) => Err(e),
+                    };
+                    let _ = reply.send(result);
+                });
+            }
+            Request::Map(_) | Request::Hello(_) => {
+                let _ = reply.send(Err(err::not_supported("OSDs do not serve map commands; ask the monitor")));
+            }
+        }
+    }
+
+    fn shard_for(&self, pool: shoal_types::PoolId, object: &shoal_types::ObjectName) -> Result<&mpsc::Sender<Job>> {
+        let map = self.inner.map.borrow().clone();
+        let pg = shoal_placement::pg_of(map.pool(pool)?, object);
+        Ok(&self.inner.shards[shard_of(pg, self.inner.shards.len())])
+    }
+
+    fn object_exists(&self, pool: shoal_types::PoolId, object: &shoal_types::ObjectName) -> Result<()> {
+        self.inner.map.borrow().pool(pool)?;
+        match self.inner.store.onode(&ObjectKey::new(pool, object)?)? {
+            Some(_) => Ok(()),
+            None => Err(err::not_found(format!("no such object {object}"))),
+        }
+    }
+
+    /// Waits until this OSD has a map at least as new as the client's (briefly).
+    async fn wait_for_map(&self, epoch: u64) -> Result<()> {
+        let mut rx = self.inner.map.clone();
+        let newer = rx.wait_for(|m| m.epoch >= epoch);
+        match tokio::time::timeout(Duration::from_secs(30), newer).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(err::timed_out(format!("this OSD never saw map epoch {epoch}"))),
+        }
+    }
+}

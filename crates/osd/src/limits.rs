@@ -1,0 +1,83 @@
+//! Limits on what one operation may do, checked before anything is staged.
+
+use bytes::Bytes;
+use shoal_types::{err, Result};
+
+/// Per-operation limits. Defaults follow Ceph's where it has one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest object, in bytes (`osd_max_object_size`, default 128 MiB).
+    pub max_object_size: u64,
+    /// Largest single write, in bytes (`osd_max_write_size`, default 90 MiB).
+    pub max_write_size: u64,
+    /// Longest xattr name (`osd_max_attr_name_len`, default 100).
+    pub max_attr_name_len: usize,
+    /// Largest xattr value (`osd_max_attr_size`, default 64 KiB).
+    pub max_attr_size: usize,
+    /// Longest omap key (`osd_max_omap_key_len`, default 4 KiB).
+    pub max_omap_key_len: usize,
+    /// Largest omap value or header (`osd_max_omap_value_size`, default 16 MiB).
+    pub max_omap_value_size: usize,
+    /// Most omap entries one read returns (`osd_max_omap_entries_per_request`, default 1024).
+    pub max_omap_entries_per_request: u32,
+    /// Most steps in one operation (`osd_max_ops_per_request`, default 256).
+    pub max_ops_per_request: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_object_size: 128 << 20,
+            max_write_size: 90 << 20,
+            max_attr_name_len: 100,
+            max_attr_size: 64 << 10,
+            max_omap_key_len: 4 << 10,
+            max_omap_value_size: 16 << 20,
+            max_omap_entries_per_request: 1024,
+            max_ops_per_request: 256,
+        }
+    }
+}
+
+impl Limits {
+    /// ENAMETOOLONG or E2BIG if an xattr is over the limits.
+    pub fn check_xattr(&self, name: &str, value: &Bytes) -> Result<()> {
+        if name.is_empty() {
+            return Err(err::invalid("xattr name must not be empty"));
+        }
+        if name.len() > self.max_attr_name_len {
+            return Err(err::name_too_long(format!(
+                "xattr name is {} bytes; osd_max_attr_name_len is {}",
+                name.len(),
+                self.max_attr_name_len
+            )));
+        }
+        if value.len() > self.max_attr_size {
+            return Err(err::too_big(format!(
+                "xattr '{name}' value is {} bytes; osd_max_attr_size is {}",
+                value.len(),
+                self.max_attr_size
+            )));
+        }
+        Ok(())
+    }
+
+    /// ENAMETOOLONG or E2BIG if an omap entry is over the limits.
+    pub fn check_omap_entry(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        if key.len() > self.max_omap_key_len {
+            return Err(err::name_too_long(format!(
+                "omap key is {} bytes; osd_max_omap_key_len is {}",
+                key.len(),
+                self.max_omap_key_len
+            )));
+        }
+        if value.len() > self.max_omap_value_size {
+            return Err(err::too_big(format!(
+                "omap value is {} bytes; osd_max_omap_value_size is {}",
+                value.len(),
+                self.max_omap_value_size
+            )));
+        }
+        Ok(())
+    }
+}

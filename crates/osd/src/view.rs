@@ -1,0 +1,483 @@
+//! One object as a running operation sees it: the committed state in the store plus the
+//! operation's staged changes. Reads merge both; nothing reaches the store until
+//! [`ObjectView::into_transaction`] turns the staged changes into one transaction.
+
+use bytes::Bytes;
+use shoal_objclass::{ClassState, ObjectAccess};
+use shoal_store::{ObjectKey, ObjectStore, Onode, Transaction};
+use shoal_types::{err, ObjectStat, Result};
+use std::collections::BTreeMap;
+
+use crate::limits::Limits;
+
+/// The staged state of one object during one operation.
+pub struct ObjectView<'a> {
+    store: &'a ObjectStore,
+    limits: &'a Limits,
+    key: ObjectKey,
+    chunk_size: u64,
+    /// The object's committed metadata, if it existed when the operation started.
+    base: Option<Onode>,
+    /// The object's metadata as the operation has left it so far; `None` = absent.
+    current: Option<Onode>,
+    /// The committed data and omap are gone (the object was removed, maybe recreated).
+    wiped: bool,
+    /// Staged data chunks; `None` is a hole.
+    chunks: BTreeMap<u32, Option<Vec<u8>>>,
+    /// Committed chunks at or after this index are gone (truncated away).
+    chunk_cut: Option<u32>,
+    /// Staged omap entries; `None` is a deletion.
+    omap: BTreeMap<Bytes, Option<Bytes>>,
+    /// Committed omap entries are gone.
+    omap_cleared: bool,
+    /// Committed omap ranges `[start, end)` that are gone.
+    omap_removed_ranges: Vec<(Bytes, Bytes)>,
+    /// Number of changes staged; 0 means the operation is read-only.
+    changes: u64,
+    committed_states: BTreeMap<String, ClassState>,
+    staged_states: BTreeMap<String, ClassState>,
+}
+
+impl<'a> ObjectView<'a> {
+    /// Loads the object's committed metadata; `cached_states` returns the class state
+    /// cached for the object if it is valid at the given committed version.
+    pub fn load(
+        store: &'a ObjectStore,
+        limits: &'a Limits,
+        key: ObjectKey,
+        cached_states: impl FnOnce(u64) -> BTreeMap<String, ClassState>,
+    ) -> Result<Self> {
+        let base = store.onode(&key)?;
+        let states = cached_states(base.as_ref().map_or(0, |o| o.version));
+        Ok(ObjectView {
+            store,
+            limits,
+            chunk_size: u64::from(store.chunk_size()),
+            current: base.clone(),
+            base,
+            key,
+            wiped: false,
+            chunks: BTreeMap::new(),
+            chunk_cut: None,
+            omap: BTreeMap::new(),
+            omap_cleared: false,
+            omap_removed_ranges: Vec::new(),
+            changes: 0,
+            committed_states: states,
+            staged_states: BTreeMap::new(),
+        })
+    }
+
+    /// The object's committed user version, 0 if it did not exist.
+    pub fn base_version(&self) -> u64 {
+        self.base.as_ref().map_or(0, |o| o.version)
+    }
+
+    /// How many changes were staged so far.
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    /// The current (staged) metadata, or ENOENT.
+    fn onode(&self) -> Result<&Onode> {
+        self.current.as_ref().ok_or_else(|| err::not_found("no such object"))
+    }
+
+    /// Makes the object exist (writes create it) and counts a change.
+    fn onode_mut(&mut self) -> &mut Onode {
+        self.changes += 1;
+        self.current.get_or_insert_with(Onode::default)
+    }
+
+    fn store_has_chunk(&self, index: u32) -> bool {
+        !self.wiped && self.chunk_cut.is_none_or(|cut| index < cut)
+    }
+
+    /// Current contents of chunks `first..=last` (absent = hole).
+    fn load_chunks(&self, first: u32, last: u32) -> Result<BTreeMap<u32, Vec<u8>>> {
+        let mut out = BTreeMap::new();
+        if self.base.is_some() && (first..=last).any(|i| !self.chunks.contains_key(&i) && self.store_has_chunk(i)) {
+            for (i, data) in self.store.chunks(&self.key, first, last.saturating_add(1))? {
+                if self.store_has_chunk(i) {
+                    out.insert(i, data);
+                }
+            }
+        }
+        for (&i, staged) in self.chunks.range(first..=last) {
+            match staged {
+                Some(data) => out.insert(i, data.clone()),
+                None => out.remove(&i),
+            };
+        }
+        Ok(out)
+    }
+
+    fn chunk_index(&self, offset: u64) -> Result<u32> {
+        u32::try_from(offset / self.chunk_size).map_err(|_| err::file_too_big(format!("offset {offset} is too large")))
+    }
+
+    fn check_size(&self, end: u64) -> Result<()> {
+        if end > self.limits.max_object_size {
+            return Err(err::file_too_big(format!(
+                "object would grow to {end} bytes; osd_max_object_size is {}",
+                self.limits.max_object_size
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_write(&self, offset: u64, len: usize) -> Result<u64> {
+        if len as u64 > self.limits.max_write_size {
+            return Err(err::too_big(format!("write of {len} bytes exceeds osd_max_write_size {}", self.limits.max_write_size)));
+        }
+        let end = offset.checked_add(len as u64).ok_or_else(|| err::invalid("offset + length overflows"))?;
+        self.check_size(end)?;
+        Ok(end)
+    }
+
+    /// Appends at the current end of the object.
+    pub fn append(&mut self, data: &[u8]) -> Result<()> {
+        let size = self.current.as_ref().map_or(0, |o| o.size);
+        self.write(size, data)
+    }
+
+    /// Zeroes `[offset, offset + length)` within the current size.
+    pub fn zero(&mut self, offset: u64, length: u64) -> Result<()> {
+        let size = self.onode()?.size;
+        let end = offset.saturating_add(length).min(size);
+        if offset >= end {
+            self.onode_mut();
+            return Ok(());
+        }
+        let (first, last) = (self.chunk_index(offset)?, self.chunk_index(end - 1)?);
+        let mut current = self.load_chunks(first, last)?;
+        for i in first..=last {
+            let chunk_start = u64::from(i) * self.chunk_size;
+            let (from, to) = (offset.max(chunk_start) - chunk_start, end.min(chunk_start + self.chunk_size) - chunk_start);
+            if from == 0 && to == self.chunk_size {
+                self.chunks.insert(i, None);
+            } else if let Some(mut data) = current.remove(&i) {
+                let stop = (to as usize).min(data.len());
+                if (from as usize) < stop {
+                    data[from as usize..stop].fill(0);
+                }
+                self.chunks.insert(i, Some(data));
+            }
+        }
+        self.onode_mut();
+        Ok(())
+    }
+
+    /// Sets the object's mtime and version and returns the transaction that applies every
+    /// staged change, with the cached class states to publish once it commits.
+    pub fn into_transaction(mut self, version: u64, mtime_ns: u64) -> (Transaction, BTreeMap<String, ClassState>) {
+        let mut txn = Transaction::new();
+        if self.wiped && self.base.is_some() {
+            txn.remove_object(&self.key);
+        }
+        if let Some(mut onode) = self.current.take() {
+            onode.version = version;
+            onode.mtime_ns = mtime_ns;
+            txn.put_onode(&self.key, &onode);
+            if !self.wiped {
+                if let Some(cut) = self.chunk_cut {
+                    txn.delete_chunks_from(&self.key, cut);
+                }
+                if self.omap_cleared {
+                    txn.omap_clear(&self.key);
+                }
+                for (start, end) in &self.omap_removed_ranges {
+                    txn.omap_delete_range(&self.key, start, end);
+                }
+            }
+            for (i, chunk) in std::mem::take(&mut self.chunks) {
+                match chunk {
+                    Some(data) => txn.put_chunk(&self.key, i, data),
+                    None if self.store_has_chunk(i) => txn.delete_chunk(&self.key, i),
+                    None => {}
+                }
+            }
+            for (k, v) in std::mem::take(&mut self.omap) {
+                match v {
+                    Some(v) => txn.omap_put(&self.key, &k, &v),
+                    None => txn.omap_delete(&self.key, &k),
+                }
+            }
+        }
+        (txn, self.staged_states)
+    }
+
+    /// Removes every omap entry (the header stays).
+    pub fn omap_clear(&mut self) -> Result<()> {
+        self.onode()?;
+        self.changes += 1;
+        self.omap.clear();
+        self.omap_removed_ranges.clear();
+        self.omap_cleared = true;
+        Ok(())
+    }
+
+    fn omap_hidden(&self, key: &[u8]) -> bool {
+        self.wiped || self.omap_cleared || self.omap_removed_ranges.iter().any(|(s, e)| key >= s.as_ref() && key < e.as_ref())
+    }
+}
+
+impl ObjectAccess for ObjectView<'_> {
+    fn exists(&mut self) -> Result<bool> {
+        Ok(self.current.is_some())
+    }
+
+    fn stat(&mut self) -> Result<ObjectStat> {
+        let o = self.onode()?;
+        Ok(ObjectStat { size: o.size, mtime_ns: o.mtime_ns, version: o.version })
+    }
+
+    fn create(&mut self, exclusive: bool) -> Result<()> {
+        if exclusive && self.current.is_some() {
+            return Err(err::exists("object already exists"));
+        }
+        self.onode_mut();
+        Ok(())
+    }
+
+    fn remove(&mut self) -> Result<()> {
+        self.onode()?;
+        self.current = None;
+        self.wiped = true;
+        self.chunks.clear();
+        self.chunk_cut = None;
+        self.omap.clear();
+        self.omap_cleared = false;
+        self.omap_removed_ranges.clear();
+        self.changes += 1;
+        Ok(())
+    }
+
+    fn read(&mut self, offset: u64, length: u64) -> Result<Bytes> {
+        let size = self.onode()?.size;
+        if offset >= size {
+            return Ok(Bytes::new());
+        }
+        let end = if length == 0 { size } else { offset.saturating_add(length).min(size) };
+        let (first, last) = (self.chunk_index(offset)?, self.chunk_index(end - 1)?);
+        let chunks = self.load_chunks(first, last)?;
+        let mut out = vec![0u8; (end - offset) as usize];
+        for (i, data) in chunks {
+            let chunk_start = u64::from(i) * self.chunk_size;
+            let from = offset.max(chunk_start);
+            let to = end.min(chunk_start + data.len() as u64);
+            if from < to {
+                let src = &data[(from - chunk_start) as usize..(to - chunk_start) as usize];
+                out[(from - offset) as usize..(to - offset) as usize].copy_from_slice(src);
+            }
+        }
+        Ok(Bytes::from(out))
+    }
+
+    fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        let end = self.check_write(offset, data.len())?;
+        if !data.is_empty() {
+            let (first, last) = (self.chunk_index(offset)?, self.chunk_index(end - 1)?);
+            let partial = |i: u32| {
+                let chunk_start = u64::from(i) * self.chunk_size;
+                offset > chunk_start || end < chunk_start + self.chunk_size
+            };
+            let needs_load: Vec<u32> = [first, last].into_iter().filter(|&i| partial(i)).collect();
+            let mut current = match (needs_load.first(), needs_load.last()) {
+                (Some(&a), Some(&b)) => self.load_chunks(a, b)?,
+                _ => BTreeMap::new(),
+            };
+            for i in first..=last {
+                let chunk_start = u64::from(i) * self.chunk_size;
+                let from = (offset.max(chunk_start) - chunk_start) as usize;
+                let to = (end.min(chunk_start + self.chunk_size) - chunk_start) as usize;
+                let mut chunk = if partial(i) { current.remove(&i).unwrap_or_default() } else { Vec::new() };
+                if chunk.len() < to {
+                    chunk.resize(to, 0);
+                }
+                let src_start = (chunk_start + from as u64 - offset) as usize;
+                chunk[from..to].copy_from_slice(&data[src_start..src_start + (to - from)]);
+                self.chunks.insert(i, Some(chunk));
+            }
+        }
+        let onode = self.onode_mut();
+        onode.size = onode.size.max(end);
+        Ok(())
+    }
+
+    fn write_full(&mut self, data: &[u8]) -> Result<()> {
+        self.check_write(0, data.len())?;
+        self.truncate(0)?;
+        self.write(0, data)
+    }
+
+    fn truncate(&mut self, size: u64) -> Result<()> {
+        self.check_size(size)?;
+        let old = self.current.as_ref().map_or(0, |o| o.size);
+        if size < old {
+            let cut = self.chunk_index(size.div_ceil(self.chunk_size) * self.chunk_size)?;
+            let boundary = (size % self.chunk_size != 0).then(|| self.chunk_index(size)).transpose()?;
+            let boundary_data = match boundary {
+                Some(i) => self.load_chunks(i, i)?.remove(&i),
+                None => None,
+            };
+            self.chunks.retain(|&i, _| i < cut);
+            self.chunk_cut = Some(self.chunk_cut.map_or(cut, |c| c.min(cut)));
+            if let (Some(i), Some(mut data)) = (boundary, boundary_data) {
+                data.truncate((size % self.chunk_size) as usize);
+                self.chunks.insert(i, Some(data));
+            }
+        }
+        self.onode_mut().size = size;
+        Ok(())
+    }
+
+    fn get_xattr(&mut self, name: &str) -> Result<Option<Bytes>> {
+        Ok(self.onode()?.xattrs.get(name).cloned())
+    }
+
+    fn get_xattrs(&mut self) -> Result<BTreeMap<String, Bytes>> {
+        Ok(self.onode()?.xattrs.clone())
+    }
+
+    fn set_xattr(&mut self, name: &str, value: Bytes) -> Result<()> {
+        self.limits.check_xattr(name, &value)?;
+        self.onode_mut().xattrs.insert(name.to_owned(), value);
+        Ok(())
+    }
+
+    fn rm_xattr(&mut self, name: &str) -> Result<()> {
+        if !self.onode()?.xattrs.contains_key(name) {
+            return Err(err::no_data(format!("no xattr '{name}'")));
+        }
+        self.onode_mut().xattrs.remove(name);
+        Ok(())
+    }
+
+    fn omap_get(&mut self, key: &[u8]) -> Result<Option<Bytes>> {
+        self.onode()?;
+        if let Some(staged) = self.omap.get(key) {
+            return Ok(staged.clone());
+        }
+        if self.omap_hidden(key) {
+            return Ok(None);
+        }
+        Ok(self.store.omap_get(&self.key, key)?.map(Bytes::from))
+    }
+
+    fn omap_get_vals(&mut self, start_after: &[u8], prefix: &[u8], max: usize) -> Result<(Vec<(Bytes, Bytes)>, bool)> {
+        self.onode()?;
+        // Merge the committed entries (in pages) with the staged ones, staged winning.
+        let (mut from, mut exclusive) = if start_after >= prefix { (start_after.to_vec(), true) } else { (prefix.to_vec(), false) };
+        let page = (max + 1).clamp(16, 1024);
+        let read_store = self.base.is_some() && !self.wiped && !self.omap_cleared;
+        let mut merged: Vec<(Bytes, Bytes)> = Vec::with_capacity(max + 1);
+        let in_scope = |k: &[u8]| k > start_after && k.starts_with(prefix);
+        let mut store_done = !read_store;
+        let mut pending: std::collections::VecDeque<(Vec<u8>, Vec<u8>)> = Default::default();
+        let mut staged = self
+            .omap
+            .range::<[u8], _>((std::ops::Bound::Excluded(start_after), std::ops::Bound::Unbounded))
+            .filter(|(k, _)| k.as_ref() >= prefix)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .peekable();
+        while merged.len() <= max {
+            if pending.is_empty() && !store_done {
+                let rows = self.store.omap_scan(&self.key, &from, exclusive, page)?;
+                store_done = rows.len() < page;
+                if let Some((k, _)) = rows.last() {
+                    from = k.clone();
+                    exclusive = true;
+                }
+                pending.extend(rows.into_iter().filter(|(k, _)| in_scope(k)));
+                if pending.is_empty() && !store_done {
+                    continue;
+                }
+                if rows_left_scope(&from, prefix) {
+                    store_done = true;
+                }
+            }
+            let next_store = pending.front().map(|(k, _)| k.as_slice());
+            let next_staged = staged.peek().map(|(k, _)| k.as_ref());
+            match (next_store, next_staged) {
+                (None, None) => break,
+                (Some(s), Some(t)) if t <= s => {
+                    if t == s {
+                        pending.pop_front();
+                    }
+                    let (k, v) = staged.next().expect("peeked");
+                    if let Some(v) = v {
+                        merged.push((k.clone(), v.clone()));
+                    }
+                }
+                (None, Some(_)) => {
+                    let (k, v) = staged.next().expect("peeked");
+                    if let Some(v) = v {
+                        merged.push((k.clone(), v.clone()));
+                    }
+                }
+                (Some(_), _) => {
+                    let (k, v) = pending.pop_front().expect("peeked");
+                    if !self.omap_removed_ranges.iter().any(|(s, e)| k.as_slice() >= s.as_ref() && k.as_slice() < e.as_ref()) {
+                        merged.push((Bytes::from(k), Bytes::from(v)));
+                    }
+                }
+            }
+        }
+        let more = merged.len() > max;
+        merged.truncate(max);
+        Ok((merged, more))
+    }
+
+    fn omap_set(&mut self, entries: Vec<(Bytes, Bytes)>) -> Result<()> {
+        for (k, v) in &entries {
+            self.limits.check_omap_entry(k, v)?;
+        }
+        self.onode_mut();
+        self.omap.extend(entries.into_iter().map(|(k, v)| (k, Some(v))));
+        Ok(())
+    }
+
+    fn omap_rm_keys(&mut self, keys: &[Bytes]) -> Result<()> {
+        self.onode()?;
+        self.changes += 1;
+        for k in keys {
+            self.omap.insert(k.clone(), None);
+        }
+        Ok(())
+    }
+
+    fn omap_rm_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
+        self.onode()?;
+        self.changes += 1;
+        if start >= end {
+            return Ok(());
+        }
+        self.omap.retain(|k, _| !(k.as_ref() >= start && k.as_ref() < end));
+        self.omap_removed_ranges.push((Bytes::copy_from_slice(start), Bytes::copy_from_slice(end)));
+        Ok(())
+    }
+
+    fn omap_get_header(&mut self) -> Result<Bytes> {
+        Ok(self.onode()?.omap_header.clone())
+    }
+
+    fn omap_set_header(&mut self, header: Bytes) -> Result<()> {
+        self.limits.check_omap_entry(b"", &header)?;
+        self.onode_mut().omap_header = header;
+        Ok(())
+    }
+
+    fn cached_state(&mut self, class: &str) -> Option<ClassState> {
+        self.staged_states.get(class).or_else(|| self.committed_states.get(class)).cloned()
+    }
+
+    fn stage_state(&mut self, class: &str, state: ClassState) {
+        self.staged_states.insert(class.to_owned(), state);
+    }
+}
+
+/// Whether a scan position is already past every key with `prefix`.
+fn rows_left_scope(position: &[u8], prefix: &[u8]) -> bool {
+    !prefix.is_empty() && position > prefix && !position.starts_with(prefix)
+}

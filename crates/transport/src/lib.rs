@@ -1,0 +1,129 @@
+//! The messenger: daemons listen on addresses, peers connect to them, and a connection
+//! carries [`Message`]s both ways with bounded queues (a slow peer slows its sender).
+//!
+//! [`LocalNetwork`] connects peers inside one process through channels, moving messages
+//! as values; a TCP network implements the same [`Network`] trait and carries each
+//! message's versioned encoding. Nothing above this crate knows which one it uses.
+
+use shoal_types::msg::Message;
+use shoal_types::{err, Result};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+use tokio::sync::mpsc;
+
+/// Messages queued per direction of a connection before senders wait.
+pub const CONNECTION_QUEUE: usize = 4096;
+/// Connections waiting to be accepted before connectors wait.
+const ACCEPT_QUEUE: usize = 128;
+
+/// One end of a connection.
+pub struct Connection {
+    /// Sends to the peer; clone it to send from several tasks.
+    pub sender: mpsc::Sender<Message>,
+    /// Receives from the peer; `None` once the peer has gone.
+    pub receiver: mpsc::Receiver<Message>,
+}
+
+/// Two connected ends.
+pub fn connection_pair() -> (Connection, Connection) {
+    let (a_tx, a_rx) = mpsc::channel(CONNECTION_QUEUE);
+    let (b_tx, b_rx) = mpsc::channel(CONNECTION_QUEUE);
+    (Connection { sender: a_tx, receiver: b_rx }, Connection { sender: b_tx, receiver: a_rx })
+}
+
+/// Incoming connections on one address.
+pub struct Listener {
+    addr: String,
+    incoming: mpsc::Receiver<Connection>,
+}
+
+impl Listener {
+    /// The address this listener is bound to.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// The next incoming connection; `None` when the network is gone.
+    pub async fn accept(&mut self) -> Option<Connection> {
+        self.incoming.recv().await
+    }
+}
+
+/// A future returned by [`Network::connect`].
+pub type ConnectFuture<'a> = Pin<Box<dyn Future<Output = Result<Connection>> + Send + 'a>>;
+
+/// Where daemons listen and clients connect.
+pub trait Network: Send + Sync + 'static {
+    /// Starts listening on `addr`.
+    fn bind(&self, addr: &str) -> Result<Listener>;
+    /// Opens a connection to whoever listens on `addr`.
+    fn connect<'a>(&'a self, addr: &'a str) -> ConnectFuture<'a>;
+}
+
+/// An in-process network: addresses are names, connections are channel pairs.
+#[derive(Default)]
+pub struct LocalNetwork {
+    listeners: Mutex<HashMap<String, mpsc::Sender<Connection>>>,
+}
+
+impl LocalNetwork {
+    /// A network with nothing bound.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Network for LocalNetwork {
+    fn bind(&self, addr: &str) -> Result<Listener> {
+        let mut listeners = self.listeners.lock().map_err(|_| err::io("network lock poisoned"))?;
+        if listeners.get(addr).is_some_and(|l| !l.is_closed()) {
+            return Err(err::exists(format!("address {addr} is already bound")));
+        }
+        let (tx, rx) = mpsc::channel(ACCEPT_QUEUE);
+        listeners.insert(addr.to_owned(), tx);
+        Ok(Listener { addr: addr.to_owned(), incoming: rx })
+    }
+
+    fn connect<'a>(&'a self, addr: &'a str) -> ConnectFuture<'a> {
+        Box::pin(async move {
+            let accept_queue = self
+                .listeners
+                .lock()
+                .map_err(|_| err::io("network lock poisoned"))?
+                .get(addr)
+                .cloned()
+                .ok_or_else(|| err::not_connected(format!("nothing listens on {addr}")))?;
+            let (ours, theirs) = connection_pair();
+            accept_queue.send(theirs).await.map_err(|_| err::not_connected(format!("listener on {addr} is gone")))?;
+            Ok(ours)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_types::msg::{Reply, Request};
+
+    #[tokio::test]
+    async fn connect_and_exchange() {
+        let net = LocalNetwork::new();
+        let mut listener = net.bind("osd.0").unwrap();
+        assert!(net.bind("osd.0").is_err(), "an address is bound once");
+        let server = tokio::spawn(async move {
+            let mut conn = listener.accept().await.unwrap();
+            while let Some(Message::Request { tid, .. }) = conn.receiver.recv().await {
+                conn.sender.send(Message::Reply { tid, reply: Ok(Reply::Done) }).await.unwrap();
+            }
+        });
+        let mut conn = net.connect("osd.0").await.unwrap();
+        conn.sender.send(Message::Request { tid: 5, request: Request::Map(shoal_types::msg::MapCommand::Get) }).await.unwrap();
+        assert_eq!(conn.receiver.recv().await, Some(Message::Reply { tid: 5, reply: Ok(Reply::Done) }));
+        drop(conn);
+        server.await.unwrap();
+        let e = net.connect("nowhere").await.err().unwrap();
+        assert_eq!(e.errno, shoal_types::Errno::NotConnected);
+    }
+}
