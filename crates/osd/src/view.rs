@@ -228,8 +228,9 @@ impl ObjectAccess for ObjectView<'_> {
     }
 
     fn stat(&mut self) -> Result<ObjectStat> {
+        // The version is the committed one: this operation's own comes at commit.
         let o = self.onode()?;
-        Ok(ObjectStat { size: o.size, mtime_ns: o.mtime_ns, version: o.version })
+        Ok(ObjectStat { size: o.size, mtime_ns: o.mtime_ns, version: self.base_version() })
     }
 
     fn create(&mut self, exclusive: bool) -> Result<()> {

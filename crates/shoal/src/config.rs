@@ -1,0 +1,123 @@
+//! Configuration options: a fixed table of known keys with defaults, set on the command
+//! line as `--option key=value`. Unknown keys and bad values are errors that name them.
+
+use shoal_osd::{Limits, OsdConfig};
+use shoal_types::{err, OsdId, Result};
+use std::collections::BTreeMap;
+
+/// One known option.
+pub struct OptionSpec {
+    /// The key, as Ceph names it where Ceph has it.
+    pub name: &'static str,
+    /// The default value.
+    pub default: &'static str,
+    /// What it does.
+    pub help: &'static str,
+}
+
+/// Every option this build understands.
+pub const OPTIONS: &[OptionSpec] = &[
+    OptionSpec { name: "store_rocksdb_options", default: shoal_store_rocks::DEFAULT_OPTIONS, help: "RocksDB options, Ceph's comma-separated format" },
+    OptionSpec { name: "store_sync", default: "true", help: "acknowledge writes only after the WAL is synced; false is for benchmarks only" },
+    OptionSpec { name: "store_data_chunk_size", default: "65536", help: "bytes per object data key; fixed when the store is created" },
+    OptionSpec { name: "osd_op_num_shards", default: "0", help: "op shard threads; 0 = one per core, at least 2" },
+    OptionSpec { name: "osd_max_object_size", default: "134217728", help: "largest object in bytes (EFBIG beyond)" },
+    OptionSpec { name: "osd_max_write_size", default: "94371840", help: "largest single write in bytes (E2BIG beyond)" },
+    OptionSpec { name: "osd_max_attr_name_len", default: "100", help: "longest xattr name (ENAMETOOLONG beyond)" },
+    OptionSpec { name: "osd_max_attr_size", default: "65536", help: "largest xattr value in bytes (E2BIG beyond)" },
+    OptionSpec { name: "osd_max_omap_key_len", default: "4096", help: "longest omap key (ENAMETOOLONG beyond)" },
+    OptionSpec { name: "osd_max_omap_value_size", default: "16777216", help: "largest omap value or header (E2BIG beyond)" },
+    OptionSpec { name: "osd_max_omap_entries_per_request", default: "1024", help: "most omap entries one read returns" },
+    OptionSpec { name: "osd_max_ops_per_request", default: "256", help: "most steps in one compound operation" },
+    OptionSpec { name: "osd_class_cache_entries", default: "65536", help: "objects whose object-class state each shard caches" },
+];
+
+/// Option values: defaults overridden by `key=value` settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    values: BTreeMap<&'static str, String>,
+}
+
+impl Config {
+    /// Defaults with `settings` (`key=value` strings) applied.
+    pub fn from_settings(settings: &[String]) -> Result<Config> {
+        let mut values: BTreeMap<&'static str, String> = OPTIONS.iter().map(|o| (o.name, o.default.to_owned())).collect();
+        for setting in settings {
+            let (key, value) = setting
+                .split_once('=')
+                .ok_or_else(|| err::invalid(format!("option '{setting}' is not key=value")))?;
+            let spec = OPTIONS
+                .iter()
+                .find(|o| o.name == key.trim())
+                .ok_or_else(|| err::invalid(format!("unknown option '{}' (see `shoal config help`)", key.trim())))?;
+            values.insert(spec.name, value.trim().to_owned());
+        }
+        let config = Config { values };
+        config.osd(OsdId(0))?;
+        config.bool("store_sync")?;
+        config.u64("store_data_chunk_size")?;
+        Ok(config)
+    }
+
+    /// The raw value of a known option.
+    pub fn get(&self, name: &str) -> &str {
+        self.values.get(name).map(String::as_str).unwrap_or_default()
+    }
+
+    fn u64(&self, name: &str) -> Result<u64> {
+        self.get(name).parse().map_err(|_| err::invalid(format!("option {name}: '{}' is not a number", self.get(name))))
+    }
+
+    fn bool(&self, name: &str) -> Result<bool> {
+        match self.get(name) {
+            "true" | "1" | "yes" => Ok(true),
+            "false" | "0" | "no" => Ok(false),
+            other => Err(err::invalid(format!("option {name}: '{other}' is not true or false"))),
+        }
+    }
+
+    /// The store's chunk size.
+    pub fn chunk_size(&self) -> Result<u32> {
+        u32::try_from(self.u64("store_data_chunk_size")?).map_err(|_| err::invalid("store_data_chunk_size is too large"))
+    }
+
+    /// The OSD configuration these options describe.
+    pub fn osd(&self, id: OsdId) -> Result<OsdConfig> {
+        let usize_of = |name: &str| self.u64(name).map(|v| v as usize);
+        let mut osd = OsdConfig::new(id);
+        osd.sync = self.bool("store_sync")?;
+        let shards = usize_of("osd_op_num_shards")?;
+        if shards > 0 {
+            osd.op_shards = shards;
+        }
+        osd.class_cache_entries = usize_of("osd_class_cache_entries")?.max(1);
+        osd.limits = Limits {
+            max_object_size: self.u64("osd_max_object_size")?,
+            max_write_size: self.u64("osd_max_write_size")?,
+            max_attr_name_len: usize_of("osd_max_attr_name_len")?,
+            max_attr_size: usize_of("osd_max_attr_size")?,
+            max_omap_key_len: usize_of("osd_max_omap_key_len")?,
+            max_omap_value_size: usize_of("osd_max_omap_value_size")?,
+            max_omap_entries_per_request: self.u64("osd_max_omap_entries_per_request")?.clamp(1, u64::from(u32::MAX)) as u32,
+            max_ops_per_request: usize_of("osd_max_ops_per_request")?,
+        };
+        Ok(osd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_named() {
+        let e = Config::from_settings(&["osd_nonsense=1".into()]).unwrap_err();
+        assert!(e.message.contains("osd_nonsense"), "{e}");
+        let e = Config::from_settings(&["osd_max_attr_size=big".into()]).unwrap_err();
+        assert!(e.message.contains("osd_max_attr_size"), "{e}");
+        let e = Config::from_settings(&["store_sync=maybe".into()]).unwrap_err();
+        assert!(e.message.contains("store_sync"), "{e}");
+        let c = Config::from_settings(&["osd_max_attr_size = 10".into()]).unwrap();
+        assert_eq!(c.osd(OsdId(0)).unwrap().limits.max_attr_size, 10);
+    }
+}

@@ -1,0 +1,59 @@
+//! The embedded object layer: a map authority and one OSD on a RocksDB store in this
+//! process, reached through the in-process messenger exactly as a remote cluster would be.
+
+use crate::config::Config;
+use shoal_client::Rados;
+use shoal_mon::LocalMon;
+use shoal_osd::Osd;
+use shoal_store::{ObjectStore, StoreFormat};
+use shoal_store_rocks::RocksKv;
+use shoal_transport::{LocalNetwork, Network};
+use shoal_types::{err, OsdEntry, OsdId, Result};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+const MON_ADDR: &str = "mon.local";
+const OSD_ADDR: &str = "osd.0";
+
+/// A running embedded cluster and a client connected to it.
+pub struct Embedded {
+    /// A client of the embedded cluster.
+    pub rados: Rados,
+    /// The store, for statistics.
+    pub store: Arc<ObjectStore>,
+    kv: Arc<RocksKv>,
+}
+
+impl Embedded {
+    /// Opens (creating if needed) the data directory and starts the daemons.
+    pub async fn open(dir: &Path, config: &Config) -> Result<Embedded> {
+        std::fs::create_dir_all(dir).map_err(|e| err::io(format!("cannot create data directory {}: {e}", dir.display())))?;
+        let kv = Arc::new(RocksKv::open(&dir.join("store"), config.get("store_rocksdb_options"))?);
+        let store = Arc::new(ObjectStore::open(kv.clone(), StoreFormat { chunk_size: config.chunk_size()? })?);
+        let osd_entry = OsdEntry { addr: OSD_ADDR.into(), host: "localhost".into(), weight: 0x10000, up: true, is_in: true };
+        let mon = LocalMon::open(store.clone(), BTreeMap::from([(OsdId(0), osd_entry)]))?;
+        let network: Arc<dyn Network> = Arc::new(LocalNetwork::new());
+        let mut maps = mon.subscribe();
+        let osd = Osd::start(config.osd(OsdId(0))?, store.clone(), maps.clone());
+        tokio::spawn(mon.clone().serve(network.bind(MON_ADDR)?));
+        tokio::spawn(osd.clone().serve(network.bind(OSD_ADDR)?));
+        tokio::spawn(async move {
+            let mut old = maps.borrow_and_update().clone();
+            while maps.changed().await.is_ok() {
+                let new = maps.borrow_and_update().clone();
+                if let Err(e) = osd.drop_removed_pools(&old, &new) {
+                    tracing::error!(error = %e, "deleting removed pools failed");
+                }
+                old = new;
+            }
+        });
+        let rados = Rados::connect(network, MON_ADDR).await?;
+        Ok(Embedded { rados, store, kv })
+    }
+
+    /// RocksDB's own statistics report.
+    pub fn rocksdb_report(&self) -> String {
+        self.kv.report()
+    }
+}

@@ -1,0 +1,126 @@
+//! `shoal bench guarded-append`: the experiment of the RADOS compound-operations post.
+//! N clients append 4 KiB to one object, plainly, through the `guard` object class (epoch
+//! check + append), and as a compound op (`omap_cmp` on the epoch + append).
+
+use crate::bench::{print_rows, round, run_for};
+use crate::rados_cmd::ClusterArgs;
+use bytes::Bytes;
+use clap::Args;
+use serde_json::Value;
+use shoal_client::{IoCtx, OpBuilder, WriteOp};
+use shoal_objclass::guard::{AppendRequest, Epoch};
+use shoal_types::{CmpMode, CmpOp, Errno, PoolSpec, Result, Versioned};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Arguments of `shoal bench guarded-append`.
+#[derive(Args, Debug)]
+pub struct GuardedAppendArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Client counts to measure, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
+    clients: Vec<usize>,
+    /// Append size in bytes.
+    #[arg(long, default_value_t = 4096)]
+    size: usize,
+    /// Print one JSON object per row.
+    #[arg(long)]
+    json: bool,
+}
+
+/// How each append is guarded.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Variant {
+    Plain,
+    GuardClass,
+    OmapCmp,
+}
+
+impl Variant {
+    fn name(self) -> &'static str {
+        match self {
+            Variant::Plain => "plain",
+            Variant::GuardClass => "guard-class",
+            Variant::OmapCmp => "omap-cmp",
+        }
+    }
+}
+
+/// Appends per object before the clients move on to the next one (keeps objects small).
+const APPENDS_PER_OBJECT: u64 = 8192;
+/// Objects prepared per run.
+const OBJECTS_PER_RUN: u64 = 256;
+const POOL: &str = "bench-guarded-append";
+
+fn op(variant: Variant, payload: &Bytes) -> WriteOp {
+    match variant {
+        Variant::Plain => WriteOp::new().append(payload.clone()),
+        Variant::GuardClass => {
+            let req = AppendRequest { epoch: 1, payload: payload.clone() };
+            WriteOp::new().exec(shoal_objclass::guard::CLASS, "append", req.encode())
+        }
+        Variant::OmapCmp => WriteOp::new()
+            .omap_cmp(BTreeMap::from([(Bytes::from_static(b"epoch"), (CmpOp::Eq, CmpMode::Bytes, Bytes::from_static(b"1")))]))
+            .append(payload.clone()),
+    }
+}
+
+async fn prepare(io: &IoCtx, variant: Variant, base: &str) -> Result<()> {
+    for i in 0..OBJECTS_PER_RUN {
+        let name = format!("{base}.{i}");
+        let setup = match variant {
+            Variant::Plain => WriteOp::new().create(false),
+            Variant::GuardClass => WriteOp::new().exec(shoal_objclass::guard::CLASS, "set_epoch", Epoch { epoch: 1 }.encode()),
+            Variant::OmapCmp => WriteOp::new().omap_set([(Bytes::from_static(b"epoch"), Bytes::from_static(b"1"))]),
+        };
+        io.operate(&name, setup).await?;
+    }
+    Ok(())
+}
+
+/// Runs the benchmark and prints its table.
+pub async fn run(args: GuardedAppendArgs) -> Result<()> {
+    let embedded = args.cluster.open().await?;
+    let rados = &embedded.rados;
+    match rados.pool_create(PoolSpec { pg_num: 8, ..PoolSpec::named(POOL, 1) }).await {
+        Err(e) if e.errno != Errno::Exists => return Err(e),
+        _ => {}
+    }
+    let io = rados.ioctx(POOL).await?;
+    let payload = Bytes::from(vec![0x5a; args.size]);
+    let run_id = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let mut rows = Vec::new();
+    for &clients in &args.clients {
+        let mut plain_rate = None;
+        for variant in [Variant::Plain, Variant::GuardClass, Variant::OmapCmp] {
+            let base = format!("{run_id}-{}-{clients}", variant.name());
+            prepare(&io, variant, &base).await?;
+            let counter = Arc::new(AtomicU64::new(0));
+            let (io2, payload2) = (io.clone(), payload.clone());
+            let label = format!("{} x{clients}", variant.name());
+            let stats = run_for(&label, clients, Duration::from_secs(args.seconds), move |_, _| {
+                let (io, payload, counter, base) = (io2.clone(), payload2.clone(), counter.clone(), base.clone());
+                async move {
+                    let n = counter.fetch_add(1, Ordering::Relaxed) / APPENDS_PER_OBJECT % OBJECTS_PER_RUN;
+                    io.operate(&format!("{base}.{n}"), op(variant, &payload)).await?;
+                    Ok(payload.len() as u64)
+                }
+            })
+            .await?;
+            let rate = stats.ops_per_sec();
+            let plain = *plain_rate.get_or_insert(rate);
+            let mut row = vec![("clients", Value::from(clients)), ("variant", Value::from(variant.name()))];
+            row.extend(stats.columns());
+            row.push(("vs_plain", round(rate / plain.max(1e-9), 3)));
+            rows.push(row);
+        }
+    }
+    print_rows(&rows, args.json);
+    Ok(())
+}

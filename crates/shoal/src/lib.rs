@@ -1,0 +1,9 @@
+//! The `shoal` command's building blocks: configuration, the embedded object layer, the
+//! `rados` tool and the benchmarks. The binary in `main.rs` only parses arguments.
+
+pub mod bench;
+pub mod config;
+pub mod debug;
+pub mod embedded;
+pub mod guarded_append;
+pub mod rados_cmd;

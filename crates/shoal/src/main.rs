@@ -1,0 +1,76 @@
+//! `shoal`: one binary for Shoal's daemons and tools.
+
+use clap::{Parser, Subcommand};
+use shoal::{config, debug, guarded_append, rados_cmd};
+
+/// Shoal: a distributed object store in the lineage of Ceph.
+#[derive(Parser, Debug)]
+#[command(name = "shoal", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Object-layer commands (pools, objects, xattrs, omap, locks, bench), like `rados`.
+    Rados(rados_cmd::RadosArgs),
+    /// Benchmarks that reproduce published experiments.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Configuration options.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Tools for crash tests.
+    #[command(subcommand, hide = true)]
+    Debug(debug::DebugCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCommand {
+    /// Appends from 1..32 clients to one object, with and without an epoch guard.
+    GuardedAppend(guarded_append::GuardedAppendArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigCommand {
+    /// List every option with its default.
+    Help,
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Rados(args) => rados_cmd::run(args).await,
+            Command::Bench(BenchCommand::GuardedAppend(args)) => guarded_append::run(args).await,
+            Command::Config(ConfigCommand::Help) => {
+                for o in config::OPTIONS {
+                    println!("{:<34} {}\n{:<34} default: {}", o.name, o.help, "", o.default);
+                }
+                Ok(())
+            }
+            Command::Debug(command) => debug::run(command).await,
+        }
+    });
+    // Daemon threads end with the process.
+    runtime.shutdown_background();
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,546 @@
+//! `shoal rados`: object-layer commands in the manner of Ceph's `rados` tool, one-shot or
+//! as an interactive session when no command is given.
+
+use crate::bench::{print_rows, round, run_for};
+use crate::config::Config;
+use crate::embedded::Embedded;
+use bytes::Bytes;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde_json::Value;
+use shoal_client::{IoCtx, ReadOp, Rados, WriteOp};
+use shoal_objclass::lock::{BreakRequest, InfoRequest, LockInfo, LockList, LockRequest, LockType, LockerId};
+use shoal_types::{err, ClientId, PoolSpec, Result, StepOutput, Versioned};
+use std::io::{BufRead, Read, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the object layer lives and how it is configured.
+#[derive(Args, Debug, Clone)]
+pub struct ClusterArgs {
+    /// Data directory of the embedded object layer (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub data: PathBuf,
+    /// A configuration option, `key=value` (repeatable; see `shoal config help`).
+    #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
+    pub options: Vec<String>,
+}
+
+impl ClusterArgs {
+    /// Starts the embedded object layer described by these arguments.
+    pub async fn open(&self) -> Result<Embedded> {
+        Embedded::open(&self.data, &Config::from_settings(&self.options)?).await
+    }
+}
+
+/// Arguments of `shoal rados`.
+#[derive(Args, Debug)]
+pub struct RadosArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    #[command(flatten)]
+    target: Target,
+    /// The command; without one, commands are read from standard input.
+    #[command(subcommand)]
+    command: Option<RadosCommand>,
+}
+
+/// Pool and namespace a command works in.
+#[derive(Args, Debug, Clone, Default)]
+struct Target {
+    /// Pool to work in.
+    #[arg(short = 'p', long)]
+    pool: Option<String>,
+    /// Namespace within the pool (default: the default namespace).
+    #[arg(short = 'N', long)]
+    namespace: Option<String>,
+    /// With `ls`: list objects of every namespace.
+    #[arg(long)]
+    all: bool,
+    /// Print benchmark rows as JSON, one object per line.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum RadosCommand {
+    /// List pools.
+    Lspools,
+    /// Create a pool.
+    Mkpool {
+        /// Pool name.
+        name: String,
+        /// Placement groups.
+        #[arg(long, default_value_t = 32)]
+        pg_num: u32,
+        /// Replicas.
+        #[arg(long, default_value_t = 1)]
+        size: u32,
+        /// Replicas needed for writes (default: size - size/2).
+        #[arg(long)]
+        min_size: Option<u32>,
+    },
+    /// Delete a pool and all its objects.
+    Rmpool {
+        /// Pool name.
+        name: String,
+    },
+    /// List objects.
+    Ls,
+    /// Store a file (or `-` for stdin) as an object.
+    Put { name: String, file: PathBuf },
+    /// Write an object to a file (or `-` for stdout).
+    Get { name: String, file: PathBuf },
+    /// Append a file (or `-`) to an object.
+    Append { name: String, file: PathBuf },
+    /// Size, mtime and version of an object.
+    Stat { name: String },
+    /// Remove an object.
+    Rm { name: String },
+    /// Set an xattr.
+    Setxattr { name: String, key: String, value: String },
+    /// Print an xattr.
+    Getxattr { name: String, key: String },
+    /// List xattr names.
+    Listxattr { name: String },
+    /// Set an omap value.
+    Setomapval { name: String, key: String, value: String },
+    /// Print an omap value.
+    Getomapval { name: String, key: String },
+    /// List omap keys.
+    Listomapkeys { name: String },
+    /// List omap keys and values.
+    Listomapvals { name: String },
+    /// Remove an omap key.
+    Rmomapkey { name: String, key: String },
+    /// Advisory locks (the `lock` object class).
+    #[command(subcommand)]
+    Lock(LockCommand),
+    /// Store statistics: bytes written, WAL, flush, compaction, write amplification.
+    Df {
+        /// Also print RocksDB's own statistics report.
+        #[arg(long)]
+        detail: bool,
+    },
+    /// Benchmark: write, then read sequentially or randomly, for SECONDS.
+    Bench {
+        /// How long to run.
+        seconds: u64,
+        /// write, seq or rand.
+        mode: BenchMode,
+        /// Object size in bytes.
+        #[arg(short = 'b', long = "block-size", default_value_t = 4 << 20)]
+        block_size: usize,
+        /// Concurrent operations.
+        #[arg(short = 't', long = "concurrent-ios", default_value_t = 16)]
+        threads: usize,
+        /// Keep the written objects (needed before seq and rand).
+        #[arg(long)]
+        no_cleanup: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum LockCommand {
+    /// Take a lock.
+    Get {
+        name: String,
+        lock_name: String,
+        #[arg(long, default_value = "")]
+        lock_cookie: String,
+        #[arg(long, default_value = "")]
+        lock_tag: String,
+        #[arg(long, default_value = "")]
+        lock_description: String,
+        /// Lease in seconds; 0 = until unlocked.
+        #[arg(long, default_value_t = 0)]
+        lock_duration: u64,
+        #[arg(long, value_enum, default_value_t = LockKind::Exclusive)]
+        lock_type: LockKind,
+    },
+    /// Show a lock's holders.
+    Info { name: String, lock_name: String },
+    /// List the locks on an object.
+    List { name: String },
+    /// Evict a holder (`client.N`).
+    Break {
+        name: String,
+        lock_name: String,
+        locker: String,
+        #[arg(long, default_value = "")]
+        lock_cookie: String,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum LockKind {
+    Exclusive,
+    Shared,
+}
+
+/// Benchmark modes, as `rados bench`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchMode {
+    /// Write new objects.
+    Write,
+    /// Read the written objects in order.
+    Seq,
+    /// Read the written objects at random.
+    Rand,
+}
+
+/// One line of an interactive session.
+#[derive(Parser, Debug)]
+#[command(no_binary_name = true, disable_help_flag = false)]
+struct SessionLine {
+    #[command(flatten)]
+    target: Target,
+    #[command(subcommand)]
+    command: RadosCommand,
+}
+
+/// Runs `shoal rados`.
+pub async fn run(args: RadosArgs) -> Result<()> {
+    let embedded = args.cluster.open().await?;
+    match args.command {
+        Some(command) => execute(&embedded, &args.target, command).await,
+        None => session(&embedded, args.target).await,
+    }
+}
+
+async fn session(embedded: &Embedded, defaults: Target) -> Result<()> {
+    eprintln!("shoal rados: type a command (e.g. `lspools`, `-p POOL ls`, `help`); `quit` ends");
+    let stdin = std::io::stdin();
+    for line in stdin.lock().lines() {
+        let line = line.map_err(|e| err::io(format!("reading stdin: {e}")))?;
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.first() {
+            None => continue,
+            Some(&("quit" | "exit")) => break,
+            _ => {}
+        }
+        match SessionLine::try_parse_from(&words) {
+            Ok(parsed) => {
+                let target = Target {
+                    pool: parsed.target.pool.or_else(|| defaults.pool.clone()),
+                    namespace: parsed.target.namespace.or_else(|| defaults.namespace.clone()),
+                    ..parsed.target
+                };
+                if let Err(e) = execute(embedded, &target, parsed.command).await {
+                    eprintln!("error: {e}");
+                }
+            }
+            Err(e) => eprintln!("{e}"),
+        }
+        std::io::stdout().flush().ok();
+    }
+    Ok(())
+}
+
+async fn ioctx(rados: &Rados, target: &Target) -> Result<IoCtx> {
+    let pool = target.pool.as_deref().ok_or_else(|| err::invalid("this command needs a pool: -p POOL"))?;
+    let mut io = rados.ioctx(pool).await?;
+    io.set_namespace(target.namespace.as_deref().unwrap_or(""));
+    Ok(io)
+}
+
+fn read_input(file: &PathBuf) -> Result<Bytes> {
+    let mut data = Vec::new();
+    if file.as_os_str() == "-" {
+        std::io::stdin().read_to_end(&mut data).map_err(|e| err::io(format!("reading stdin: {e}")))?;
+    } else {
+        data = std::fs::read(file).map_err(|e| err::io(format!("reading {}: {e}", file.display())))?;
+    }
+    Ok(Bytes::from(data))
+}
+
+fn print_bytes(data: &[u8]) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(data).and_then(|()| out.flush()).map_err(|e| err::io(format!("writing stdout: {e}")))
+}
+
+fn single(outputs: Vec<StepOutput>) -> Result<StepOutput> {
+    outputs.into_iter().next().ok_or_else(|| err::io("the OSD returned no output"))
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.ffffffZ` for nanoseconds since the epoch.
+pub fn format_time(ns: u64) -> String {
+    let secs = ns / 1_000_000_000;
+    let (days, rem) = (secs / 86400, secs % 86400);
+    // Civil-from-days (proleptic Gregorian), after Howard Hinnant's algorithm.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ns % 1_000_000_000 / 1000
+    )
+}
+
+async fn execute(embedded: &Embedded, target: &Target, command: RadosCommand) -> Result<()> {
+    let rados = &embedded.rados;
+    match command {
+        RadosCommand::Lspools => {
+            for pool in rados.pool_list().await? {
+                println!("{}", pool.name);
+            }
+        }
+        RadosCommand::Mkpool { name, pg_num, size, min_size } => {
+            let pool = rados.pool_create(PoolSpec { name, pg_num, size, min_size: min_size.unwrap_or(size - size / 2) }).await?;
+            println!("successfully created pool {} (id {}, pg_num {})", pool.name, pool.id, pool.pg_num);
+        }
+        RadosCommand::Rmpool { name } => {
+            rados.pool_delete(&name).await?;
+            println!("successfully deleted pool {name}");
+        }
+        RadosCommand::Ls => {
+            let io = ioctx(rados, target).await?;
+            for object in io.list_all(target.all).await? {
+                if target.all {
+                    println!("{}\t{}", object.namespace, object.name);
+                } else {
+                    println!("{}", object.name);
+                }
+            }
+        }
+        RadosCommand::Put { name, file } => ioctx(rados, target).await?.write_full(&name, read_input(&file)?).await?,
+        RadosCommand::Append { name, file } => ioctx(rados, target).await?.append(&name, read_input(&file)?).await?,
+        RadosCommand::Get { name, file } => {
+            let data = ioctx(rados, target).await?.read_full(&name).await?;
+            if file.as_os_str() == "-" {
+                print_bytes(&data)?;
+            } else {
+                std::fs::write(&file, &data).map_err(|e| err::io(format!("writing {}: {e}", file.display())))?;
+            }
+        }
+        RadosCommand::Stat { name } => {
+            let io = ioctx(rados, target).await?;
+            let s = io.stat(&name).await?;
+            println!("{}/{} mtime {}, size {}, version {}", io.pool().name, name, format_time(s.mtime_ns), s.size, s.version);
+        }
+        RadosCommand::Rm { name } => ioctx(rados, target).await?.remove(&name).await?,
+        RadosCommand::Setxattr { name, key, value } => {
+            ioctx(rados, target).await?.operate(&name, WriteOp::new().set_xattr(&key, value)).await?;
+        }
+        RadosCommand::Getxattr { name, key } => {
+            let reply = ioctx(rados, target).await?.read(&name, ReadOp::new().get_xattr(&key)).await?;
+            if let StepOutput::Data(v) = single(reply.outputs)? {
+                print_bytes(&v)?;
+                println!();
+            }
+        }
+        RadosCommand::Listxattr { name } => {
+            let reply = ioctx(rados, target).await?.read(&name, ReadOp::new().get_xattrs()).await?;
+            if let StepOutput::Xattrs(x) = single(reply.outputs)? {
+                x.keys().for_each(|k| println!("{k}"));
+            }
+        }
+        RadosCommand::Setomapval { name, key, value } => {
+            let entry = (Bytes::from(key), Bytes::from(value));
+            ioctx(rados, target).await?.operate(&name, WriteOp::new().omap_set([entry])).await?;
+        }
+        RadosCommand::Getomapval { name, key } => {
+            let io = ioctx(rados, target).await?;
+            let reply = io.read(&name, ReadOp::new().omap_get_vals_by_keys([Bytes::from(key.clone())])).await?;
+            match single(reply.outputs)? {
+                StepOutput::OmapVals { entries, .. } if !entries.is_empty() => {
+                    print_bytes(&entries[0].1)?;
+                    println!();
+                }
+                _ => return Err(err::not_found(format!("no omap key '{key}' on {name}"))),
+            }
+        }
+        RadosCommand::Listomapkeys { name } => {
+            for (k, _) in omap_all(&ioctx(rados, target).await?, &name).await? {
+                println!("{}", String::from_utf8_lossy(&k));
+            }
+        }
+        RadosCommand::Listomapvals { name } => {
+            for (k, v) in omap_all(&ioctx(rados, target).await?, &name).await? {
+                println!("{}\t{}", String::from_utf8_lossy(&k), String::from_utf8_lossy(&v));
+            }
+        }
+        RadosCommand::Rmomapkey { name, key } => {
+            ioctx(rados, target).await?.operate(&name, WriteOp::new().omap_rm_keys([Bytes::from(key)])).await?;
+        }
+        RadosCommand::Lock(lock) => lock_command(&ioctx(rados, target).await?, lock).await?,
+        RadosCommand::Df { detail } => {
+            let s = embedded.store.stats();
+            let row = vec![
+                ("user_bytes_written", Value::from(s.user_bytes_written)),
+                ("wal_bytes", Value::from(s.wal_bytes)),
+                ("wal_syncs", Value::from(s.wal_syncs)),
+                ("flush_bytes", Value::from(s.flush_bytes)),
+                ("compaction_bytes", Value::from(s.compaction_bytes)),
+                ("write_amp", round(s.write_amplification(), 2)),
+            ];
+            print_rows(&[row], target.json);
+            if detail {
+                println!("{}", embedded.rocksdb_report());
+            }
+        }
+        RadosCommand::Bench { seconds, mode, block_size, threads, no_cleanup } => {
+            let io = ioctx(rados, target).await?;
+            let row = rados_bench(embedded, io.clone(), Duration::from_secs(seconds), mode, block_size, threads.max(1)).await?;
+            print_rows(&[row], target.json);
+            if mode == BenchMode::Write && !no_cleanup {
+                let removed = bench_cleanup(&io).await?;
+                eprintln!("removed {removed} benchmark objects");
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn omap_all(io: &IoCtx, name: &str) -> Result<Vec<(Bytes, Bytes)>> {
+    let mut out: Vec<(Bytes, Bytes)> = Vec::new();
+    loop {
+        let after = out.last().map(|(k, _)| k.clone()).unwrap_or_default();
+        let reply = io.read(name, ReadOp::new().omap_get_vals(after, Bytes::new(), 1000)).await?;
+        match single(reply.outputs)? {
+            StepOutput::OmapVals { entries, more } => {
+                out.extend(entries);
+                if !more {
+                    return Ok(out);
+                }
+            }
+            other => return Err(err::io(format!("unexpected output {other:?}"))),
+        }
+    }
+}
+
+async fn lock_command(io: &IoCtx, command: LockCommand) -> Result<()> {
+    use shoal_objclass::lock::CLASS;
+    match command {
+        LockCommand::Get { name, lock_name, lock_cookie, lock_tag, lock_description, lock_duration, lock_type } => {
+            let req = LockRequest {
+                name: lock_name,
+                lock_type: match lock_type {
+                    LockKind::Exclusive => LockType::Exclusive,
+                    LockKind::Shared => LockType::Shared,
+                },
+                cookie: lock_cookie,
+                tag: lock_tag,
+                description: lock_description,
+                duration_ns: lock_duration.saturating_mul(1_000_000_000),
+                may_renew: false,
+                must_renew: false,
+            };
+            io.exec(&name, CLASS, "lock", req.encode()).await?;
+        }
+        LockCommand::Info { name, lock_name } => {
+            let out = io.exec(&name, CLASS, "get_info", InfoRequest { name: lock_name }.encode()).await?;
+            let info = LockInfo::decode(&out)?;
+            println!("type {:?} tag '{}'", info.lock_type, info.tag);
+            for (who, l) in info.lockers {
+                let expires = if l.expires_ns == 0 { "never".to_owned() } else { format_time(l.expires_ns) };
+                println!("  {} cookie '{}' expires {} description '{}'", who.client, who.cookie, expires, l.description);
+            }
+        }
+        LockCommand::List { name } => {
+            let out = io.exec(&name, CLASS, "list_locks", Bytes::new()).await?;
+            LockList::decode(&out)?.names.iter().for_each(|n| println!("{n}"));
+        }
+        LockCommand::Break { name, lock_name, locker, lock_cookie } => {
+            let id = locker
+                .strip_prefix("client.")
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| err::invalid(format!("locker '{locker}' is not client.N")))?;
+            let req = BreakRequest { name: lock_name, locker: LockerId { client: ClientId(id), cookie: lock_cookie } };
+            io.exec(&name, CLASS, "break_lock", req.encode()).await?;
+        }
+    }
+    Ok(())
+}
+
+const BENCH_META: &str = "benchmark_last_metadata";
+
+fn bench_object(i: u64) -> String {
+    format!("benchmark_data_{i}")
+}
+
+async fn rados_bench(
+    embedded: &Embedded,
+    io: IoCtx,
+    duration: Duration,
+    mode: BenchMode,
+    block_size: usize,
+    threads: usize,
+) -> Result<Vec<(&'static str, Value)>> {
+    let before = embedded.store.stats();
+    let (stats, block_size) = match mode {
+        BenchMode::Write => {
+            let payload = Bytes::from((0..block_size).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+            let written = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let (io2, w2) = (io.clone(), written.clone());
+            let stats = run_for("write", threads, duration, move |_, _| {
+                let (io, payload, written) = (io2.clone(), payload.clone(), w2.clone());
+                async move {
+                    let i = written.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    io.write_full(&bench_object(i), payload.clone()).await?;
+                    Ok(payload.len() as u64)
+                }
+            })
+            .await?;
+            let count = written.load(std::sync::atomic::Ordering::Relaxed);
+            let meta = WriteOp::new().set_xattr("count", count.to_string()).set_xattr("size", block_size.to_string());
+            io.operate(BENCH_META, meta).await?;
+            (stats, block_size)
+        }
+        BenchMode::Seq | BenchMode::Rand => {
+            let reply = io.read(BENCH_META, ReadOp::new().get_xattrs()).await.map_err(|e| {
+                err::not_found(format!("no benchmark data to read ({e}); run `bench N write --no-cleanup` first"))
+            })?;
+            let StepOutput::Xattrs(meta) = single(reply.outputs)? else { return Err(err::io("bad benchmark metadata")) };
+            let field = |k: &str| -> u64 { meta.get(k).and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()).unwrap_or(0) };
+            let (count, size) = (field("count").max(1), field("size") as usize);
+            let io2 = io.clone();
+            let stats = run_for(if mode == BenchMode::Seq { "seq" } else { "rand" }, threads, duration, move |w, i| {
+                let io = io2.clone();
+                async move {
+                    let index = if mode == BenchMode::Seq { (i * threads as u64 + w as u64) % count } else { rand::random_range(0..count) };
+                    Ok(io.read_full(&bench_object(index)).await?.len() as u64)
+                }
+            })
+            .await?;
+            (stats, size)
+        }
+    };
+    let after = embedded.store.stats();
+    let delta = shoal_store::KvStats {
+        user_bytes_written: after.user_bytes_written - before.user_bytes_written,
+        wal_bytes: after.wal_bytes - before.wal_bytes,
+        wal_syncs: after.wal_syncs - before.wal_syncs,
+        flush_bytes: after.flush_bytes - before.flush_bytes,
+        compaction_bytes: after.compaction_bytes - before.compaction_bytes,
+    };
+    let mut row = vec![
+        ("mode", Value::from(format!("{mode:?}").to_lowercase())),
+        ("threads", Value::from(threads)),
+        ("block_size", Value::from(block_size)),
+    ];
+    row.extend(stats.columns());
+    row.push(("wal_syncs", Value::from(delta.wal_syncs)));
+    row.push(("write_amp", round(delta.write_amplification(), 2)));
+    Ok(row)
+}
+
+/// Removes the objects a write benchmark left.
+async fn bench_cleanup(io: &IoCtx) -> Result<u64> {
+    let mut removed = 0;
+    for object in io.list_all(false).await? {
+        if object.name.starts_with("benchmark_data_") || object.name == BENCH_META {
+            io.remove(&object.name).await?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}

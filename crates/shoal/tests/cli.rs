@@ -1,0 +1,45 @@
+//! The command line: errors name the problem and exit non-zero; a round trip works.
+
+use std::process::Command;
+
+const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
+
+fn shoal(dir: &str, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(SHOAL).args(["rados", "--data", dir]).args(args).output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn round_trip_and_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, b"hello shoal").unwrap();
+    assert!(shoal(d, &["mkpool", "data"]).0);
+    let (ok, _, err) = shoal(d, &["-p", "data", "put", "greeting", file.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let (ok, out, _) = shoal(d, &["-p", "data", "get", "greeting", "-"]);
+    assert!(ok);
+    assert_eq!(out, "hello shoal");
+    assert!(shoal(d, &["-p", "data", "setomapval", "greeting", "k1", "v1"]).0);
+    assert_eq!(shoal(d, &["-p", "data", "listomapvals", "greeting"]).1, "k1\tv1\n");
+    let (_, out, _) = shoal(d, &["-p", "data", "stat", "greeting"]);
+    assert!(out.contains("size 11"), "{out}");
+    assert_eq!(shoal(d, &["-p", "data", "ls"]).1, "greeting\n");
+
+    let (ok, _, err) = shoal(d, &["-p", "nosuchpool", "ls"]);
+    assert!(!ok);
+    assert!(err.contains("pool 'nosuchpool' does not exist"), "{err}");
+    let (ok, _, err) = shoal(d, &["-p", "data", "getxattr", "greeting", "missing"]);
+    assert!(!ok);
+    assert!(err.contains("ENODATA"), "{err}");
+    let (ok, _, err) = shoal(d, &["-p", "data", "stat", "nothing"]);
+    assert!(!ok);
+    assert!(err.contains("ENOENT"), "{err}");
+    let (ok, _, err) = shoal(d, &["-o", "osd_bogus=1", "lspools"]);
+    assert!(!ok);
+    assert!(err.contains("osd_bogus"), "{err}");
+    let (ok, _, err) = shoal(d, &["-o", "store_rocksdb_options=compression=kBogus", "lspools"]);
+    assert!(!ok);
+    assert!(err.contains("compression"), "{err}");
+}
