@@ -15,8 +15,12 @@ pub use watch::{Notification, WatchEvent};
 use bytes::Bytes;
 use peer::Peer;
 use shoal_transport::Network;
-use shoal_types::msg::{MapCommand, NotifyReply, NotifyRequest, OpReply, OsdOp, PgListRequest, Reply, Request, WatchRequest};
-use shoal_types::{err, ClientId, ObjectName, ObjectStat, OsdId, OsdMap, Pool, PoolSpec, ReqId, Result, Step, StepOutput};
+use shoal_types::msg::{
+    MapCommand, NotifyReply, NotifyRequest, OpReply, OsdOp, PgListRequest, Reply, Request, WatchRequest,
+};
+use shoal_types::{
+    ClientId, ObjectName, ObjectStat, OsdId, OsdMap, Pool, PoolSpec, ReqId, Result, Step, StepOutput, err,
+};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -134,7 +138,12 @@ impl Rados {
         if let Some(peer) = osds.get(&id).filter(|p| !p.is_closed()) {
             return Ok(peer.clone());
         }
-        let addr = self.map().osds.get(&id).map(|o| o.addr.clone()).ok_or_else(|| err::not_found(format!("{id} is not in the map")))?;
+        let addr = self
+            .map()
+            .osds
+            .get(&id)
+            .map(|o| o.addr.clone())
+            .ok_or_else(|| err::not_found(format!("{id} is not in the map")))?;
         let peer = Peer::open(self.inner.network.as_ref(), &addr, self.inner.id).await?;
         osds.insert(id, peer.clone());
         Ok(peer)
@@ -282,7 +291,12 @@ impl IoCtx {
 
     /// One page of the pool's objects (this namespace, or all with `all_namespaces`),
     /// starting at `cursor`; returns the cursor of the next page, `None` at the end.
-    pub async fn list(&self, cursor: ListCursor, max: u32, all_namespaces: bool) -> Result<(Vec<ObjectName>, Option<ListCursor>)> {
+    pub async fn list(
+        &self,
+        cursor: ListCursor,
+        max: u32,
+        all_namespaces: bool,
+    ) -> Result<(Vec<ObjectName>, Option<ListCursor>)> {
         let map = self.rados.map();
         let pool = map.pool(self.pool.id)?.clone();
         let mut cursor = cursor;
@@ -343,7 +357,12 @@ impl IoCtx {
     pub async fn notify(&self, name: &str, payload: impl Into<Bytes>, timeout: Duration) -> Result<NotifyReply> {
         let object = self.object(name);
         let peer = self.primary(&object).await?;
-        let req = NotifyRequest { pool: self.pool.id, object, payload: payload.into(), timeout_ms: timeout.as_millis() as u64 };
+        let req = NotifyRequest {
+            pool: self.pool.id,
+            object,
+            payload: payload.into(),
+            timeout_ms: timeout.as_millis() as u64,
+        };
         match peer.call(Request::Notify(req)).await? {
             Reply::Notify(r) => Ok(r),
             other => Err(unexpected(other)),

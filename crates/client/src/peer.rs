@@ -4,7 +4,7 @@
 use crate::watch::WatchTable;
 use shoal_transport::{Connection, Network};
 use shoal_types::msg::{Message, Reply, Request};
-use shoal_types::{err, ClientId, Result};
+use shoal_types::{ClientId, Result, err};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,7 +29,14 @@ impl Peer {
         let pending: PendingMap = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
         let watches = Arc::new(WatchTable::default());
-        let peer = Arc::new(Peer { addr: addr.to_owned(), sender: sender.clone(), pending: pending.clone(), next_tid: AtomicU64::new(1), closed: closed.clone(), watches: watches.clone() });
+        let peer = Arc::new(Peer {
+            addr: addr.to_owned(),
+            sender: sender.clone(),
+            pending: pending.clone(),
+            next_tid: AtomicU64::new(1),
+            closed: closed.clone(),
+            watches: watches.clone(),
+        });
         let addr_owned = addr.to_owned();
         tokio::spawn(async move {
             while let Some(message) = receiver.recv().await {

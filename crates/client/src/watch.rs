@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 use shoal_types::msg::{Message, NotifyAck, NotifyEvent};
-use shoal_types::{err, Result};
+use shoal_types::{Result, err};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use tokio::sync::mpsc;

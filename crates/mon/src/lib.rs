@@ -8,7 +8,7 @@
 use shoal_store::{ObjectStore, Transaction};
 use shoal_transport::{Connection, Listener};
 use shoal_types::msg::{MapCommand, Message, Reply, Request};
-use shoal_types::{err, OsdEntry, OsdId, OsdMap, Result, Versioned};
+use shoal_types::{OsdEntry, OsdId, OsdMap, Result, Versioned, err};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;

@@ -5,10 +5,10 @@
 //! The epoch lives in the xattr `guard.epoch` and is cached in memory per object, updated
 //! only when a transaction commits, so a guarded append costs no more IO than a plain one.
 
-use crate::{decode_input, decode_stored, versioned_v1, ClassRegistry, MethodContext, MethodFlags};
+use crate::{ClassRegistry, MethodContext, MethodFlags, decode_input, decode_stored, versioned_v1};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use shoal_types::{err, Result, Versioned};
+use shoal_types::{Result, Versioned, err};
 use std::sync::Arc;
 
 /// The class name.
@@ -110,7 +110,10 @@ mod tests {
         o.call(CLASS, "append", 1, 0, &append_req(3, b"c")).unwrap();
         o.call(CLASS, "append", 1, 0, &append_req(4, b"d")).unwrap();
         assert_eq!(o.data, b"acd");
-        assert_eq!(o.call(CLASS, "set_epoch", 1, 0, &Epoch { epoch: 2 }.encode()).unwrap_err().errno, Errno::StaleEpoch);
+        assert_eq!(
+            o.call(CLASS, "set_epoch", 1, 0, &Epoch { epoch: 2 }.encode()).unwrap_err().errno,
+            Errno::StaleEpoch
+        );
         assert_eq!(Epoch::decode(&o.call(CLASS, "get_epoch", 1, 0, &[]).unwrap()).unwrap().epoch, 3);
     }
 }

@@ -17,7 +17,7 @@ pub mod version;
 
 pub use access::{ClassState, ObjectAccess};
 
-use shoal_types::{err, ClientId, Result, Versioned};
+use shoal_types::{ClientId, Result, Versioned, err};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -90,16 +90,12 @@ impl ClassRegistry {
 
     /// Finds `class.method`; EOPNOTSUPP names what is unknown.
     pub fn lookup(&self, class: &str, method: &str) -> Result<Method> {
-        let methods = self.classes.get(class).ok_or_else(|| err::not_supported(format!("unknown object class '{class}'")))?;
+        let methods =
+            self.classes.get(class).ok_or_else(|| err::not_supported(format!("unknown object class '{class}'")))?;
         methods
             .get(method)
             .copied()
             .ok_or_else(|| err::not_supported(format!("object class '{class}' has no method '{method}'")))
-    }
-
-    /// Class names with their methods, for listing.
-    pub fn describe(&self) -> Vec<(String, Vec<String>)> {
-        self.classes.iter().map(|(c, m)| (c.clone(), m.keys().cloned().collect())).collect()
     }
 }
 

@@ -4,10 +4,10 @@
 //! pair with an expiry; expired lockers are ignored and trimmed on the next change, so an
 //! expired lock is free. Locking a missing object creates it.
 
-use crate::{decode_input, decode_stored, versioned_v1, ClassRegistry, MethodContext, MethodFlags};
+use crate::{ClassRegistry, MethodContext, MethodFlags, decode_input, decode_stored, versioned_v1};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use shoal_types::{err, ClientId, Result, Versioned};
+use shoal_types::{ClientId, Result, Versioned, err};
 use std::collections::BTreeMap;
 
 /// The class name.
@@ -175,7 +175,9 @@ fn lock(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
     let expires_ns = if req.duration_ns == 0 { 0 } else { ctx.now_ns.saturating_add(req.duration_ns) };
     let locker = Locker { expires_ns, description: req.description.clone() };
     let info = match load(ctx, &req.name)? {
-        None if req.must_renew => return Err(err::not_found(format!("lock '{}' is not held by {}", req.name, ctx.caller))),
+        None if req.must_renew => {
+            return Err(err::not_found(format!("lock '{}' is not held by {}", req.name, ctx.caller)));
+        }
         None => LockInfo { lock_type: req.lock_type, tag: req.tag.clone(), lockers: BTreeMap::from([(me, locker)]) },
         Some(mut info) => {
             if info.lockers.contains_key(&me) {
@@ -229,7 +231,9 @@ fn assert_locked(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
         Some(info) if info.lockers.contains_key(&me) && info.lock_type == req.lock_type && info.tag == req.tag => {
             Ok(Vec::new())
         }
-        _ => Err(err::busy(format!("lock '{}' is not held by {} with this cookie, type and tag", req.name, ctx.caller))),
+        _ => {
+            Err(err::busy(format!("lock '{}' is not held by {} with this cookie, type and tag", req.name, ctx.caller)))
+        }
     }
 }
 
@@ -287,7 +291,8 @@ mod tests {
         assert_eq!(e.errno, shoal_types::Errno::Exists, "relock without renew");
         // After expiry the lock is free for others.
         call(&mut o, "lock", 2, 151, &req("c", LockType::Exclusive, 0)).unwrap();
-        let info = LockInfo::decode(&call(&mut o, "get_info", 9, 152, &InfoRequest { name: "l".into() }).unwrap()).unwrap();
+        let info =
+            LockInfo::decode(&call(&mut o, "get_info", 9, 152, &InfoRequest { name: "l".into() }).unwrap()).unwrap();
         assert_eq!(info.lockers.keys().map(|l| l.client).collect::<Vec<_>>(), vec![ClientId(2)]);
     }
 
@@ -302,7 +307,8 @@ mod tests {
         r.may_renew = true;
         call(&mut o, "lock", 1, 40, &r).unwrap();
         // Without the renewal this would have expired at 50.
-        let assert_req = AssertRequest { name: "l".into(), lock_type: LockType::Exclusive, cookie: "c".into(), tag: "t".into() };
+        let assert_req =
+            AssertRequest { name: "l".into(), lock_type: LockType::Exclusive, cookie: "c".into(), tag: "t".into() };
         call(&mut o, "assert_locked", 1, 80, &assert_req).unwrap();
         assert_eq!(call(&mut o, "assert_locked", 1, 91, &assert_req).unwrap_err().errno, shoal_types::Errno::Busy);
         assert_eq!(call(&mut o, "assert_locked", 2, 80, &assert_req).unwrap_err().errno, shoal_types::Errno::Busy);
@@ -316,14 +322,23 @@ mod tests {
         let mut other_tag = req("c", LockType::Shared, 0);
         other_tag.tag = "x".into();
         assert_eq!(call(&mut o, "lock", 3, 0, &other_tag).unwrap_err().errno, shoal_types::Errno::Busy);
-        assert_eq!(call(&mut o, "lock", 3, 0, &req("c", LockType::Exclusive, 0)).unwrap_err().errno, shoal_types::Errno::Busy);
+        assert_eq!(
+            call(&mut o, "lock", 3, 0, &req("c", LockType::Exclusive, 0)).unwrap_err().errno,
+            shoal_types::Errno::Busy
+        );
         call(&mut o, "unlock", 1, 0, &UnlockRequest { name: "l".into(), cookie: "a".into() }).unwrap();
         let e = call(&mut o, "unlock", 1, 0, &UnlockRequest { name: "l".into(), cookie: "a".into() }).unwrap_err();
         assert_eq!(e.errno, shoal_types::Errno::NotFound);
         let list = LockList::decode(&o.call(CLASS, "list_locks", 1, 0, &[]).unwrap()).unwrap();
         assert_eq!(list.names, vec!["l".to_owned()]);
-        call(&mut o, "break_lock", 9, 0, &BreakRequest { name: "l".into(), locker: LockerId { client: ClientId(2), cookie: "b".into() } })
-            .unwrap();
+        call(
+            &mut o,
+            "break_lock",
+            9,
+            0,
+            &BreakRequest { name: "l".into(), locker: LockerId { client: ClientId(2), cookie: "b".into() } },
+        )
+        .unwrap();
         let list = LockList::decode(&o.call(CLASS, "list_locks", 1, 0, &[]).unwrap()).unwrap();
         assert!(list.names.is_empty());
         call(&mut o, "lock", 3, 0, &req("c", LockType::Exclusive, 0)).unwrap();

@@ -12,10 +12,10 @@
 //! reservation subtracts exactly what was added, so both return to zero when the queue
 //! drains.
 
-use crate::{decode_input, decode_stored, versioned_v1, ClassRegistry, MethodContext, MethodFlags};
+use crate::{ClassRegistry, MethodContext, MethodFlags, decode_input, decode_stored, versioned_v1};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use shoal_types::{err, Result, Versioned};
+use shoal_types::{Result, Versioned, err};
 use std::sync::Arc;
 
 /// The class name.
@@ -423,22 +423,35 @@ mod tests {
         let b = reserve_id(&mut o, 40, 1, 0).unwrap();
         let too_big = CommitRequest { id: b, entries: vec![Bytes::from(vec![0; 41])] };
         assert_eq!(call(&mut o, "commit", 0, &too_big).unwrap_err().errno, Errno::TooBig);
-        call(&mut o, "commit", 0, &CommitRequest { id: a, entries: vec![Bytes::from_static(b"one"), Bytes::from_static(b"two")] }).unwrap();
+        call(
+            &mut o,
+            "commit",
+            0,
+            &CommitRequest { id: a, entries: vec![Bytes::from_static(b"one"), Bytes::from_static(b"two")] },
+        )
+        .unwrap();
         let unknown = CommitRequest { id: a, entries: vec![] };
         assert_eq!(call(&mut o, "commit", 0, &unknown).unwrap_err().errno, Errno::NotFound, "committed twice");
         call(&mut o, "commit", 0, &CommitRequest { id: b, entries: vec![Bytes::from_static(b"three")] }).unwrap();
         let h = header(&mut o);
         assert_eq!((h.committed_bytes, h.committed_entries, h.reserved_bytes), (11, 3, 0));
-        let page = ListReply::decode(&call(&mut o, "list_entries", 0, &ListRequest { after: None, max: 2 }).unwrap()).unwrap();
+        let page =
+            ListReply::decode(&call(&mut o, "list_entries", 0, &ListRequest { after: None, max: 2 }).unwrap()).unwrap();
         assert!(page.truncated);
         assert_eq!(page.entries.iter().map(|e| e.data.as_ref()).collect::<Vec<_>>(), vec![&b"one"[..], b"two"]);
-        let rest = ListReply::decode(&call(&mut o, "list_entries", 0, &ListRequest { after: Some(page.entries[1].marker), max: 2 }).unwrap()).unwrap();
+        let rest = ListReply::decode(
+            &call(&mut o, "list_entries", 0, &ListRequest { after: Some(page.entries[1].marker), max: 2 }).unwrap(),
+        )
+        .unwrap();
         assert!(!rest.truncated);
         assert_eq!(rest.entries[0].data.as_ref(), b"three");
         call(&mut o, "remove_entries", 0, &RemoveRequest { up_to: page.entries[1].marker }).unwrap();
         assert_eq!((header(&mut o).committed_bytes, header(&mut o).committed_entries), (5, 1));
         call(&mut o, "remove_entries", 0, &RemoveRequest { up_to: u64::MAX }).unwrap();
-        assert_eq!(header(&mut o), QueueHeader { capacity_bytes: 100, next_reservation: 2, next_entry: 3, ..QueueHeader::default() });
+        assert_eq!(
+            header(&mut o),
+            QueueHeader { capacity_bytes: 100, next_reservation: 2, next_entry: 3, ..QueueHeader::default() }
+        );
     }
 
     #[test]
@@ -453,7 +466,10 @@ mod tests {
         reserve_id(&mut o, 5, 1, 200).unwrap();
         let list = ReservationList::decode(&o.call(CLASS, "list_reservations", 1, 0, &[]).unwrap()).unwrap();
         assert_eq!(list.reservations.len(), 2);
-        let out = ExpireReply::decode(&call(&mut o, "expire_reservations", 0, &ExpireRequest { older_than_ns: 150 }).unwrap()).unwrap();
+        let out = ExpireReply::decode(
+            &call(&mut o, "expire_reservations", 0, &ExpireRequest { older_than_ns: 150 }).unwrap(),
+        )
+        .unwrap();
         assert_eq!(out.expired, 1);
         let h = header(&mut o);
         assert_eq!((h.reserved_bytes, h.reservations), (5, 1));

@@ -3,7 +3,7 @@
 use crate::access::{ClassState, ObjectAccess};
 use crate::{ClassRegistry, MethodContext};
 use bytes::Bytes;
-use shoal_types::{err, ClientId, ObjectStat, Result};
+use shoal_types::{ClientId, ObjectStat, Result, err};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Default)]

@@ -1,10 +1,10 @@
 //! `version`: a version number and tag on an object for optimistic concurrency, as Ceph's
 //! `cls_version` (RGW's `RGWObjVersionTracker`). State: the xattr `version`.
 
-use crate::{decode_input, decode_stored, versioned_v1, ClassRegistry, MethodContext, MethodFlags};
+use crate::{ClassRegistry, MethodContext, MethodFlags, decode_input, decode_stored, versioned_v1};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use shoal_types::{err, Result, Versioned};
+use shoal_types::{Result, Versioned, err};
 
 /// The class name.
 pub const CLASS: &str = "version";
@@ -90,7 +90,10 @@ fn check(stored: &ObjVersion, conds: &[VersionCond]) -> Result<()> {
             VersionCmp::TagNe => stored.tag != v.tag,
         };
         if !holds {
-            return Err(err::canceled(format!("version {}:{} fails {:?} {}:{}", stored.tag, stored.ver, c.cmp, v.tag, v.ver)));
+            return Err(err::canceled(format!(
+                "version {}:{} fails {:?} {}:{}",
+                stored.tag, stored.ver, c.cmp, v.tag, v.ver
+            )));
         }
     }
     Ok(())
@@ -141,18 +144,31 @@ mod tests {
         let v1 = ObjVersion::decode(&o.call(CLASS, "inc", 1, 5, &[]).unwrap()).unwrap();
         assert_eq!(v1.ver, 1);
         assert!(!v1.tag.is_empty());
-        let v2 = ObjVersion::decode(&o.call(CLASS, "inc", 1, 6, &cond(VersionCmp::Eq, 1, "").encode()).unwrap()).unwrap();
+        let v2 =
+            ObjVersion::decode(&o.call(CLASS, "inc", 1, 6, &cond(VersionCmp::Eq, 1, "").encode()).unwrap()).unwrap();
         assert_eq!(v2, ObjVersion { ver: 2, tag: v1.tag.clone() });
         let e = o.call(CLASS, "inc", 1, 7, &cond(VersionCmp::Eq, 1, "").encode()).unwrap_err();
         assert_eq!(e.errno, Errno::Canceled, "a stale writer is refused");
         assert_eq!(ObjVersion::decode(&o.call(CLASS, "read", 1, 0, &[]).unwrap()).unwrap().ver, 2);
-        for (cmp, ver, ok) in [(VersionCmp::Gt, 1, true), (VersionCmp::Gt, 2, false), (VersionCmp::Ge, 2, true), (VersionCmp::Lt, 3, true), (VersionCmp::Le, 1, false)] {
+        for (cmp, ver, ok) in [
+            (VersionCmp::Gt, 1, true),
+            (VersionCmp::Gt, 2, false),
+            (VersionCmp::Ge, 2, true),
+            (VersionCmp::Lt, 3, true),
+            (VersionCmp::Le, 1, false),
+        ] {
             assert_eq!(o.call(CLASS, "check_conds", 1, 0, &cond(cmp, ver, "").encode()).is_ok(), ok, "{cmp:?} {ver}");
         }
         assert!(o.call(CLASS, "check_conds", 1, 0, &cond(VersionCmp::TagEq, 0, &v1.tag).encode()).is_ok());
-        assert_eq!(o.call(CLASS, "check_conds", 1, 0, &cond(VersionCmp::TagNe, 0, &v1.tag).encode()).unwrap_err().errno, Errno::Canceled);
+        assert_eq!(
+            o.call(CLASS, "check_conds", 1, 0, &cond(VersionCmp::TagNe, 0, &v1.tag).encode()).unwrap_err().errno,
+            Errno::Canceled
+        );
         o.call(CLASS, "set", 1, 0, &ObjVersion { ver: 10, tag: "x".into() }.encode()).unwrap();
-        assert_eq!(ObjVersion::decode(&o.call(CLASS, "read", 1, 0, &[]).unwrap()).unwrap(), ObjVersion { ver: 10, tag: "x".into() });
+        assert_eq!(
+            ObjVersion::decode(&o.call(CLASS, "read", 1, 0, &[]).unwrap()).unwrap(),
+            ObjVersion { ver: 10, tag: "x".into() }
+        );
     }
 
     #[test]

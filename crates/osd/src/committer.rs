@@ -3,10 +3,10 @@
 //! Writers never sync themselves, so concurrent writers share each sync.
 
 use shoal_store::ObjectStore;
-use shoal_types::{err, Result};
+use shoal_types::{Result, err};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
-use std::sync::Arc;
 
 /// A reply that may be delivered once the store is durable up to `seq`.
 pub struct Pending {
@@ -37,13 +37,13 @@ impl Durability {
 pub const PENDING_QUEUE: usize = 65536;
 
 /// Starts the committer thread; it ends when every sender is dropped.
-pub fn start(store: Arc<ObjectStore>, durability: Arc<Durability>) -> (SyncSender<Pending>, std::thread::JoinHandle<()>) {
+pub fn start(store: Arc<ObjectStore>, durability: Arc<Durability>) -> SyncSender<Pending> {
     let (tx, rx) = std::sync::mpsc::sync_channel(PENDING_QUEUE);
-    let handle = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("osd-committer".into())
         .spawn(move || run(&store, &durability, rx))
         .expect("spawning the committer thread");
-    (tx, handle)
+    tx
 }
 
 fn run(store: &ObjectStore, durability: &Durability, rx: Receiver<Pending>) {

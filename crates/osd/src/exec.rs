@@ -5,7 +5,7 @@ use crate::limits::Limits;
 use crate::view::ObjectView;
 use bytes::Bytes;
 use shoal_objclass::{ClassRegistry, MethodContext, ObjectAccess};
-use shoal_types::{err, ClientId, CmpMode, CmpOp, Result, Step, StepOutput};
+use shoal_types::{ClientId, CmpMode, CmpOp, Result, Step, StepOutput, err};
 
 /// Who runs the operation and when.
 pub struct ExecEnv<'a> {
@@ -59,15 +59,17 @@ fn execute_step(view: &mut ObjectView<'_>, step: &Step, env: &ExecEnv<'_>) -> Re
         Step::Remove => none(view.remove()),
         Step::SetXattr { name, value } => none(view.set_xattr(name, value.clone())),
         Step::RmXattr { name } => none(view.rm_xattr(name)),
-        Step::OmapSet { entries } => {
-            none(view.omap_set(entries.iter().map(|(k, v)| (k.clone(), v.clone())).collect()))
-        }
+        Step::OmapSet { entries } => none(view.omap_set(entries.iter().map(|(k, v)| (k.clone(), v.clone())).collect())),
         Step::OmapRmKeys { keys } => none(view.omap_rm_keys(keys)),
         Step::OmapRmRange { start, end } => none(view.omap_rm_range(start, end)),
         Step::OmapClear => none(view.omap_clear()),
         Step::OmapSetHeader { header } => none(view.omap_set_header(header.clone())),
         Step::AssertExists => {
-            if view.exists()? { Ok(StepOutput::None) } else { Err(err::not_found("assert_exists: no such object")) }
+            if view.exists()? {
+                Ok(StepOutput::None)
+            } else {
+                Err(err::not_found("assert_exists: no such object"))
+            }
         }
         Step::AssertVersion { version } => {
             if *version == 0 {
@@ -100,7 +102,10 @@ fn execute_step(view: &mut ObjectView<'_>, step: &Step, env: &ExecEnv<'_>) -> Re
                     None => false,
                 };
                 if !holds {
-                    return Err(err::canceled(format!("omap_cmp on key {:?} {op:?} failed", String::from_utf8_lossy(key))));
+                    return Err(err::canceled(format!(
+                        "omap_cmp on key {:?} {op:?} failed",
+                        String::from_utf8_lossy(key)
+                    )));
                 }
             }
             Ok(StepOutput::None)

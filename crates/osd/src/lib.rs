@@ -10,21 +10,21 @@
 pub mod committer;
 pub mod exec;
 pub mod limits;
+pub mod notify;
 pub mod shard;
 pub mod view;
-pub mod notify;
 
 pub use limits::Limits;
 
 use committer::Durability;
-use shard::{shard_of, Job, ShardContext};
+use shard::{Job, ShardContext, shard_of};
 use shoal_objclass::ClassRegistry;
 use shoal_store::{ObjectKey, ObjectStore, Transaction};
 use shoal_transport::{Connection, Listener};
 use shoal_types::msg::{Message, Reply, Request};
-use shoal_types::{err, ClientId, OsdId, OsdMap, Result};
+use shoal_types::{ClientId, OsdId, OsdMap, Result, err};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -66,7 +66,6 @@ struct Inner {
     shards: Vec<mpsc::Sender<Job>>,
     watches: notify::Watches,
     next_conn: AtomicU64,
-    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 /// A running OSD. Cloning gives another handle to the same OSD.
@@ -78,9 +77,14 @@ pub struct Osd {
 impl Osd {
     /// Starts the shard and committer threads on `store`, following the maps in `map`.
     pub fn start(config: OsdConfig, store: Arc<ObjectStore>, map: watch::Receiver<Arc<OsdMap>>) -> Osd {
-        let durability =
-            Arc::new(Durability { durable_seq: AtomicU64::new(0), failed: Default::default(), sync_enabled: config.sync });
-        let (committer, committer_thread) = committer::start(store.clone(), durability.clone());
+        let durability = Arc::new(Durability {
+            durable_seq: AtomicU64::new(0),
+            failed: Default::default(),
+            sync_enabled: config.sync,
+        });
+        // The shard and committer threads end when the last handle to this OSD is dropped
+        // (their queues close); the process exits without waiting for them.
+        let committer = committer::start(store.clone(), durability.clone());
         let ctx = ShardContext {
             store: store.clone(),
             map: map.clone(),
@@ -90,14 +94,7 @@ impl Osd {
             committer,
             class_cache_entries: config.class_cache_entries,
         };
-        let mut threads = vec![committer_thread];
-        let shards = (0..config.op_shards.max(1))
-            .map(|i| {
-                let (tx, handle) = shard::start(i, ctx.clone());
-                threads.push(handle);
-                tx
-            })
-            .collect();
+        let shards = (0..config.op_shards.max(1)).map(|i| shard::start(i, ctx.clone())).collect();
         Osd {
             inner: Arc::new(Inner {
                 config,
@@ -106,7 +103,6 @@ impl Osd {
                 shards,
                 watches: notify::Watches::default(),
                 next_conn: AtomicU64::new(1),
-                threads: Mutex::new(threads),
             }),
         }
     }
@@ -137,15 +133,6 @@ impl Osd {
         Ok(())
     }
 
-    /// Stops the shard and committer threads once every connection has closed.
-    pub fn shutdown(self) {
-        let threads = std::mem::take(&mut *self.inner.threads.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
-        drop(self);
-        for t in threads {
-            let _ = t.join();
-        }
-    }
-
     async fn serve_connection(self, conn: Connection) {
         let Connection { sender, mut receiver } = conn;
         let conn_id = self.inner.next_conn.fetch_add(1, Ordering::Relaxed);
@@ -174,7 +161,14 @@ impl Osd {
         self.inner.watches.connection_closed(conn_id);
     }
 
-    async fn dispatch(&self, request: Request, client: ClientId, conn: u64, sender: &mpsc::Sender<Message>, reply: shard::ReplyTx) {
+    async fn dispatch(
+        &self,
+        request: Request,
+        client: ClientId,
+        conn: u64,
+        sender: &mpsc::Sender<Message>,
+        reply: shard::ReplyTx,
+    ) {
         let inner = &self.inner;
         match request {
             Request::Op(op) => {
@@ -217,7 +211,9 @@ impl Osd {
                     let result = match this.object_exists(n.pool, &n.object) {
                         Ok(()) => {
                             let timeout = Duration::from_millis(n.timeout_ms).min(this.inner.config.max_notify_timeout);
-                            Ok(Reply::Notify(this.inner.watches.notify(n.pool, n.object, client, n.payload, timeout).await))
+                            Ok(Reply::Notify(
+                                this.inner.watches.notify(n.pool, n.object, client, n.payload, timeout).await,
+                            ))
                         }
                         Err(e) => Err(e),
                     };

@@ -1,7 +1,7 @@
 //! Limits on what one operation may do, checked before anything is staged.
 
 use bytes::Bytes;
-use shoal_types::{err, Result};
+use shoal_types::{Result, err};
 
 /// Per-operation limits. Defaults follow Ceph's where it has one.
 #[derive(Clone, Debug, PartialEq, Eq)]

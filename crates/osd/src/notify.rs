@@ -27,6 +27,17 @@ struct PendingNotify {
     done: Option<oneshot::Sender<()>>,
 }
 
+impl PendingNotify {
+    /// Wakes the notifier once nobody is left to wait for.
+    fn finish_if_done(&mut self) {
+        if self.waiting.is_empty()
+            && let Some(done) = self.done.take()
+        {
+            let _ = done.send(());
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
     watchers: HashMap<(PoolId, ObjectName), Vec<Watcher>>,
@@ -46,7 +57,15 @@ impl Watches {
     }
 
     /// Registers (or refreshes) a watch.
-    pub fn watch(&self, pool: PoolId, object: ObjectName, client: ClientId, cookie: u64, conn: ConnId, sender: mpsc::Sender<Message>) {
+    pub fn watch(
+        &self,
+        pool: PoolId,
+        object: ObjectName,
+        client: ClientId,
+        cookie: u64,
+        conn: ConnId,
+        sender: mpsc::Sender<Message>,
+    ) {
         let mut s = self.state();
         let list = s.watchers.entry((pool, object)).or_default();
         list.retain(|w| !(w.conn == conn && w.cookie == cookie));
@@ -76,11 +95,7 @@ impl Watches {
         });
         for pending in s.notifies.values_mut() {
             pending.waiting.retain(|(c, _)| *c != conn);
-            if pending.waiting.is_empty() {
-                if let Some(done) = pending.done.take() {
-                    let _ = done.send(());
-                }
-            }
+            pending.finish_if_done();
         }
     }
 
@@ -88,27 +103,34 @@ impl Watches {
     pub fn ack(&self, conn: ConnId, ack: NotifyAck) {
         let mut s = self.state();
         let Some(pending) = s.notifies.get_mut(&ack.notify_id) else { return };
-        if pending.waiting.remove(&(conn, ack.cookie)) {
-            if let Some(r) = pending.refs.get(&(conn, ack.cookie)) {
-                pending.acks.push((r.clone(), ack.reply));
-            }
+        if pending.waiting.remove(&(conn, ack.cookie))
+            && let Some(r) = pending.refs.get(&(conn, ack.cookie))
+        {
+            pending.acks.push((r.clone(), ack.reply));
         }
-        if pending.waiting.is_empty() {
-            if let Some(done) = pending.done.take() {
-                let _ = done.send(());
-            }
-        }
+        pending.finish_if_done();
     }
 
     /// Sends `payload` to every watcher of the object and waits for their acks.
-    pub async fn notify(&self, pool: PoolId, object: ObjectName, notifier: ClientId, payload: Bytes, timeout: Duration) -> NotifyReply {
+    pub async fn notify(
+        &self,
+        pool: PoolId,
+        object: ObjectName,
+        notifier: ClientId,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> NotifyReply {
         let (id, done_rx) = {
             let mut s = self.state();
             s.next_notify_id += 1;
             let id = s.next_notify_id;
             let (done_tx, done_rx) = oneshot::channel();
-            let mut pending =
-                PendingNotify { waiting: BTreeSet::new(), refs: BTreeMap::new(), acks: Vec::new(), done: Some(done_tx) };
+            let mut pending = PendingNotify {
+                waiting: BTreeSet::new(),
+                refs: BTreeMap::new(),
+                acks: Vec::new(),
+                done: Some(done_tx),
+            };
             for w in s.watchers.get(&(pool, object)).into_iter().flatten() {
                 let event = NotifyEvent { notify_id: id, cookie: w.cookie, notifier, payload: payload.clone() };
                 pending.refs.insert((w.conn, w.cookie), WatcherRef { client: w.client, cookie: w.cookie });

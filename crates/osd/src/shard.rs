@@ -3,16 +3,16 @@
 //! PGs on different shards run in parallel.
 
 use crate::committer::{Durability, Pending};
-use crate::exec::{execute, ExecEnv};
+use crate::exec::{ExecEnv, execute};
 use crate::limits::Limits;
 use crate::view::ObjectView;
 use shoal_objclass::{ClassRegistry, ClassState};
-use shoal_store::{pg_meta_key, ObjectKey, ObjectStore};
+use shoal_store::{ObjectKey, ObjectStore, pg_meta_key};
 use shoal_types::msg::{OpReply, OsdOp, PgListReply, PgListRequest, Reply};
-use shoal_types::{err, ClientId, OsdMap, PgId, Result};
+use shoal_types::{ClientId, OsdMap, PgId, Result, err};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
+use std::sync::mpsc::SyncSender;
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// Where a job's answer goes.
@@ -76,9 +76,9 @@ struct ShardState {
 }
 
 /// Starts a shard thread that runs jobs until every sender is dropped.
-pub fn start(index: usize, ctx: ShardContext) -> (mpsc::Sender<Job>, std::thread::JoinHandle<()>) {
+pub fn start(index: usize, ctx: ShardContext) -> mpsc::Sender<Job> {
     let (tx, mut rx) = mpsc::channel(SHARD_QUEUE);
-    let handle = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name(format!("osd-shard-{index}"))
         .spawn(move || {
             let mut state = ShardState { ctx, pg_versions: HashMap::new(), class_cache: HashMap::new(), last_seq: 0 };
@@ -87,7 +87,7 @@ pub fn start(index: usize, ctx: ShardContext) -> (mpsc::Sender<Job>, std::thread
             }
         })
         .expect("spawning a shard thread");
-    (tx, handle)
+    tx
 }
 
 fn now_ns() -> u64 {
@@ -181,7 +181,10 @@ impl ShardState {
         let map = self.ctx.map.borrow().clone();
         let pool = map.pool(req.pool)?;
         if req.seed >= pool.pg_num {
-            return Err(err::invalid(format!("pg {}.{:x} does not exist (pg_num {})", req.pool, req.seed, pool.pg_num)));
+            return Err(err::invalid(format!(
+                "pg {}.{:x} does not exist (pg_num {})",
+                req.pool, req.seed, pool.pg_num
+            )));
         }
         let max = req.max.clamp(1, self.ctx.limits.max_omap_entries_per_request) as usize;
         let page_size = max + 1;

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use shoal_objclass::{ClassState, ObjectAccess};
 use shoal_store::{ObjectKey, ObjectStore, Onode, Transaction};
-use shoal_types::{err, ObjectStat, Result};
+use shoal_types::{ObjectStat, Result, err};
 use std::collections::BTreeMap;
 
 use crate::limits::Limits;
@@ -128,7 +128,10 @@ impl<'a> ObjectView<'a> {
 
     fn check_write(&self, offset: u64, len: usize) -> Result<u64> {
         if len as u64 > self.limits.max_write_size {
-            return Err(err::too_big(format!("write of {len} bytes exceeds osd_max_write_size {}", self.limits.max_write_size)));
+            return Err(err::too_big(format!(
+                "write of {len} bytes exceeds osd_max_write_size {}",
+                self.limits.max_write_size
+            )));
         }
         let end = offset.checked_add(len as u64).ok_or_else(|| err::invalid("offset + length overflows"))?;
         self.check_size(end)?;
@@ -153,7 +156,8 @@ impl<'a> ObjectView<'a> {
         let mut current = self.load_chunks(first, last)?;
         for i in first..=last {
             let chunk_start = u64::from(i) * self.chunk_size;
-            let (from, to) = (offset.max(chunk_start) - chunk_start, end.min(chunk_start + self.chunk_size) - chunk_start);
+            let (from, to) =
+                (offset.max(chunk_start) - chunk_start, end.min(chunk_start + self.chunk_size) - chunk_start);
             if from == 0 && to == self.chunk_size {
                 self.chunks.insert(i, None);
             } else if let Some(mut data) = current.remove(&i) {
@@ -218,7 +222,9 @@ impl<'a> ObjectView<'a> {
     }
 
     fn omap_hidden(&self, key: &[u8]) -> bool {
-        self.wiped || self.omap_cleared || self.omap_removed_ranges.iter().any(|(s, e)| key >= s.as_ref() && key < e.as_ref())
+        self.wiped
+            || self.omap_cleared
+            || self.omap_removed_ranges.iter().any(|(s, e)| key >= s.as_ref() && key < e.as_ref())
     }
 }
 
@@ -317,7 +323,7 @@ impl ObjectAccess for ObjectView<'_> {
         let old = self.current.as_ref().map_or(0, |o| o.size);
         if size < old {
             let cut = self.chunk_index(size.div_ceil(self.chunk_size) * self.chunk_size)?;
-            let boundary = (size % self.chunk_size != 0).then(|| self.chunk_index(size)).transpose()?;
+            let boundary = (!size.is_multiple_of(self.chunk_size)).then(|| self.chunk_index(size)).transpose()?;
             let boundary_data = match boundary {
                 Some(i) => self.load_chunks(i, i)?.remove(&i),
                 None => None,
@@ -369,7 +375,8 @@ impl ObjectAccess for ObjectView<'_> {
     fn omap_get_vals(&mut self, start_after: &[u8], prefix: &[u8], max: usize) -> Result<(Vec<(Bytes, Bytes)>, bool)> {
         self.onode()?;
         // Merge the committed entries (in pages) with the staged ones, staged winning.
-        let (mut from, mut exclusive) = if start_after >= prefix { (start_after.to_vec(), true) } else { (prefix.to_vec(), false) };
+        let (mut from, mut exclusive) =
+            if start_after >= prefix { (start_after.to_vec(), true) } else { (prefix.to_vec(), false) };
         let page = (max + 1).clamp(16, 1024);
         let read_store = self.base.is_some() && !self.wiped && !self.omap_cleared;
         let mut merged: Vec<(Bytes, Bytes)> = Vec::with_capacity(max + 1);
@@ -419,7 +426,11 @@ impl ObjectAccess for ObjectView<'_> {
                 }
                 (Some(_), _) => {
                     let (k, v) = pending.pop_front().expect("peeked");
-                    if !self.omap_removed_ranges.iter().any(|(s, e)| k.as_slice() >= s.as_ref() && k.as_slice() < e.as_ref()) {
+                    if !self
+                        .omap_removed_ranges
+                        .iter()
+                        .any(|(s, e)| k.as_slice() >= s.as_ref() && k.as_slice() < e.as_ref())
+                    {
                         merged.push((Bytes::from(k), Bytes::from(v)));
                     }
                 }

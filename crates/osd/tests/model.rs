@@ -5,9 +5,9 @@
 use bytes::Bytes;
 use proptest::prelude::*;
 use shoal_objclass::ClassRegistry;
-use shoal_osd::exec::{execute, ExecEnv};
-use shoal_osd::view::ObjectView;
 use shoal_osd::Limits;
+use shoal_osd::exec::{ExecEnv, execute};
+use shoal_osd::view::ObjectView;
 use shoal_store::{Cf, KvEngine, MemKv, ObjectKey, ObjectStore, StoreFormat};
 use shoal_types::{ClientId, CmpMode, CmpOp, Errno, ObjectName, PoolId, Step, StepOutput};
 use std::collections::BTreeMap;
@@ -146,7 +146,11 @@ impl Model {
             }
             Step::Stat => {
                 self.need()?;
-                Ok(StepOutput::Stat(shoal_types::ObjectStat { size: self.data.len() as u64, mtime_ns: 0, version: self.start_version }))
+                Ok(StepOutput::Stat(shoal_types::ObjectStat {
+                    size: self.data.len() as u64,
+                    mtime_ns: 0,
+                    version: self.start_version,
+                }))
             }
             Step::AssertVersion { version } => {
                 if *version == 0 {
@@ -169,8 +173,11 @@ impl Model {
             }
             Step::OmapGetVals { start_after, filter_prefix, max_return } => {
                 self.need()?;
-                let mut matching =
-                    self.omap.iter().filter(|(k, _)| *k > start_after && k.starts_with(filter_prefix)).map(|(k, v)| (k.clone(), v.clone()));
+                let mut matching = self
+                    .omap
+                    .iter()
+                    .filter(|(k, _)| *k > start_after && k.starts_with(filter_prefix))
+                    .map(|(k, v)| (k.clone(), v.clone()));
                 let entries: Vec<_> = matching.by_ref().take(*max_return as usize).collect();
                 Ok(StepOutput::OmapVals { entries, more: matching.next().is_some() })
             }
@@ -204,7 +211,8 @@ fn small_bytes(max_len: usize) -> impl Strategy<Value = Bytes> {
 }
 
 fn omap_key() -> impl Strategy<Value = Bytes> {
-    prop_oneof![Just("a"), Just("ab"), Just("b"), Just("ba"), Just("c"), Just("d")].prop_map(|s: &'static str| Bytes::from_static(s.as_bytes()))
+    prop_oneof![Just("a"), Just("ab"), Just("b"), Just("ba"), Just("c"), Just("d")]
+        .prop_map(|s: &'static str| Bytes::from_static(s.as_bytes()))
 }
 
 fn xattr_name() -> impl Strategy<Value = String> {
@@ -230,15 +238,26 @@ fn step() -> impl Strategy<Value = Step> {
         Just(Step::AssertExists),
         Just(Step::Stat),
         (0u64..6).prop_map(|version| Step::AssertVersion { version }),
-        (xattr_name(), small_bytes(3)).prop_map(|(name, value)| Step::CmpXattr { name, op: CmpOp::Eq, mode: CmpMode::Bytes, value }),
+        (xattr_name(), small_bytes(3)).prop_map(|(name, value)| Step::CmpXattr {
+            name,
+            op: CmpOp::Eq,
+            mode: CmpMode::Bytes,
+            value
+        }),
         (omap_key(), small_bytes(3), prop_oneof![Just(CmpOp::Eq), Just(CmpOp::Lt), Just(CmpOp::Gt)])
             .prop_map(|(k, v, op)| Step::OmapCmp { assertions: BTreeMap::from([(k, (op, CmpMode::Bytes, v))]) }),
         (0u64..100, 0u64..60).prop_map(|(offset, length)| Step::Read { offset, length }),
         xattr_name().prop_map(|name| Step::GetXattr { name }),
         Just(Step::GetXattrs),
-        (prop_oneof![Just(""), Just("a"), Just("b")], prop_oneof![Just(""), Just("a"), Just("b")], 0u32..4).prop_map(|(s, p, max_return)| {
-            Step::OmapGetVals { start_after: Bytes::from_static(s.as_bytes()), filter_prefix: Bytes::from_static(p.as_bytes()), max_return }
-        }),
+        (prop_oneof![Just(""), Just("a"), Just("b")], prop_oneof![Just(""), Just("a"), Just("b")], 0u32..4).prop_map(
+            |(s, p, max_return)| {
+                Step::OmapGetVals {
+                    start_after: Bytes::from_static(s.as_bytes()),
+                    filter_prefix: Bytes::from_static(p.as_bytes()),
+                    max_return,
+                }
+            }
+        ),
         Just(Step::OmapGetHeader),
         (0u64..100, 0u64..60, any::<u32>()).prop_map(|(offset, length, init)| Step::Checksum { offset, length, init }),
     ]

@@ -51,7 +51,7 @@ pub fn pg_of(pool: &Pool, name: &ObjectName) -> PgId {
 pub fn pg_reversed_hash_ranges(seed: u32, pg_num: u32) -> Vec<RangeInclusive<u32>> {
     let mask = pg_mask(pg_num);
     let bits = mask.count_ones();
-    let half = (mask + 1) / 2;
+    let half = mask.div_ceil(2);
     let mut low_patterns = vec![seed];
     if seed < half && seed + half >= pg_num {
         low_patterns.push(seed + half);
@@ -114,11 +114,8 @@ impl Topology {
         let mut used_hosts: Vec<usize> = Vec::new();
         let mut r = 0u32;
         while chosen.len() < size && r < MAX_TRIES * pool.size {
-            let host = straw2::choose(
-                x,
-                r,
-                self.hosts.iter().enumerate().map(|(i, h)| (-(i as i32) - 1, host_weight(h))),
-            );
+            let host =
+                straw2::choose(x, r, self.hosts.iter().enumerate().map(|(i, h)| (-(i as i32) - 1, host_weight(h))));
             r += 1;
             let Some(host) = host.map(|id| (-id - 1) as usize) else { break };
             if used_hosts.contains(&host) {
@@ -220,7 +217,10 @@ mod tests {
             osds.dedup();
             assert_eq!(osds.len(), 3);
         }
-        assert_eq!(Topology::single(OsdId(0)).pg_to_osds(&pool(8, 1), PgId { pool: PoolId(1), seed: 3 }), vec![OsdId(0)]);
+        assert_eq!(
+            Topology::single(OsdId(0)).pg_to_osds(&pool(8, 1), PgId { pool: PoolId(1), seed: 3 }),
+            vec![OsdId(0)]
+        );
     }
 
     #[test]

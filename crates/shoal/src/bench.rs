@@ -2,10 +2,10 @@
 //! a table for people or, with `--json`, one JSON object per row for machines.
 
 use serde_json::{Map, Value};
-use shoal_types::{err, Result};
+use shoal_types::{Result, err};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// What a timed run measured.
@@ -40,6 +40,19 @@ impl RunStats {
         }
         let index = ((self.latencies_us.len() as f64 * p).ceil() as usize).clamp(1, self.latencies_us.len()) - 1;
         self.latencies_us[index] as f64 / 1000.0
+    }
+
+    /// Several runs of the same workload as one: counts and times add up.
+    pub fn merge(runs: Vec<RunStats>) -> RunStats {
+        let mut latencies_us: Vec<u64> = runs.iter().flat_map(|r| r.latencies_us.iter().copied()).collect();
+        latencies_us.sort_unstable();
+        RunStats {
+            ops: runs.iter().map(|r| r.ops).sum(),
+            bytes: runs.iter().map(|r| r.bytes).sum(),
+            elapsed: runs.iter().map(|r| r.elapsed).sum(),
+            latencies_us,
+            cpu_secs: runs.iter().map(|r| r.cpu_secs).sum(),
+        }
     }
 
     /// The standard measurement columns.
@@ -138,7 +151,13 @@ where
         return Err(e);
     }
     all.sort_unstable();
-    Ok(RunStats { ops: all.len() as u64, bytes, elapsed, latencies_us: all, cpu_secs: process_cpu_seconds() - cpu_start })
+    Ok(RunStats {
+        ops: all.len() as u64,
+        bytes,
+        elapsed,
+        latencies_us: all,
+        cpu_secs: process_cpu_seconds() - cpu_start,
+    })
 }
 
 /// Prints rows: an aligned table, or one JSON object per row.
@@ -155,11 +174,13 @@ pub fn print_rows(rows: &[Vec<(&'static str, Value)>], json: bool) {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    let widths: Vec<usize> =
-        first.iter().enumerate().map(|(i, (k, _))| rows.iter().map(|r| cell(&r[i].1).len()).max().unwrap_or(0).max(k.len())).collect();
-    let line = |cells: Vec<String>| {
-        cells.iter().zip(&widths).map(|(c, w)| format!("{c:>w$}")).collect::<Vec<_>>().join("  ")
-    };
+    let widths: Vec<usize> = first
+        .iter()
+        .enumerate()
+        .map(|(i, (k, _))| rows.iter().map(|r| cell(&r[i].1).len()).max().unwrap_or(0).max(k.len()))
+        .collect();
+    let line =
+        |cells: Vec<String>| cells.iter().zip(&widths).map(|(c, w)| format!("{c:>w$}")).collect::<Vec<_>>().join("  ");
     println!("{}", line(first.iter().map(|(k, _)| (*k).to_owned()).collect()));
     for row in rows {
         println!("{}", line(row.iter().map(|(_, v)| cell(v)).collect()));
@@ -189,10 +210,14 @@ mod tests {
         let stats = run_for("t", 2, Duration::from_millis(50), |_, _| async { Ok(10) }).await.unwrap();
         assert!(stats.ops > 0);
         assert_eq!(stats.bytes, stats.ops * 10);
-        let e = run_for("t", 2, Duration::from_secs(5), |_, i| async move {
-            if i == 3 { Err(err::io("boom")) } else { Ok(0) }
-        })
-        .await;
+        let e =
+            run_for(
+                "t",
+                2,
+                Duration::from_secs(5),
+                |_, i| async move { if i == 3 { Err(err::io("boom")) } else { Ok(0) } },
+            )
+            .await;
         assert_eq!(e.err().unwrap().message, "boom");
     }
 }

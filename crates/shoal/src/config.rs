@@ -2,7 +2,7 @@
 //! line as `--option key=value`. Unknown keys and bad values are errors that name them.
 
 use shoal_osd::{Limits, OsdConfig};
-use shoal_types::{err, OsdId, Result};
+use shoal_types::{OsdId, Result, err};
 use std::collections::BTreeMap;
 
 /// One known option.
@@ -17,19 +17,47 @@ pub struct OptionSpec {
 
 /// Every option this build understands.
 pub const OPTIONS: &[OptionSpec] = &[
-    OptionSpec { name: "store_rocksdb_options", default: shoal_store_rocks::DEFAULT_OPTIONS, help: "RocksDB options, Ceph's comma-separated format" },
-    OptionSpec { name: "store_sync", default: "true", help: "acknowledge writes only after the WAL is synced; false is for benchmarks only" },
-    OptionSpec { name: "store_data_chunk_size", default: "65536", help: "bytes per object data key; fixed when the store is created" },
+    OptionSpec {
+        name: "store_rocksdb_options",
+        default: shoal_store_rocks::DEFAULT_OPTIONS,
+        help: "RocksDB options, Ceph's comma-separated format",
+    },
+    OptionSpec {
+        name: "store_sync",
+        default: "true",
+        help: "acknowledge writes only after the WAL is synced; false is for benchmarks only",
+    },
+    OptionSpec {
+        name: "store_data_chunk_size",
+        default: "16384",
+        help: "bytes per object data key; fixed when the store is created",
+    },
     OptionSpec { name: "osd_op_num_shards", default: "0", help: "op shard threads; 0 = one per core, at least 2" },
     OptionSpec { name: "osd_max_object_size", default: "134217728", help: "largest object in bytes (EFBIG beyond)" },
-    OptionSpec { name: "osd_max_write_size", default: "94371840", help: "largest single write in bytes (E2BIG beyond)" },
+    OptionSpec {
+        name: "osd_max_write_size",
+        default: "94371840",
+        help: "largest single write in bytes (E2BIG beyond)",
+    },
     OptionSpec { name: "osd_max_attr_name_len", default: "100", help: "longest xattr name (ENAMETOOLONG beyond)" },
     OptionSpec { name: "osd_max_attr_size", default: "65536", help: "largest xattr value in bytes (E2BIG beyond)" },
     OptionSpec { name: "osd_max_omap_key_len", default: "4096", help: "longest omap key (ENAMETOOLONG beyond)" },
-    OptionSpec { name: "osd_max_omap_value_size", default: "16777216", help: "largest omap value or header (E2BIG beyond)" },
-    OptionSpec { name: "osd_max_omap_entries_per_request", default: "1024", help: "most omap entries one read returns" },
+    OptionSpec {
+        name: "osd_max_omap_value_size",
+        default: "16777216",
+        help: "largest omap value or header (E2BIG beyond)",
+    },
+    OptionSpec {
+        name: "osd_max_omap_entries_per_request",
+        default: "1024",
+        help: "most omap entries one read returns",
+    },
     OptionSpec { name: "osd_max_ops_per_request", default: "256", help: "most steps in one compound operation" },
-    OptionSpec { name: "osd_class_cache_entries", default: "65536", help: "objects whose object-class state each shard caches" },
+    OptionSpec {
+        name: "osd_class_cache_entries",
+        default: "65536",
+        help: "objects whose object-class state each shard caches",
+    },
 ];
 
 /// Option values: defaults overridden by `key=value` settings.
@@ -41,11 +69,11 @@ pub struct Config {
 impl Config {
     /// Defaults with `settings` (`key=value` strings) applied.
     pub fn from_settings(settings: &[String]) -> Result<Config> {
-        let mut values: BTreeMap<&'static str, String> = OPTIONS.iter().map(|o| (o.name, o.default.to_owned())).collect();
+        let mut values: BTreeMap<&'static str, String> =
+            OPTIONS.iter().map(|o| (o.name, o.default.to_owned())).collect();
         for setting in settings {
-            let (key, value) = setting
-                .split_once('=')
-                .ok_or_else(|| err::invalid(format!("option '{setting}' is not key=value")))?;
+            let (key, value) =
+                setting.split_once('=').ok_or_else(|| err::invalid(format!("option '{setting}' is not key=value")))?;
             let spec = OPTIONS
                 .iter()
                 .find(|o| o.name == key.trim())
@@ -78,7 +106,8 @@ impl Config {
 
     /// The store's chunk size.
     pub fn chunk_size(&self) -> Result<u32> {
-        u32::try_from(self.u64("store_data_chunk_size")?).map_err(|_| err::invalid("store_data_chunk_size is too large"))
+        u32::try_from(self.u64("store_data_chunk_size")?)
+            .map_err(|_| err::invalid("store_data_chunk_size is too large"))
     }
 
     /// The OSD configuration these options describe.
@@ -98,7 +127,8 @@ impl Config {
             max_attr_size: usize_of("osd_max_attr_size")?,
             max_omap_key_len: usize_of("osd_max_omap_key_len")?,
             max_omap_value_size: usize_of("osd_max_omap_value_size")?,
-            max_omap_entries_per_request: self.u64("osd_max_omap_entries_per_request")?.clamp(1, u64::from(u32::MAX)) as u32,
+            max_omap_entries_per_request: self.u64("osd_max_omap_entries_per_request")?.clamp(1, u64::from(u32::MAX))
+                as u32,
             max_ops_per_request: usize_of("osd_max_ops_per_request")?,
         };
         Ok(osd)

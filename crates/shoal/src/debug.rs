@@ -10,7 +10,7 @@ use crate::rados_cmd::ClusterArgs;
 use bytes::Bytes;
 use clap::Subcommand;
 use shoal_client::{IoCtx, ReadOp, WriteOp};
-use shoal_types::{err, Errno, PoolSpec, Result, StepOutput};
+use shoal_types::{Errno, PoolSpec, Result, StepOutput, err};
 use std::collections::BTreeMap;
 use std::io::Write;
 
@@ -50,9 +50,10 @@ fn record(writer: u64, seq: u64) -> [u8; RECORD] {
 async fn last_seq(io: &IoCtx, object: &str) -> Result<u64> {
     match io.read(object, ReadOp::new().get_xattr("last")).await {
         Ok(reply) => match reply.outputs.into_iter().next() {
-            Some(StepOutput::Data(v)) => {
-                std::str::from_utf8(&v).ok().and_then(|s| s.parse().ok()).ok_or_else(|| err::io(format!("{object}: bad last")))
-            }
+            Some(StepOutput::Data(v)) => std::str::from_utf8(&v)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| err::io(format!("{object}: bad last"))),
             _ => Err(err::io("unexpected output")),
         },
         Err(e) if e.errno == Errno::NotFound => Ok(0),
@@ -84,7 +85,9 @@ pub async fn run(command: DebugCommand) -> Result<()> {
                                 .set_xattr("last", seq.to_string());
                             io.operate(&object, op).await?;
                             let mut out = std::io::stdout().lock();
-                            writeln!(out, "ack {w} {seq}").and_then(|()| out.flush()).map_err(|e| err::io(e.to_string()))?;
+                            writeln!(out, "ack {w} {seq}")
+                                .and_then(|()| out.flush())
+                                .map_err(|e| err::io(e.to_string()))?;
                         }
                         #[allow(unreachable_code)]
                         Ok::<(), shoal_types::RadosError>(())
@@ -98,45 +101,54 @@ pub async fn run(command: DebugCommand) -> Result<()> {
         }
         DebugCommand::CrashVerify { cluster, writers } => {
             let embedded = cluster.open().await?;
-            let io = embedded.rados.ioctx(POOL).await?;
-            for w in 0..writers {
-                let object = format!("crash.{w}");
-                let last = last_seq(&io, &object).await?;
-                if last == 0 {
-                    println!("{w} 0 0 0");
-                    continue;
-                }
-                let data = io.read_full(&object).await?;
-                if data.len() % RECORD != 0 {
-                    return Err(err::io(format!("{object}: torn data, {} bytes", data.len())));
-                }
-                for (i, chunk) in data.chunks(RECORD).enumerate() {
-                    let expected = record(w, i as u64 + 1);
-                    if chunk != expected {
-                        return Err(err::io(format!("{object}: record {} is wrong", i + 1)));
-                    }
-                }
-                let mut keys = BTreeMap::new();
-                let mut after = Bytes::new();
-                loop {
-                    let reply = io.read(&object, ReadOp::new().omap_get_keys(after.clone(), Bytes::new(), 1000)).await?;
-                    let Some(StepOutput::OmapKeys { keys: page, more }) = reply.outputs.into_iter().next() else {
-                        return Err(err::io("unexpected output"));
-                    };
-                    after = page.last().cloned().unwrap_or_default();
-                    keys.extend(page.into_iter().map(|k| (k, ())));
-                    if !more {
-                        break;
-                    }
-                }
-                let records = (data.len() / RECORD) as u64;
-                let expected_keys: Vec<Bytes> = (1..=records).map(|s| Bytes::from(format!("{s:020}"))).collect();
-                if keys.keys().cloned().collect::<Vec<_>>() != expected_keys || records != last {
-                    return Err(err::io(format!("{object}: half-applied state: last {last}, {records} records, {} keys", keys.len())));
-                }
-                println!("{w} {last} {records} {}", keys.len());
-            }
-            Ok(())
+            let result = verify(&embedded, writers).await;
+            embedded.close();
+            result
         }
     }
+}
+
+async fn verify(embedded: &crate::embedded::Embedded, writers: u64) -> Result<()> {
+    let io = embedded.rados.ioctx(POOL).await?;
+    for w in 0..writers {
+        let object = format!("crash.{w}");
+        let last = last_seq(&io, &object).await?;
+        if last == 0 {
+            println!("{w} 0 0 0");
+            continue;
+        }
+        let data = io.read_full(&object).await?;
+        if data.len() % RECORD != 0 {
+            return Err(err::io(format!("{object}: torn data, {} bytes", data.len())));
+        }
+        for (i, chunk) in data.chunks(RECORD).enumerate() {
+            let expected = record(w, i as u64 + 1);
+            if chunk != expected {
+                return Err(err::io(format!("{object}: record {} is wrong", i + 1)));
+            }
+        }
+        let mut keys = BTreeMap::new();
+        let mut after = Bytes::new();
+        loop {
+            let reply = io.read(&object, ReadOp::new().omap_get_keys(after.clone(), Bytes::new(), 1000)).await?;
+            let Some(StepOutput::OmapKeys { keys: page, more }) = reply.outputs.into_iter().next() else {
+                return Err(err::io("unexpected output"));
+            };
+            after = page.last().cloned().unwrap_or_default();
+            keys.extend(page.into_iter().map(|k| (k, ())));
+            if !more {
+                break;
+            }
+        }
+        let records = (data.len() / RECORD) as u64;
+        let expected_keys: Vec<Bytes> = (1..=records).map(|s| Bytes::from(format!("{s:020}"))).collect();
+        if keys.keys().cloned().collect::<Vec<_>>() != expected_keys || records != last {
+            return Err(err::io(format!(
+                "{object}: half-applied state: last {last}, {records} records, {} keys",
+                keys.len()
+            )));
+        }
+        println!("{w} {last} {records} {}", keys.len());
+    }
+    Ok(())
 }

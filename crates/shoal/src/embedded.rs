@@ -8,7 +8,7 @@ use shoal_osd::Osd;
 use shoal_store::{ObjectStore, StoreFormat};
 use shoal_store_rocks::RocksKv;
 use shoal_transport::{LocalNetwork, Network};
-use shoal_types::{err, OsdEntry, OsdId, Result};
+use shoal_types::{OsdEntry, OsdId, Result, err};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -28,10 +28,12 @@ pub struct Embedded {
 impl Embedded {
     /// Opens (creating if needed) the data directory and starts the daemons.
     pub async fn open(dir: &Path, config: &Config) -> Result<Embedded> {
-        std::fs::create_dir_all(dir).map_err(|e| err::io(format!("cannot create data directory {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| err::io(format!("cannot create data directory {}: {e}", dir.display())))?;
         let kv = Arc::new(RocksKv::open(&dir.join("store"), config.get("store_rocksdb_options"))?);
         let store = Arc::new(ObjectStore::open(kv.clone(), StoreFormat { chunk_size: config.chunk_size()? })?);
-        let osd_entry = OsdEntry { addr: OSD_ADDR.into(), host: "localhost".into(), weight: 0x10000, up: true, is_in: true };
+        let osd_entry =
+            OsdEntry { addr: OSD_ADDR.into(), host: "localhost".into(), weight: 0x10000, up: true, is_in: true };
         let mon = LocalMon::open(store.clone(), BTreeMap::from([(OsdId(0), osd_entry)]))?;
         let network: Arc<dyn Network> = Arc::new(LocalNetwork::new());
         let mut maps = mon.subscribe();
@@ -50,6 +52,15 @@ impl Embedded {
         });
         let rados = Rados::connect(network, MON_ADDR).await?;
         Ok(Embedded { rados, store, kv })
+    }
+
+    /// Syncs and closes the store. Call before the process exits: RocksDB's background
+    /// threads must not outlive it.
+    pub fn close(&self) {
+        if let Err(e) = self.store.sync() {
+            tracing::error!(error = %e, "final WAL sync failed");
+        }
+        self.kv.close();
     }
 
     /// RocksDB's own statistics report.

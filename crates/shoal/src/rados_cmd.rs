@@ -7,9 +7,9 @@ use crate::embedded::Embedded;
 use bytes::Bytes;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::Value;
-use shoal_client::{IoCtx, ReadOp, Rados, WriteOp};
+use shoal_client::{IoCtx, Rados, ReadOp, WriteOp};
 use shoal_objclass::lock::{BreakRequest, InfoRequest, LockInfo, LockList, LockRequest, LockType, LockerId};
-use shoal_types::{err, ClientId, PoolSpec, Result, StepOutput, Versioned};
+use shoal_types::{ClientId, PoolSpec, Result, StepOutput, Versioned, err};
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -201,10 +201,12 @@ struct SessionLine {
 /// Runs `shoal rados`.
 pub async fn run(args: RadosArgs) -> Result<()> {
     let embedded = args.cluster.open().await?;
-    match args.command {
+    let result = match args.command {
         Some(command) => execute(&embedded, &args.target, command).await,
         None => session(&embedded, args.target).await,
-    }
+    };
+    embedded.close();
+    result
 }
 
 async fn session(embedded: &Embedded, defaults: Target) -> Result<()> {
@@ -294,7 +296,9 @@ async fn execute(embedded: &Embedded, target: &Target, command: RadosCommand) ->
             }
         }
         RadosCommand::Mkpool { name, pg_num, size, min_size } => {
-            let pool = rados.pool_create(PoolSpec { name, pg_num, size, min_size: min_size.unwrap_or(size - size / 2) }).await?;
+            let pool = rados
+                .pool_create(PoolSpec { name, pg_num, size, min_size: min_size.unwrap_or(size - size / 2) })
+                .await?;
             println!("successfully created pool {} (id {}, pg_num {})", pool.name, pool.id, pool.pg_num);
         }
         RadosCommand::Rmpool { name } => {
@@ -324,7 +328,14 @@ async fn execute(embedded: &Embedded, target: &Target, command: RadosCommand) ->
         RadosCommand::Stat { name } => {
             let io = ioctx(rados, target).await?;
             let s = io.stat(&name).await?;
-            println!("{}/{} mtime {}, size {}, version {}", io.pool().name, name, format_time(s.mtime_ns), s.size, s.version);
+            println!(
+                "{}/{} mtime {}, size {}, version {}",
+                io.pool().name,
+                name,
+                format_time(s.mtime_ns),
+                s.size,
+                s.version
+            );
         }
         RadosCommand::Rm { name } => ioctx(rados, target).await?.remove(&name).await?,
         RadosCommand::Setxattr { name, key, value } => {
@@ -389,10 +400,11 @@ async fn execute(embedded: &Embedded, target: &Target, command: RadosCommand) ->
         }
         RadosCommand::Bench { seconds, mode, block_size, threads, no_cleanup } => {
             let io = ioctx(rados, target).await?;
-            let row = rados_bench(embedded, io.clone(), Duration::from_secs(seconds), mode, block_size, threads.max(1)).await?;
+            let row = rados_bench(embedded, io.clone(), Duration::from_secs(seconds), mode, block_size, threads.max(1))
+                .await?;
             print_rows(&[row], target.json);
             if mode == BenchMode::Write && !no_cleanup {
-                let removed = bench_cleanup(&io).await?;
+                let removed = bench_cleanup(&io, threads.max(1)).await?;
                 eprintln!("removed {removed} benchmark objects");
             }
         }
@@ -442,7 +454,10 @@ async fn lock_command(io: &IoCtx, command: LockCommand) -> Result<()> {
             println!("type {:?} tag '{}'", info.lock_type, info.tag);
             for (who, l) in info.lockers {
                 let expires = if l.expires_ns == 0 { "never".to_owned() } else { format_time(l.expires_ns) };
-                println!("  {} cookie '{}' expires {} description '{}'", who.client, who.cookie, expires, l.description);
+                println!(
+                    "  {} cookie '{}' expires {} description '{}'",
+                    who.client, who.cookie, expires, l.description
+                );
             }
         }
         LockCommand::List { name } => {
@@ -499,14 +514,21 @@ async fn rados_bench(
             let reply = io.read(BENCH_META, ReadOp::new().get_xattrs()).await.map_err(|e| {
                 err::not_found(format!("no benchmark data to read ({e}); run `bench N write --no-cleanup` first"))
             })?;
-            let StepOutput::Xattrs(meta) = single(reply.outputs)? else { return Err(err::io("bad benchmark metadata")) };
-            let field = |k: &str| -> u64 { meta.get(k).and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()).unwrap_or(0) };
+            let StepOutput::Xattrs(meta) = single(reply.outputs)? else {
+                return Err(err::io("bad benchmark metadata"));
+            };
+            let field =
+                |k: &str| -> u64 { meta.get(k).and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()).unwrap_or(0) };
             let (count, size) = (field("count").max(1), field("size") as usize);
             let io2 = io.clone();
             let stats = run_for(if mode == BenchMode::Seq { "seq" } else { "rand" }, threads, duration, move |w, i| {
                 let io = io2.clone();
                 async move {
-                    let index = if mode == BenchMode::Seq { (i * threads as u64 + w as u64) % count } else { rand::random_range(0..count) };
+                    let index = if mode == BenchMode::Seq {
+                        (i * threads as u64 + w as u64) % count
+                    } else {
+                        rand::random_range(0..count)
+                    };
                     Ok(io.read_full(&bench_object(index)).await?.len() as u64)
                 }
             })
@@ -533,14 +555,29 @@ async fn rados_bench(
     Ok(row)
 }
 
-/// Removes the objects a write benchmark left.
-async fn bench_cleanup(io: &IoCtx) -> Result<u64> {
-    let mut removed = 0;
-    for object in io.list_all(false).await? {
-        if object.name.starts_with("benchmark_data_") || object.name == BENCH_META {
-            io.remove(&object.name).await?;
-            removed += 1;
-        }
+/// Removes the objects a write benchmark left, `threads` at a time.
+async fn bench_cleanup(io: &IoCtx, threads: usize) -> Result<u64> {
+    let doomed: Vec<String> = io
+        .list_all(false)
+        .await?
+        .into_iter()
+        .map(|o| o.name)
+        .filter(|n| n.starts_with("benchmark_data_") || n == BENCH_META)
+        .collect();
+    let count = doomed.len() as u64;
+    let mut workers = tokio::task::JoinSet::new();
+    for part in 0..threads {
+        let io = io.clone();
+        let names: Vec<String> = doomed.iter().skip(part).step_by(threads).cloned().collect();
+        workers.spawn(async move {
+            for name in names {
+                io.remove(&name).await?;
+            }
+            Ok::<(), shoal_types::RadosError>(())
+        });
     }
-    Ok(removed)
+    while let Some(done) = workers.join_next().await {
+        done.map_err(|e| err::io(format!("cleanup worker failed: {e}")))??;
+    }
+    Ok(count)
 }

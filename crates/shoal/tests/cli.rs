@@ -6,7 +6,11 @@ const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
 
 fn shoal(dir: &str, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(SHOAL).args(["rados", "--data", dir]).args(args).output().unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]

@@ -6,7 +6,9 @@ use shoal::embedded::Embedded;
 use shoal_client::{IoCtx, ListCursor, OpBuilder, ReadOp, WatchEvent, WriteOp};
 use shoal_objclass::guard::{AppendRequest, Epoch};
 use shoal_objclass::lock::{AssertRequest, LockRequest, LockType};
-use shoal_objclass::queue2pc::{CommitRequest, InitRequest, ListReply, ListRequest, QueueHeader, ReserveReply, ReserveRequest};
+use shoal_objclass::queue2pc::{
+    CommitRequest, InitRequest, ListReply, ListRequest, QueueHeader, ReserveReply, ReserveRequest,
+};
 use shoal_types::{CmpMode, CmpOp, Errno, PoolSpec, StepOutput, Versioned};
 use std::time::Duration;
 
@@ -26,10 +28,19 @@ async fn pool(e: &Embedded, name: &str) -> IoCtx {
 async fn compound_write_is_atomic_and_returns_class_output() {
     let (_dir, e) = cluster(&[]).await;
     let io = pool(&e, "p").await;
-    io.operate("q", WriteOp::new().exec("2pc_queue", "init", InitRequest { capacity_bytes: 1000 }.encode())).await.unwrap();
+    io.operate("q", WriteOp::new().exec("2pc_queue", "init", InitRequest { capacity_bytes: 1000 }.encode()))
+        .await
+        .unwrap();
     // A write op returns the reservation id from inside the transaction.
     let reply = io
-        .operate("q", WriteOp::new().exec("2pc_queue", "reserve", ReserveRequest { bytes: 10, entries: 1, info: Bytes::new() }.encode()))
+        .operate(
+            "q",
+            WriteOp::new().exec(
+                "2pc_queue",
+                "reserve",
+                ReserveRequest { bytes: 10, entries: 1, info: Bytes::new() }.encode(),
+            ),
+        )
         .await
         .unwrap();
     let StepOutput::Data(out) = &reply.outputs[0] else { panic!("{reply:?}") };
@@ -40,11 +51,14 @@ async fn compound_write_is_atomic_and_returns_class_output() {
         .set_xattr("touched", "yes")
         .cmp_xattr("touched", CmpOp::Eq, CmpMode::Bytes, "no");
     assert_eq!(io.operate("q", failing).await.unwrap_err().errno, Errno::Canceled);
-    let listed = io.exec("q", "2pc_queue", "list_entries", ListRequest { after: None, max: 10 }.encode()).await.unwrap();
+    let listed =
+        io.exec("q", "2pc_queue", "list_entries", ListRequest { after: None, max: 10 }.encode()).await.unwrap();
     assert!(ListReply::decode(&listed).unwrap().entries.is_empty(), "the commit was rolled back");
     let read = io.read("q", ReadOp::new().get_xattr("touched")).await.unwrap_err();
     assert_eq!(read.errno, Errno::NoData);
-    io.exec("q", "2pc_queue", "commit", CommitRequest { id, entries: vec![Bytes::from_static(b"event")] }.encode()).await.unwrap();
+    io.exec("q", "2pc_queue", "commit", CommitRequest { id, entries: vec![Bytes::from_static(b"event")] }.encode())
+        .await
+        .unwrap();
     let header = QueueHeader::decode(&io.exec("q", "2pc_queue", "get_capacity", Bytes::new()).await.unwrap()).unwrap();
     assert_eq!((header.committed_bytes, header.reserved_bytes), (5, 0));
 }
@@ -54,7 +68,9 @@ async fn guard_cache_follows_commits_only() {
     let (_dir, e) = cluster(&[]).await;
     let io = pool(&e, "p").await;
     let set = |epoch| WriteOp::new().exec("guard", "set_epoch", Epoch { epoch }.encode());
-    let append = |epoch| WriteOp::new().exec("guard", "append", AppendRequest { epoch, payload: Bytes::from_static(b"x") }.encode());
+    let append = |epoch| {
+        WriteOp::new().exec("guard", "append", AppendRequest { epoch, payload: Bytes::from_static(b"x") }.encode())
+    };
     io.operate("log", set(3)).await.unwrap();
     io.operate("log", append(3)).await.unwrap();
     // Raising the epoch in an op that then fails must not reach the cache.
@@ -83,10 +99,14 @@ async fn lock_guards_a_compound_write() {
         must_renew: false,
     };
     io.exec("shard", "lock", "lock", lock.encode()).await.unwrap();
-    let assert = AssertRequest { name: "owner".into(), lock_type: LockType::Exclusive, cookie: "c1".into(), tag: String::new() };
+    let assert =
+        AssertRequest { name: "owner".into(), lock_type: LockType::Exclusive, cookie: "c1".into(), tag: String::new() };
     io.operate("shard", WriteOp::new().exec("lock", "assert_locked", assert.encode()).append("guarded")).await.unwrap();
     let wrong = AssertRequest { cookie: "other".into(), ..assert };
-    let e2 = io.operate("shard", WriteOp::new().exec("lock", "assert_locked", wrong.encode()).append("nope")).await.unwrap_err();
+    let e2 = io
+        .operate("shard", WriteOp::new().exec("lock", "assert_locked", wrong.encode()).append("nope"))
+        .await
+        .unwrap_err();
     assert_eq!(e2.errno, Errno::Busy);
     assert_eq!(io.read_full("shard").await.unwrap().as_ref(), b"guarded");
 }
@@ -185,7 +205,12 @@ async fn concurrent_writers_share_wal_syncs_and_keep_order() {
             tokio::spawn(async move {
                 for i in 0..50u32 {
                     let entry = (Bytes::from(format!("{i:04}")), Bytes::new());
-                    io.operate(&format!("w{w}"), WriteOp::new().append(Bytes::from(i.to_be_bytes().to_vec())).omap_set([entry])).await.unwrap();
+                    io.operate(
+                        &format!("w{w}"),
+                        WriteOp::new().append(Bytes::from(i.to_be_bytes().to_vec())).omap_set([entry]),
+                    )
+                    .await
+                    .unwrap();
                 }
             })
         })

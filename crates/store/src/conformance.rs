@@ -40,7 +40,7 @@ fn scan_limits_and_bounds(kv: Arc<dyn KvEngine>) {
     kv.write(batch).unwrap();
     let rows = kv.scan(Cf::Omap, &[b'k', 2], &[b'k', 7], 100).unwrap();
     assert_eq!(rows.iter().map(|(_, v)| v[0]).collect::<Vec<_>>(), vec![2, 3, 4, 5, 6]);
-    assert_eq!(kv.scan(Cf::Omap, &[b'k'], &[b'l'], 3).unwrap().len(), 3);
+    assert_eq!(kv.scan(Cf::Omap, b"k", b"l", 3).unwrap().len(), 3);
     assert!(kv.scan(Cf::Omap, &[b'k', 5], &[b'k', 5], 10).unwrap().is_empty());
 }
 
@@ -83,7 +83,8 @@ fn listing_follows_pg_ranges(kv: Arc<dyn KvEngine>) {
     let store = ObjectStore::open(kv, StoreFormat::default()).unwrap();
     let pool = shoal_types::Pool { id: PoolId(3), name: "p".into(), pg_num: 6, size: 1, min_size: 1 };
     let mut t = Transaction::new();
-    let names: Vec<ObjectName> = (0..200).map(|i| ObjectName::new(if i % 3 == 0 { "ns" } else { "" }, format!("obj{i}"))).collect();
+    let names: Vec<ObjectName> =
+        (0..200).map(|i| ObjectName::new(if i % 3 == 0 { "ns" } else { "" }, format!("obj{i}"))).collect();
     for name in &names {
         t.put_onode(&ObjectKey::new(pool.id, name).unwrap(), &Onode::default());
     }

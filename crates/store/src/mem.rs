@@ -5,10 +5,13 @@ use shoal_types::Result;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+/// One column family's keys and values.
+type Table = BTreeMap<Vec<u8>, Vec<u8>>;
+
 /// Every column family as a `BTreeMap` behind one lock; nothing is ever durable.
 #[derive(Default)]
 pub struct MemKv {
-    maps: Mutex<BTreeMap<Cf, BTreeMap<Vec<u8>, Vec<u8>>>>,
+    maps: Mutex<BTreeMap<Cf, Table>>,
     stats: Mutex<KvStats>,
 }
 
@@ -32,9 +35,7 @@ impl KvEngine for MemKv {
         let maps = self.maps.lock().expect("memkv lock poisoned");
         Ok(maps
             .get(&cf)
-            .map(|m| {
-                m.range(start.to_vec()..end.to_vec()).take(limit).map(|(k, v)| (k.clone(), v.clone())).collect()
-            })
+            .map(|m| m.range(start.to_vec()..end.to_vec()).take(limit).map(|(k, v)| (k.clone(), v.clone())).collect())
             .unwrap_or_default())
     }
 

@@ -6,10 +6,11 @@
 //! top-level commas are translated. This is the only crate that links RocksDB.
 
 use rocksdb::statistics::Ticker;
-use rocksdb::{ColumnFamilyDescriptor, Options, WriteBatch, WriteOptions, DB};
+use rocksdb::{ColumnFamilyDescriptor, DB, Options, WriteBatch, WriteOptions};
 use shoal_store::{Batch, BatchOp, Cf, KvEngine, KvStats};
-use shoal_types::{err, RadosError, Result};
+use shoal_types::{RadosError, Result, err};
 use std::path::Path;
+use std::sync::{RwLock, RwLockReadGuard};
 
 /// The default `store_rocksdb_options`, after Ceph Squid's BlueStore tuning but sized for
 /// a store that also keeps object data: 64 MiB memtables (4 at most) so 4 KiB writes are
@@ -60,7 +61,9 @@ fn rocks_err(context: &str, e: rocksdb::Error) -> RadosError {
 
 /// A RocksDB database holding the object store's column families.
 pub struct RocksKv {
-    db: DB,
+    /// `None` once closed: RocksDB must be closed before the process exits, or its
+    /// background threads race the C++ static destructors.
+    db: RwLock<Option<DB>>,
     options: Options,
     write_options: WriteOptions,
 }
@@ -92,22 +95,50 @@ impl RocksKv {
         let db = DB::open_cf_descriptors(&options, dir, descriptors).map_err(|e| rocks_err("open", e))?;
         let mut write_options = WriteOptions::default();
         write_options.set_sync(false);
-        Ok(RocksKv { db, options, write_options })
+        Ok(RocksKv { db: RwLock::new(Some(db)), options, write_options })
     }
 
-    fn cf(&self, cf: Cf) -> Result<&rocksdb::ColumnFamily> {
-        self.db.cf_handle(cf.name()).ok_or_else(|| err::io(format!("column family {} missing", cf.name())))
+    /// The open database, or EIO after [`RocksKv::close`].
+    fn db(&self) -> Result<DbGuard<'_>> {
+        let guard = self.db.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if guard.is_none() {
+            return Err(err::io("the store is closed"));
+        }
+        Ok(DbGuard(guard))
+    }
+
+    /// Closes the database, waiting for its background work; later calls fail with EIO.
+    pub fn close(&self) {
+        let db = self.db.write().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        drop(db);
     }
 
     /// RocksDB's own statistics report (`rocksdb.stats`), for operators.
     pub fn report(&self) -> String {
-        self.db.property_value(rocksdb::properties::STATS).ok().flatten().unwrap_or_default()
+        self.db()
+            .ok()
+            .and_then(|db| db.get().property_value(rocksdb::properties::STATS).ok().flatten())
+            .unwrap_or_default()
+    }
+}
+
+/// A read lock on the open database.
+struct DbGuard<'a>(RwLockReadGuard<'a, Option<DB>>);
+
+impl DbGuard<'_> {
+    fn get(&self) -> &DB {
+        self.0.as_ref().expect("DbGuard is only made for an open database")
+    }
+
+    fn cf(&self, cf: Cf) -> Result<&rocksdb::ColumnFamily> {
+        self.get().cf_handle(cf.name()).ok_or_else(|| err::io(format!("column family {} missing", cf.name())))
     }
 }
 
 impl KvEngine for RocksKv {
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.db.get_cf(self.cf(cf)?, key).map_err(|e| rocks_err("get", e))
+        let db = self.db()?;
+        db.get().get_cf(db.cf(cf)?, key).map_err(|e| rocks_err("get", e))
     }
 
     fn scan(&self, cf: Cf, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
@@ -116,7 +147,8 @@ impl KvEngine for RocksKv {
         }
         let mut read_options = rocksdb::ReadOptions::default();
         read_options.set_iterate_upper_bound(end.to_vec());
-        let mut it = self.db.raw_iterator_cf_opt(self.cf(cf)?, read_options);
+        let db = self.db()?;
+        let mut it = db.get().raw_iterator_cf_opt(db.cf(cf)?, read_options);
         it.seek(start);
         let mut rows = Vec::new();
         while it.valid() && rows.len() < limit {
@@ -130,23 +162,24 @@ impl KvEngine for RocksKv {
     }
 
     fn write(&self, batch: Batch) -> Result<()> {
+        let db = self.db()?;
         let mut wb = WriteBatch::default();
         for op in &batch {
             match op {
-                BatchOp::Put(cf, k, v) => wb.put_cf(self.cf(*cf)?, k, v),
-                BatchOp::Delete(cf, k) => wb.delete_cf(self.cf(*cf)?, k),
+                BatchOp::Put(cf, k, v) => wb.put_cf(db.cf(*cf)?, k, v),
+                BatchOp::Delete(cf, k) => wb.delete_cf(db.cf(*cf)?, k),
                 BatchOp::DeleteRange(cf, start, end) => {
                     if start < end {
-                        wb.delete_range_cf(self.cf(*cf)?, start, end)
+                        wb.delete_range_cf(db.cf(*cf)?, start, end)
                     }
                 }
             }
         }
-        self.db.write_opt(wb, &self.write_options).map_err(|e| rocks_err("write", e))
+        db.get().write_opt(wb, &self.write_options).map_err(|e| rocks_err("write", e))
     }
 
     fn sync(&self) -> Result<()> {
-        self.db.flush_wal(true).map_err(|e| rocks_err("wal sync", e))
+        self.db()?.get().flush_wal(true).map_err(|e| rocks_err("wal sync", e))
     }
 
     fn stats(&self) -> KvStats {
@@ -211,5 +244,9 @@ mod tests {
         assert!(s.wal_bytes >= s.user_bytes_written, "{s:?}");
         assert!(s.wal_syncs >= 100, "{s:?}");
         assert!(s.write_amplification() >= 1.0);
+        kv.close();
+        assert_eq!(kv.get(Cf::Data, b"x").unwrap_err().errno, shoal_types::Errno::Io, "closed stores refuse work");
+        let reopened = RocksKv::open(dir.path(), DEFAULT_OPTIONS).unwrap();
+        assert_eq!(reopened.get(Cf::Data, &7u32.to_be_bytes()).unwrap(), Some(vec![7; 4096]));
     }
 }

@@ -6,7 +6,7 @@
 //! message's versioned encoding. Nothing above this crate knows which one it uses.
 
 use shoal_types::msg::Message;
-use shoal_types::{err, Result};
+use shoal_types::{Result, err};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -35,16 +35,10 @@ pub fn connection_pair() -> (Connection, Connection) {
 
 /// Incoming connections on one address.
 pub struct Listener {
-    addr: String,
     incoming: mpsc::Receiver<Connection>,
 }
 
 impl Listener {
-    /// The address this listener is bound to.
-    pub fn addr(&self) -> &str {
-        &self.addr
-    }
-
     /// The next incoming connection; `None` when the network is gone.
     pub async fn accept(&mut self) -> Option<Connection> {
         self.incoming.recv().await
@@ -83,7 +77,7 @@ impl Network for LocalNetwork {
         }
         let (tx, rx) = mpsc::channel(ACCEPT_QUEUE);
         listeners.insert(addr.to_owned(), tx);
-        Ok(Listener { addr: addr.to_owned(), incoming: rx })
+        Ok(Listener { incoming: rx })
     }
 
     fn connect<'a>(&'a self, addr: &'a str) -> ConnectFuture<'a> {
@@ -119,7 +113,10 @@ mod tests {
             }
         });
         let mut conn = net.connect("osd.0").await.unwrap();
-        conn.sender.send(Message::Request { tid: 5, request: Request::Map(shoal_types::msg::MapCommand::Get) }).await.unwrap();
+        conn.sender
+            .send(Message::Request { tid: 5, request: Request::Map(shoal_types::msg::MapCommand::Get) })
+            .await
+            .unwrap();
         assert_eq!(conn.receiver.recv().await, Some(Message::Reply { tid: 5, reply: Ok(Reply::Done) }));
         drop(conn);
         server.await.unwrap();

@@ -4,8 +4,8 @@
 //! compact but not self-describing, so a change to an encoded struct must bump its
 //! `VERSION` and keep the old shape as a module that decodes into the new one.
 
-use crate::error::{err, Result};
-use serde::{de::DeserializeOwned, Serialize};
+use crate::error::{Result, err};
+use serde::{Serialize, de::DeserializeOwned};
 
 /// A type with a stable, versioned binary encoding.
 pub trait Versioned: Serialize + DeserializeOwned {
@@ -24,9 +24,8 @@ pub trait Versioned: Serialize + DeserializeOwned {
 
     /// Decodes bytes written by [`Versioned::encode`]; never panics on bad input.
     fn decode(bytes: &[u8]) -> Result<Self> {
-        let (&version, body) = bytes
-            .split_first()
-            .ok_or_else(|| err::invalid(format!("{}: empty encoding", Self::NAME)))?;
+        let (&version, body) =
+            bytes.split_first().ok_or_else(|| err::invalid(format!("{}: empty encoding", Self::NAME)))?;
         if version != Self::VERSION {
             return Err(err::invalid(format!(
                 "{}: unsupported encoding version {version} (this build reads {})",

@@ -5,12 +5,12 @@
 pub mod encoding;
 pub mod error;
 pub mod ids;
+pub mod map;
 pub mod msg;
 pub mod op;
-pub mod map;
 
 pub use encoding::Versioned;
-pub use error::{err, Errno, RadosError, Result};
+pub use error::{Errno, RadosError, Result, err};
 pub use ids::{ClientId, ObjectId, ObjectName, OsdId, PgId, PoolId, ReqId};
-pub use op::{CmpMode, CmpOp, ObjectStat, Step, StepOutput};
 pub use map::{OsdEntry, OsdMap, Pool, PoolSpec};
+pub use op::{CmpMode, CmpOp, ObjectStat, Step, StepOutput};

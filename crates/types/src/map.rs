@@ -54,10 +54,7 @@ impl PoolSpec {
             return Err(err::invalid(format!("size must be in 1..=10, got {}", self.size)));
         }
         if self.min_size == 0 || self.min_size > self.size {
-            return Err(err::invalid(format!(
-                "min_size must be in 1..=size ({}), got {}",
-                self.size, self.min_size
-            )));
+            return Err(err::invalid(format!("min_size must be in 1..=size ({}), got {}", self.size, self.min_size)));
         }
         Ok(())
     }
@@ -136,9 +133,7 @@ impl OsdMap {
     pub fn remove(&mut self, name: &str) -> crate::Result<Pool> {
         let id = self.pool_named(name)?.id;
         self.epoch += 1;
-        self.pools
-            .remove(&id)
-            .ok_or_else(|| crate::error::err::not_found(format!("pool '{name}' does not exist")))
+        self.pools.remove(&id).ok_or_else(|| crate::error::err::not_found(format!("pool '{name}' does not exist")))
     }
 }
 

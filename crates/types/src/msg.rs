@@ -4,8 +4,8 @@
 use crate::encoding::Versioned;
 use crate::error::RadosError;
 use crate::ids::{ClientId, ObjectName, PoolId, ReqId};
-use crate::op::{Step, StepOutput};
 use crate::map::{OsdMap, Pool, PoolSpec};
+use crate::op::{Step, StepOutput};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
