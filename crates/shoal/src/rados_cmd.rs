@@ -21,7 +21,7 @@ pub struct ClusterArgs {
     #[arg(long, value_name = "DIR")]
     pub data: PathBuf,
     /// A configuration option, `key=value` (repeatable; see `shoal config help`).
-    #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
+    #[arg(short = 'o', long = "option", value_name = "KEY=VALUE", global = true)]
     pub options: Vec<String>,
 }
 
@@ -48,16 +48,16 @@ pub struct RadosArgs {
 #[derive(Args, Debug, Clone, Default)]
 struct Target {
     /// Pool to work in.
-    #[arg(short = 'p', long)]
+    #[arg(short = 'p', long, global = true)]
     pool: Option<String>,
     /// Namespace within the pool (default: the default namespace).
-    #[arg(short = 'N', long)]
+    #[arg(short = 'N', long, global = true)]
     namespace: Option<String>,
     /// With `ls`: list objects of every namespace.
-    #[arg(long)]
+    #[arg(long, global = true)]
     all: bool,
-    /// Print benchmark rows as JSON, one object per line.
-    #[arg(long)]
+    /// Print tables (bench, df) as JSON, one object per row.
+    #[arg(long, global = true)]
     json: bool,
 }
 
@@ -385,7 +385,9 @@ async fn execute(embedded: &Embedded, target: &Target, command: RadosCommand) ->
         RadosCommand::Lock(lock) => lock_command(&ioctx(rados, target).await?, lock).await?,
         RadosCommand::Df { detail } => {
             let s = embedded.store.stats();
+            // Counters cover this process's run; live_bytes is the store's size on disk.
             let row = vec![
+                ("live_bytes", Value::from(s.live_bytes)),
                 ("user_bytes_written", Value::from(s.user_bytes_written)),
                 ("wal_bytes", Value::from(s.wal_bytes)),
                 ("wal_syncs", Value::from(s.wal_syncs)),
@@ -404,7 +406,7 @@ async fn execute(embedded: &Embedded, target: &Target, command: RadosCommand) ->
                 .await?;
             print_rows(&[row], target.json);
             if mode == BenchMode::Write && !no_cleanup {
-                let removed = bench_cleanup(&io, threads.max(1)).await?;
+                let removed = bench_cleanup(&io, threads.max(16)).await?;
                 eprintln!("removed {removed} benchmark objects");
             }
         }
@@ -543,6 +545,7 @@ async fn rados_bench(
         wal_syncs: after.wal_syncs - before.wal_syncs,
         flush_bytes: after.flush_bytes - before.flush_bytes,
         compaction_bytes: after.compaction_bytes - before.compaction_bytes,
+        live_bytes: after.live_bytes,
     };
     let mut row = vec![
         ("mode", Value::from(format!("{mode:?}").to_lowercase())),

@@ -45,7 +45,8 @@ pub enum BatchOp {
 /// Changes applied all together or not at all, in order (a later op wins).
 pub type Batch = Vec<BatchOp>;
 
-/// Counters of what the engine wrote, for write-amplification figures.
+/// Counters of what the engine wrote since it was opened, for write-amplification
+/// figures, and the space it uses now.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KvStats {
     /// Bytes of keys and values handed to the engine.
@@ -58,6 +59,8 @@ pub struct KvStats {
     pub flush_bytes: u64,
     /// Bytes written by compactions.
     pub compaction_bytes: u64,
+    /// Bytes the engine's files take now (SST and blob files), all column families.
+    pub live_bytes: u64,
 }
 
 impl KvStats {

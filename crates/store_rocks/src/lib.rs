@@ -113,6 +113,19 @@ impl RocksKv {
         drop(db);
     }
 
+    /// Bytes of live SST and blob files over every column family.
+    fn live_bytes(&self) -> u64 {
+        let Ok(db) = self.db() else { return 0 };
+        let mut total = 0;
+        for cf in Cf::ALL {
+            let Ok(handle) = db.cf(cf) else { continue };
+            let sst = db.get().property_int_value_cf(handle, rocksdb::properties::LIVE_SST_FILES_SIZE);
+            let blob = db.get().property_int_value_cf(handle, "rocksdb.live-blob-file-size");
+            total += sst.ok().flatten().unwrap_or(0) + blob.ok().flatten().unwrap_or(0);
+        }
+        total
+    }
+
     /// RocksDB's own statistics report (`rocksdb.stats`), for operators.
     pub fn report(&self) -> String {
         self.db()
@@ -190,6 +203,7 @@ impl KvEngine for RocksKv {
             wal_syncs: o.get_ticker_count(Ticker::WalFileSynced),
             flush_bytes: o.get_ticker_count(Ticker::FlushWriteBytes),
             compaction_bytes: o.get_ticker_count(Ticker::CompactWriteBytes),
+            live_bytes: self.live_bytes(),
         }
     }
 }
