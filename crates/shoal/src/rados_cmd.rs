@@ -190,7 +190,7 @@ pub enum BenchMode {
 
 /// One line of an interactive session.
 #[derive(Parser, Debug)]
-#[command(no_binary_name = true, disable_help_flag = false)]
+#[command(name = "rados", no_binary_name = true)]
 struct SessionLine {
     #[command(flatten)]
     target: Target,
