@@ -20,26 +20,47 @@ const OSD_ADDR: &str = "osd.0";
 pub struct Embedded {
     /// A client of the embedded cluster.
     pub rados: Rados,
+    /// Where the monitor listens.
+    mon_addr: String,
     /// The store, for statistics.
     pub store: Arc<ObjectStore>,
     kv: Arc<RocksKv>,
 }
 
 impl Embedded {
-    /// Opens (creating if needed) the data directory and starts the daemons.
+    /// Opens (creating if needed) the data directory and starts the daemons on an
+    /// in-process network.
     pub async fn open(dir: &Path, config: &Config) -> Result<Embedded> {
+        Self::open_on(dir, config, Arc::new(LocalNetwork::new()), MON_ADDR, OSD_ADDR).await
+    }
+
+    /// Like [`Embedded::open`], with the monitor and the OSD listening on `network` at the
+    /// given addresses (for TCP, `127.0.0.1:0` picks a free port).
+    pub async fn open_on(
+        dir: &Path,
+        config: &Config,
+        network: Arc<dyn Network>,
+        mon_bind: &str,
+        osd_bind: &str,
+    ) -> Result<Embedded> {
         std::fs::create_dir_all(dir)
             .map_err(|e| err::io(format!("cannot create data directory {}: {e}", dir.display())))?;
         let kv = Arc::new(RocksKv::open(&dir.join("store"), config.get("store_rocksdb_options"))?);
         let store = Arc::new(ObjectStore::open(kv.clone(), StoreFormat { chunk_size: config.chunk_size()? })?);
-        let osd_entry =
-            OsdEntry { addr: OSD_ADDR.into(), host: "localhost".into(), weight: 0x10000, up: true, is_in: true };
+        let (mon_listener, osd_listener) = (network.bind(mon_bind)?, network.bind(osd_bind)?);
+        let mon_addr = mon_listener.local_addr().to_owned();
+        let osd_entry = OsdEntry {
+            addr: osd_listener.local_addr().to_owned(),
+            host: "localhost".into(),
+            weight: 0x10000,
+            up: true,
+            is_in: true,
+        };
         let mon = LocalMon::open(store.clone(), BTreeMap::from([(OsdId(0), osd_entry)]))?;
-        let network: Arc<dyn Network> = Arc::new(LocalNetwork::new());
         let mut maps = mon.subscribe();
         let osd = Osd::start(config.osd(OsdId(0))?, store.clone(), maps.clone());
-        tokio::spawn(mon.clone().serve(network.bind(MON_ADDR)?));
-        tokio::spawn(osd.clone().serve(network.bind(OSD_ADDR)?));
+        tokio::spawn(mon.clone().serve(mon_listener));
+        tokio::spawn(osd.clone().serve(osd_listener));
         tokio::spawn(async move {
             let mut old = maps.borrow_and_update().clone();
             while maps.changed().await.is_ok() {
@@ -50,8 +71,13 @@ impl Embedded {
                 old = new;
             }
         });
-        let rados = Rados::connect(network, MON_ADDR).await?;
-        Ok(Embedded { rados, store, kv })
+        let rados = Rados::connect(network, &mon_addr).await?;
+        Ok(Embedded { rados, mon_addr, store, kv })
+    }
+
+    /// Where the monitor listens; other clients connect there.
+    pub fn mon_addr(&self) -> &str {
+        &self.mon_addr
     }
 
     /// Syncs and closes the store. Call before the process exits: RocksDB's background

@@ -231,3 +231,27 @@ async fn concurrent_writers_share_wal_syncs_and_keep_order() {
     let StepOutput::OmapVals { entries, more } = &vals.outputs[0] else { panic!() };
     assert_eq!((entries.len(), *more), (10, false));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_reach_the_object_layer_over_authenticated_tcp() {
+    use shoal_transport::TcpNetwork;
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let network = Arc::new(TcpNetwork::new(b"cluster secret", 64 << 20));
+    let config = Config::from_settings(&[]).unwrap();
+    let e = Embedded::open_on(dir.path(), &config, network, "127.0.0.1:0", "127.0.0.1:0").await.unwrap();
+    let io = pool(&e, "p").await;
+    io.write_full("obj", Bytes::from(vec![7u8; 100_000])).await.unwrap();
+    assert_eq!(io.read_full("obj").await.unwrap().len(), 100_000);
+    let osd_addr = e.rados.map().osds.values().next().unwrap().addr.clone();
+    assert!(osd_addr.starts_with("127.0.0.1:"), "the OSD is reached over TCP: {osd_addr}");
+
+    // A second client that knows the secret gets in; one that does not is refused.
+    let mon = e.mon_addr().to_owned();
+    let friend =
+        shoal_client::Rados::connect(Arc::new(TcpNetwork::new(b"cluster secret", 1 << 20)), &mon).await.unwrap();
+    assert_eq!(friend.ioctx("p").await.unwrap().read_full("obj").await.unwrap().len(), 100_000);
+    let refused = shoal_client::Rados::connect(Arc::new(TcpNetwork::new(b"wrong", 1 << 20)), &mon).await.err().unwrap();
+    assert_eq!(refused.errno, Errno::NotConnected);
+    assert!(refused.message.contains("authentication failed"), "{refused}");
+}

@@ -2,8 +2,15 @@
 //! carries [`Message`]s both ways with bounded queues (a slow peer slows its sender).
 //!
 //! [`LocalNetwork`] connects peers inside one process through channels, moving messages
-//! as values; a TCP network implements the same [`Network`] trait and carries each
-//! message's versioned encoding. Nothing above this crate knows which one it uses.
+//! as values; [`TcpNetwork`] implements the same [`Network`] trait over TCP, with mutual
+//! authentication by a cluster secret and checksummed frames carrying each message's
+//! versioned encoding. Nothing above this crate knows which one it uses.
+
+pub mod auth;
+pub mod frame;
+pub mod tcp;
+
+pub use tcp::TcpNetwork;
 
 use shoal_types::msg::Message;
 use shoal_types::{Result, err};
@@ -36,9 +43,15 @@ pub fn connection_pair() -> (Connection, Connection) {
 /// Incoming connections on one address.
 pub struct Listener {
     incoming: mpsc::Receiver<Connection>,
+    local_addr: String,
 }
 
 impl Listener {
+    /// The address peers reach this listener at (for TCP, with the port actually bound).
+    pub fn local_addr(&self) -> &str {
+        &self.local_addr
+    }
+
     /// The next incoming connection; `None` when the network is gone.
     pub async fn accept(&mut self) -> Option<Connection> {
         self.incoming.recv().await
@@ -77,7 +90,7 @@ impl Network for LocalNetwork {
         }
         let (tx, rx) = mpsc::channel(ACCEPT_QUEUE);
         listeners.insert(addr.to_owned(), tx);
-        Ok(Listener { incoming: rx })
+        Ok(Listener { incoming: rx, local_addr: addr.to_owned() })
     }
 
     fn connect<'a>(&'a self, addr: &'a str) -> ConnectFuture<'a> {
