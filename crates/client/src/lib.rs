@@ -19,13 +19,16 @@ use shoal_types::msg::{
     MapCommand, NotifyReply, NotifyRequest, OpReply, OsdOp, PgListRequest, Reply, Request, WatchRequest,
 };
 use shoal_types::{
-    ClientId, ObjectName, ObjectStat, OsdId, OsdMap, Pool, PoolSpec, ReqId, Result, Step, StepOutput, err,
+    ClientId, Errno, ObjectName, ObjectStat, OsdId, OsdMap, Pool, PoolSpec, ReqId, Result, Step, StepOutput, err,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
+
+/// How often an operation is resent after losing its connection before giving up.
+const MAX_RESENDS: u64 = 5;
 
 struct Inner {
     id: ClientId,
@@ -218,9 +221,11 @@ impl IoCtx {
         self.rados.osd(primary).await
     }
 
+    /// Sends an operation to its primary. When the connection drops before the reply,
+    /// the operation is resent (after reconnecting) with the same request id, so the OSD
+    /// answers a write it already applied from its PG log instead of applying it twice.
     async fn submit(&self, name: &str, steps: Vec<Step>) -> Result<OpReply> {
         let object = self.object(name);
-        let peer = self.primary(&object).await?;
         let op = OsdOp {
             reqid: ReqId { client: self.rados.client_id(), tid: self.rados.next_tid() },
             pool: self.pool.id,
@@ -228,9 +233,22 @@ impl IoCtx {
             map_epoch: self.rados.map().epoch,
             steps,
         };
-        match peer.call(Request::Op(op)).await? {
-            Reply::Op(r) => Ok(r),
-            other => Err(unexpected(other)),
+        let mut resends = 0;
+        loop {
+            let outcome = match self.primary(&op.object).await {
+                Ok(peer) => peer.call(Request::Op(op.clone())).await,
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok(Reply::Op(r)) => return Ok(r),
+                Ok(other) => return Err(unexpected(other)),
+                Err(e) if e.errno == Errno::NotConnected && resends < MAX_RESENDS => {
+                    resends += 1;
+                    tracing::debug!(error = %e, resends, "resending an operation");
+                    tokio::time::sleep(Duration::from_millis(50 * resends)).await;
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 

@@ -11,6 +11,7 @@ pub mod committer;
 pub mod exec;
 pub mod limits;
 pub mod notify;
+pub mod pglog;
 pub mod shard;
 pub mod view;
 
@@ -41,6 +42,8 @@ pub struct OsdConfig {
     pub op_shards: usize,
     /// Objects whose class state each shard caches (`osd_class_cache_entries`).
     pub class_cache_entries: usize,
+    /// PG log entries kept per PG to recognise resent requests (`osd_pg_log_entries`).
+    pub pg_log_entries: usize,
     /// Longest notify timeout a client may ask for.
     pub max_notify_timeout: Duration,
 }
@@ -54,6 +57,7 @@ impl OsdConfig {
             sync: true,
             op_shards: std::thread::available_parallelism().map_or(2, |n| n.get().max(2)),
             class_cache_entries: 65536,
+            pg_log_entries: 3000,
             max_notify_timeout: Duration::from_secs(300),
         }
     }
@@ -93,6 +97,7 @@ impl Osd {
             durability,
             committer,
             class_cache_entries: config.class_cache_entries,
+            pg_log_entries: config.pg_log_entries,
         };
         let shards = (0..config.op_shards.max(1)).map(|i| shard::start(i, ctx.clone())).collect();
         Osd {

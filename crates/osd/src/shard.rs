@@ -5,9 +5,10 @@
 use crate::committer::{Durability, Pending};
 use crate::exec::{ExecEnv, execute};
 use crate::limits::Limits;
+use crate::pglog::PgState;
 use crate::view::ObjectView;
 use shoal_objclass::{ClassRegistry, ClassState};
-use shoal_store::{ObjectKey, ObjectStore, pg_meta_key};
+use shoal_store::{ObjectKey, ObjectStore};
 use shoal_types::msg::{OpReply, OsdOp, PgListReply, PgListRequest, Reply};
 use shoal_types::{ClientId, OsdMap, PgId, Result, err};
 use std::collections::{BTreeMap, HashMap};
@@ -58,6 +59,8 @@ pub struct ShardContext {
     pub committer: SyncSender<Pending>,
     /// Most objects whose class state is cached, per shard.
     pub class_cache_entries: usize,
+    /// PG log entries kept per PG for recognising resent requests.
+    pub pg_log_entries: usize,
 }
 
 /// The shard a PG's operations run on.
@@ -67,7 +70,7 @@ pub fn shard_of(pg: PgId, shards: usize) -> usize {
 
 struct ShardState {
     ctx: ShardContext,
-    pg_versions: HashMap<PgId, u64>,
+    pgs: HashMap<PgId, PgState>,
     /// Class state per object, valid while the object is at the recorded version.
     class_cache: HashMap<ObjectKey, (u64, BTreeMap<String, ClassState>)>,
     /// The store sequence number of this shard's latest commit: anything a later read
@@ -81,7 +84,7 @@ pub fn start(index: usize, ctx: ShardContext) -> mpsc::Sender<Job> {
     std::thread::Builder::new()
         .name(format!("osd-shard-{index}"))
         .spawn(move || {
-            let mut state = ShardState { ctx, pg_versions: HashMap::new(), class_cache: HashMap::new(), last_seq: 0 };
+            let mut state = ShardState { ctx, pgs: HashMap::new(), class_cache: HashMap::new(), last_seq: 0 };
             while let Some(job) = rx.blocking_recv() {
                 state.run(job);
             }
@@ -126,18 +129,12 @@ impl ShardState {
         }
     }
 
-    fn pg_version(&mut self, pg: PgId) -> Result<u64> {
-        if let Some(&v) = self.pg_versions.get(&pg) {
-            return Ok(v);
+    fn pg(&mut self, pg: PgId) -> Result<&mut PgState> {
+        if !self.pgs.contains_key(&pg) {
+            let state = PgState::load(&self.ctx.store, pg, self.ctx.pg_log_entries)?;
+            self.pgs.insert(pg, state);
         }
-        let v = match self.ctx.store.meta(&pg_meta_key(pg))? {
-            Some(bytes) => u64::from_be_bytes(
-                bytes.as_slice().try_into().map_err(|_| err::io(format!("corrupt version record of pg {pg}")))?,
-            ),
-            None => 0,
-        };
-        self.pg_versions.insert(pg, v);
-        Ok(v)
+        self.pgs.get_mut(&pg).ok_or_else(|| err::io("pg state vanished"))
     }
 
     /// Runs one operation; returns the store sequence its reply depends on.
@@ -146,6 +143,10 @@ impl ShardState {
         let pool = map.pool(op.pool)?;
         let key = ObjectKey::new(pool.id, &op.object)?;
         let pg = shoal_placement::pg_of(pool, &op.object);
+        if let Some(reply) = self.pg(pg)?.applied(&op.reqid) {
+            // A resend of a write already applied: answer as the first time.
+            return Ok((self.last_seq, reply));
+        }
         let store = self.ctx.store.clone();
         let limits = self.ctx.limits.clone();
         let cache = &self.class_cache;
@@ -159,12 +160,19 @@ impl ShardState {
         if view.changes() == 0 {
             return Ok((self.last_seq, OpReply { version: view.base_version(), outputs }));
         }
-        let version = self.pg_version(pg)? + 1;
+        let version = self.pg(pg)?.last_version + 1;
         let (mut txn, states) = view.into_transaction(version, now);
-        txn.put_meta(&pg_meta_key(pg), version.to_be_bytes().to_vec());
-        let seq = self.ctx.store.commit(txn)?;
+        let reply = OpReply { version, outputs };
+        self.pg(pg)?.record(&mut txn, op.reqid, &op.object, &reply);
+        let seq = match self.ctx.store.commit(txn) {
+            Ok(seq) => seq,
+            Err(e) => {
+                // The in-memory log already holds the entry: reload it from the store.
+                self.pgs.remove(&pg);
+                return Err(e);
+            }
+        };
         self.last_seq = seq;
-        self.pg_versions.insert(pg, version);
         // Commit callback: publish the class state staged by this operation.
         if states.is_empty() {
             self.class_cache.remove(&key);
@@ -174,7 +182,7 @@ impl ShardState {
             }
             self.class_cache.insert(key, (version, states));
         }
-        Ok((seq, OpReply { version, outputs }))
+        Ok((seq, reply))
     }
 
     fn list(&self, req: &PgListRequest) -> Result<PgListReply> {

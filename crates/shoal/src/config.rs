@@ -54,6 +54,11 @@ pub const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec { name: "osd_max_ops_per_request", default: "256", help: "most steps in one compound operation" },
     OptionSpec {
+        name: "osd_pg_log_entries",
+        default: "3000",
+        help: "PG log entries kept per PG to recognise resent requests",
+    },
+    OptionSpec {
         name: "osd_class_cache_entries",
         default: "65536",
         help: "objects whose object-class state each shard caches",
@@ -120,6 +125,7 @@ impl Config {
             osd.op_shards = shards;
         }
         osd.class_cache_entries = usize_of("osd_class_cache_entries")?.max(1);
+        osd.pg_log_entries = usize_of("osd_pg_log_entries")?.max(1);
         osd.limits = Limits {
             max_object_size: self.u64("osd_max_object_size")?,
             max_write_size: self.u64("osd_max_write_size")?,

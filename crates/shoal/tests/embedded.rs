@@ -255,3 +255,42 @@ async fn clients_reach_the_object_layer_over_authenticated_tcp() {
     assert_eq!(refused.errno, Errno::NotConnected);
     assert!(refused.message.contains("authentication failed"), "{refused}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resent_write_is_applied_once_even_after_restart() {
+    use shoal_transport::{Network, TcpNetwork};
+    use shoal_types::msg::{Message, OsdOp, Reply, Request};
+    use shoal_types::{ClientId, ObjectName, ReqId, Step};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let network = Arc::new(TcpNetwork::new(b"s", 1 << 20));
+    let config = Config::from_settings(&[]).unwrap();
+    let mut replies = Vec::new();
+    for restart in 0..2 {
+        let e = Embedded::open_on(dir.path(), &config, network.clone(), "127.0.0.1:0", "127.0.0.1:0").await.unwrap();
+        if restart == 0 {
+            pool(&e, "p").await;
+        }
+        let io = e.rados.ioctx("p").await.unwrap();
+        let map = e.rados.map();
+        let osd_addr = map.osds.values().next().unwrap().addr.clone();
+        let mut conn = network.connect(&osd_addr).await.unwrap();
+        let op = OsdOp {
+            reqid: ReqId { client: ClientId(42), tid: 1 },
+            pool: io.pool().id,
+            object: ObjectName::new("", "once"),
+            map_epoch: map.epoch,
+            steps: vec![Step::Append { data: Bytes::from_static(b"x") }],
+        };
+        for tid in 0..2 {
+            conn.sender.send(Message::Request { tid, request: Request::Op(op.clone()) }).await.unwrap();
+            match conn.receiver.recv().await {
+                Some(Message::Reply { reply: Ok(Reply::Op(r)), .. }) => replies.push(r.version),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(io.read_full("once").await.unwrap().as_ref(), b"x", "applied exactly once");
+        e.close();
+    }
+    assert!(replies.windows(2).all(|w| w[0] == w[1]), "every resend got the first reply: {replies:?}");
+}

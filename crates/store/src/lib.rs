@@ -12,4 +12,4 @@ pub mod object;
 
 pub use kv::{Batch, BatchOp, Cf, KvEngine, KvStats};
 pub use mem::MemKv;
-pub use object::{ObjectKey, ObjectStore, Onode, StoreFormat, Transaction, pg_meta_key};
+pub use object::{ObjectKey, ObjectStore, Onode, StoreFormat, Transaction, pg_log_key, pg_meta_key};

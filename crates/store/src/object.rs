@@ -152,6 +152,16 @@ impl Default for StoreFormat {
 
 const FORMAT_KEY: &[u8] = b"store_format";
 const PG_META_PREFIX: u8 = b'P';
+const PG_LOG_PREFIX: u8 = b'L';
+
+/// The `meta` key of a PG log entry: `L` ‖ pool (u64 BE) ‖ seed (u32 BE) ‖ version (u64 BE).
+pub fn pg_log_key(pg: PgId, version: u64) -> Vec<u8> {
+    let mut k = vec![PG_LOG_PREFIX];
+    k.extend_from_slice(&pg.pool.0.to_be_bytes());
+    k.extend_from_slice(&pg.seed.to_be_bytes());
+    k.extend_from_slice(&version.to_be_bytes());
+    k
+}
 
 /// The `meta` key of a PG's persistent state: `P` ‖ pool (u64 BE) ‖ seed (u32 BE).
 pub fn pg_meta_key(pg: PgId) -> Vec<u8> {
@@ -225,6 +235,11 @@ impl Transaction {
         self.ops.push(BatchOp::DeleteRange(Cf::Omap, key.0.clone(), key.end()));
     }
 
+    /// Deletes store metadata keys in `[start, end)`.
+    pub fn delete_meta_range(&mut self, start: &[u8], end: &[u8]) {
+        self.ops.push(BatchOp::DeleteRange(Cf::Meta, start.to_vec(), end.to_vec()));
+    }
+
     /// Sets a store metadata key.
     pub fn put_meta(&mut self, key: &[u8], value: Vec<u8>) {
         self.ops.push(BatchOp::Put(Cf::Meta, key.to_vec(), value));
@@ -237,9 +252,10 @@ impl Transaction {
         for cf in [Cf::Onode, Cf::Data, Cf::Omap] {
             self.ops.push(BatchOp::DeleteRange(cf, start.clone(), end.clone()));
         }
-        let pg_start = [&[PG_META_PREFIX][..], &start].concat();
-        let pg_end = [&[PG_META_PREFIX][..], &end].concat();
-        self.ops.push(BatchOp::DeleteRange(Cf::Meta, pg_start, pg_end));
+        for prefix in [PG_META_PREFIX, PG_LOG_PREFIX] {
+            let (from, to) = ([&[prefix][..], &start].concat(), [&[prefix][..], &end].concat());
+            self.ops.push(BatchOp::DeleteRange(Cf::Meta, from, to));
+        }
     }
 }
 
@@ -354,6 +370,11 @@ impl ObjectStore {
         }
         let end = bound(u64::from(*range.end()) + 1);
         self.kv.scan(Cf::Onode, &start, &end, limit)?.into_iter().map(|(k, _)| ObjectKey::from_bytes(k)).collect()
+    }
+
+    /// Up to `limit` store metadata entries with `start <= key < end`.
+    pub fn meta_scan(&self, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.kv.scan(Cf::Meta, start, end, limit)
     }
 
     /// A store metadata value.
