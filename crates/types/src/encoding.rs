@@ -16,10 +16,9 @@ pub trait Versioned: Serialize + DeserializeOwned {
 
     /// Encodes `self` as version byte + postcard.
     fn encode(&self) -> Vec<u8> {
-        let mut out = vec![Self::VERSION];
-        // postcard only fails on writer errors, and a Vec writer has none.
-        out.extend(postcard::to_allocvec(self).expect("postcard encoding into a Vec cannot fail"));
-        out
+        // One buffer, version byte first; postcard only fails on writer errors, and a Vec
+        // writer has none.
+        postcard::to_extend(self, vec![Self::VERSION]).expect("postcard encoding into a Vec cannot fail")
     }
 
     /// Decodes bytes written by [`Versioned::encode`]; never panics on bad input.
