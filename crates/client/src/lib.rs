@@ -19,7 +19,8 @@ use shoal_types::msg::{
     MapCommand, NotifyReply, NotifyRequest, OpReply, OsdOp, PgListRequest, Reply, Request, WatchRequest,
 };
 use shoal_types::{
-    ClientId, Errno, ObjectName, ObjectStat, OsdId, OsdMap, Pool, PoolSpec, ReqId, Result, Step, StepOutput, err,
+    ClientId, Errno, ObjectName, ObjectStat, OsdEntry, OsdId, OsdMap, Pool, PoolSpec, ReqId, Result, Step, StepOutput,
+    err,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -93,16 +94,36 @@ impl Rados {
     /// Fetches the current cluster map from the monitor.
     pub async fn refresh_map(&self) -> Result<Arc<OsdMap>> {
         match self.mon_call(MapCommand::Get).await? {
-            Reply::Map(map) => {
-                let map = Arc::new(map);
-                let mut current = self.inner.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                if map.epoch >= current.epoch {
-                    *current = map.clone();
-                }
-                Ok(current.clone())
-            }
+            Reply::Map(map) => Ok(self.adopt(map)),
             other => Err(unexpected(other)),
         }
+    }
+
+    /// Waits up to `timeout` for a map newer than the one this client has, and keeps it.
+    pub async fn wait_for_newer_map(&self, timeout: Duration) -> Result<Arc<OsdMap>> {
+        let newer_than = self.map().epoch;
+        let command = MapCommand::WaitNewer { newer_than, timeout_ms: timeout.as_millis() as u64 };
+        match self.mon_call(command).await? {
+            Reply::Map(map) => Ok(self.adopt(map)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Announces an OSD to the monitor (used by the OSD daemon).
+    pub async fn osd_boot(&self, id: OsdId, entry: OsdEntry) -> Result<Arc<OsdMap>> {
+        match self.mon_call(MapCommand::OsdBoot { id, entry }).await? {
+            Reply::Map(map) => Ok(self.adopt(map)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Keeps `map` if it is newer than the one held; returns the newest.
+    fn adopt(&self, map: OsdMap) -> Arc<OsdMap> {
+        let mut current = self.inner.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if map.epoch >= current.epoch {
+            *current = Arc::new(map);
+        }
+        current.clone()
     }
 
     /// Creates a pool.

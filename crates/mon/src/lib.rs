@@ -23,13 +23,16 @@ pub struct LocalMon {
 }
 
 impl LocalMon {
-    /// Loads the map from `store` (or starts one) and records `osds` in it.
-    pub fn open(store: Arc<ObjectStore>, osds: BTreeMap<OsdId, OsdEntry>) -> Result<Arc<LocalMon>> {
+    /// Loads the map from `store` (or starts one); with `osds`, records exactly those OSDs
+    /// (the embedded mode), otherwise keeps the ones that booted before.
+    pub fn open(store: Arc<ObjectStore>, osds: Option<BTreeMap<OsdId, OsdEntry>>) -> Result<Arc<LocalMon>> {
         let mut map = match store.meta(MAP_KEY)? {
             Some(bytes) => OsdMap::decode(&bytes).map_err(|e| err::io(format!("stored cluster map: {}", e.message)))?,
             None => OsdMap::default(),
         };
-        if map.osds != osds {
+        if let Some(osds) = osds
+            && map.osds != osds
+        {
             map.osds = osds;
             map.epoch += 1;
         }
@@ -60,20 +63,37 @@ impl LocalMon {
     /// Applies a map command; a change is durable and published before this returns.
     pub fn handle(&self, command: MapCommand) -> Result<Reply> {
         let mut map = self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let MapCommand::Get = command {
-            return Ok(Reply::Map(map.clone()));
-        }
         let mut next = map.clone();
-        let pool = match command {
-            MapCommand::CreatePool(spec) => next.create(&spec)?,
-            MapCommand::DeletePool(name) => next.remove(&name)?,
-            MapCommand::Get => unreachable!("handled above"),
+        let reply = match command {
+            MapCommand::Get | MapCommand::WaitNewer { .. } => return Ok(Reply::Map(map.clone())),
+            MapCommand::CreatePool(spec) => Reply::Pool(next.create(&spec)?),
+            MapCommand::DeletePool(name) => Reply::Pool(next.remove(&name)?),
+            MapCommand::OsdBoot { id, entry } => {
+                let entry = OsdEntry { up: true, is_in: true, ..entry };
+                if next.osds.get(&id) == Some(&entry) {
+                    return Ok(Reply::Map(map.clone()));
+                }
+                tracing::info!(osd = %id, addr = %entry.addr, "osd booted");
+                next.osds.insert(id, entry);
+                next.epoch += 1;
+                Reply::Done
+            }
         };
         self.persist(&next)?;
         *map = next.clone();
         self.publish.send_replace(Arc::new(next));
-        tracing::info!(pool = %pool.name, epoch = map.epoch, "cluster map changed");
-        Ok(Reply::Pool(pool))
+        tracing::info!(epoch = map.epoch, "cluster map changed");
+        Ok(match reply {
+            Reply::Done => Reply::Map(map.clone()),
+            other => other,
+        })
+    }
+
+    /// The map once its epoch is above `newer_than`, or the current one after `timeout`.
+    pub async fn wait_newer(&self, newer_than: u64, timeout: std::time::Duration) -> OsdMap {
+        let mut rx = self.subscribe();
+        let _ = tokio::time::timeout(timeout, rx.wait_for(|m| m.epoch > newer_than)).await;
+        self.current()
     }
 
     /// Answers map requests on `listener` until it closes.
@@ -88,6 +108,16 @@ impl LocalMon {
         while let Some(message) = receiver.recv().await {
             let Message::Request { tid, request } = message else { continue };
             let reply = match request {
+                Request::Map(MapCommand::WaitNewer { newer_than, timeout_ms }) => {
+                    // A long poll: answer from its own task so the connection keeps serving.
+                    let (mon, sender) = (self.clone(), sender.clone());
+                    tokio::spawn(async move {
+                        let timeout = std::time::Duration::from_millis(timeout_ms.min(300_000));
+                        let map = mon.wait_newer(newer_than, timeout).await;
+                        let _ = sender.send(Message::Reply { tid, reply: Ok(Reply::Map(map)) }).await;
+                    });
+                    continue;
+                }
                 Request::Map(command) => {
                     let mon = self.clone();
                     tokio::task::spawn_blocking(move || mon.handle(command))

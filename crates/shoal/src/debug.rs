@@ -6,7 +6,7 @@
 //! operation would show as a record without its key, a key without its record, or a
 //! `last` that disagrees with them.
 
-use crate::rados_cmd::ClusterArgs;
+use crate::session::{ClusterArgs, Session};
 use bytes::Bytes;
 use clap::Subcommand;
 use shoal_client::{IoCtx, ReadOp, WriteOp};
@@ -65,12 +65,12 @@ async fn last_seq(io: &IoCtx, object: &str) -> Result<u64> {
 pub async fn run(command: DebugCommand) -> Result<()> {
     match command {
         DebugCommand::CrashWriter { cluster, writers } => {
-            let embedded = cluster.open().await?;
-            match embedded.rados.pool_create(PoolSpec::named(POOL, 1)).await {
+            let session = cluster.open().await?;
+            match session.rados.pool_create(PoolSpec::named(POOL, 1)).await {
                 Err(e) if e.errno != Errno::Exists => return Err(e),
                 _ => {}
             }
-            let io = embedded.rados.ioctx(POOL).await?;
+            let io = session.rados.ioctx(POOL).await?;
             let tasks: Vec<_> = (0..writers)
                 .map(|w| {
                     let io = io.clone();
@@ -100,16 +100,16 @@ pub async fn run(command: DebugCommand) -> Result<()> {
             Ok(())
         }
         DebugCommand::CrashVerify { cluster, writers } => {
-            let embedded = cluster.open().await?;
-            let result = verify(&embedded, writers).await;
-            embedded.close();
+            let session = cluster.open().await?;
+            let result = verify(&session, writers).await;
+            session.close();
             result
         }
     }
 }
 
-async fn verify(embedded: &crate::embedded::Embedded, writers: u64) -> Result<()> {
-    let io = embedded.rados.ioctx(POOL).await?;
+async fn verify(session: &Session, writers: u64) -> Result<()> {
+    let io = session.rados.ioctx(POOL).await?;
     for w in 0..writers {
         let object = format!("crash.{w}");
         let last = last_seq(&io, &object).await?;

@@ -56,21 +56,12 @@ impl Embedded {
             up: true,
             is_in: true,
         };
-        let mon = LocalMon::open(store.clone(), BTreeMap::from([(OsdId(0), osd_entry)]))?;
-        let mut maps = mon.subscribe();
+        let mon = LocalMon::open(store.clone(), Some(BTreeMap::from([(OsdId(0), osd_entry)])))?;
+        let maps = mon.subscribe();
         let osd = Osd::start(config.osd(OsdId(0))?, store.clone(), maps.clone());
         tokio::spawn(mon.clone().serve(mon_listener));
         tokio::spawn(osd.clone().serve(osd_listener));
-        tokio::spawn(async move {
-            let mut old = maps.borrow_and_update().clone();
-            while maps.changed().await.is_ok() {
-                let new = maps.borrow_and_update().clone();
-                if let Err(e) = osd.drop_removed_pools(&old, &new) {
-                    tracing::error!(error = %e, "deleting removed pools failed");
-                }
-                old = new;
-            }
-        });
+        tokio::spawn(follow_pool_removals(osd, maps));
         let rados = Rados::connect(network, &mon_addr).await?;
         Ok(Embedded { rados, mon_addr, store, kv })
     }
@@ -92,5 +83,17 @@ impl Embedded {
     /// RocksDB's own statistics report.
     pub fn rocksdb_report(&self) -> String {
         self.kv.report()
+    }
+}
+
+/// Deletes the data of pools as they disappear from the map.
+pub async fn follow_pool_removals(osd: Osd, mut maps: tokio::sync::watch::Receiver<Arc<shoal_types::OsdMap>>) {
+    let mut old = maps.borrow_and_update().clone();
+    while maps.changed().await.is_ok() {
+        let new = maps.borrow_and_update().clone();
+        if let Err(e) = osd.drop_removed_pools(&old, &new) {
+            tracing::error!(error = %e, "deleting removed pools failed");
+        }
+        old = new;
     }
 }

@@ -3,7 +3,7 @@
 //! check + append), and as a compound op (`omap_cmp` on the epoch + append).
 
 use crate::bench::{RunStats, print_rows, round, run_for};
-use crate::rados_cmd::ClusterArgs;
+use crate::session::{ClusterArgs, Session};
 use bytes::Bytes;
 use clap::Args;
 use serde_json::Value;
@@ -99,18 +99,16 @@ async fn prepare(io: &IoCtx, variant: Variant, base: &str) -> Result<()> {
 
 /// Runs the benchmark and prints its table.
 pub async fn run(args: GuardedAppendArgs) -> Result<()> {
-    let embedded = args.cluster.open().await?;
-    let result = measure(&embedded, &args).await;
-    embedded.close();
+    let session = args.cluster.open().await?;
+    let result = measure(&session, &args).await;
+    session.close();
     print_rows(&result?, args.json);
     Ok(())
 }
 
-async fn measure(
-    embedded: &crate::embedded::Embedded,
-    args: &GuardedAppendArgs,
-) -> Result<Vec<Vec<(&'static str, Value)>>> {
-    let rados = &embedded.rados;
+async fn measure(session: &Session, args: &GuardedAppendArgs) -> Result<Vec<Vec<(&'static str, Value)>>> {
+    let rados = &session.rados;
+    let wal_bytes_now = || session.local().map_or(0, |l| l.store.stats().wal_bytes);
     // One PG: every variant's object is then served by the same shard thread. Hot objects
     // on different shards measured up to 20% apart on a 2-core machine, which would
     // drown the difference between the variants.
@@ -144,7 +142,7 @@ async fn measure(
                 let counter = Arc::new(AtomicU64::new(0));
                 let (io2, payload2) = (io.clone(), payload.clone());
                 let label = format!("{} x{clients} round {}", variant.name(), round + 1);
-                let wal_before = embedded.store.stats().wal_bytes;
+                let wal_before = wal_bytes_now();
                 let stats = run_for(&label, clients, slice, move |_, _| {
                     let (io, payload, counter, base) = (io2.clone(), payload2.clone(), counter.clone(), base.clone());
                     async move {
@@ -154,7 +152,7 @@ async fn measure(
                     }
                 })
                 .await?;
-                wal_bytes[v] += embedded.store.stats().wal_bytes - wal_before;
+                wal_bytes[v] += wal_bytes_now() - wal_before;
                 runs[v].push(stats);
             }
         }

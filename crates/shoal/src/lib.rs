@@ -3,7 +3,9 @@
 
 pub mod bench;
 pub mod config;
+pub mod daemon;
 pub mod debug;
 pub mod embedded;
 pub mod guarded_append;
 pub mod rados_cmd;
+pub mod session;

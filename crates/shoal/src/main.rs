@@ -1,7 +1,7 @@
 //! `shoal`: one binary for Shoal's daemons and tools.
 
 use clap::{Parser, Subcommand};
-use shoal::{config, debug, guarded_append, rados_cmd};
+use shoal::{config, daemon, debug, guarded_append, rados_cmd};
 
 /// Shoal: a distributed object store in the lineage of Ceph.
 #[derive(Parser, Debug)]
@@ -15,6 +15,10 @@ struct Cli {
 enum Command {
     /// Object-layer commands (pools, objects, xattrs, omap, locks, bench), like `rados`.
     Rados(rados_cmd::RadosArgs),
+    /// Run the map authority (monitor) daemon.
+    Mon(daemon::DaemonArgs),
+    /// Run an OSD daemon.
+    Osd(daemon::OsdArgs),
     /// Benchmarks that reproduce published experiments.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -54,6 +58,8 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Rados(args) => rados_cmd::run(args).await,
+            Command::Mon(args) => daemon::run_mon(args).await,
+            Command::Osd(args) => daemon::run_osd(args).await,
             Command::Bench(BenchCommand::GuardedAppend(args)) => guarded_append::run(args).await,
             Command::Config(ConfigCommand::Help) => {
                 for o in config::OPTIONS {

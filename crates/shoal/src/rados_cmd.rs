@@ -2,8 +2,7 @@
 //! as an interactive session when no command is given.
 
 use crate::bench::{print_rows, round, run_for};
-use crate::config::Config;
-use crate::embedded::Embedded;
+use crate::session::{ClusterArgs, Session};
 use bytes::Bytes;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::Value;
@@ -13,24 +12,6 @@ use shoal_types::{ClientId, PoolSpec, Result, StepOutput, Versioned, err};
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// Where the object layer lives and how it is configured.
-#[derive(Args, Debug, Clone)]
-pub struct ClusterArgs {
-    /// Data directory of the embedded object layer (created if missing).
-    #[arg(long, value_name = "DIR")]
-    pub data: PathBuf,
-    /// A configuration option, `key=value` (repeatable; see `shoal config help`).
-    #[arg(short = 'o', long = "option", value_name = "KEY=VALUE", global = true)]
-    pub options: Vec<String>,
-}
-
-impl ClusterArgs {
-    /// Starts the embedded object layer described by these arguments.
-    pub async fn open(&self) -> Result<Embedded> {
-        Embedded::open(&self.data, &Config::from_settings(&self.options)?).await
-    }
-}
 
 /// Arguments of `shoal rados`.
 #[derive(Args, Debug)]
@@ -200,16 +181,16 @@ struct SessionLine {
 
 /// Runs `shoal rados`.
 pub async fn run(args: RadosArgs) -> Result<()> {
-    let embedded = args.cluster.open().await?;
+    let session = args.cluster.open().await?;
     let result = match args.command {
-        Some(command) => execute(&embedded, &args.target, command).await,
-        None => session(&embedded, args.target).await,
+        Some(command) => execute(&session, &args.target, command).await,
+        None => interactive(&session, args.target).await,
     };
-    embedded.close();
+    session.close();
     result
 }
 
-async fn session(embedded: &Embedded, defaults: Target) -> Result<()> {
+async fn interactive(session: &Session, defaults: Target) -> Result<()> {
     eprintln!("shoal rados: type a command (e.g. `lspools`, `-p POOL ls`, `help`); `quit` ends");
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
@@ -227,7 +208,7 @@ async fn session(embedded: &Embedded, defaults: Target) -> Result<()> {
                     namespace: parsed.target.namespace.or_else(|| defaults.namespace.clone()),
                     ..parsed.target
                 };
-                if let Err(e) = execute(embedded, &target, parsed.command).await {
+                if let Err(e) = execute(session, &target, parsed.command).await {
                     eprintln!("error: {e}");
                 }
             }
@@ -287,8 +268,8 @@ pub fn format_time(ns: u64) -> String {
     )
 }
 
-async fn execute(embedded: &Embedded, target: &Target, command: RadosCommand) -> Result<()> {
-    let rados = &embedded.rados;
+async fn execute(session: &Session, target: &Target, command: RadosCommand) -> Result<()> {
+    let rados = &session.rados;
     match command {
         RadosCommand::Lspools => {
             for pool in rados.pool_list().await? {
@@ -384,7 +365,8 @@ async fn execute(embedded: &Embedded, target: &Target, command: RadosCommand) ->
         }
         RadosCommand::Lock(lock) => lock_command(&ioctx(rados, target).await?, lock).await?,
         RadosCommand::Df { detail } => {
-            let s = embedded.store.stats();
+            let local = session.need_local("df")?;
+            let s = local.store.stats();
             // Counters cover this process's run; live_bytes is the store's size on disk.
             let row = vec![
                 ("live_bytes", Value::from(s.live_bytes)),
@@ -397,12 +379,12 @@ async fn execute(embedded: &Embedded, target: &Target, command: RadosCommand) ->
             ];
             print_rows(&[row], target.json);
             if detail {
-                println!("{}", embedded.rocksdb_report());
+                println!("{}", local.rocksdb_report());
             }
         }
         RadosCommand::Bench { seconds, mode, block_size, threads, no_cleanup } => {
             let io = ioctx(rados, target).await?;
-            let row = rados_bench(embedded, io.clone(), Duration::from_secs(seconds), mode, block_size, threads.max(1))
+            let row = rados_bench(session, io.clone(), Duration::from_secs(seconds), mode, block_size, threads.max(1))
                 .await?;
             print_rows(&[row], target.json);
             if mode == BenchMode::Write && !no_cleanup {
@@ -485,14 +467,15 @@ fn bench_object(i: u64) -> String {
 }
 
 async fn rados_bench(
-    embedded: &Embedded,
+    session: &Session,
     io: IoCtx,
     duration: Duration,
     mode: BenchMode,
     block_size: usize,
     threads: usize,
 ) -> Result<Vec<(&'static str, Value)>> {
-    let before = embedded.store.stats();
+    let stats_now = || session.local().map(|l| l.store.stats());
+    let before = stats_now();
     let (stats, block_size) = match mode {
         BenchMode::Write => {
             let payload = Bytes::from((0..block_size).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
@@ -538,23 +521,24 @@ async fn rados_bench(
             (stats, size)
         }
     };
-    let after = embedded.store.stats();
-    let delta = shoal_store::KvStats {
-        user_bytes_written: after.user_bytes_written - before.user_bytes_written,
-        wal_bytes: after.wal_bytes - before.wal_bytes,
-        wal_syncs: after.wal_syncs - before.wal_syncs,
-        flush_bytes: after.flush_bytes - before.flush_bytes,
-        compaction_bytes: after.compaction_bytes - before.compaction_bytes,
-        live_bytes: after.live_bytes,
-    };
     let mut row = vec![
         ("mode", Value::from(format!("{mode:?}").to_lowercase())),
         ("threads", Value::from(threads)),
         ("block_size", Value::from(block_size)),
     ];
     row.extend(stats.columns());
-    row.push(("wal_syncs", Value::from(delta.wal_syncs)));
-    row.push(("write_amp", round(delta.write_amplification(), 2)));
+    if let (Some(before), Some(after)) = (before, stats_now()) {
+        let delta = shoal_store::KvStats {
+            user_bytes_written: after.user_bytes_written - before.user_bytes_written,
+            wal_bytes: after.wal_bytes - before.wal_bytes,
+            wal_syncs: after.wal_syncs - before.wal_syncs,
+            flush_bytes: after.flush_bytes - before.flush_bytes,
+            compaction_bytes: after.compaction_bytes - before.compaction_bytes,
+            live_bytes: after.live_bytes,
+        };
+        row.push(("wal_syncs", Value::from(delta.wal_syncs)));
+        row.push(("write_amp", round(delta.write_amplification(), 2)));
+    }
     Ok(row)
 }
 

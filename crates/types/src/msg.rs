@@ -196,6 +196,21 @@ pub enum MapCommand {
     CreatePool(PoolSpec),
     /// Delete a pool and all its objects.
     DeletePool(String),
+    /// Return the map as soon as its epoch is above `newer_than` (or the current one after
+    /// `timeout_ms`): how daemons and clients follow map changes.
+    WaitNewer {
+        /// The epoch the caller already has.
+        newer_than: u64,
+        /// How long to wait for a newer one.
+        timeout_ms: u64,
+    },
+    /// An OSD announces where it listens; the monitor records it up and in.
+    OsdBoot {
+        /// The OSD's id.
+        id: crate::ids::OsdId,
+        /// Its address, host and weight.
+        entry: crate::map::OsdEntry,
+    },
 }
 
 #[cfg(test)]

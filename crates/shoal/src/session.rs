@@ -1,0 +1,70 @@
+//! How a command reaches the object layer: an embedded one on a local data directory, or a
+//! running cluster through its monitor.
+
+use crate::config::Config;
+use crate::embedded::Embedded;
+use clap::Args;
+use shoal_client::Rados;
+use shoal_types::{Result, err};
+use std::path::PathBuf;
+
+/// Where the object layer is and how it is configured.
+#[derive(Args, Debug, Clone)]
+pub struct ClusterArgs {
+    /// Data directory of an embedded object layer (created if missing).
+    #[arg(long, value_name = "DIR", required_unless_present = "mon", conflicts_with = "mon")]
+    pub data: Option<PathBuf>,
+    /// A running cluster's monitor (needs --secret-file).
+    #[arg(long, value_name = "HOST:PORT", requires = "secret_file")]
+    pub mon: Option<String>,
+    /// File holding the cluster secret.
+    #[arg(long, value_name = "FILE")]
+    pub secret_file: Option<PathBuf>,
+    /// A configuration option, `key=value` (repeatable; see `shoal config help`).
+    #[arg(short = 'o', long = "option", value_name = "KEY=VALUE", global = true)]
+    pub options: Vec<String>,
+}
+
+/// A connected client, and the embedded object layer when there is one.
+pub struct Session {
+    /// The client.
+    pub rados: Rados,
+    local: Option<Embedded>,
+}
+
+impl ClusterArgs {
+    /// Starts the embedded object layer, or connects to the cluster.
+    pub async fn open(&self) -> Result<Session> {
+        let config = Config::from_settings(&self.options)?;
+        match (&self.data, &self.mon, &self.secret_file) {
+            (Some(dir), _, _) => {
+                let local = Embedded::open(dir, &config).await?;
+                Ok(Session { rados: local.rados.clone(), local: Some(local) })
+            }
+            (None, Some(mon), Some(secret)) => {
+                let rados = Rados::connect(crate::daemon::network(secret)?, mon).await?;
+                Ok(Session { rados, local: None })
+            }
+            _ => Err(err::invalid("give --data DIR, or --mon HOST:PORT with --secret-file FILE")),
+        }
+    }
+}
+
+impl Session {
+    /// The embedded object layer, if this session runs one.
+    pub fn local(&self) -> Option<&Embedded> {
+        self.local.as_ref()
+    }
+
+    /// The embedded object layer, or an error naming what needs one.
+    pub fn need_local(&self, what: &str) -> Result<&Embedded> {
+        self.local().ok_or_else(|| err::invalid(format!("{what} reports on a local store: use --data DIR")))
+    }
+
+    /// Closes the embedded store, if any; call before the process exits.
+    pub fn close(&self) {
+        if let Some(local) = &self.local {
+            local.close();
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! A monitor and an OSD as separate processes over authenticated TCP, driven by the CLI.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
+
+/// Kills the daemon when the test ends, however it ends.
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts a daemon and returns it with the address it printed.
+fn start(args: &[&str]) -> (Daemon, String) {
+    let mut child = Command::new(SHOAL).args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.split_whitespace().last().unwrap_or_default().to_owned();
+    assert!(addr.starts_with("127.0.0.1:"), "daemon printed {line:?}");
+    (Daemon(child), addr)
+}
+
+fn rados(mon: &str, secret: &str, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(SHOAL).args(["rados", "--mon", mon, "--secret-file", secret]).args(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn separate_daemons_serve_the_cli_and_keep_acknowledged_data_across_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |p: &str| dir.path().join(p).to_str().unwrap().to_owned();
+    std::fs::write(path("secret"), "s3cret\n").unwrap();
+    std::fs::write(path("wrong"), "guess\n").unwrap();
+    std::fs::write(path("payload"), vec![9u8; 300_000]).unwrap();
+    let (_mon, mon) =
+        start(&["mon", "--data", &path("mon"), "--bind", "127.0.0.1:0", "--secret-file", &path("secret")]);
+    let osd_args = [
+        "osd",
+        "--id",
+        "0",
+        "--data",
+        &path("osd0"),
+        "--bind",
+        "127.0.0.1:0",
+        "--secret-file",
+        &path("secret"),
+        "--mon",
+        &mon,
+    ];
+    let (mut osd, _) = start(&osd_args);
+
+    let secret = path("secret");
+    assert!(rados(&mon, &secret, &["mkpool", "data", "--pg-num", "8"]).0);
+    let (ok, _, err) = rados(&mon, &secret, &["-p", "data", "put", "big", &path("payload")]);
+    assert!(ok, "{err}");
+    assert!(rados(&mon, &secret, &["-p", "data", "setomapval", "big", "k", "v"]).0);
+
+    let (ok, _, err) = rados(&mon, &path("wrong"), &["lspools"]);
+    assert!(!ok, "a client with the wrong secret must be refused");
+    assert!(err.contains("authentication failed"), "{err}");
+
+    // kill -9 the OSD, start it again: the acknowledged object is still there.
+    let _ = osd.0.kill();
+    let _ = osd.0.wait();
+    let (restarted, _) = start(&osd_args);
+    osd = restarted;
+    let (ok, out, err) = rados(&mon, &secret, &["-p", "data", "stat", "big"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("size 300000"), "{out}");
+    assert_eq!(rados(&mon, &secret, &["-p", "data", "getomapval", "big", "k"]).1, "v\n");
+    drop(osd);
+}
