@@ -9,3 +9,4 @@ pub mod embedded;
 pub mod guarded_append;
 pub mod rados_cmd;
 pub mod session;
+pub mod vstart;

@@ -1,7 +1,7 @@
 //! `shoal`: one binary for Shoal's daemons and tools.
 
 use clap::{Parser, Subcommand};
-use shoal::{config, daemon, debug, guarded_append, rados_cmd};
+use shoal::{config, daemon, debug, guarded_append, rados_cmd, vstart};
 
 /// Shoal: a distributed object store in the lineage of Ceph.
 #[derive(Parser, Debug)]
@@ -19,6 +19,8 @@ enum Command {
     Mon(daemon::DaemonArgs),
     /// Run an OSD daemon.
     Osd(daemon::OsdArgs),
+    /// Start (or stop) a local multi-process cluster on loopback.
+    Vstart(vstart::VstartArgs),
     /// Benchmarks that reproduce published experiments.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -60,6 +62,7 @@ fn main() -> std::process::ExitCode {
             Command::Rados(args) => rados_cmd::run(args).await,
             Command::Mon(args) => daemon::run_mon(args).await,
             Command::Osd(args) => daemon::run_osd(args).await,
+            Command::Vstart(args) => vstart::run(args),
             Command::Bench(BenchCommand::GuardedAppend(args)) => guarded_append::run(args).await,
             Command::Config(ConfigCommand::Help) => {
                 for o in config::OPTIONS {

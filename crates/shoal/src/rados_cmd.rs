@@ -77,6 +77,8 @@ enum RadosCommand {
     Stat { name: String },
     /// Remove an object.
     Rm { name: String },
+    /// Where an object lives: its PG and the OSDs serving it (computed from the map).
+    Map { name: String },
     /// Set an xattr.
     Setxattr { name: String, key: String, value: String },
     /// Print an xattr.
@@ -319,6 +321,23 @@ async fn execute(session: &Session, target: &Target, command: RadosCommand) -> R
             );
         }
         RadosCommand::Rm { name } => ioctx(rados, target).await?.remove(&name).await?,
+        RadosCommand::Map { name } => {
+            let io = ioctx(rados, target).await?;
+            let map = rados.map();
+            let object = shoal_types::ObjectName::new(target.namespace.clone().unwrap_or_default(), name.clone());
+            let pg = shoal_placement::pg_of(io.pool(), &object);
+            let osds: Vec<String> =
+                shoal_placement::pg_up_osds(&map, io.pool(), pg).iter().map(|o| o.0.to_string()).collect();
+            println!(
+                "osdmap e{} pool '{}' ({}) object '{}' -> pg {} -> up [{}]",
+                map.epoch,
+                io.pool().name,
+                io.pool().id,
+                name,
+                pg,
+                osds.join(",")
+            );
+        }
         RadosCommand::Setxattr { name, key, value } => {
             ioctx(rados, target).await?.operate(&name, WriteOp::new().set_xattr(&key, value)).await?;
         }

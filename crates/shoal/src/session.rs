@@ -12,8 +12,12 @@ use std::path::PathBuf;
 #[derive(Args, Debug, Clone)]
 pub struct ClusterArgs {
     /// Data directory of an embedded object layer (created if missing).
-    #[arg(long, value_name = "DIR", required_unless_present = "mon", conflicts_with = "mon")]
+    #[arg(long, value_name = "DIR", required_unless_present_any = ["mon", "conf"], conflicts_with_all = ["mon", "conf"])]
     pub data: Option<PathBuf>,
+    /// A client configuration file (`mon_host = HOST:PORT`, `secret_file = FILE`), as
+    /// `shoal vstart` writes.
+    #[arg(short = 'c', long = "conf", value_name = "CONF")]
+    pub conf: Option<PathBuf>,
     /// A running cluster's monitor (needs --secret-file).
     #[arg(long, value_name = "HOST:PORT", requires = "secret_file")]
     pub mon: Option<String>,
@@ -36,7 +40,22 @@ impl ClusterArgs {
     /// Starts the embedded object layer, or connects to the cluster.
     pub async fn open(&self) -> Result<Session> {
         let config = Config::from_settings(&self.options)?;
-        match (&self.data, &self.mon, &self.secret_file) {
+        let (mut mon, mut secret_file) = (self.mon.clone(), self.secret_file.clone());
+        if let Some(conf) = &self.conf {
+            let text = std::fs::read_to_string(conf)
+                .map_err(|e| err::invalid(format!("config file {}: {e}", conf.display())))?;
+            for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+                let (key, value) = line
+                    .split_once('=')
+                    .ok_or_else(|| err::invalid(format!("{}: '{line}' is not key = value", conf.display())))?;
+                match key.trim() {
+                    "mon_host" => mon = mon.or(Some(value.trim().to_owned())),
+                    "secret_file" => secret_file = secret_file.or(Some(PathBuf::from(value.trim()))),
+                    other => return Err(err::invalid(format!("{}: unknown key '{other}'", conf.display()))),
+                }
+            }
+        }
+        match (&self.data, &mon, &secret_file) {
             (Some(dir), _, _) => {
                 let local = Embedded::open(dir, &config).await?;
                 Ok(Session { rados: local.rados.clone(), local: Some(local) })

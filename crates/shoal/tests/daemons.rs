@@ -79,3 +79,44 @@ fn separate_daemons_serve_the_cli_and_keep_acknowledged_data_across_kill_9() {
     assert_eq!(rados(&mon, &secret, &["-p", "data", "getomapval", "big", "k"]).1, "v\n");
     drop(osd);
 }
+
+#[test]
+fn vstart_spreads_objects_over_osds_and_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("cluster");
+    let d = d.to_str().unwrap();
+    let out = Command::new(SHOAL).args(["vstart", "--dir", d, "--osds", "3", "--hosts", "3"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    /// Stops the cluster if the test fails before it does.
+    struct StopOnDrop(String);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            let _ = Command::new(SHOAL).args(["vstart", "--stop", "--dir", &self.0]).output();
+        }
+    }
+    let _guard = StopOnDrop(d.to_owned());
+    let conf = format!("{d}/shoal.conf");
+    let cli = |args: &[&str]| {
+        let out = Command::new(SHOAL).args(["rados", "-c", &conf]).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    cli(&["mkpool", "spread", "--pg-num", "16"]);
+    let payload = dir.path().join("payload");
+    std::fs::write(&payload, b"hello").unwrap();
+    let mut primaries = std::collections::BTreeSet::new();
+    for i in 0..12 {
+        let name = format!("obj{i}");
+        cli(&["-p", "spread", "put", &name, payload.to_str().unwrap()]);
+        let placed = cli(&["-p", "spread", "map", &name]);
+        let up = placed.rsplit('[').next().unwrap().trim().trim_end_matches(']').to_owned();
+        primaries.insert(up);
+    }
+    assert!(primaries.len() >= 2, "12 objects all landed on {primaries:?}");
+    assert_eq!(cli(&["-p", "spread", "ls"]).lines().count(), 12, "listing spans every OSD");
+    assert_eq!(cli(&["-p", "spread", "get", "obj7", "-"]), "hello");
+    let out = Command::new(SHOAL).args(["vstart", "--stop", "--dir", d]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(SHOAL).args(["rados", "-c", &conf, "lspools"]).output().unwrap();
+    assert!(!out.status.success(), "the cluster is gone after --stop");
+}

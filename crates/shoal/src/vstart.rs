@@ -1,0 +1,166 @@
+//! `shoal vstart`: a local multi-process cluster on loopback for development and tests.
+//! Each daemon is its own process with its own data directory and log file under DIR;
+//! `DIR/shoal.conf` tells clients where the monitor is (`shoal rados -c DIR/shoal.conf`).
+
+use clap::Args;
+use shoal_types::{Result, err};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Arguments of `shoal vstart`.
+#[derive(Args, Debug)]
+pub struct VstartArgs {
+    /// Directory holding every daemon's data, logs, the secret and `shoal.conf`.
+    #[arg(long, value_name = "DIR")]
+    dir: PathBuf,
+    /// Monitors to start (one until the Raft quorum lands).
+    #[arg(long, default_value_t = 1)]
+    mons: u32,
+    /// OSDs to start.
+    #[arg(long, default_value_t = 3)]
+    osds: u32,
+    /// Hosts (failure domains) the OSDs are spread over, round robin.
+    #[arg(long, default_value_t = 1)]
+    hosts: u32,
+    /// Stop the cluster running in DIR instead.
+    #[arg(long)]
+    stop: bool,
+}
+
+const PIDS: &str = "pids";
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn io(context: String) -> impl FnOnce(std::io::Error) -> shoal_types::RadosError {
+    move |e| err::io(format!("{context}: {e}"))
+}
+
+/// Starts one daemon with stdout and stderr in DIR/NAME.log; returns its pid and the
+/// address it printed.
+fn spawn(dir: &Path, name: &str, args: &[String]) -> Result<(u32, String)> {
+    let log_path = dir.join(format!("{name}.log"));
+    let log = std::fs::File::create(&log_path).map_err(io(format!("creating {}", log_path.display())))?;
+    let err_log = log.try_clone().map_err(io(format!("opening {}", log_path.display())))?;
+    let exe = std::env::current_exe().map_err(io("locating the shoal binary".into()))?;
+    let child = Command::new(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err_log)
+        .spawn()
+        .map_err(io(format!("starting {name}")))?;
+    let started = Instant::now();
+    while started.elapsed() < STARTUP_TIMEOUT {
+        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| l.contains(" listening on ")) {
+            let addr = line.rsplit(' ').next().unwrap_or_default().to_owned();
+            return Ok((child.id(), addr));
+        }
+        if !Path::new(&format!("/proc/{}", child.id())).exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(err::io(format!("{name} did not start; see {}", log_path.display())))
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+}
+
+/// Starts or stops a local cluster.
+pub fn run(args: VstartArgs) -> Result<()> {
+    if args.stop {
+        return stop(&args.dir);
+    }
+    if args.mons != 1 {
+        return Err(err::invalid("vstart runs exactly one monitor until the monitor quorum (Raft) is built"));
+    }
+    if args.osds == 0 || args.hosts == 0 {
+        return Err(err::invalid("vstart needs at least one OSD and one host"));
+    }
+    let dir = &args.dir;
+    if dir.join(PIDS).exists() {
+        return Err(err::exists(format!("a cluster already runs in {} (use --stop first)", dir.display())));
+    }
+    std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+    let secret_path = dir.join("secret");
+    let secret: [u8; 24] = rand::random();
+    let secret_hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::write(&secret_path, format!("{secret_hex}\n"))
+        .map_err(io(format!("writing {}", secret_path.display())))?;
+    let path = |p: PathBuf| p.to_string_lossy().into_owned();
+    let secret_arg = path(secret_path.clone());
+    let mut pids = Vec::new();
+    let mon_args: Vec<String> = vec![
+        "mon".into(),
+        "--data".into(),
+        path(dir.join("mon.0")),
+        "--bind".into(),
+        "127.0.0.1:0".into(),
+        "--secret-file".into(),
+        secret_arg.clone(),
+    ];
+    let (pid, mon_addr) = spawn(dir, "mon.0", &mon_args)?;
+    pids.push(format!("mon.0 {pid}"));
+    for id in 0..args.osds {
+        let name = format!("osd.{id}");
+        let osd_args: Vec<String> = vec![
+            "osd".into(),
+            "--id".into(),
+            id.to_string(),
+            "--data".into(),
+            path(dir.join(&name)),
+            "--bind".into(),
+            "127.0.0.1:0".into(),
+            "--secret-file".into(),
+            secret_arg.clone(),
+            "--mon".into(),
+            mon_addr.clone(),
+            "--host".into(),
+            format!("host{}", id % args.hosts),
+        ];
+        match spawn(dir, &name, &osd_args) {
+            Ok((pid, _)) => pids.push(format!("{name} {pid}")),
+            Err(e) => {
+                std::fs::write(dir.join(PIDS), pids.join("\n")).ok();
+                let _ = stop(dir);
+                return Err(e);
+            }
+        }
+    }
+    std::fs::write(dir.join(PIDS), pids.join("\n") + "\n").map_err(io("writing the pid file".into()))?;
+    let conf = dir.join("shoal.conf");
+    std::fs::write(&conf, format!("mon_host = {mon_addr}\nsecret_file = {secret_arg}\n"))
+        .map_err(io(format!("writing {}", conf.display())))?;
+    println!("cluster running: 1 monitor at {mon_addr}, {} OSDs on {} hosts", args.osds, args.hosts);
+    println!("reach it with:   shoal rados -c {} lspools", conf.display());
+    println!("stop it with:    shoal vstart --stop --dir {}", dir.display());
+    Ok(())
+}
+
+fn stop(dir: &Path) -> Result<()> {
+    let pid_file = dir.join(PIDS);
+    let text = std::fs::read_to_string(&pid_file)
+        .map_err(|_| err::not_found(format!("no cluster runs in {}", dir.display())))?;
+    let pids: Vec<(String, u32)> = text
+        .lines()
+        .filter_map(|l| l.split_once(' ').and_then(|(n, p)| Some((n.to_owned(), p.trim().parse().ok()?))))
+        .collect();
+    for (_, pid) in &pids {
+        let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
+    }
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    for (name, pid) in &pids {
+        while alive(*pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if alive(*pid) {
+            let _ = Command::new("kill").arg("-KILL").arg(pid.to_string()).status();
+            eprintln!("{name} (pid {pid}) ignored SIGTERM and was killed");
+        }
+    }
+    std::fs::remove_file(&pid_file).map_err(io(format!("removing {}", pid_file.display())))?;
+    println!("stopped {} daemons", pids.len());
+    Ok(())
+}
