@@ -117,6 +117,14 @@ impl Rados {
         }
     }
 
+    /// Marks an OSD in or out of data placement.
+    pub async fn osd_set_in(&self, id: OsdId, is_in: bool) -> Result<Arc<OsdMap>> {
+        match self.mon_call(MapCommand::SetOsdIn { id, is_in }).await? {
+            Reply::Map(map) => Ok(self.adopt(map)),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// Keeps `map` if it is newer than the one held; returns the newest.
     fn adopt(&self, map: OsdMap) -> Arc<OsdMap> {
         let mut current = self.inner.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -78,6 +78,16 @@ impl LocalMon {
                 next.epoch += 1;
                 Reply::Done
             }
+            MapCommand::SetOsdIn { id, is_in } => {
+                let osd = next.osds.get_mut(&id).ok_or_else(|| err::not_found(format!("{id} does not exist")))?;
+                if osd.is_in == is_in {
+                    return Ok(Reply::Map(map.clone()));
+                }
+                osd.is_in = is_in;
+                next.epoch += 1;
+                tracing::info!(osd = %id, is_in, "osd marked");
+                Reply::Done
+            }
         };
         self.persist(&next)?;
         *map = next.clone();

@@ -1,6 +1,7 @@
 //! The `shoal` command's building blocks: configuration, the embedded object layer, the
 //! `rados` tool and the benchmarks. The binary in `main.rs` only parses arguments.
 
+pub mod admin_cmd;
 pub mod bench;
 pub mod config;
 pub mod daemon;

@@ -1,7 +1,7 @@
 //! `shoal`: one binary for Shoal's daemons and tools.
 
 use clap::{Parser, Subcommand};
-use shoal::{config, daemon, debug, guarded_append, rados_cmd, vstart};
+use shoal::{admin_cmd, config, daemon, debug, guarded_append, rados_cmd, vstart};
 
 /// Shoal: a distributed object store in the lineage of Ceph.
 #[derive(Parser, Debug)]
@@ -15,10 +15,15 @@ struct Cli {
 enum Command {
     /// Object-layer commands (pools, objects, xattrs, omap, locks, bench), like `rados`.
     Rados(rados_cmd::RadosArgs),
+    /// Cluster health, daemons and pools at a glance.
+    Status(admin_cmd::StatusArgs),
+    /// Pools: create, ls, rm.
+    Pool(admin_cmd::PoolArgs),
+    /// OSDs: run the daemon (`osd run`), `tree`, `out N`, `in N`.
+    #[command(subcommand)]
+    Osd(admin_cmd::OsdCommand),
     /// Run the map authority (monitor) daemon.
     Mon(daemon::DaemonArgs),
-    /// Run an OSD daemon.
-    Osd(daemon::OsdArgs),
     /// Start (or stop) a local multi-process cluster on loopback.
     Vstart(vstart::VstartArgs),
     /// Benchmarks that reproduce published experiments.
@@ -60,8 +65,10 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Rados(args) => rados_cmd::run(args).await,
+            Command::Status(args) => admin_cmd::status(args).await,
+            Command::Pool(args) => admin_cmd::pool(args).await,
             Command::Mon(args) => daemon::run_mon(args).await,
-            Command::Osd(args) => daemon::run_osd(args).await,
+            Command::Osd(command) => admin_cmd::osd(command).await,
             Command::Vstart(args) => vstart::run(args),
             Command::Bench(BenchCommand::GuardedAppend(args)) => guarded_append::run(args).await,
             Command::Config(ConfigCommand::Help) => {

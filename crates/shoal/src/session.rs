@@ -12,17 +12,17 @@ use std::path::PathBuf;
 #[derive(Args, Debug, Clone)]
 pub struct ClusterArgs {
     /// Data directory of an embedded object layer (created if missing).
-    #[arg(long, value_name = "DIR", required_unless_present_any = ["mon", "conf"], conflicts_with_all = ["mon", "conf"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["mon", "conf"])]
     pub data: Option<PathBuf>,
     /// A client configuration file (`mon_host = HOST:PORT`, `secret_file = FILE`), as
     /// `shoal vstart` writes.
-    #[arg(short = 'c', long = "conf", value_name = "CONF")]
+    #[arg(short = 'c', long = "conf", value_name = "CONF", global = true)]
     pub conf: Option<PathBuf>,
     /// A running cluster's monitor (needs --secret-file).
-    #[arg(long, value_name = "HOST:PORT", requires = "secret_file")]
+    #[arg(long, value_name = "HOST:PORT", requires = "secret_file", global = true)]
     pub mon: Option<String>,
     /// File holding the cluster secret.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", global = true)]
     pub secret_file: Option<PathBuf>,
     /// A configuration option, `key=value` (repeatable; see `shoal config help`).
     #[arg(short = 'o', long = "option", value_name = "KEY=VALUE", global = true)]
@@ -64,7 +64,7 @@ impl ClusterArgs {
                 let rados = Rados::connect(crate::daemon::network(secret)?, mon).await?;
                 Ok(Session { rados, local: None })
             }
-            _ => Err(err::invalid("give --data DIR, or --mon HOST:PORT with --secret-file FILE")),
+            _ => Err(err::invalid("give --data DIR, -c CONF, or --mon HOST:PORT with --secret-file FILE")),
         }
     }
 }

@@ -107,6 +107,7 @@ pub fn run(args: VstartArgs) -> Result<()> {
         let name = format!("osd.{id}");
         let osd_args: Vec<String> = vec![
             "osd".into(),
+            "run".into(),
             "--id".into(),
             id.to_string(),
             "--data".into(),

@@ -45,6 +45,7 @@ fn separate_daemons_serve_the_cli_and_keep_acknowledged_data_across_kill_9() {
         start(&["mon", "--data", &path("mon"), "--bind", "127.0.0.1:0", "--secret-file", &path("secret")]);
     let osd_args = [
         "osd",
+        "run",
         "--id",
         "0",
         "--data",
@@ -119,4 +120,37 @@ fn vstart_spreads_objects_over_osds_and_stops() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let out = Command::new(SHOAL).args(["rados", "-c", &conf, "lspools"]).output().unwrap();
     assert!(!out.status.success(), "the cluster is gone after --stop");
+}
+
+#[test]
+fn status_tree_and_marking_osds_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("c");
+    let d = d.to_str().unwrap().to_owned();
+    let out = Command::new(SHOAL).args(["vstart", "--dir", &d, "--osds", "2", "--hosts", "2"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    struct StopOnDrop(String);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            let _ = Command::new(SHOAL).args(["vstart", "--stop", "--dir", &self.0]).output();
+        }
+    }
+    let _guard = StopOnDrop(d.clone());
+    let conf = format!("{d}/shoal.conf");
+    let run = |args: &[&str]| {
+        let out = Command::new(SHOAL).args(args).args(["-c", &conf]).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(run(&["status"]).contains("HEALTH_OK"), "{}", run(&["status"]));
+    let tree = run(&["osd", "tree"]);
+    assert!(tree.contains("host host0") && tree.contains("host host1") && tree.contains("osd.1"), "{tree}");
+    run(&["pool", "create", "three", "--size", "3", "--pg-num", "8"]);
+    let status = run(&["status"]);
+    assert!(status.contains("HEALTH_WARN") && status.contains("wants 3 replicas"), "{status}");
+    run(&["osd", "out", "1"]);
+    assert!(run(&["osd", "tree"]).lines().any(|l| l.contains("osd.1") && l.ends_with("out")), "osd.1 is out");
+    assert!(run(&["status"]).contains("1 osds out"));
+    run(&["osd", "in", "1"]);
+    assert_eq!(run(&["pool", "ls"]).lines().count(), 1);
 }

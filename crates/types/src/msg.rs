@@ -211,6 +211,13 @@ pub enum MapCommand {
         /// Its address, host and weight.
         entry: crate::map::OsdEntry,
     },
+    /// Marks an OSD in (eligible for data) or out.
+    SetOsdIn {
+        /// The OSD's id.
+        id: crate::ids::OsdId,
+        /// In (true) or out (false).
+        is_in: bool,
+    },
 }
 
 #[cfg(test)]

@@ -1,0 +1,225 @@
+//! Cluster-wide commands, in the manner of the `ceph` tool: `shoal status`,
+//! `shoal osd tree|out|in` (and `shoal osd run`, the daemon), `shoal pool create|ls|rm`.
+
+use crate::session::ClusterArgs;
+use clap::{Args, Subcommand};
+use shoal_types::{OsdId, OsdMap, PoolSpec, Result};
+use std::collections::BTreeMap;
+
+/// Arguments of `shoal status`.
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
+
+/// Arguments of `shoal pool …`.
+#[derive(Args, Debug)]
+pub struct PoolArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    #[command(subcommand)]
+    command: PoolCommand,
+}
+
+/// `shoal osd …`: run the daemon, or look at and mark OSDs.
+#[derive(Subcommand, Debug)]
+pub enum OsdCommand {
+    /// Run an OSD daemon.
+    Run(crate::daemon::OsdArgs),
+    /// OSDs by host with weight and state.
+    Tree(StatusArgs),
+    /// Take an OSD out of data placement (its PGs move elsewhere).
+    Out(OsdMark),
+    /// Put an OSD back into data placement.
+    In(OsdMark),
+}
+
+/// Which OSD to mark, and where the cluster is.
+#[derive(Args, Debug)]
+pub struct OsdMark {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// The OSD's id.
+    id: u32,
+}
+
+/// `shoal pool …` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum PoolCommand {
+    /// Create a pool.
+    Create {
+        /// Pool name.
+        name: String,
+        /// Replicas.
+        #[arg(long, default_value_t = 3)]
+        size: u32,
+        /// Replicas needed for writes (default: size - size/2).
+        #[arg(long)]
+        min_size: Option<u32>,
+        /// Placement groups.
+        #[arg(long, default_value_t = 32)]
+        pg_num: u32,
+    },
+    /// List pools with their parameters.
+    Ls,
+    /// Delete a pool and its objects.
+    Rm {
+        /// Pool name.
+        name: String,
+    },
+}
+
+/// The health summary of a map: `HEALTH_OK`, or `HEALTH_WARN`/`HEALTH_ERR` with reasons.
+pub fn health(map: &OsdMap) -> (&'static str, Vec<String>) {
+    let total = map.osds.len();
+    let down = map.osds.values().filter(|o| !o.up).count();
+    let out = map.osds.values().filter(|o| !o.is_in).count();
+    let mut reasons = Vec::new();
+    if total == 0 {
+        reasons.push("no OSDs".to_owned());
+        return ("HEALTH_ERR", reasons);
+    }
+    if down > 0 {
+        reasons.push(format!("{down} osds down"));
+    }
+    if out > 0 {
+        reasons.push(format!("{out} osds out"));
+    }
+    let up_in = map.osds.values().filter(|o| o.up && o.is_in).count() as u32;
+    for pool in map.pools.values().filter(|p| p.size > up_in) {
+        reasons.push(format!("pool '{}' wants {} replicas but only {up_in} osds are up and in", pool.name, pool.size));
+    }
+    if up_in == 0 {
+        return ("HEALTH_ERR", reasons);
+    }
+    (if reasons.is_empty() { "HEALTH_OK" } else { "HEALTH_WARN" }, reasons)
+}
+
+/// What a cluster-wide command does.
+enum Action {
+    Status,
+    Tree,
+    SetIn(u32, bool),
+    Pool(PoolCommand),
+}
+
+/// Runs `shoal status`.
+pub async fn status(args: StatusArgs) -> Result<()> {
+    run(&args.cluster, Action::Status).await
+}
+
+/// Runs `shoal pool …`.
+pub async fn pool(args: PoolArgs) -> Result<()> {
+    run(&args.cluster, Action::Pool(args.command)).await
+}
+
+/// Runs `shoal osd …`.
+pub async fn osd(command: OsdCommand) -> Result<()> {
+    match command {
+        OsdCommand::Run(args) => crate::daemon::run_osd(args).await,
+        OsdCommand::Tree(args) => run(&args.cluster, Action::Tree).await,
+        OsdCommand::Out(mark) => run(&mark.cluster, Action::SetIn(mark.id, false)).await,
+        OsdCommand::In(mark) => run(&mark.cluster, Action::SetIn(mark.id, true)).await,
+    }
+}
+
+async fn run(cluster: &ClusterArgs, action: Action) -> Result<()> {
+    let session = cluster.open().await?;
+    let result = execute(&session.rados, action).await;
+    session.close();
+    result
+}
+
+async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
+    match action {
+        Action::Status => {
+            let map = rados.refresh_map().await?;
+            let (state, reasons) = health(&map);
+            let up = map.osds.values().filter(|o| o.up).count();
+            let is_in = map.osds.values().filter(|o| o.is_in).count();
+            let pgs: u32 = map.pools.values().map(|p| p.pg_num).sum();
+            println!("  cluster:");
+            println!("    health: {state}");
+            for r in reasons {
+                println!("            {r}");
+            }
+            println!("  services:");
+            println!("    mon: 1 daemon (single monitor; no quorum yet)");
+            println!("    osd: {} osds: {up} up, {is_in} in; map epoch {}", map.osds.len(), map.epoch);
+            println!("  data:");
+            println!("    pools: {} pools, {pgs} pgs (PG states are not reported yet)", map.pools.len());
+        }
+        Action::Tree => {
+            let map = rados.refresh_map().await?;
+            let mut hosts: BTreeMap<&str, Vec<(OsdId, &shoal_types::OsdEntry)>> = BTreeMap::new();
+            for (id, osd) in &map.osds {
+                hosts.entry(osd.host.as_str()).or_default().push((*id, osd));
+            }
+            println!("{:<6} {:>8}  {:<16} {:<6} IN", "ID", "WEIGHT", "NAME", "STATUS");
+            for (host, osds) in hosts {
+                let weight: f64 = osds.iter().map(|(_, o)| f64::from(o.weight) / 65536.0).sum();
+                println!("{:<6} {weight:>8.3}  host {host}", "-");
+                for (id, o) in osds {
+                    let status = if o.up { "up" } else { "down" };
+                    let is_in = if o.is_in { "in" } else { "out" };
+                    println!(
+                        "{:<6} {:>8.3}    {:<14} {status:<6} {is_in}",
+                        id.0,
+                        f64::from(o.weight) / 65536.0,
+                        id.to_string()
+                    );
+                }
+            }
+        }
+        Action::SetIn(id, is_in) => {
+            let map = rados.osd_set_in(OsdId(id), is_in).await?;
+            println!("marked {} osd.{id} (map epoch {})", if is_in { "in" } else { "out" }, map.epoch);
+        }
+        Action::Pool(PoolCommand::Create { name, size, min_size, pg_num }) => {
+            let pool = rados
+                .pool_create(PoolSpec { name, pg_num, size, min_size: min_size.unwrap_or(size - size / 2) })
+                .await?;
+            println!(
+                "pool '{}' created (id {}, size {}, min_size {}, pg_num {})",
+                pool.name, pool.id, pool.size, pool.min_size, pool.pg_num
+            );
+        }
+        Action::Pool(PoolCommand::Ls) => {
+            for p in rados.pool_list().await? {
+                println!("{} id {} size {} min_size {} pg_num {}", p.name, p.id, p.size, p.min_size, p.pg_num);
+            }
+        }
+        Action::Pool(PoolCommand::Rm { name }) => {
+            rados.pool_delete(&name).await?;
+            println!("pool '{name}' removed");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_types::{OsdEntry, Pool, PoolId};
+
+    fn osd(up: bool, is_in: bool) -> OsdEntry {
+        OsdEntry { addr: "a".into(), host: "h".into(), weight: 0x10000, up, is_in }
+    }
+
+    #[test]
+    fn health_names_what_is_wrong() {
+        let mut map = OsdMap::default();
+        assert_eq!(health(&map).0, "HEALTH_ERR");
+        map.osds.insert(OsdId(0), osd(true, true));
+        map.osds.insert(OsdId(1), osd(true, true));
+        assert_eq!(health(&map), ("HEALTH_OK", vec![]));
+        map.pools.insert(PoolId(1), Pool { id: PoolId(1), name: "p".into(), pg_num: 8, size: 3, min_size: 2 });
+        let (state, reasons) = health(&map);
+        assert_eq!(state, "HEALTH_WARN");
+        assert!(reasons[0].contains("wants 3 replicas"), "{reasons:?}");
+        map.osds.insert(OsdId(1), osd(false, false));
+        let (_, reasons) = health(&map);
+        assert!(reasons.iter().any(|r| r == "1 osds down") && reasons.iter().any(|r| r == "1 osds out"), "{reasons:?}");
+    }
+}
