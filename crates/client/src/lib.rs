@@ -117,6 +117,19 @@ impl Rados {
         }
     }
 
+    /// Sets (`Some(value)`) or removes (`None`) a central configuration option.
+    pub async fn config_set(&self, who: &str, key: &str, value: Option<&str>) -> Result<Arc<OsdMap>> {
+        let (who, key) = (who.to_owned(), key.to_owned());
+        let command = match value {
+            Some(v) => MapCommand::ConfigSet { who, key, value: v.to_owned() },
+            None => MapCommand::ConfigRm { who, key },
+        };
+        match self.mon_call(command).await? {
+            Reply::Map(map) => Ok(self.adopt(map)),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// Marks an OSD in or out of data placement.
     pub async fn osd_set_in(&self, id: OsdId, is_in: bool) -> Result<Arc<OsdMap>> {
         match self.mon_call(MapCommand::SetOsdIn { id, is_in }).await? {

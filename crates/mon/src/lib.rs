@@ -78,6 +78,21 @@ impl LocalMon {
                 next.epoch += 1;
                 Reply::Done
             }
+            MapCommand::ConfigSet { who, key, value } => {
+                next.config.entry(who).or_default().insert(key, value);
+                next.epoch += 1;
+                Reply::Done
+            }
+            MapCommand::ConfigRm { who, key } => {
+                let options =
+                    next.config.get_mut(&who).ok_or_else(|| err::not_found(format!("no options for '{who}'")))?;
+                options.remove(&key).ok_or_else(|| err::not_found(format!("'{key}' is not set for '{who}'")))?;
+                if options.is_empty() {
+                    next.config.remove(&who);
+                }
+                next.epoch += 1;
+                Reply::Done
+            }
             MapCommand::SetOsdIn { id, is_in } => {
                 let osd = next.osds.get_mut(&id).ok_or_else(|| err::not_found(format!("{id} does not exist")))?;
                 if osd.is_in == is_in {

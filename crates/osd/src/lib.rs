@@ -70,6 +70,7 @@ struct Inner {
     shards: Vec<mpsc::Sender<Job>>,
     watches: notify::Watches,
     next_conn: AtomicU64,
+    limits: watch::Sender<Arc<Limits>>,
 }
 
 /// A running OSD. Cloning gives another handle to the same OSD.
@@ -89,11 +90,12 @@ impl Osd {
         // The shard and committer threads end when the last handle to this OSD is dropped
         // (their queues close); the process exits without waiting for them.
         let committer = committer::start(store.clone(), durability.clone());
+        let (limits, limits_rx) = watch::channel(Arc::new(config.limits.clone()));
         let ctx = ShardContext {
             store: store.clone(),
             map: map.clone(),
             classes: Arc::new(ClassRegistry::builtin()),
-            limits: Arc::new(config.limits.clone()),
+            limits: limits_rx,
             durability,
             committer,
             class_cache_entries: config.class_cache_entries,
@@ -108,6 +110,7 @@ impl Osd {
                 shards,
                 watches: notify::Watches::default(),
                 next_conn: AtomicU64::new(1),
+                limits,
             }),
         }
     }
@@ -115,6 +118,18 @@ impl Osd {
     /// This OSD's id.
     pub fn id(&self) -> OsdId {
         self.inner.config.id
+    }
+
+    /// Replaces the operation limits; operations that start afterwards use them.
+    pub fn set_limits(&self, limits: Limits) {
+        self.inner.limits.send_if_modified(|current| {
+            let changed = **current != limits;
+            if changed {
+                tracing::info!(?limits, "operation limits changed");
+                *current = Arc::new(limits);
+            }
+            changed
+        });
     }
 
     /// Accepts connections on `listener` until it closes.

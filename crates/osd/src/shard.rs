@@ -52,7 +52,7 @@ pub struct ShardContext {
     /// Object classes.
     pub classes: Arc<ClassRegistry>,
     /// Operation limits.
-    pub limits: Arc<Limits>,
+    pub limits: watch::Receiver<Arc<Limits>>,
     /// Group-commit state.
     pub durability: Arc<Durability>,
     /// Replies waiting for a sync.
@@ -148,7 +148,7 @@ impl ShardState {
             return Ok((self.last_seq, reply));
         }
         let store = self.ctx.store.clone();
-        let limits = self.ctx.limits.clone();
+        let limits = self.ctx.limits.borrow().clone();
         let cache = &self.class_cache;
         let mut view = ObjectView::load(&store, &limits, key.clone(), |version| match cache.get(&key) {
             Some((v, states)) if *v == version => states.clone(),
@@ -194,7 +194,7 @@ impl ShardState {
                 req.pool, req.seed, pool.pg_num
             )));
         }
-        let max = req.max.clamp(1, self.ctx.limits.max_omap_entries_per_request) as usize;
+        let max = req.max.clamp(1, self.ctx.limits.borrow().max_omap_entries_per_request) as usize;
         let page_size = max + 1;
         let mut after = req.after.as_ref().map(|b| ObjectKey::from_bytes(b.to_vec())).transpose()?;
         let mut objects = Vec::new();

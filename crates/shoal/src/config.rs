@@ -69,6 +69,7 @@ pub const OPTIONS: &[OptionSpec] = &[
 #[derive(Clone, Debug)]
 pub struct Config {
     values: BTreeMap<&'static str, String>,
+    settings: Vec<String>,
 }
 
 impl Config {
@@ -85,11 +86,36 @@ impl Config {
                 .ok_or_else(|| err::invalid(format!("unknown option '{}' (see `shoal config help`)", key.trim())))?;
             values.insert(spec.name, value.trim().to_owned());
         }
-        let config = Config { values };
+        let config = Config { values, settings: settings.to_vec() };
         config.osd(OsdId(0))?;
         config.bool("store_sync")?;
         config.u64("store_data_chunk_size")?;
         Ok(config)
+    }
+
+    /// The `key=value` settings this configuration was built from.
+    pub fn settings(&self) -> &[String] {
+        &self.settings
+    }
+
+    /// Checks that `who` names a daemon or client class: `global`, `mon`, `osd`, `client`,
+    /// or one of them with an id (`osd.3`, `client.gw1`).
+    pub fn check_who(who: &str) -> Result<()> {
+        let (kind, id) = who.split_once('.').map_or((who, None), |(k, i)| (k, Some(i)));
+        let kind_ok = matches!(kind, "global" | "mon" | "osd" | "client");
+        let id_ok = match (kind, id) {
+            (_, None) => true,
+            ("osd", Some(n)) => n.parse::<u32>().is_ok(),
+            ("mon" | "client", Some(name)) => {
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            }
+            _ => false,
+        };
+        if kind_ok && id_ok {
+            Ok(())
+        } else {
+            Err(err::invalid(format!("'{who}' is not global, mon, osd, client, osd.N, mon.NAME or client.NAME")))
+        }
     }
 
     /// The raw value of a known option.

@@ -3,7 +3,7 @@
 //! cluster issue; the OSD side stays as it is.
 
 use crate::config::Config;
-use crate::embedded::follow_pool_removals;
+use crate::embedded::{apply_config, follow_pool_removals};
 use clap::Args;
 use shoal_client::Rados;
 use shoal_mon::LocalMon;
@@ -125,12 +125,17 @@ pub async fn run_osd(args: OsdArgs) -> Result<()> {
     };
     let rados = Rados::connect(network.clone(), &args.mon).await?;
     let map = rados.osd_boot(id, entry).await?;
-    let (publish, maps) = watch::channel(map);
-    let follower = rados.clone();
+    let (publish, maps) = watch::channel(map.clone());
+    let osd = Osd::start(config.osd(id)?, store.clone(), maps.clone());
+    let cli = args.daemon.options.clone();
+    apply_config(&osd, &map, &cli);
+    let (follower, osd_for_config) = (rados.clone(), osd.clone());
     tokio::spawn(async move {
         loop {
             match follower.wait_for_newer_map(Duration::from_secs(30)).await {
                 Ok(map) => {
+                    // Options first, so that operations under the new map see them.
+                    apply_config(&osd_for_config, &map, &cli);
                     publish.send_if_modified(|current| {
                         let newer = map.epoch > current.epoch;
                         if newer {
@@ -146,7 +151,6 @@ pub async fn run_osd(args: OsdArgs) -> Result<()> {
             }
         }
     });
-    let osd = Osd::start(config.osd(id)?, store.clone(), maps.clone());
     tokio::spawn(follow_pool_removals(osd.clone(), maps));
     println!("{id} listening on {}", listener.local_addr());
     tokio::spawn(osd.serve(listener));

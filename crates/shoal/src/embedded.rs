@@ -61,6 +61,8 @@ impl Embedded {
         let osd = Osd::start(config.osd(OsdId(0))?, store.clone(), maps.clone());
         tokio::spawn(mon.clone().serve(mon_listener));
         tokio::spawn(osd.clone().serve(osd_listener));
+        apply_config(&osd, &maps.borrow().clone(), config.settings());
+        tokio::spawn(follow_config(osd.clone(), maps.clone(), config.settings().to_vec()));
         tokio::spawn(follow_pool_removals(osd, maps));
         let rados = Rados::connect(network, &mon_addr).await?;
         Ok(Embedded { rados, mon_addr, store, kv })
@@ -95,5 +97,27 @@ pub async fn follow_pool_removals(osd: Osd, mut maps: tokio::sync::watch::Receiv
             tracing::error!(error = %e, "deleting removed pools failed");
         }
         old = new;
+    }
+}
+
+/// Applies the central configuration in `map` (with `cli_options` on top) to the OSD's
+/// runtime options; a bad central value is logged and skipped.
+pub fn apply_config(osd: &Osd, map: &shoal_types::OsdMap, cli_options: &[String]) {
+    let settings: Vec<String> =
+        map.config_for(&osd.id().to_string()).into_iter().chain(cli_options.iter().cloned()).collect();
+    match Config::from_settings(&settings).and_then(|c| c.osd(osd.id())) {
+        Ok(config) => osd.set_limits(config.limits),
+        Err(e) => tracing::warn!(error = %e, "ignoring the central configuration"),
+    }
+}
+
+/// Applies the central configuration whenever the map changes.
+async fn follow_config(osd: Osd, mut maps: tokio::sync::watch::Receiver<Arc<shoal_types::OsdMap>>, cli: Vec<String>) {
+    loop {
+        let map = maps.borrow_and_update().clone();
+        apply_config(&osd, &map, &cli);
+        if maps.changed().await.is_err() {
+            return;
+        }
     }
 }

@@ -4,6 +4,7 @@
 pub mod admin_cmd;
 pub mod bench;
 pub mod config;
+pub mod config_cmd;
 pub mod daemon;
 pub mod debug;
 pub mod embedded;

@@ -1,7 +1,7 @@
 //! `shoal`: one binary for Shoal's daemons and tools.
 
 use clap::{Parser, Subcommand};
-use shoal::{admin_cmd, config, daemon, debug, guarded_append, rados_cmd, vstart};
+use shoal::{admin_cmd, config_cmd, daemon, debug, guarded_append, rados_cmd, vstart};
 
 /// Shoal: a distributed object store in the lineage of Ceph.
 #[derive(Parser, Debug)]
@@ -29,9 +29,9 @@ enum Command {
     /// Benchmarks that reproduce published experiments.
     #[command(subcommand)]
     Bench(BenchCommand),
-    /// Configuration options.
+    /// The central configuration: `set`, `get`, `dump`, `rm`; `help` lists every option.
     #[command(subcommand)]
-    Config(ConfigCommand),
+    Config(config_cmd::ConfigCommand),
     /// Tools for crash tests.
     #[command(subcommand, hide = true)]
     Debug(debug::DebugCommand),
@@ -41,12 +41,6 @@ enum Command {
 enum BenchCommand {
     /// Appends from 1..32 clients to one object, with and without an epoch guard.
     GuardedAppend(guarded_append::GuardedAppendArgs),
-}
-
-#[derive(Subcommand, Debug)]
-enum ConfigCommand {
-    /// List every option with its default.
-    Help,
 }
 
 fn main() -> std::process::ExitCode {
@@ -71,12 +65,7 @@ fn main() -> std::process::ExitCode {
             Command::Osd(command) => admin_cmd::osd(command).await,
             Command::Vstart(args) => vstart::run(args),
             Command::Bench(BenchCommand::GuardedAppend(args)) => guarded_append::run(args).await,
-            Command::Config(ConfigCommand::Help) => {
-                for o in config::OPTIONS {
-                    println!("{:<34} {}\n{:<34} default: {}", o.name, o.help, "", o.default);
-                }
-                Ok(())
-            }
+            Command::Config(command) => config_cmd::run(command).await,
             Command::Debug(command) => debug::run(command).await,
         }
     });

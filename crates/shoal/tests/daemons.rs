@@ -154,3 +154,45 @@ fn status_tree_and_marking_osds_out() {
     run(&["osd", "in", "1"]);
     assert_eq!(run(&["pool", "ls"]).lines().count(), 1);
 }
+
+#[test]
+fn central_config_changes_reach_running_osds() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("c");
+    let d = d.to_str().unwrap().to_owned();
+    let out = Command::new(SHOAL).args(["vstart", "--dir", &d, "--osds", "1"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    struct StopOnDrop(String);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            let _ = Command::new(SHOAL).args(["vstart", "--stop", "--dir", &self.0]).output();
+        }
+    }
+    let _guard = StopOnDrop(d.clone());
+    let conf = format!("{d}/shoal.conf");
+    let run = |args: &[&str]| {
+        let out = Command::new(SHOAL).args(args).args(["-c", &conf]).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert!(run(&["rados", "mkpool", "p"]).0);
+    let value = "v".repeat(20);
+    assert!(run(&["rados", "-p", "p", "setxattr", "o", "a", &value]).0);
+    assert!(run(&["config", "set", "osd", "osd_max_attr_size", "10"]).0);
+    assert_eq!(run(&["config", "get", "osd.0", "osd_max_attr_size"]).1, "10\n");
+    assert!(run(&["config", "dump"]).1.contains("osd_max_attr_size"));
+    let (ok, _, err) = run(&["rados", "-p", "p", "setxattr", "o", "b", &value]);
+    assert!(!ok && err.contains("osd_max_attr_size is 10"), "the running OSD applies the new limit: {err}");
+    assert!(run(&["config", "rm", "osd", "osd_max_attr_size"]).0);
+    let (ok, _, err) = run(&["rados", "-p", "p", "setxattr", "o", "b", &value]);
+    assert!(ok, "removing the option restores the default: {err}");
+    let (ok, _, err) = run(&["config", "set", "osd", "osd_max_attr_size", "lots"]);
+    assert!(!ok && err.contains("osd_max_attr_size"), "{err}");
+    let (ok, _, err) = run(&["config", "set", "osd.x", "osd_max_attr_size", "5"]);
+    assert!(!ok && err.contains("osd.x"), "{err}");
+    let (ok, _, err) = run(&["config", "set", "osd", "no_such_option", "5"]);
+    assert!(!ok && err.contains("no_such_option"), "{err}");
+}

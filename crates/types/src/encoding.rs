@@ -21,24 +21,40 @@ pub trait Versioned: Serialize + DeserializeOwned {
         postcard::to_extend(self, vec![Self::VERSION]).expect("postcard encoding into a Vec cannot fail")
     }
 
-    /// Decodes bytes written by [`Versioned::encode`]; never panics on bad input.
+    /// Decodes the body of an older version into the current shape; `None` when the
+    /// version is unknown. Types that changed shape keep their old shapes as modules and
+    /// convert here.
+    fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
+        let _ = (version, body);
+        None
+    }
+
+    /// Decodes bytes written by [`Versioned::encode`] (of this or an older version);
+    /// never panics on bad input.
     fn decode(bytes: &[u8]) -> Result<Self> {
         let (&version, body) =
             bytes.split_first().ok_or_else(|| err::invalid(format!("{}: empty encoding", Self::NAME)))?;
         if version != Self::VERSION {
-            return Err(err::invalid(format!(
-                "{}: unsupported encoding version {version} (this build reads {})",
-                Self::NAME,
-                Self::VERSION
-            )));
+            return Self::decode_older(version, body).unwrap_or_else(|| {
+                Err(err::invalid(format!(
+                    "{}: unsupported encoding version {version} (this build reads {})",
+                    Self::NAME,
+                    Self::VERSION
+                )))
+            });
         }
-        let (value, rest) = postcard::take_from_bytes(body)
-            .map_err(|e| err::invalid(format!("{}: malformed encoding: {e}", Self::NAME)))?;
-        if !rest.is_empty() {
-            return Err(err::invalid(format!("{}: {} trailing bytes", Self::NAME, rest.len())));
-        }
-        Ok(value)
+        decode_body(Self::NAME, body)
     }
+}
+
+/// Decodes one postcard body that must use every byte.
+pub fn decode_body<T: DeserializeOwned>(name: &str, body: &[u8]) -> Result<T> {
+    let (value, rest) =
+        postcard::take_from_bytes(body).map_err(|e| err::invalid(format!("{name}: malformed encoding: {e}")))?;
+    if !rest.is_empty() {
+        return Err(err::invalid(format!("{name}: {} trailing bytes", rest.len())));
+    }
+    Ok(value)
 }
 
 #[cfg(test)]

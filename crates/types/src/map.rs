@@ -86,11 +86,50 @@ pub struct OsdMap {
     pub pools: BTreeMap<PoolId, Pool>,
     /// OSDs by id.
     pub osds: BTreeMap<OsdId, OsdEntry>,
+    /// The central configuration: who (`global`, `osd`, `osd.3`, `client`…) → option → value.
+    pub config: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl crate::Versioned for OsdMap {
     const NAME: &'static str = "osd map";
-    const VERSION: u8 = 1;
+    const VERSION: u8 = 2;
+
+    fn decode_older(version: u8, body: &[u8]) -> Option<crate::Result<Self>> {
+        (version == 1).then(|| crate::encoding::decode_body::<v1::OsdMap>("osd map v1", body).map(OsdMap::from))
+    }
+}
+
+/// Version 1 of the map, before the central configuration was added.
+pub mod v1 {
+    use super::{OsdEntry, Pool};
+    use crate::ids::{OsdId, PoolId};
+    use serde::{Deserialize, Serialize};
+    use std::collections::BTreeMap;
+
+    /// The map as version 1 stored it.
+    #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct OsdMap {
+        /// Epoch.
+        pub epoch: u64,
+        /// Next pool id.
+        pub next_pool_id: u64,
+        /// Pools.
+        pub pools: BTreeMap<PoolId, Pool>,
+        /// OSDs.
+        pub osds: BTreeMap<OsdId, OsdEntry>,
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        fn from(old: OsdMap) -> Self {
+            super::OsdMap {
+                epoch: old.epoch,
+                next_pool_id: old.next_pool_id,
+                pools: old.pools,
+                osds: old.osds,
+                config: BTreeMap::new(),
+            }
+        }
+    }
 }
 
 impl OsdMap {
@@ -129,6 +168,21 @@ impl OsdMap {
         Ok(pool)
     }
 
+    /// The central options that apply to `who` (`osd.3`): `global`, then its type
+    /// (`osd`), then itself, later ones winning, as `key=value` settings.
+    pub fn config_for(&self, who: &str) -> Vec<String> {
+        let kind = who.split('.').next().unwrap_or(who);
+        let mut layers = vec!["global", kind];
+        if who != kind {
+            layers.push(who);
+        }
+        layers
+            .into_iter()
+            .filter_map(|layer| self.config.get(layer))
+            .flat_map(|options| options.iter().map(|(k, v)| format!("{k}={v}")))
+            .collect()
+    }
+
     /// Removes the pool with this name and returns it.
     pub fn remove(&mut self, name: &str) -> crate::Result<Pool> {
         let id = self.pool_named(name)?.id;
@@ -152,6 +206,28 @@ mod tests {
         let b = map.create(&PoolSpec::named("a", 1)).unwrap();
         assert_ne!(a.id, b.id, "pool ids are never reused");
         assert_eq!(map.epoch, 3);
+    }
+
+    #[test]
+    fn version_1_maps_still_decode() {
+        use crate::Versioned;
+        let old = v1::OsdMap { epoch: 4, next_pool_id: 2, ..v1::OsdMap::default() };
+        let mut bytes = vec![1u8];
+        bytes.extend(postcard::to_allocvec(&old).unwrap());
+        let map = OsdMap::decode(&bytes).unwrap();
+        assert_eq!((map.epoch, map.next_pool_id, map.config.len()), (4, 2, 0));
+        assert_eq!(OsdMap::decode(&map.encode()).unwrap(), map);
+    }
+
+    #[test]
+    fn config_layers_from_global_to_the_daemon() {
+        let mut map = OsdMap::default();
+        map.config.entry("global".into()).or_default().insert("a".into(), "1".into());
+        map.config.entry("osd".into()).or_default().insert("a".into(), "2".into());
+        map.config.entry("osd.3".into()).or_default().insert("b".into(), "3".into());
+        assert_eq!(map.config_for("osd.3"), vec!["a=1", "a=2", "b=3"]);
+        assert_eq!(map.config_for("osd.4"), vec!["a=1", "a=2"]);
+        assert_eq!(map.config_for("client.x"), vec!["a=1"]);
     }
 
     #[test]

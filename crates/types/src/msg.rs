@@ -211,6 +211,22 @@ pub enum MapCommand {
         /// Its address, host and weight.
         entry: crate::map::OsdEntry,
     },
+    /// Sets a central configuration option for `who` (`global`, `osd`, `osd.3`, …).
+    ConfigSet {
+        /// Whom it applies to.
+        who: String,
+        /// The option.
+        key: String,
+        /// Its value.
+        value: String,
+    },
+    /// Removes a central configuration option.
+    ConfigRm {
+        /// Whom it applied to.
+        who: String,
+        /// The option.
+        key: String,
+    },
     /// Marks an OSD in (eligible for data) or out.
     SetOsdIn {
         /// The OSD's id.
