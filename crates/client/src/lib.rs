@@ -99,22 +99,24 @@ impl Rados {
         }
     }
 
-    /// Waits up to `timeout` for a map newer than the one this client has, and keeps it.
-    pub async fn wait_for_newer_map(&self, timeout: Duration) -> Result<Arc<OsdMap>> {
-        let newer_than = self.map().epoch;
-        let command = MapCommand::WaitNewer { newer_than, timeout_ms: timeout.as_millis() as u64 };
+    /// Sends a command the monitor answers with the new map; keeps that map.
+    async fn map_command(&self, command: MapCommand) -> Result<Arc<OsdMap>> {
         match self.mon_call(command).await? {
             Reply::Map(map) => Ok(self.adopt(map)),
             other => Err(unexpected(other)),
         }
     }
 
+    /// Waits up to `timeout` for a map newer than the one this client has, and keeps it.
+    pub async fn wait_for_newer_map(&self, timeout: Duration) -> Result<Arc<OsdMap>> {
+        let newer_than = self.map().epoch;
+        let command = MapCommand::WaitNewer { newer_than, timeout_ms: timeout.as_millis() as u64 };
+        self.map_command(command).await
+    }
+
     /// Announces an OSD to the monitor (used by the OSD daemon).
     pub async fn osd_boot(&self, id: OsdId, entry: OsdEntry) -> Result<Arc<OsdMap>> {
-        match self.mon_call(MapCommand::OsdBoot { id, entry }).await? {
-            Reply::Map(map) => Ok(self.adopt(map)),
-            other => Err(unexpected(other)),
-        }
+        self.map_command(MapCommand::OsdBoot { id, entry }).await
     }
 
     /// Sets (`Some(value)`) or removes (`None`) a central configuration option.
@@ -124,18 +126,12 @@ impl Rados {
             Some(v) => MapCommand::ConfigSet { who, key, value: v.to_owned() },
             None => MapCommand::ConfigRm { who, key },
         };
-        match self.mon_call(command).await? {
-            Reply::Map(map) => Ok(self.adopt(map)),
-            other => Err(unexpected(other)),
-        }
+        self.map_command(command).await
     }
 
     /// Marks an OSD in or out of data placement.
     pub async fn osd_set_in(&self, id: OsdId, is_in: bool) -> Result<Arc<OsdMap>> {
-        match self.mon_call(MapCommand::SetOsdIn { id, is_in }).await? {
-            Reply::Map(map) => Ok(self.adopt(map)),
-            other => Err(unexpected(other)),
-        }
+        self.map_command(MapCommand::SetOsdIn { id, is_in }).await
     }
 
     /// Keeps `map` if it is newer than the one held; returns the newest.

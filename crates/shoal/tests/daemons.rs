@@ -81,118 +81,121 @@ fn separate_daemons_serve_the_cli_and_keep_acknowledged_data_across_kill_9() {
     drop(osd);
 }
 
+/// A `shoal vstart` cluster in a temporary directory, stopped when dropped.
+struct Vstart {
+    dir: tempfile::TempDir,
+}
+
+impl Vstart {
+    fn start(osds: &str, hosts: &str) -> Vstart {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(SHOAL)
+            .args(["vstart", "--dir"])
+            .arg(dir.path().join("c"))
+            .args(["--osds", osds, "--hosts", hosts])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        Vstart { dir }
+    }
+
+    fn conf(&self) -> String {
+        self.dir.path().join("c/shoal.conf").to_str().unwrap().to_owned()
+    }
+
+    fn stop(&self) -> bool {
+        Command::new(SHOAL)
+            .args(["vstart", "--stop", "--dir"])
+            .arg(self.dir.path().join("c"))
+            .output()
+            .unwrap()
+            .status
+            .success()
+    }
+}
+
+impl Drop for Vstart {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Runs `shoal ARGS -c CONF`: success, stdout, stderr.
+fn shoal_c(conf: &str, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(SHOAL).args(args).args(["-c", conf]).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `shoal ARGS -c CONF` and returns stdout, failing the test on an error.
+fn ok(conf: &str, args: &[&str]) -> String {
+    let (success, out, err) = shoal_c(conf, args);
+    assert!(success, "{args:?}: {err}");
+    out
+}
+
 #[test]
 fn vstart_spreads_objects_over_osds_and_stops() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().join("cluster");
-    let d = d.to_str().unwrap();
-    let out = Command::new(SHOAL).args(["vstart", "--dir", d, "--osds", "3", "--hosts", "3"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    /// Stops the cluster if the test fails before it does.
-    struct StopOnDrop(String);
-    impl Drop for StopOnDrop {
-        fn drop(&mut self) {
-            let _ = Command::new(SHOAL).args(["vstart", "--stop", "--dir", &self.0]).output();
-        }
-    }
-    let _guard = StopOnDrop(d.to_owned());
-    let conf = format!("{d}/shoal.conf");
-    let cli = |args: &[&str]| {
-        let out = Command::new(SHOAL).args(["rados", "-c", &conf]).args(args).output().unwrap();
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    cli(&["mkpool", "spread", "--pg-num", "16"]);
-    let payload = dir.path().join("payload");
+    let cluster = Vstart::start("3", "3");
+    let conf = cluster.conf();
+    ok(&conf, &["rados", "mkpool", "spread", "--pg-num", "16"]);
+    let payload = cluster.dir.path().join("payload");
     std::fs::write(&payload, b"hello").unwrap();
     let mut primaries = std::collections::BTreeSet::new();
     for i in 0..12 {
         let name = format!("obj{i}");
-        cli(&["-p", "spread", "put", &name, payload.to_str().unwrap()]);
-        let placed = cli(&["-p", "spread", "map", &name]);
+        ok(&conf, &["rados", "-p", "spread", "put", &name, payload.to_str().unwrap()]);
+        let placed = ok(&conf, &["rados", "-p", "spread", "map", &name]);
         let up = placed.rsplit('[').next().unwrap().trim().trim_end_matches(']').to_owned();
         primaries.insert(up);
     }
     assert!(primaries.len() >= 2, "12 objects all landed on {primaries:?}");
-    assert_eq!(cli(&["-p", "spread", "ls"]).lines().count(), 12, "listing spans every OSD");
-    assert_eq!(cli(&["-p", "spread", "get", "obj7", "-"]), "hello");
-    let out = Command::new(SHOAL).args(["vstart", "--stop", "--dir", d]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = Command::new(SHOAL).args(["rados", "-c", &conf, "lspools"]).output().unwrap();
-    assert!(!out.status.success(), "the cluster is gone after --stop");
+    assert_eq!(ok(&conf, &["rados", "-p", "spread", "ls"]).lines().count(), 12, "listing spans every OSD");
+    assert_eq!(ok(&conf, &["rados", "-p", "spread", "get", "obj7", "-"]), "hello");
+    assert!(cluster.stop());
+    assert!(!shoal_c(&conf, &["rados", "lspools"]).0, "the cluster is gone after --stop");
 }
 
 #[test]
 fn status_tree_and_marking_osds_out() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().join("c");
-    let d = d.to_str().unwrap().to_owned();
-    let out = Command::new(SHOAL).args(["vstart", "--dir", &d, "--osds", "2", "--hosts", "2"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    struct StopOnDrop(String);
-    impl Drop for StopOnDrop {
-        fn drop(&mut self) {
-            let _ = Command::new(SHOAL).args(["vstart", "--stop", "--dir", &self.0]).output();
-        }
-    }
-    let _guard = StopOnDrop(d.clone());
-    let conf = format!("{d}/shoal.conf");
-    let run = |args: &[&str]| {
-        let out = Command::new(SHOAL).args(args).args(["-c", &conf]).output().unwrap();
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    assert!(run(&["status"]).contains("HEALTH_OK"), "{}", run(&["status"]));
-    let tree = run(&["osd", "tree"]);
+    let cluster = Vstart::start("2", "2");
+    let conf = cluster.conf();
+    assert!(ok(&conf, &["status"]).contains("HEALTH_OK"));
+    let tree = ok(&conf, &["osd", "tree"]);
     assert!(tree.contains("host host0") && tree.contains("host host1") && tree.contains("osd.1"), "{tree}");
-    run(&["pool", "create", "three", "--size", "3", "--pg-num", "8"]);
-    let status = run(&["status"]);
+    ok(&conf, &["pool", "create", "three", "--size", "3", "--pg-num", "8"]);
+    let status = ok(&conf, &["status"]);
     assert!(status.contains("HEALTH_WARN") && status.contains("wants 3 replicas"), "{status}");
-    run(&["osd", "out", "1"]);
-    assert!(run(&["osd", "tree"]).lines().any(|l| l.contains("osd.1") && l.ends_with("out")), "osd.1 is out");
-    assert!(run(&["status"]).contains("1 osds out"));
-    run(&["osd", "in", "1"]);
-    assert_eq!(run(&["pool", "ls"]).lines().count(), 1);
+    ok(&conf, &["osd", "out", "1"]);
+    assert!(ok(&conf, &["osd", "tree"]).lines().any(|l| l.contains("osd.1") && l.ends_with("out")), "osd.1 is out");
+    assert!(ok(&conf, &["status"]).contains("1 osds out"));
+    ok(&conf, &["osd", "in", "1"]);
+    assert_eq!(ok(&conf, &["pool", "ls"]).lines().count(), 1);
 }
 
 #[test]
 fn central_config_changes_reach_running_osds() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().join("c");
-    let d = d.to_str().unwrap().to_owned();
-    let out = Command::new(SHOAL).args(["vstart", "--dir", &d, "--osds", "1"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    struct StopOnDrop(String);
-    impl Drop for StopOnDrop {
-        fn drop(&mut self) {
-            let _ = Command::new(SHOAL).args(["vstart", "--stop", "--dir", &self.0]).output();
-        }
-    }
-    let _guard = StopOnDrop(d.clone());
-    let conf = format!("{d}/shoal.conf");
-    let run = |args: &[&str]| {
-        let out = Command::new(SHOAL).args(args).args(["-c", &conf]).output().unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
-    assert!(run(&["rados", "mkpool", "p"]).0);
+    let cluster = Vstart::start("1", "1");
+    let conf = cluster.conf();
+    ok(&conf, &["rados", "mkpool", "p"]);
     let value = "v".repeat(20);
-    assert!(run(&["rados", "-p", "p", "setxattr", "o", "a", &value]).0);
-    assert!(run(&["config", "set", "osd", "osd_max_attr_size", "10"]).0);
-    assert_eq!(run(&["config", "get", "osd.0", "osd_max_attr_size"]).1, "10\n");
-    assert!(run(&["config", "dump"]).1.contains("osd_max_attr_size"));
-    let (ok, _, err) = run(&["rados", "-p", "p", "setxattr", "o", "b", &value]);
-    assert!(!ok && err.contains("osd_max_attr_size is 10"), "the running OSD applies the new limit: {err}");
-    assert!(run(&["config", "rm", "osd", "osd_max_attr_size"]).0);
-    let (ok, _, err) = run(&["rados", "-p", "p", "setxattr", "o", "b", &value]);
-    assert!(ok, "removing the option restores the default: {err}");
-    let (ok, _, err) = run(&["config", "set", "osd", "osd_max_attr_size", "lots"]);
-    assert!(!ok && err.contains("osd_max_attr_size"), "{err}");
-    let (ok, _, err) = run(&["config", "set", "osd.x", "osd_max_attr_size", "5"]);
-    assert!(!ok && err.contains("osd.x"), "{err}");
-    let (ok, _, err) = run(&["config", "set", "osd", "no_such_option", "5"]);
-    assert!(!ok && err.contains("no_such_option"), "{err}");
+    ok(&conf, &["rados", "-p", "p", "setxattr", "o", "a", &value]);
+    ok(&conf, &["config", "set", "osd", "osd_max_attr_size", "10"]);
+    assert_eq!(ok(&conf, &["config", "get", "osd.0", "osd_max_attr_size"]), "10\n");
+    assert!(ok(&conf, &["config", "dump"]).contains("osd_max_attr_size"));
+    let (success, _, err) = shoal_c(&conf, &["rados", "-p", "p", "setxattr", "o", "b", &value]);
+    assert!(!success && err.contains("osd_max_attr_size is 10"), "the running OSD applies the new limit: {err}");
+    ok(&conf, &["config", "rm", "osd", "osd_max_attr_size"]);
+    ok(&conf, &["rados", "-p", "p", "setxattr", "o", "b", &value]);
+    for (args, needle) in [
+        (["config", "set", "osd", "osd_max_attr_size", "lots"], "osd_max_attr_size"),
+        (["config", "set", "osd.x", "osd_max_attr_size", "5"], "osd.x"),
+        (["config", "set", "osd", "no_such_option", "5"], "no_such_option"),
+    ] {
+        let (success, _, err) = shoal_c(&conf, &args);
+        assert!(!success && err.contains(needle), "{args:?}: {err}");
+    }
 }
