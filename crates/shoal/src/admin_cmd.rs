@@ -22,6 +22,13 @@ pub struct PoolArgs {
     command: PoolCommand,
 }
 
+/// `shoal pg …` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum PgCommand {
+    /// Every PG with the OSDs placement puts it on (primary first).
+    Dump(StatusArgs),
+}
+
 /// `shoal osd …`: run the daemon, or look at and mark OSDs.
 #[derive(Subcommand, Debug)]
 pub enum OsdCommand {
@@ -99,6 +106,7 @@ pub fn health(map: &OsdMap) -> (&'static str, Vec<String>) {
 /// What a cluster-wide command does.
 enum Action {
     Status,
+    PgDump,
     Tree,
     SetIn(u32, bool),
     Pool(PoolCommand),
@@ -107,6 +115,13 @@ enum Action {
 /// Runs `shoal status`.
 pub async fn status(args: StatusArgs) -> Result<()> {
     run(&args.cluster, Action::Status).await
+}
+
+/// Runs `shoal pg …`.
+pub async fn pg(command: PgCommand) -> Result<()> {
+    match command {
+        PgCommand::Dump(args) => run(&args.cluster, Action::PgDump).await,
+    }
 }
 
 /// Runs `shoal pool …`.
@@ -149,6 +164,26 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
             println!("    osd: {} osds: {up} up, {is_in} in; map epoch {}", map.osds.len(), map.epoch);
             println!("  data:");
             println!("    pools: {} pools, {pgs} pgs (PG states are not reported yet)", map.pools.len());
+        }
+        Action::PgDump => {
+            let map = rados.refresh_map().await?;
+            println!("{:<12} {:<16} {:<8} STATE", "PG", "UP", "PRIMARY");
+            for pool in map.pools.values() {
+                for seed in 0..pool.pg_num {
+                    let pg = shoal_types::PgId { pool: pool.id, seed };
+                    let up = shoal_placement::pg_up_osds(&map, pool, pg);
+                    let list: Vec<String> = up.iter().map(|o| o.0.to_string()).collect();
+                    let primary = up.first().map_or("-".to_owned(), |o| o.0.to_string());
+                    // Without replication and peering the only state placement can tell is
+                    // whether the PG has as many OSDs as the pool wants.
+                    let state = match up.len() as u32 {
+                        0 => "down",
+                        n if n < pool.size => "undersized",
+                        _ => "placed",
+                    };
+                    println!("{:<12} {:<16} {primary:<8} {state}", pg.to_string(), format!("[{}]", list.join(",")));
+                }
+            }
         }
         Action::Tree => {
             let map = rados.refresh_map().await?;

@@ -17,6 +17,9 @@ enum Command {
     Rados(rados_cmd::RadosArgs),
     /// Cluster health, daemons and pools at a glance.
     Status(admin_cmd::StatusArgs),
+    /// Placement groups: `dump`.
+    #[command(subcommand)]
+    Pg(admin_cmd::PgCommand),
     /// Pools: create, ls, rm.
     Pool(admin_cmd::PoolArgs),
     /// OSDs: run the daemon (`osd run`), `tree`, `out N`, `in N`.
@@ -61,6 +64,7 @@ fn main() -> std::process::ExitCode {
             Command::Rados(args) => rados_cmd::run(args).await,
             Command::Status(args) => admin_cmd::status(args).await,
             Command::Pool(args) => admin_cmd::pool(args).await,
+            Command::Pg(command) => admin_cmd::pg(command).await,
             Command::Mon(args) => daemon::run_mon(args).await,
             Command::Osd(command) => admin_cmd::osd(command).await,
             Command::Vstart(args) => vstart::run(args),

@@ -167,6 +167,8 @@ fn status_tree_and_marking_osds_out() {
     let tree = ok(&conf, &["osd", "tree"]);
     assert!(tree.contains("host host0") && tree.contains("host host1") && tree.contains("osd.1"), "{tree}");
     ok(&conf, &["pool", "create", "three", "--size", "3", "--pg-num", "8"]);
+    let pgs = ok(&conf, &["pg", "dump"]);
+    assert_eq!(pgs.lines().filter(|l| l.contains(" undersized")).count(), 8, "2 OSDs cannot hold 3 replicas: {pgs}");
     let status = ok(&conf, &["status"]);
     assert!(status.contains("HEALTH_WARN") && status.contains("wants 3 replicas"), "{status}");
     ok(&conf, &["osd", "out", "1"]);
