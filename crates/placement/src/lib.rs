@@ -223,6 +223,33 @@ mod tests {
         );
     }
 
+    /// Adding one OSD to ten should move about 1/11 of the data (all of it onto the new
+    /// OSD); straw2 must stay within 1.5 times that.
+    #[test]
+    fn adding_an_osd_moves_close_to_the_ideal_share() {
+        for (hosts, per_host, size) in [(10, 1, 3), (10, 1, 1), (5, 2, 3)] {
+            let before = topology(hosts, per_host);
+            let mut after = before.clone();
+            after.hosts.push(Host { name: "new".into(), osds: vec![(OsdId(1000), 0x10000)] });
+            let p = pool(2048, size);
+            let (mut moved, mut total) = (0usize, 0usize);
+            for seed in 0..p.pg_num {
+                let pg = PgId { pool: p.id, seed };
+                let (old, new) = (before.pg_to_osds(&p, pg), after.pg_to_osds(&p, pg));
+                total += old.len();
+                moved += old.iter().filter(|o| !new.contains(o)).count();
+            }
+            let fraction = moved as f64 / total as f64;
+            let ideal = 1.0 / (hosts * per_host + 1) as f64;
+            eprintln!("{hosts}x{per_host} size {size}: moved {fraction:.4}, ideal {ideal:.4}");
+            assert!(
+                fraction <= 1.5 * ideal,
+                "{hosts}x{per_host} size {size}: moved {fraction:.4} of replicas, ideal {ideal:.4}"
+            );
+            assert!(fraction >= 0.5 * ideal, "the new OSD took too little: {fraction:.4}");
+        }
+    }
+
     #[test]
     fn placement_is_deterministic() {
         let t = topology(4, 3);
