@@ -29,9 +29,12 @@ impl Peer {
         let pending: PendingMap = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
         let watches = Arc::new(WatchTable::default());
+        // The reader task only holds a weak sender (for acks): when the last Peer handle is
+        // dropped, the connection closes and the daemon forgets this client's watches.
+        let ack_sender = sender.downgrade();
         let peer = Arc::new(Peer {
             addr: addr.to_owned(),
-            sender: sender.clone(),
+            sender,
             pending: pending.clone(),
             next_tid: AtomicU64::new(1),
             closed: closed.clone(),
@@ -47,7 +50,11 @@ impl Peer {
                             let _ = waiter.send(reply);
                         }
                     }
-                    Message::Notify(event) => watches.deliver(event, sender.clone()),
+                    Message::Notify(event) => {
+                        if let Some(ack_to) = ack_sender.upgrade() {
+                            watches.deliver(event, ack_to);
+                        }
+                    }
                     other => tracing::warn!(?other, addr = %addr_owned, "unexpected message"),
                 }
             }

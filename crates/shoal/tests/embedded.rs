@@ -294,3 +294,39 @@ async fn a_resent_write_is_applied_once_even_after_restart() {
     }
     assert!(replies.windows(2).all(|w| w[0] == w[1]), "every resend got the first reply: {replies:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_notify_over_tcp_reports_a_vanished_watcher() {
+    use shoal_transport::TcpNetwork;
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let net = || Arc::new(TcpNetwork::new(b"secret", 1 << 20));
+    let config = Config::from_settings(&[]).unwrap();
+    let e = Embedded::open_on(dir.path(), &config, net(), "127.0.0.1:0", "127.0.0.1:0").await.unwrap();
+    let io = pool(&e, "p").await;
+    io.write_full("ctl", Bytes::new()).await.unwrap();
+    let watcher = shoal_client::Rados::connect(net(), e.mon_addr()).await.unwrap();
+    let mut watch = watcher.ioctx("p").await.unwrap().watch("ctl").await.unwrap();
+    let acker = tokio::spawn(async move {
+        if let Some(WatchEvent::Notify(n)) = watch.next().await {
+            n.ack(Bytes::from_static(b"seen")).await.unwrap();
+        }
+        watch
+    });
+    let reply = io.notify("ctl", Bytes::from_static(b"hello"), Duration::from_secs(5)).await.unwrap();
+    assert_eq!(reply.acks.len(), 1);
+    assert_eq!(reply.acks[0].0.client, watcher.client_id());
+    // The watcher's process goes away: its watch is dropped and a notify reports it.
+    let watch = acker.await.unwrap();
+    drop(watch);
+    drop(watcher);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = io.notify("ctl", Bytes::from_static(b"again"), Duration::from_millis(300)).await.unwrap();
+        if reply.acks.is_empty() && reply.timed_out.is_empty() {
+            break; // the OSD noticed the closed connection and forgot the watch
+        }
+        assert!(reply.acks.is_empty(), "a vanished watcher cannot ack");
+        assert!(std::time::Instant::now() < deadline, "the closed connection's watch was never dropped");
+    }
+}
