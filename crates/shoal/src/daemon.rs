@@ -3,13 +3,11 @@
 //! cluster issue; the OSD side stays as it is.
 
 use crate::config::Config;
-use crate::embedded::{apply_config, follow_pool_removals};
+use crate::embedded::{apply_config, follow_pool_removals, open_store};
 use clap::Args;
 use shoal_client::Rados;
 use shoal_mon::LocalMon;
 use shoal_osd::Osd;
-use shoal_store::{ObjectStore, StoreFormat};
-use shoal_store_rocks::RocksKv;
 use shoal_transport::{Network, TcpNetwork};
 use shoal_types::{OsdEntry, OsdId, Result, err};
 use std::path::{Path, PathBuf};
@@ -67,14 +65,6 @@ pub fn read_secret(path: &Path) -> Result<Vec<u8>> {
 /// A TCP network with the secret from `path`.
 pub fn network(secret_file: &Path) -> Result<Arc<TcpNetwork>> {
     Ok(Arc::new(TcpNetwork::new(&read_secret(secret_file)?, MAX_MESSAGE_BYTES)))
-}
-
-fn open_store(dir: &Path, config: &Config) -> Result<(Arc<RocksKv>, Arc<ObjectStore>)> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| err::io(format!("cannot create data directory {}: {e}", dir.display())))?;
-    let kv = Arc::new(RocksKv::open(&dir.join("store"), config.get("store_rocksdb_options"))?);
-    let store = Arc::new(ObjectStore::open(kv.clone(), StoreFormat { chunk_size: config.chunk_size()? })?);
-    Ok((kv, store))
 }
 
 async fn until_terminated() {

@@ -43,10 +43,7 @@ impl Embedded {
         mon_bind: &str,
         osd_bind: &str,
     ) -> Result<Embedded> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| err::io(format!("cannot create data directory {}: {e}", dir.display())))?;
-        let kv = Arc::new(RocksKv::open(&dir.join("store"), config.get("store_rocksdb_options"))?);
-        let store = Arc::new(ObjectStore::open(kv.clone(), StoreFormat { chunk_size: config.chunk_size()? })?);
+        let (kv, store) = open_store(dir, config)?;
         let (mon_listener, osd_listener) = (network.bind(mon_bind)?, network.bind(osd_bind)?);
         let mon_addr = mon_listener.local_addr().to_owned();
         let osd_entry = OsdEntry {
@@ -120,4 +117,13 @@ async fn follow_config(osd: Osd, mut maps: tokio::sync::watch::Receiver<Arc<shoa
             return;
         }
     }
+}
+
+/// Opens (creating if needed) the RocksDB-backed object store in `dir/store`.
+pub fn open_store(dir: &Path, config: &Config) -> Result<(Arc<RocksKv>, Arc<ObjectStore>)> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| err::io(format!("cannot create data directory {}: {e}", dir.display())))?;
+    let kv = Arc::new(RocksKv::open(&dir.join("store"), config.get("store_rocksdb_options"))?);
+    let store = Arc::new(ObjectStore::open(kv.clone(), StoreFormat { chunk_size: config.chunk_size()? })?);
+    Ok((kv, store))
 }
