@@ -19,8 +19,8 @@ use shoal_types::msg::{
     MapCommand, NotifyReply, NotifyRequest, OpReply, OsdOp, PgListRequest, Reply, Request, WatchRequest,
 };
 use shoal_types::{
-    ClientId, Errno, ObjectName, ObjectStat, OsdEntry, OsdId, OsdMap, Pool, PoolSpec, ReqId, Result, Step, StepOutput,
-    err,
+    ClientId, Errno, ObjectName, ObjectStat, OsdEntry, OsdId, OsdMap, PgStat, Pool, PoolSpec, ReqId, Result, Step,
+    StepOutput, err,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,8 +28,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// How often an operation is resent after losing its connection before giving up.
-const MAX_RESENDS: u64 = 5;
+/// How long an operation is resent (after lost connections, primary changes, PGs
+/// peering) before it fails with ETIMEDOUT.
+pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(300);
 
 struct Inner {
     id: ClientId,
@@ -40,6 +41,7 @@ struct Inner {
     map: Mutex<Arc<OsdMap>>,
     next_tid: AtomicU64,
     next_cookie: AtomicU64,
+    op_timeout: Mutex<Duration>,
 }
 
 /// A connection to a cluster. Cheap to clone.
@@ -65,10 +67,38 @@ impl Rados {
                 map: Mutex::new(Arc::new(OsdMap::default())),
                 next_tid: AtomicU64::new(1),
                 next_cookie: AtomicU64::new(1),
+                op_timeout: Mutex::new(DEFAULT_OP_TIMEOUT),
             }),
         };
         rados.refresh_map().await?;
         Ok(rados)
+    }
+
+    /// Sets how long operations keep being resent before failing (`rados_osd_op_timeout`).
+    pub fn set_op_timeout(&self, timeout: Duration) {
+        *self.inner.op_timeout.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = timeout;
+    }
+
+    fn op_timeout(&self) -> Duration {
+        *self.inner.op_timeout.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Reports that `target` stopped answering `reporter`'s heartbeats (used by OSDs).
+    pub async fn report_failure(&self, target: OsdId, reporter: OsdId) -> Result<()> {
+        self.mon_call(MapCommand::OsdFailure { target, reporter }).await.map(|_| ())
+    }
+
+    /// Reports the states of the PGs an OSD is primary of (used by OSDs).
+    pub async fn report_pg_stats(&self, osd: OsdId, stats: Vec<PgStat>) -> Result<()> {
+        self.mon_call(MapCommand::PgStats { osd, stats }).await.map(|_| ())
+    }
+
+    /// The PG states the monitor collected from the primaries.
+    pub async fn pg_stats(&self) -> Result<Vec<PgStat>> {
+        match self.mon_call(MapCommand::GetPgStats).await? {
+            Reply::PgStats(stats) => Ok(stats),
+            other => Err(unexpected(other)),
+        }
     }
 
     /// This client's id, as lock holders and watchers are named.
@@ -259,19 +289,22 @@ impl IoCtx {
         self.rados.osd(primary).await
     }
 
-    /// Sends an operation to its primary. When the connection drops before the reply,
-    /// the operation is resent (after reconnecting) with the same request id, so the OSD
-    /// answers a write it already applied from its PG log instead of applying it twice.
+    /// Sends an operation to its primary. When the connection drops before the reply, or
+    /// the OSD answers EAGAIN (not the primary, PG peering, acting set changed), the client
+    /// fetches a newer map and resends with the same request id, so an OSD answers a
+    /// write already applied from its PG log instead of applying it twice. Gives up with
+    /// ETIMEDOUT after the op timeout.
     async fn submit(&self, name: &str, steps: Vec<Step>) -> Result<OpReply> {
         let object = self.object(name);
-        let op = OsdOp {
+        let mut op = OsdOp {
             reqid: ReqId { client: self.rados.client_id(), tid: self.rados.next_tid() },
             pool: self.pool.id,
             object,
             map_epoch: self.rados.map().epoch,
             steps,
         };
-        let mut resends = 0;
+        let deadline = tokio::time::Instant::now() + self.rados.op_timeout();
+        let mut resends = 0u32;
         loop {
             let outcome = match self.primary(&op.object).await {
                 Ok(peer) => peer.call(Request::Op(op.clone())).await,
@@ -280,10 +313,15 @@ impl IoCtx {
             match outcome {
                 Ok(Reply::Op(r)) => return Ok(r),
                 Ok(other) => return Err(unexpected(other)),
-                Err(e) if e.errno == Errno::NotConnected && resends < MAX_RESENDS => {
+                Err(e) if matches!(e.errno, Errno::NotConnected | Errno::Again) => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(err::timed_out(format!("{} after {resends} resends: {e}", op.object)));
+                    }
                     resends += 1;
                     tracing::debug!(error = %e, resends, "resending an operation");
-                    tokio::time::sleep(Duration::from_millis(50 * resends)).await;
+                    let backoff = Duration::from_millis(20 * u64::from(resends.min(25)));
+                    let _ = tokio::time::timeout(backoff, self.rados.wait_for_newer_map(backoff)).await;
+                    op.map_epoch = self.rados.map().epoch;
                 }
                 Err(e) => return Err(e),
             }

@@ -9,9 +9,13 @@
 
 pub mod committer;
 pub mod exec;
+pub mod heartbeat;
 pub mod limits;
 pub mod notify;
+pub mod peering;
+pub mod peers;
 pub mod pglog;
+pub mod primary;
 pub mod shard;
 pub mod view;
 
@@ -21,9 +25,10 @@ use committer::Durability;
 use shard::{Job, ShardContext, shard_of};
 use shoal_objclass::ClassRegistry;
 use shoal_store::{ObjectKey, ObjectStore, Transaction};
-use shoal_transport::{Connection, Listener};
-use shoal_types::msg::{Message, Reply, Request};
-use shoal_types::{ClientId, OsdId, OsdMap, Result, err};
+use shoal_transport::{Connection, Listener, Network};
+use shoal_types::msg::{Message, PeerRequest, Reply, Request};
+use shoal_types::pg::PgStat;
+use shoal_types::{ClientId, OsdId, OsdMap, PgId, Result, err};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -67,7 +72,7 @@ struct Inner {
     config: OsdConfig,
     store: Arc<ObjectStore>,
     map: watch::Receiver<Arc<OsdMap>>,
-    shards: Vec<mpsc::Sender<Job>>,
+    shards: Vec<mpsc::UnboundedSender<Job>>,
     watches: notify::Watches,
     next_conn: AtomicU64,
     limits: watch::Sender<Arc<Limits>>,
@@ -80,8 +85,15 @@ pub struct Osd {
 }
 
 impl Osd {
-    /// Starts the shard and committer threads on `store`, following the maps in `map`.
-    pub fn start(config: OsdConfig, store: Arc<ObjectStore>, map: watch::Receiver<Arc<OsdMap>>) -> Osd {
+    /// Starts the shard and committer threads on `store`, following the maps in `map` and
+    /// reaching peer OSDs through `network`. Must be called within a tokio runtime.
+    pub fn start(
+        config: OsdConfig,
+        store: Arc<ObjectStore>,
+        map: watch::Receiver<Arc<OsdMap>>,
+        network: Arc<dyn Network>,
+    ) -> Osd {
+        let runtime = tokio::runtime::Handle::current();
         let durability = Arc::new(Durability {
             durable_seq: AtomicU64::new(0),
             failed: Default::default(),
@@ -92,6 +104,9 @@ impl Osd {
         let committer = committer::start(store.clone(), durability.clone());
         let (limits, limits_rx) = watch::channel(Arc::new(config.limits.clone()));
         let ctx = ShardContext {
+            me: config.id,
+            peers: peers::PeerNet::new(config.id, network, map.clone(), runtime.clone()),
+            runtime,
             store: store.clone(),
             map: map.clone(),
             classes: Arc::new(ClassRegistry::builtin()),
@@ -101,7 +116,25 @@ impl Osd {
             class_cache_entries: config.class_cache_entries,
             pg_log_entries: config.pg_log_entries,
         };
-        let shards = (0..config.op_shards.max(1)).map(|i| shard::start(i, ctx.clone())).collect();
+        let count = config.op_shards.max(1);
+        let shards: Vec<_> = (0..count).map(|i| shard::start(i, count, ctx.clone())).collect();
+        // Every map change reaches every shard, which re-examines its PGs.
+        let (mut changes, nudges) = (map.clone(), shards.iter().map(|s| s.downgrade()).collect::<Vec<_>>());
+        tokio::spawn(async move {
+            loop {
+                for shard in &nudges {
+                    match shard.upgrade() {
+                        Some(s) => {
+                            let _ = s.send(Job::MapChanged);
+                        }
+                        None => return,
+                    }
+                }
+                if changes.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
         Osd {
             inner: Arc::new(Inner {
                 config,
@@ -130,6 +163,20 @@ impl Osd {
             }
             changed
         });
+    }
+
+    /// The state of every PG this OSD is primary of.
+    pub async fn pg_stats(&self) -> Vec<PgStat> {
+        let mut stats = Vec::new();
+        for shard in &self.inner.shards {
+            let (tx, rx) = oneshot::channel();
+            if shard.send(Job::Stats(tx)).is_ok()
+                && let Ok(mut s) = rx.await
+            {
+                stats.append(&mut s);
+            }
+        }
+        stats
     }
 
     /// Accepts connections on `listener` until it closes.
@@ -198,7 +245,7 @@ impl Osd {
                 }
                 match self.shard_for(op.pool, &op.object) {
                     Ok(shard) => {
-                        let _ = shard.send(Job::Op { op, caller: client, reply }).await;
+                        let _ = shard.send(Job::Op { op, caller: client, reply });
                     }
                     Err(e) => {
                         let _ = reply.send(Err(e));
@@ -206,9 +253,8 @@ impl Osd {
                 }
             }
             Request::PgList(req) => {
-                let pg = shoal_types::PgId { pool: req.pool, seed: req.seed };
-                let shard = &inner.shards[shard_of(pg, inner.shards.len())];
-                let _ = shard.send(Job::List { req, reply }).await;
+                let pg = PgId { pool: req.pool, seed: req.seed };
+                let _ = self.shard_of_pg(pg).send(Job::List { req, reply });
             }
             Request::Watch(w) => {
                 let result = self.object_exists(w.pool, &w.object).map(|()| {
@@ -240,16 +286,34 @@ impl Osd {
                     let _ = reply.send(result);
                 });
             }
+            Request::Peer(PeerRequest::Ping { .. }) => {
+                let _ = reply.send(Ok(Reply::Done));
+            }
+            Request::Peer(request) => match peer_request_pg(&request) {
+                Some(pg) => {
+                    let _ = self.shard_of_pg(pg).send(Job::Peer { request, reply });
+                }
+                None => {
+                    let _ = reply.send(Err(err::invalid("a peer request without a PG")));
+                }
+            },
             Request::Map(_) | Request::Hello(_) => {
                 let _ = reply.send(Err(err::not_supported("OSDs do not serve map commands; ask the monitor")));
             }
         }
     }
 
-    fn shard_for(&self, pool: shoal_types::PoolId, object: &shoal_types::ObjectName) -> Result<&mpsc::Sender<Job>> {
+    fn shard_for(
+        &self,
+        pool: shoal_types::PoolId,
+        object: &shoal_types::ObjectName,
+    ) -> Result<&mpsc::UnboundedSender<Job>> {
         let map = self.inner.map.borrow().clone();
-        let pg = shoal_placement::pg_of(map.pool(pool)?, object);
-        Ok(&self.inner.shards[shard_of(pg, self.inner.shards.len())])
+        Ok(self.shard_of_pg(shoal_placement::pg_of(map.pool(pool)?, object)))
+    }
+
+    fn shard_of_pg(&self, pg: PgId) -> &mpsc::UnboundedSender<Job> {
+        &self.inner.shards[shard_of(pg, self.inner.shards.len())]
     }
 
     fn object_exists(&self, pool: shoal_types::PoolId, object: &shoal_types::ObjectName) -> Result<()> {
@@ -268,5 +332,20 @@ impl Osd {
             Ok(Ok(_)) => Ok(()),
             _ => Err(err::timed_out(format!("this OSD never saw map epoch {epoch}"))),
         }
+    }
+}
+
+/// The PG a peer request is about.
+fn peer_request_pg(request: &PeerRequest) -> Option<PgId> {
+    match request {
+        PeerRequest::Ping { .. } => None,
+        PeerRequest::Query { pg }
+        | PeerRequest::Log { pg, .. }
+        | PeerRequest::Pull { pg, .. }
+        | PeerRequest::PullRange { pg, .. }
+        | PeerRequest::Push { pg, .. }
+        | PeerRequest::RecoveryDone { pg, .. } => Some(*pg),
+        PeerRequest::Activate(a) => Some(a.pg),
+        PeerRequest::RepOp(r) => Some(r.pg),
     }
 }

@@ -22,6 +22,8 @@ pub struct Limits {
     pub max_omap_entries_per_request: u32,
     /// Most steps in one operation (`osd_max_ops_per_request`, default 256).
     pub max_ops_per_request: usize,
+    /// Recovery pushes in flight per PG (`osd_recovery_max_active`, default 3).
+    pub recovery_max_active: usize,
 }
 
 impl Default for Limits {
@@ -35,6 +37,7 @@ impl Default for Limits {
             max_omap_value_size: 16 << 20,
             max_omap_entries_per_request: 1024,
             max_ops_per_request: 256,
+            recovery_max_active: 3,
         }
     }
 }

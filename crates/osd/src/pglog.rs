@@ -8,10 +8,10 @@
 //! `osd_pg_log_entries` are kept; older ones are trimmed in batches so that trimming costs
 //! one range delete per batch, not per write.
 
-use serde::{Deserialize, Serialize};
 use shoal_store::{ObjectStore, Transaction, pg_log_key, pg_meta_key};
-use shoal_types::msg::OpReply;
-use shoal_types::{ObjectName, PgId, ReqId, Result, StepOutput, Versioned, err};
+use shoal_types::msg::{Activate, OpReply};
+use shoal_types::pg::{EVersion, LogPoint, PgInfo, PgLogEntry, PgSummary};
+use shoal_types::{PgId, ReqId, Result, StepOutput, Versioned, err};
 use std::collections::{HashMap, VecDeque};
 
 /// Outputs larger than this (encoded) are not kept; a resend then gets the version only.
@@ -19,53 +19,35 @@ pub const MAX_RETAINED_OUTPUT_BYTES: usize = 64 << 10;
 /// Entries trimmed at once.
 const TRIM_BATCH: usize = 128;
 
-/// One applied write.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PgLogEntry {
-    /// The PG version the write created (the object's new user version).
-    pub version: u64,
-    /// The request that made it.
-    pub reqid: ReqId,
-    /// The object it changed.
-    pub object: ObjectName,
-    /// The reply's outputs, unless they were too large to keep.
-    pub outputs: Option<Vec<StepOutput>>,
-}
-
-impl Versioned for PgLogEntry {
-    const NAME: &'static str = "pg log entry";
-    const VERSION: u8 = 1;
-}
-
-/// What a shard keeps in memory about one PG.
+/// What an OSD keeps in memory about one PG: its record and its log.
 pub struct PgState {
     pg: PgId,
-    /// The version of the PG's latest write.
-    pub last_version: u64,
+    /// The persistent record (last update, log tail, completeness, last activation).
+    pub info: PgInfo,
     replies: HashMap<ReqId, OpReply>,
-    order: VecDeque<(u64, ReqId)>,
+    log: VecDeque<(LogPoint, ReqId)>,
     max_entries: usize,
 }
 
 impl PgState {
-    /// Loads a PG's version and log from the store.
+    /// Loads a PG's record and log from the store (an unknown PG is empty and complete).
     pub fn load(store: &ObjectStore, pg: PgId, max_entries: usize) -> Result<PgState> {
-        let last_version = match store.meta(&pg_meta_key(pg))? {
-            Some(bytes) => u64::from_be_bytes(
-                bytes.as_slice().try_into().map_err(|_| err::io(format!("corrupt version record of pg {pg}")))?,
-            ),
-            None => 0,
+        let corrupt = |what: String| err::io(format!("pg {pg}: corrupt {what}"));
+        let info = match store.meta(&pg_meta_key(pg))? {
+            // Before replication the record was the version counter alone.
+            Some(bytes) if bytes.len() == 8 => PgInfo {
+                last_update: EVersion {
+                    epoch: 0,
+                    version: u64::from_be_bytes(bytes.as_slice().try_into().map_err(|_| corrupt("record".into()))?),
+                },
+                ..PgInfo::empty()
+            },
+            Some(bytes) => PgInfo::decode(&bytes).map_err(|e| corrupt(e.message))?,
+            None => PgInfo::empty(),
         };
-        let mut state = PgState {
-            pg,
-            last_version,
-            replies: HashMap::new(),
-            order: VecDeque::new(),
-            max_entries: max_entries.max(1),
-        };
-        let (start, end) = (pg_log_key(pg, 0), pg_log_key(pg, u64::MAX));
-        for (_, value) in store.meta_scan(&start, &end, usize::MAX)? {
-            let entry = PgLogEntry::decode(&value).map_err(|e| err::io(format!("pg {pg} log: {}", e.message)))?;
+        let mut state =
+            PgState { pg, info, replies: HashMap::new(), log: VecDeque::new(), max_entries: max_entries.max(1) };
+        for entry in state.entries_after(store, EVersion::default())? {
             state.remember(&entry);
         }
         Ok(state)
@@ -73,8 +55,8 @@ impl PgState {
 
     fn remember(&mut self, entry: &PgLogEntry) {
         let outputs = entry.outputs.clone().unwrap_or_default();
-        self.replies.insert(entry.reqid, OpReply { version: entry.version, outputs });
-        self.order.push_back((entry.version, entry.reqid));
+        self.replies.insert(entry.reqid, OpReply { version: entry.at.version, outputs });
+        self.log.push_back((LogPoint { at: entry.at, object: entry.object.clone() }, entry.reqid));
     }
 
     /// The recorded reply of an already applied request.
@@ -82,39 +64,75 @@ impl PgState {
         self.replies.get(reqid).cloned()
     }
 
-    /// Records a write in `txn` (log entry and PG version) and in memory, trimming old
-    /// entries in batches.
-    pub fn record(&mut self, txn: &mut Transaction, reqid: ReqId, object: &ObjectName, reply: &OpReply) {
+    /// The log entry of a write, with the reply outputs kept only when they are small.
+    pub fn entry(at: EVersion, reqid: ReqId, object: shoal_types::ObjectName, reply: &OpReply) -> PgLogEntry {
         let retained = postcard_len(&reply.outputs) <= MAX_RETAINED_OUTPUT_BYTES;
-        let entry = PgLogEntry {
-            version: reply.version,
-            reqid,
-            object: object.clone(),
-            outputs: retained.then(|| reply.outputs.clone()),
-        };
-        txn.put_meta(&pg_log_key(self.pg, entry.version), entry.encode());
-        txn.put_meta(&pg_meta_key(self.pg), entry.version.to_be_bytes().to_vec());
-        self.last_version = entry.version;
-        self.remember(&entry);
-        if self.order.len() >= self.max_entries + TRIM_BATCH {
-            while self.order.len() > self.max_entries {
-                if let Some((_, old)) = self.order.pop_front() {
+        PgLogEntry { at, reqid, object, outputs: retained.then(|| reply.outputs.clone()) }
+    }
+
+    /// Records a write in `txn` (log entry and PG record) and in memory, trimming old
+    /// entries in batches.
+    pub fn append(&mut self, txn: &mut Transaction, entry: &PgLogEntry) {
+        txn.put_meta(&pg_log_key(self.pg, entry.at.version), entry.encode());
+        self.info.last_update = entry.at;
+        self.remember(entry);
+        if self.log.len() >= self.max_entries + TRIM_BATCH {
+            while self.log.len() > self.max_entries {
+                if let Some((point, old)) = self.log.pop_front() {
                     self.replies.remove(&old);
+                    self.info.log_tail = point.at;
                 }
             }
-            let oldest_kept = self.order.front().map_or(self.last_version, |(v, _)| *v);
+            let oldest_kept = self.log.front().map_or(self.info.last_update.version, |(p, _)| p.at.version);
             txn.delete_meta_range(&pg_log_key(self.pg, 0), &pg_log_key(self.pg, oldest_kept));
         }
+        self.put_info(txn);
     }
 
-    /// Entries currently kept.
-    pub fn len(&self) -> usize {
-        self.order.len()
+    /// Writes the PG record into `txn`.
+    pub fn put_info(&self, txn: &mut Transaction) {
+        txn.put_meta(&pg_meta_key(self.pg), self.info.encode());
     }
 
-    /// Whether the log is empty.
-    pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
+    /// The record and log positions, for peering.
+    pub fn summary(&self) -> PgSummary {
+        PgSummary { info: self.info.clone(), log: self.log.iter().map(|(p, _)| p.clone()).collect() }
+    }
+
+    /// The stored log entries strictly after `after`, oldest first.
+    pub fn entries_after(&self, store: &ObjectStore, after: EVersion) -> Result<Vec<PgLogEntry>> {
+        let (start, end) = (pg_log_key(self.pg, after.version), pg_log_key(self.pg, u64::MAX));
+        let mut entries = Vec::new();
+        for (_, value) in store.meta_scan(&start, &end, usize::MAX)? {
+            let entry = PgLogEntry::decode(&value).map_err(|e| err::io(format!("pg {} log: {}", self.pg, e.message)))?;
+            if entry.at > after {
+                entries.push(entry);
+            }
+        }
+        Ok(entries)
+    }
+
+    /// Rewrites the log and record as the primary's activation says (in `txn`; reload the
+    /// state after committing it): keep entries up to `keep_until` (or none, and no
+    /// objects, for a backfill), then append the authoritative entries.
+    pub fn adopt(&mut self, txn: &mut Transaction, activate: &Activate, pg_num: u32) {
+        let first_dropped = activate.keep_until.map_or(0, |k| k.version + 1);
+        txn.delete_meta_range(&pg_log_key(self.pg, first_dropped), &pg_log_key(self.pg, u64::MAX));
+        if activate.keep_until.is_none() {
+            txn.delete_hash_ranges(self.pg.pool, &shoal_placement::pg_reversed_hash_ranges(self.pg.seed, pg_num));
+        }
+        for entry in &activate.entries {
+            txn.put_meta(&pg_log_key(self.pg, entry.at.version), entry.encode());
+        }
+        let keep = activate.keep_until.unwrap_or(activate.log_tail);
+        self.info = PgInfo {
+            last_update: activate.entries.last().map_or(keep, |e| e.at),
+            log_tail: if activate.keep_until.is_none() { activate.log_tail } else { self.info.log_tail },
+            complete: activate.complete,
+            last_epoch_started: activate.interval,
+            last_acting: activate.acting.clone(),
+        };
+        self.put_info(txn);
     }
 }
 
@@ -135,7 +153,7 @@ fn postcard_len(outputs: &[StepOutput]) -> usize {
 mod tests {
     use super::*;
     use shoal_store::{MemKv, StoreFormat};
-    use shoal_types::{ClientId, PoolId};
+    use shoal_types::{ClientId, ObjectName, PoolId};
     use std::sync::Arc;
 
     #[test]
@@ -147,13 +165,15 @@ mod tests {
         for tid in 1..=200u64 {
             let mut txn = Transaction::new();
             let reply = OpReply { version: tid, outputs: vec![StepOutput::Checksum(tid as u32)] };
-            state.record(&mut txn, reqid(tid), &ObjectName::new("", "o"), &reply);
+            let at = EVersion { epoch: 3, version: tid };
+            state.append(&mut txn, &PgState::entry(at, reqid(tid), ObjectName::new("", "o"), &reply));
             store.commit(txn).unwrap();
-            assert!(state.len() < 10 + TRIM_BATCH, "trimmed in batches");
+            assert!(state.log.len() < 10 + TRIM_BATCH, "trimmed in batches");
         }
         let reloaded = PgState::load(&store, pg, 10).unwrap();
-        assert_eq!(reloaded.last_version, 200);
-        assert_eq!(reloaded.len(), state.len(), "memory and store agree after trims");
+        assert_eq!(reloaded.info.last_update, EVersion { epoch: 3, version: 200 });
+        assert_eq!(reloaded.summary(), state.summary(), "memory and store agree after trims");
+        assert!(reloaded.info.log_tail.version > 0, "the tail moved with the trim");
         assert_eq!(reloaded.applied(&reqid(200)).unwrap().outputs, vec![StepOutput::Checksum(200)]);
         assert!(reloaded.applied(&reqid(1)).is_none(), "old entries are trimmed");
     }

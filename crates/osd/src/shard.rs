@@ -1,16 +1,21 @@
-//! Op shards: each PG belongs to one shard thread, which runs that PG's operations one
-//! after another in arrival order, so operations on one object never interleave, while
-//! PGs on different shards run in parallel.
+//! Op shards: each PG belongs to one shard thread, which runs everything about that PG —
+//! client operations, replication, peering and recovery steps, replica requests — one
+//! after another in arrival order. Operations on one object never interleave, while PGs on
+//! different shards run in parallel. Network replies come back as [`Job::Event`]s.
 
 use crate::committer::{Durability, Pending};
 use crate::exec::{ExecEnv, execute};
 use crate::limits::Limits;
+use crate::peers::PeerNet;
 use crate::pglog::PgState;
+use crate::primary::{Event, Primary};
 use crate::view::ObjectView;
+use bytes::Bytes;
 use shoal_objclass::{ClassRegistry, ClassState};
-use shoal_store::{ObjectKey, ObjectStore};
-use shoal_types::msg::{OpReply, OsdOp, PgListReply, PgListRequest, Reply};
-use shoal_types::{ClientId, OsdMap, PgId, Result, err};
+use shoal_store::{ObjectKey, ObjectStore, Transaction};
+use shoal_types::msg::{OpReply, OsdOp, PeerRequest, PgListReply, PgListRequest, Reply};
+use shoal_types::pg::PgStat;
+use shoal_types::{ClientId, OsdId, OsdMap, PgId, Result, Versioned, err};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
@@ -21,7 +26,7 @@ pub type ReplyTx = oneshot::Sender<Result<Reply>>;
 
 /// Work for a shard.
 pub enum Job {
-    /// A compound operation.
+    /// A compound operation from a client.
     Op {
         /// The operation.
         op: OsdOp,
@@ -37,14 +42,33 @@ pub enum Job {
         /// Where the reply goes.
         reply: ReplyTx,
     },
+    /// A request from another OSD about one of this shard's PGs.
+    Peer {
+        /// The request.
+        request: PeerRequest,
+        /// Where the reply goes.
+        reply: ReplyTx,
+    },
+    /// The map changed: re-examine every PG.
+    MapChanged,
+    /// The outcome of something a primary started (a reply, a sync, a timer).
+    Event {
+        /// The PG.
+        pg: PgId,
+        /// The interval that started it; stale events are dropped.
+        interval: u64,
+        /// What happened.
+        event: Event,
+    },
+    /// Report the state of every PG this shard is primary of.
+    Stats(oneshot::Sender<Vec<PgStat>>),
 }
-
-/// Jobs queued per shard before the messenger waits.
-pub const SHARD_QUEUE: usize = 1024;
 
 /// What every shard shares.
 #[derive(Clone)]
 pub struct ShardContext {
+    /// This OSD.
+    pub me: OsdId,
     /// The local store.
     pub store: Arc<ObjectStore>,
     /// The current cluster map.
@@ -61,6 +85,10 @@ pub struct ShardContext {
     pub class_cache_entries: usize,
     /// PG log entries kept per PG for recognising resent requests.
     pub pg_log_entries: usize,
+    /// Links to the other OSDs.
+    pub peers: Arc<PeerNet>,
+    /// Where timers and network tasks run.
+    pub runtime: tokio::runtime::Handle,
 }
 
 /// The shard a PG's operations run on.
@@ -68,23 +96,46 @@ pub fn shard_of(pg: PgId, shards: usize) -> usize {
     shoal_placement::hash::hash2(pg.seed, pg.pool.0 as u32) as usize % shards.max(1)
 }
 
-struct ShardState {
-    ctx: ShardContext,
-    pgs: HashMap<PgId, PgState>,
+/// One shard's state: the PGs it owns and the work in flight for them.
+pub struct ShardState {
+    pub(crate) ctx: ShardContext,
+    pub(crate) index: usize,
+    pub(crate) shards: usize,
+    /// This shard's own queue, for events of work it started.
+    pub(crate) tx: mpsc::WeakUnboundedSender<Job>,
+    /// The map the PGs were last examined under.
+    pub(crate) map: Arc<OsdMap>,
+    pub(crate) pgs: HashMap<PgId, PgState>,
+    /// Per PG this OSD serves: the up set and the epoch it became so.
+    pub(crate) intervals: HashMap<PgId, (u64, Vec<OsdId>)>,
+    /// PGs this OSD is primary of.
+    pub(crate) primaries: HashMap<PgId, Primary>,
     /// Class state per object, valid while the object is at the recorded version.
     class_cache: HashMap<ObjectKey, (u64, BTreeMap<String, ClassState>)>,
     /// The store sequence number of this shard's latest commit: anything a later read
     /// observes is durable once this is.
-    last_seq: u64,
+    pub(crate) last_seq: u64,
 }
 
-/// Starts a shard thread that runs jobs until every sender is dropped.
-pub fn start(index: usize, ctx: ShardContext) -> mpsc::Sender<Job> {
-    let (tx, mut rx) = mpsc::channel(SHARD_QUEUE);
+/// Starts shard `index` of `shards`; it runs jobs until every sender is dropped.
+pub fn start(index: usize, shards: usize, ctx: ShardContext) -> mpsc::UnboundedSender<Job> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let own = tx.downgrade();
     std::thread::Builder::new()
         .name(format!("osd-shard-{index}"))
         .spawn(move || {
-            let mut state = ShardState { ctx, pgs: HashMap::new(), class_cache: HashMap::new(), last_seq: 0 };
+            let mut state = ShardState {
+                ctx,
+                index,
+                shards,
+                tx: own,
+                map: Arc::new(OsdMap::default()),
+                pgs: HashMap::new(),
+                intervals: HashMap::new(),
+                primaries: HashMap::new(),
+                class_cache: HashMap::new(),
+                last_seq: 0,
+            };
             while let Some(job) = rx.blocking_recv() {
                 state.run(job);
             }
@@ -97,39 +148,78 @@ fn now_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
+/// The outcome of executing one operation on the primary.
+pub(crate) struct Executed {
+    pub(crate) reply: OpReply,
+    /// The store transaction and log entry of a write; `None` for reads and no-ops.
+    pub(crate) write: Option<(Transaction, shoal_types::PgLogEntry)>,
+    pub(crate) key: ObjectKey,
+    pub(crate) states: BTreeMap<String, ClassState>,
+}
+
 impl ShardState {
     fn run(&mut self, job: Job) {
+        self.sync_map();
         match job {
-            Job::Op { op, caller, reply } => {
-                let outcome = self.operate(&op, caller);
-                self.respond(outcome.map(|(seq, r)| (seq, Reply::Op(r))), reply);
-            }
+            Job::Op { op, caller, reply } => self.client_op(op, caller, reply),
             Job::List { req, reply } => {
-                let outcome = self.list(&req).map(|r| (self.last_seq, Reply::PgList(r)));
+                let outcome = self.check_serving(PgId { pool: req.pool, seed: req.seed });
+                let outcome = outcome.and_then(|()| self.list(&req)).map(|r| (self.last_seq, Reply::PgList(r)));
                 self.respond(outcome, reply);
             }
+            Job::Peer { request, reply } => {
+                let outcome = self.peer_request(request);
+                self.respond(outcome, reply);
+            }
+            Job::MapChanged => {}
+            Job::Event { pg, interval, event } => self.primary_event(pg, interval, event),
+            Job::Stats(reply) => {
+                let stats = self
+                    .primaries
+                    .iter()
+                    .map(|(pg, p)| {
+                        let last_update = self.pgs.get(pg).map(|s| s.info.last_update).unwrap_or_default();
+                        p.stat(*pg, &self.map, last_update)
+                    })
+                    .collect();
+                let _ = reply.send(stats);
+            }
+        }
+    }
+
+    /// Examines the PGs again if the OSD's map moved since the last job.
+    fn sync_map(&mut self) {
+        let current = self.ctx.map.borrow().clone();
+        if current.epoch > self.map.epoch {
+            self.map = current;
+            self.on_new_map();
         }
     }
 
     /// Sends the reply once everything it depends on is durable.
-    fn respond(&self, outcome: Result<(u64, Reply)>, reply: ReplyTx) {
+    pub(crate) fn respond(&self, outcome: Result<(u64, Reply)>, reply: ReplyTx) {
         let (seq, value) = match outcome {
             Ok((seq, v)) => (seq, Ok(v)),
             Err(e) => (self.last_seq, Err(e)),
         };
+        self.after_durable(seq, Box::new(move |synced: Result<()>| {
+            let _ = reply.send(synced.and(value));
+        }));
+    }
+
+    /// Runs `then` once the store is durable up to `seq` (at once if it already is).
+    pub(crate) fn after_durable(&self, seq: u64, then: Box<dyn FnOnce(Result<()>) + Send>) {
         if self.ctx.durability.is_durable(seq) {
-            let _ = reply.send(value);
+            then(Ok(()));
             return;
         }
-        let deliver = Box::new(move |synced: Result<()>| {
-            let _ = reply.send(synced.and(value));
-        });
-        if let Err(std::sync::mpsc::SendError(p)) = self.ctx.committer.send(Pending { seq, deliver }) {
+        if let Err(std::sync::mpsc::SendError(p)) = self.ctx.committer.send(Pending { seq, deliver: then }) {
             (p.deliver)(Err(err::io("the OSD is shutting down")));
         }
     }
 
-    fn pg(&mut self, pg: PgId) -> Result<&mut PgState> {
+    /// The PG's in-memory state, loaded on first use.
+    pub(crate) fn pg(&mut self, pg: PgId) -> Result<&mut PgState> {
         if !self.pgs.contains_key(&pg) {
             let state = PgState::load(&self.ctx.store, pg, self.ctx.pg_log_entries)?;
             self.pgs.insert(pg, state);
@@ -137,16 +227,29 @@ impl ShardState {
         self.pgs.get_mut(&pg).ok_or_else(|| err::io("pg state vanished"))
     }
 
-    /// Runs one operation; returns the store sequence its reply depends on.
-    fn operate(&mut self, op: &OsdOp, caller: ClientId) -> Result<(u64, OpReply)> {
-        let map = self.ctx.map.borrow().clone();
-        let pool = map.pool(op.pool)?;
-        let key = ObjectKey::new(pool.id, &op.object)?;
-        let pg = shoal_placement::pg_of(pool, &op.object);
-        if let Some(reply) = self.pg(pg)?.applied(&op.reqid) {
-            // A resend of a write already applied: answer as the first time.
-            return Ok((self.last_seq, reply));
+    /// Commits `txn`; on failure forgets the PG's in-memory state (it is reloaded).
+    pub(crate) fn commit(&mut self, pg: PgId, txn: Transaction) -> Result<u64> {
+        match self.ctx.store.commit(txn) {
+            Ok(seq) => {
+                self.last_seq = seq;
+                Ok(seq)
+            }
+            Err(e) => {
+                self.pgs.remove(&pg);
+                Err(e)
+            }
         }
+    }
+
+    /// Forgets cached class state (on interval changes: another primary may have written).
+    pub(crate) fn clear_class_cache(&mut self) {
+        self.class_cache.clear();
+    }
+
+    /// Executes an operation against the local store without committing it.
+    pub(crate) fn execute(&mut self, op: &OsdOp, caller: ClientId, at: shoal_types::EVersion) -> Result<Executed> {
+        let pool = self.map.pool(op.pool)?.clone();
+        let key = ObjectKey::new(pool.id, &op.object)?;
         let store = self.ctx.store.clone();
         let limits = self.ctx.limits.borrow().clone();
         let cache = &self.class_cache;
@@ -158,22 +261,17 @@ impl ShardState {
         let env = ExecEnv { classes: &self.ctx.classes, limits: &limits, caller, now_ns: now };
         let outputs = execute(&mut view, &op.steps, &env)?;
         if view.changes() == 0 {
-            return Ok((self.last_seq, OpReply { version: view.base_version(), outputs }));
+            let reply = OpReply { version: view.base_version(), outputs };
+            return Ok(Executed { reply, write: None, key, states: BTreeMap::new() });
         }
-        let version = self.pg(pg)?.last_version + 1;
-        let (mut txn, states) = view.into_transaction(version, now);
-        let reply = OpReply { version, outputs };
-        self.pg(pg)?.record(&mut txn, op.reqid, &op.object, &reply);
-        let seq = match self.ctx.store.commit(txn) {
-            Ok(seq) => seq,
-            Err(e) => {
-                // The in-memory log already holds the entry: reload it from the store.
-                self.pgs.remove(&pg);
-                return Err(e);
-            }
-        };
-        self.last_seq = seq;
-        // Commit callback: publish the class state staged by this operation.
+        let (txn, states) = view.into_transaction(at.version, now);
+        let reply = OpReply { version: at.version, outputs };
+        let entry = PgState::entry(at, op.reqid, op.object.clone(), &reply);
+        Ok(Executed { reply, write: Some((txn, entry)), key, states })
+    }
+
+    /// Commit callback: publishes the class state staged by a committed write.
+    pub(crate) fn publish_class_state(&mut self, key: ObjectKey, version: u64, states: BTreeMap<String, ClassState>) {
         if states.is_empty() {
             self.class_cache.remove(&key);
         } else {
@@ -182,12 +280,10 @@ impl ShardState {
             }
             self.class_cache.insert(key, (version, states));
         }
-        Ok((seq, reply))
     }
 
     fn list(&self, req: &PgListRequest) -> Result<PgListReply> {
-        let map = self.ctx.map.borrow().clone();
-        let pool = map.pool(req.pool)?;
+        let pool = self.map.pool(req.pool)?;
         if req.seed >= pool.pg_num {
             return Err(err::invalid(format!(
                 "pg {}.{:x} does not exist (pg_num {})",
@@ -195,29 +291,124 @@ impl ShardState {
             )));
         }
         let max = req.max.clamp(1, self.ctx.limits.borrow().max_omap_entries_per_request) as usize;
-        let page_size = max + 1;
-        let mut after = req.after.as_ref().map(|b| ObjectKey::from_bytes(b.to_vec())).transpose()?;
+        let after = req.after.as_ref().map(|b| ObjectKey::from_bytes(b.to_vec())).transpose()?;
+        let pg = PgId { pool: pool.id, seed: req.seed };
         let mut objects = Vec::new();
-        for range in shoal_placement::pg_reversed_hash_ranges(req.seed, pool.pg_num) {
-            loop {
-                let page = self.ctx.store.list(pool.id, range.clone(), after.as_ref(), page_size)?;
-                let exhausted = page.len() < page_size;
-                for key in page {
-                    if objects.len() == max {
-                        let next = after.map(|k| bytes::Bytes::copy_from_slice(k.as_bytes()));
-                        return Ok(PgListReply { objects, next });
-                    }
-                    let (_, name) = key.decode()?;
-                    if req.namespace.as_ref().is_none_or(|ns| *ns == name.namespace) {
-                        objects.push(name);
-                    }
-                    after = Some(key);
+        let mut cursor = after;
+        loop {
+            let (keys, next) = self.list_keys(pg, pool.pg_num, cursor.as_ref(), max + 1 - objects.len())?;
+            for key in keys {
+                if objects.len() == max {
+                    let next = cursor.map(|k| Bytes::copy_from_slice(k.as_bytes()));
+                    return Ok(PgListReply { objects, next });
                 }
-                if exhausted {
-                    break;
+                let (_, name) = key.decode()?;
+                if req.namespace.as_ref().is_none_or(|ns| *ns == name.namespace) {
+                    objects.push(name);
                 }
+                cursor = Some(key);
+            }
+            if next.is_none() {
+                return Ok(PgListReply { objects, next: None });
             }
         }
-        Ok(PgListReply { objects, next: None })
+    }
+
+    /// Up to `max` object keys of a PG after `after`, in key order, and whether more may follow.
+    pub(crate) fn list_keys(
+        &self,
+        pg: PgId,
+        pg_num: u32,
+        after: Option<&ObjectKey>,
+        max: usize,
+    ) -> Result<(Vec<ObjectKey>, Option<()>)> {
+        let mut keys: Vec<ObjectKey> = Vec::new();
+        for range in shoal_placement::pg_reversed_hash_ranges(pg.seed, pg_num) {
+            let from = keys.last().or(after);
+            let page = self.ctx.store.list(pg.pool, range, from, max - keys.len())?;
+            keys.extend(page);
+            if keys.len() == max {
+                return Ok((keys, Some(())));
+            }
+        }
+        Ok((keys, None))
+    }
+
+    /// Serves a request from another OSD about one of this shard's PGs.
+    fn peer_request(&mut self, request: PeerRequest) -> Result<(u64, Reply)> {
+        match request {
+            PeerRequest::Ping { .. } => Ok((0, Reply::Done)),
+            PeerRequest::Query { pg } => Ok((self.last_seq, Reply::Summary(self.pg(pg)?.summary()))),
+            PeerRequest::Log { pg, after } => {
+                let store = self.ctx.store.clone();
+                let entries = self.pg(pg)?.entries_after(&store, after)?;
+                Ok((self.last_seq, Reply::Log(entries)))
+            }
+            PeerRequest::Pull { pg, objects } => {
+                let mut txn = Transaction::new();
+                for object in &objects {
+                    txn.extend(self.ctx.store.copy_object(&ObjectKey::new(pg.pool, object)?)?);
+                }
+                Ok((self.last_seq, Reply::Copies { txn: txn.encode().into(), next: None }))
+            }
+            PeerRequest::PullRange { pg, after, max } => {
+                let pg_num = self.map.pool(pg.pool)?.pg_num;
+                let after = after.map(|b| ObjectKey::from_bytes(b.to_vec())).transpose()?;
+                let (keys, more) = self.list_keys(pg, pg_num, after.as_ref(), (max as usize).clamp(1, 1024))?;
+                let mut txn = Transaction::new();
+                for key in &keys {
+                    txn.extend(self.ctx.store.copy_object(key)?);
+                }
+                let next = more.and(keys.last()).map(|k| Bytes::copy_from_slice(k.as_bytes()));
+                Ok((self.last_seq, Reply::Copies { txn: txn.encode().into(), next }))
+            }
+            PeerRequest::Activate(activate) => {
+                let pg = activate.pg;
+                self.check_interval(pg, activate.interval, true)?;
+                let pg_num = self.map.pool(pg.pool)?.pg_num;
+                let mut txn = Transaction::new();
+                self.pg(pg)?.adopt(&mut txn, &activate, pg_num);
+                let seq = self.commit(pg, txn)?;
+                self.pgs.remove(&pg);
+                self.clear_class_cache();
+                Ok((seq, Reply::Done))
+            }
+            PeerRequest::Push { pg, interval, txn } => {
+                self.check_interval(pg, interval, false)?;
+                let txn = Transaction::decode(&txn)?;
+                Ok((self.commit(pg, txn)?, Reply::Done))
+            }
+            PeerRequest::RecoveryDone { pg, interval } => {
+                self.check_interval(pg, interval, false)?;
+                let state = self.pg(pg)?;
+                state.info.complete = true;
+                let mut txn = Transaction::new();
+                state.put_info(&mut txn);
+                Ok((self.commit(pg, txn)?, Reply::Done))
+            }
+            PeerRequest::RepOp(rep) => {
+                self.check_interval(rep.pg, rep.interval, false)?;
+                let state = self.pg(rep.pg)?;
+                if state.info.last_update != rep.prev {
+                    return Err(err::again(format!(
+                        "pg {} is at {}, the write follows {}",
+                        rep.pg, state.info.last_update, rep.prev
+                    )));
+                }
+                let mut txn = Transaction::decode(&rep.txn)?;
+                state.append(&mut txn, &rep.entry);
+                Ok((self.commit(rep.pg, txn)?, Reply::Done))
+            }
+        }
+    }
+
+    /// Refuses a replica request from an interval other than the one this replica was
+    /// activated in (an activation may move it forward).
+    fn check_interval(&mut self, pg: PgId, interval: u64, activating: bool) -> Result<()> {
+        let les = self.pg(pg)?.info.last_epoch_started;
+        if interval < les || (!activating && interval != les) {
+            return Err(err::again(format!("pg {pg} is in interval {les}, the request is from {interval}")));
+        }
+        Ok(())
     }
 }

@@ -59,6 +59,27 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "PG log entries kept per PG to recognise resent requests",
     },
     OptionSpec {
+        name: "osd_recovery_max_active",
+        default: "3",
+        help: "recovery pushes in flight per PG; client operations run between them",
+    },
+    OptionSpec { name: "osd_heartbeat_interval", default: "6", help: "seconds between pings to peer OSDs" },
+    OptionSpec {
+        name: "osd_heartbeat_grace",
+        default: "20",
+        help: "seconds without a ping reply before an OSD reports its peer failed",
+    },
+    OptionSpec {
+        name: "mon_osd_down_out_interval",
+        default: "600",
+        help: "seconds an OSD stays down before the monitor marks it out (its data moves)",
+    },
+    OptionSpec {
+        name: "mon_osd_min_down_reporters",
+        default: "2",
+        help: "distinct OSDs that must report a peer failed before it is marked down",
+    },
+    OptionSpec {
         name: "osd_class_cache_entries",
         default: "65536",
         help: "objects whose object-class state each shard caches",
@@ -90,6 +111,8 @@ impl Config {
         config.osd(OsdId(0))?;
         config.bool("store_sync")?;
         config.u64("store_data_chunk_size")?;
+        config.heartbeat()?;
+        config.failure_policy()?;
         Ok(config)
     }
 
@@ -135,6 +158,31 @@ impl Config {
         }
     }
 
+    /// A duration option given in (possibly fractional) seconds.
+    fn seconds(&self, name: &str) -> Result<std::time::Duration> {
+        self.get(name)
+            .parse::<f64>()
+            .ok()
+            .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok())
+            .ok_or_else(|| err::invalid(format!("option {name}: '{}' is not a number of seconds", self.get(name))))
+    }
+
+    /// How OSDs ping each other.
+    pub fn heartbeat(&self) -> Result<shoal_osd::heartbeat::HeartbeatOptions> {
+        Ok(shoal_osd::heartbeat::HeartbeatOptions {
+            interval: self.seconds("osd_heartbeat_interval")?.max(std::time::Duration::from_millis(50)),
+            grace: self.seconds("osd_heartbeat_grace")?,
+        })
+    }
+
+    /// How the monitor turns failure reports into down and out.
+    pub fn failure_policy(&self) -> Result<shoal_mon::FailurePolicy> {
+        Ok(shoal_mon::FailurePolicy {
+            down_out_interval: self.seconds("mon_osd_down_out_interval")?,
+            min_down_reporters: self.u64("mon_osd_min_down_reporters")?.max(1) as usize,
+        })
+    }
+
     /// The store's chunk size.
     pub fn chunk_size(&self) -> Result<u32> {
         u32::try_from(self.u64("store_data_chunk_size")?)
@@ -162,6 +210,7 @@ impl Config {
             max_omap_entries_per_request: self.u64("osd_max_omap_entries_per_request")?.clamp(1, u64::from(u32::MAX))
                 as u32,
             max_ops_per_request: usize_of("osd_max_ops_per_request")?,
+            recovery_max_active: usize_of("osd_recovery_max_active")?.max(1),
         };
         Ok(osd)
     }

@@ -90,6 +90,7 @@ pub async fn run_mon(args: DaemonArgs) -> Result<()> {
     let network = network(&args.secret_file)?;
     let listener = network.bind(&args.bind)?;
     let mon = LocalMon::open(store.clone(), None)?;
+    tokio::spawn(follow_mon_config(mon.clone(), args.options.clone()));
     println!("mon listening on {}", listener.local_addr());
     tokio::spawn(mon.serve(listener));
     until_terminated().await;
@@ -98,8 +99,28 @@ pub async fn run_mon(args: DaemonArgs) -> Result<()> {
     Ok(())
 }
 
+/// Applies the central configuration (`global`, `mon`, with command-line options on top)
+/// to the monitor's failure policy whenever the map changes.
+async fn follow_mon_config(mon: Arc<LocalMon>, cli: Vec<String>) {
+    let mut maps = mon.subscribe();
+    loop {
+        let map = maps.borrow_and_update().clone();
+        let settings: Vec<String> = map.config_for("mon").into_iter().chain(cli.iter().cloned()).collect();
+        match Config::from_settings(&settings).and_then(|c| c.failure_policy()) {
+            Ok(policy) => mon.set_failure_policy(policy),
+            Err(e) => tracing::warn!(error = %e, "ignoring the central configuration"),
+        }
+        if maps.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// How often an OSD reports its PGs' states to the monitor.
+const PG_STATS_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Runs an OSD until SIGTERM or Ctrl-C: it announces itself to the monitor, follows the
-/// map, and serves operations.
+/// map, pings its peers, reports failures and PG states, and serves operations.
 pub async fn run_osd(args: OsdArgs) -> Result<()> {
     let config = Config::from_settings(&args.daemon.options)?;
     let (kv, store) = open_store(&args.daemon.data, &config)?;
@@ -114,18 +135,46 @@ pub async fn run_osd(args: OsdArgs) -> Result<()> {
         is_in: true,
     };
     let rados = Rados::connect(network.clone(), &args.mon).await?;
-    let map = rados.osd_boot(id, entry).await?;
+    let map = rados.osd_boot(id, entry.clone()).await?;
     let (publish, maps) = watch::channel(map.clone());
-    let osd = Osd::start(config.osd(id)?, store.clone(), maps.clone());
+    let osd = Osd::start(config.osd(id)?, store.clone(), maps.clone(), network.clone());
     let cli = args.daemon.options.clone();
+    let (heartbeat_options, heartbeat_rx) = watch::channel(config.heartbeat()?);
     apply_config(&osd, &map, &cli);
+    let mut failures = shoal_osd::heartbeat::start(id, network.clone(), maps.clone(), heartbeat_rx);
+    let reporter = rados.clone();
+    tokio::spawn(async move {
+        while let Some(target) = failures.recv().await {
+            if let Err(e) = reporter.report_failure(target, id).await {
+                tracing::warn!(error = %e, "reporting a failed peer");
+            }
+        }
+    });
+    let (stats_reporter, stats_osd) = (rados.clone(), osd.clone());
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(PG_STATS_INTERVAL).await;
+            let stats = stats_osd.pg_stats().await;
+            if let Err(e) = stats_reporter.report_pg_stats(id, stats).await {
+                tracing::debug!(error = %e, "reporting PG states");
+            }
+        }
+    });
     let (follower, osd_for_config) = (rados.clone(), osd.clone());
     tokio::spawn(async move {
         loop {
             match follower.wait_for_newer_map(Duration::from_secs(30)).await {
                 Ok(map) => {
                     // Options first, so that operations under the new map see them.
-                    apply_config(&osd_for_config, &map, &cli);
+                    if let Some(hb) = apply_config(&osd_for_config, &map, &cli).and_then(|c| c.heartbeat().ok()) {
+                        heartbeat_options.send_if_modified(|current| std::mem::replace(current, hb) != hb);
+                    }
+                    if map.osds.get(&id).is_some_and(|o| !o.up) {
+                        tracing::warn!("the map marks this OSD down while it runs; booting again");
+                        if let Err(e) = follower.osd_boot(id, entry.clone()).await {
+                            tracing::warn!(error = %e, "booting again failed");
+                        }
+                    }
                     publish.send_if_modified(|current| {
                         let newer = map.epoch > current.epoch;
                         if newer {

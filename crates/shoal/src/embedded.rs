@@ -55,7 +55,7 @@ impl Embedded {
         };
         let mon = LocalMon::open(store.clone(), Some(BTreeMap::from([(OsdId(0), osd_entry)])))?;
         let maps = mon.subscribe();
-        let osd = Osd::start(config.osd(OsdId(0))?, store.clone(), maps.clone());
+        let osd = Osd::start(config.osd(OsdId(0))?, store.clone(), maps.clone(), network.clone());
         tokio::spawn(mon.clone().serve(mon_listener));
         tokio::spawn(osd.clone().serve(osd_listener));
         apply_config(&osd, &maps.borrow().clone(), config.settings());
@@ -98,13 +98,19 @@ pub async fn follow_pool_removals(osd: Osd, mut maps: tokio::sync::watch::Receiv
 }
 
 /// Applies the central configuration in `map` (with `cli_options` on top) to the OSD's
-/// runtime options; a bad central value is logged and skipped.
-pub fn apply_config(osd: &Osd, map: &shoal_types::OsdMap, cli_options: &[String]) {
+/// runtime options and returns it; a bad central value is logged and skipped.
+pub fn apply_config(osd: &Osd, map: &shoal_types::OsdMap, cli_options: &[String]) -> Option<Config> {
     let settings: Vec<String> =
         map.config_for(&osd.id().to_string()).into_iter().chain(cli_options.iter().cloned()).collect();
-    match Config::from_settings(&settings).and_then(|c| c.osd(osd.id())) {
-        Ok(config) => osd.set_limits(config.limits),
-        Err(e) => tracing::warn!(error = %e, "ignoring the central configuration"),
+    match Config::from_settings(&settings).and_then(|c| Ok((c.osd(osd.id())?, c))) {
+        Ok((osd_config, config)) => {
+            osd.set_limits(osd_config.limits);
+            Some(config)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "ignoring the central configuration");
+            None
+        }
     }
 }
 

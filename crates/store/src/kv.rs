@@ -1,10 +1,11 @@
 //! The narrow boundary to a storage engine: column families of ordered keys, atomic
 //! batches, and an explicit sync that makes every earlier batch durable.
 
+use serde::{Deserialize, Serialize};
 use shoal_types::Result;
 
 /// The column families the object store uses, one per kind of key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Cf {
     /// Object metadata (onodes), keyed by object key.
     Onode,
@@ -32,7 +33,7 @@ impl Cf {
 }
 
 /// One change inside an atomic [`Batch`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BatchOp {
     /// Set a key.
     Put(Cf, Vec<u8>, Vec<u8>),

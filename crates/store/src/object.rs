@@ -171,10 +171,33 @@ pub fn pg_meta_key(pg: PgId) -> Vec<u8> {
     k
 }
 
-/// A set of changes applied atomically by [`ObjectStore::commit`].
-#[derive(Default, Debug)]
+/// Keys read per scan when copying an object.
+const COPY_PAGE: usize = 1024;
+
+/// The `[start, end)` object-key bounds of the objects of `pool` whose bit-reversed hash is
+/// in `range`.
+fn hash_range_bounds(pool: PoolId, range: &RangeInclusive<u32>) -> (Vec<u8>, Vec<u8>) {
+    let bound = |rev: u64| {
+        let mut k = pool.0.to_be_bytes().to_vec();
+        if rev > u64::from(u32::MAX) {
+            return prefix_end(&k);
+        }
+        k.extend_from_slice(&(rev as u32).to_be_bytes());
+        k
+    };
+    (bound(u64::from(*range.start())), bound(u64::from(*range.end()) + 1))
+}
+
+/// A set of changes applied atomically by [`ObjectStore::commit`]. Its encoding is what a
+/// primary ships to its replicas: they apply exactly the keys the primary wrote.
+#[derive(Default, Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Transaction {
     ops: Batch,
+}
+
+impl Versioned for Transaction {
+    const NAME: &'static str = "store transaction";
+    const VERSION: u8 = 1;
 }
 
 impl Transaction {
@@ -243,6 +266,21 @@ impl Transaction {
     /// Sets a store metadata key.
     pub fn put_meta(&mut self, key: &[u8], value: Vec<u8>) {
         self.ops.push(BatchOp::Put(Cf::Meta, key.to_vec(), value));
+    }
+
+    /// Appends every change of `other`, after this transaction's own.
+    pub fn extend(&mut self, other: Transaction) {
+        self.ops.extend(other.ops);
+    }
+
+    /// Deletes every object of `pool` whose bit-reversed hash is in one of `ranges` (a PG).
+    pub fn delete_hash_ranges(&mut self, pool: PoolId, ranges: &[RangeInclusive<u32>]) {
+        for range in ranges {
+            let (start, end) = hash_range_bounds(pool, range);
+            for cf in [Cf::Onode, Cf::Data, Cf::Omap] {
+                self.ops.push(BatchOp::DeleteRange(cf, start.clone(), end.clone()));
+            }
+        }
     }
 
     /// Deletes every object of a pool.
@@ -354,22 +392,38 @@ impl ObjectStore {
         after: Option<&ObjectKey>,
         limit: usize,
     ) -> Result<Vec<ObjectKey>> {
-        let bound = |rev: u64| {
-            let mut k = pool.0.to_be_bytes().to_vec();
-            if rev > u64::from(u32::MAX) {
-                return prefix_end(&k);
-            }
-            k.extend_from_slice(&(rev as u32).to_be_bytes());
-            k
-        };
-        let mut start = bound(u64::from(*range.start()));
+        let (mut start, end) = hash_range_bounds(pool, &range);
         if let Some(after) = after {
             let mut past = after.0.clone();
             past.push(0);
             start = start.max(past);
         }
-        let end = bound(u64::from(*range.end()) + 1);
         self.kv.scan(Cf::Onode, &start, &end, limit)?.into_iter().map(|(k, _)| ObjectKey::from_bytes(k)).collect()
+    }
+
+    /// A transaction that makes another store's copy of the object identical to this
+    /// one: it removes the object there, then writes every key it has here (nothing when
+    /// the object does not exist here).
+    pub fn copy_object(&self, key: &ObjectKey) -> Result<Transaction> {
+        let mut txn = Transaction::new();
+        txn.remove_object(key);
+        let Some(onode) = self.kv.get(Cf::Onode, &key.0)? else { return Ok(txn) };
+        txn.ops.push(BatchOp::Put(Cf::Onode, key.0.clone(), onode));
+        for cf in [Cf::Data, Cf::Omap] {
+            let mut from = key.0.clone();
+            loop {
+                let rows = self.kv.scan(cf, &from, &key.end(), COPY_PAGE)?;
+                let done = rows.len() < COPY_PAGE;
+                if let Some((last, _)) = rows.last() {
+                    from = [last.as_slice(), &[0]].concat();
+                }
+                txn.ops.extend(rows.into_iter().map(|(k, v)| BatchOp::Put(cf, k, v)));
+                if done {
+                    break;
+                }
+            }
+        }
+        Ok(txn)
     }
 
     /// Up to `limit` store metadata entries with `start <= key < end`.

@@ -42,6 +42,9 @@ pub enum Errno {
     NotConnected,
     /// The local store failed (`EIO`).
     Io,
+    /// The PG is not served here right now (not primary, peering, interval changed):
+    /// fetch a newer map and resend (`EAGAIN`).
+    Again,
 }
 
 impl Errno {
@@ -50,6 +53,7 @@ impl Errno {
         match self {
             Errno::NotFound => 2,
             Errno::Io => 5,
+            Errno::Again => 11,
             Errno::TooBig => 7,
             Errno::Busy => 16,
             Errno::Exists => 17,
@@ -88,6 +92,7 @@ impl Errno {
             Errno::StaleEpoch => "ESTALE",
             Errno::NotConnected => "ENOTCONN",
             Errno::Io => "EIO",
+            Errno::Again => "EAGAIN",
         }
     }
 }
@@ -152,5 +157,6 @@ pub mod err {
         stale_epoch => StaleEpoch,
         not_connected => NotConnected,
         io => Io,
+        again => Again,
     }
 }

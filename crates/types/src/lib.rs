@@ -8,9 +8,11 @@ pub mod ids;
 pub mod map;
 pub mod msg;
 pub mod op;
+pub mod pg;
 
 pub use encoding::Versioned;
 pub use error::{Errno, RadosError, Result, err};
 pub use ids::{ClientId, ObjectId, ObjectName, OsdId, PgId, PoolId, ReqId};
 pub use map::{OsdEntry, OsdMap, Pool, PoolSpec};
 pub use op::{CmpMode, CmpOp, ObjectStat, Step, StepOutput};
+pub use pg::{EVersion, PgInfo, PgLogEntry, PgStat, PgStateFlag, PgSummary};

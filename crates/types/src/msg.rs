@@ -3,7 +3,8 @@
 
 use crate::encoding::Versioned;
 use crate::error::RadosError;
-use crate::ids::{ClientId, ObjectName, PoolId, ReqId};
+use crate::ids::{ClientId, ObjectName, OsdId, PgId, PoolId, ReqId};
+use crate::pg::{EVersion, PgLogEntry, PgStat, PgSummary};
 use crate::map::{OsdMap, Pool, PoolSpec};
 use crate::op::{Step, StepOutput};
 use bytes::Bytes;
@@ -54,6 +55,8 @@ pub enum Request {
     Notify(NotifyRequest),
     /// Read or change the cluster map.
     Map(MapCommand),
+    /// OSD to OSD: replication, peering, recovery and heartbeats.
+    Peer(PeerRequest),
 }
 
 /// The successful answer to a [`Request`].
@@ -71,6 +74,115 @@ pub enum Reply {
     Map(OsdMap),
     /// A pool that was created or removed.
     Pool(Pool),
+    /// A replica's PG record and log, for peering.
+    Summary(PgSummary),
+    /// PG log entries.
+    Log(Vec<PgLogEntry>),
+    /// Whole objects as an encoded store transaction, and where a paged copy resumes.
+    Copies {
+        /// The encoded transaction that recreates the objects.
+        txn: Bytes,
+        /// The last object key included, when more may follow.
+        next: Option<Bytes>,
+    },
+    /// PG states as primaries last reported them.
+    PgStats(Vec<PgStat>),
+}
+
+/// What OSDs ask each other. Every request names the PG's interval (the map epoch since
+/// which its acting set is unchanged); a replica refuses requests of an older interval
+/// than the one it was activated in.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum PeerRequest {
+    /// A liveness probe; answered with [`Reply::Done`].
+    Ping {
+        /// The probing OSD.
+        from: OsdId,
+    },
+    /// Asks for the replica's PG record and log.
+    Query {
+        /// The PG.
+        pg: PgId,
+    },
+    /// Asks for the full log entries after `after`.
+    Log {
+        /// The PG.
+        pg: PgId,
+        /// Entries strictly after this position.
+        after: EVersion,
+    },
+    /// Asks for whole copies of named objects.
+    Pull {
+        /// The PG.
+        pg: PgId,
+        /// The objects (absent ones come back as deletions).
+        objects: Vec<ObjectName>,
+    },
+    /// Asks for whole copies of the PG's objects in key order, after `after`.
+    PullRange {
+        /// The PG.
+        pg: PgId,
+        /// Resume after this object key.
+        after: Option<Bytes>,
+        /// At most this many objects.
+        max: u32,
+    },
+    /// The primary's verdict after peering: adopt this log, and (unless `complete`)
+    /// expect the missing objects to be pushed.
+    Activate(Activate),
+    /// Whole objects pushed by the primary during recovery or backfill.
+    Push {
+        /// The PG.
+        pg: PgId,
+        /// The interval.
+        interval: u64,
+        /// Encoded store transaction recreating the objects.
+        txn: Bytes,
+    },
+    /// Every missing object was pushed: the replica is complete again.
+    RecoveryDone {
+        /// The PG.
+        pg: PgId,
+        /// The interval.
+        interval: u64,
+    },
+    /// A write to apply, exactly as the primary applied it.
+    RepOp(RepOp),
+}
+
+/// The activation message of a peered PG.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Activate {
+    /// The PG.
+    pub pg: PgId,
+    /// The interval being activated.
+    pub interval: u64,
+    /// The acting set, primary first.
+    pub acting: Vec<OsdId>,
+    /// Keep the replica's log up to here and drop later (divergent) entries; `None`
+    /// discards the replica's objects and log altogether (backfill).
+    pub keep_until: Option<EVersion>,
+    /// The authoritative entries after that point.
+    pub entries: Vec<PgLogEntry>,
+    /// The authoritative log tail.
+    pub log_tail: EVersion,
+    /// Whether the replica already has every object.
+    pub complete: bool,
+}
+
+/// A replicated write.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RepOp {
+    /// The PG.
+    pub pg: PgId,
+    /// The primary's interval.
+    pub interval: u64,
+    /// The replica must be at this position before applying.
+    pub prev: EVersion,
+    /// The write's log entry (its position included).
+    pub entry: PgLogEntry,
+    /// The encoded store transaction of the object changes.
+    pub txn: Bytes,
 }
 
 /// A compound operation addressed to one object.
@@ -227,6 +339,22 @@ pub enum MapCommand {
         /// The option.
         key: String,
     },
+    /// An OSD reports that a peer stopped answering heartbeats.
+    OsdFailure {
+        /// The silent OSD.
+        target: OsdId,
+        /// The reporting OSD.
+        reporter: OsdId,
+    },
+    /// A primary reports the states of its PGs.
+    PgStats {
+        /// The reporting OSD.
+        osd: OsdId,
+        /// One entry per PG it is primary of.
+        stats: Vec<PgStat>,
+    },
+    /// Returns the PG states the monitor has collected.
+    GetPgStats,
     /// Marks an OSD in (eligible for data) or out.
     SetOsdIn {
         /// The OSD's id.

@@ -1,0 +1,176 @@
+//! Peering decisions as a pure function: given what each reachable replica of a PG says
+//! about its history, choose the authoritative copy and what every replica must do to
+//! match it. No IO, no clock: the shard drives it, and tests run it over random failure
+//! schedules.
+//!
+//! The rules, after Ceph's:
+//! - Only a *complete* replica (not in the middle of recovery or backfill) may be the
+//!   authority; among those, the newest `last_update` wins (positions order by interval
+//!   epoch first, so a newer primary's history beats an older primary's unacknowledged
+//!   tail).
+//! - The PG must hear from a complete member of the newest interval any replica knows to
+//!   have gone active: otherwise acknowledged writes of that interval could be missing.
+//! - A replica whose history shares a point with the authority's log is recovered by log:
+//!   the objects written after that point, on either side, are copied whole. Any other
+//!   replica (incomplete, or whose history ends before the authority's log tail) is
+//!   backfilled: emptied and refilled object by object.
+
+use shoal_types::pg::{EVersion, PgSummary};
+use shoal_types::{ObjectName, OsdId};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+/// How one replica catches up with the authority.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// Nothing to copy.
+    None,
+    /// Copy these objects whole.
+    Log(BTreeSet<ObjectName>),
+    /// Empty the replica's copy of the PG and copy every object.
+    Backfill,
+}
+
+/// What one replica must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerPlan {
+    /// Keep the replica's log up to this point, dropping later (divergent) entries;
+    /// `None` for a backfill.
+    pub keep_until: Option<EVersion>,
+    /// The objects it must receive.
+    pub recovery: Recovery,
+}
+
+/// The outcome of peering.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The replica whose history is authoritative.
+    pub auth: OsdId,
+    /// Per replica (the authority included), how it catches up.
+    pub peers: BTreeMap<OsdId, PeerPlan>,
+}
+
+/// Why a PG cannot go active with the replicas that answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Blocked {
+    /// No complete replica answered.
+    Incomplete,
+    /// No complete member of the newest active interval (epoch, acting set) answered.
+    Down {
+        /// That interval's epoch.
+        epoch: u64,
+        /// Its acting set.
+        acting: Vec<OsdId>,
+    },
+}
+
+/// Decides the authority and each replica's recovery from the replicas' summaries.
+pub fn plan(primary: OsdId, summaries: &BTreeMap<OsdId, PgSummary>) -> Result<Plan, Blocked> {
+    let newest = summaries.values().max_by_key(|s| s.info.last_epoch_started);
+    if let Some(newest) = newest.filter(|s| s.info.last_epoch_started > 0) {
+        let les = newest.info.last_epoch_started;
+        let heard = newest.info.last_acting.iter().any(|osd| {
+            summaries.get(osd).is_some_and(|s| s.info.complete && s.info.last_epoch_started == les)
+        });
+        if !heard {
+            return Err(Blocked::Down { epoch: les, acting: newest.info.last_acting.clone() });
+        }
+    }
+    let (&auth, auth_summary) = summaries
+        .iter()
+        .filter(|(_, s)| s.info.complete)
+        .max_by_key(|(osd, s)| (s.info.last_update, **osd == primary, std::cmp::Reverse(**osd)))
+        .ok_or(Blocked::Incomplete)?;
+    let auth_positions: HashSet<EVersion> = auth_summary.log.iter().map(|p| p.at).collect();
+    let peers = summaries
+        .iter()
+        .map(|(&osd, summary)| {
+            let peer_plan = if osd == auth {
+                PeerPlan { keep_until: Some(summary.info.last_update), recovery: Recovery::None }
+            } else {
+                catch_up(summary, auth_summary, &auth_positions)
+            };
+            (osd, peer_plan)
+        })
+        .collect();
+    Ok(Plan { auth, peers })
+}
+
+/// How `peer` catches up with `auth`.
+fn catch_up(peer: &PgSummary, auth: &PgSummary, auth_positions: &HashSet<EVersion>) -> PeerPlan {
+    let backfill = PeerPlan { keep_until: None, recovery: Recovery::Backfill };
+    if !peer.info.complete {
+        return backfill;
+    }
+    let shared = |at: &EVersion| *at == auth.info.log_tail || auth_positions.contains(at);
+    let common = peer.log.iter().rev().map(|p| p.at).chain([peer.info.log_tail]).find(shared);
+    let Some(common) = common else { return backfill };
+    let missing: BTreeSet<ObjectName> = auth
+        .log
+        .iter()
+        .chain(peer.log.iter())
+        .filter(|p| p.at > common)
+        .map(|p| p.object.clone())
+        .collect();
+    let recovery = if missing.is_empty() { Recovery::None } else { Recovery::Log(missing) };
+    PeerPlan { keep_until: Some(common), recovery }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_types::pg::{LogPoint, PgInfo};
+
+    fn at(epoch: u64, version: u64) -> EVersion {
+        EVersion { epoch, version }
+    }
+
+    fn summary(entries: &[(u64, u64, &str)], complete: bool, les: u64, acting: &[u32]) -> PgSummary {
+        let log: Vec<LogPoint> =
+            entries.iter().map(|&(e, v, o)| LogPoint { at: at(e, v), object: ObjectName::new("", o) }).collect();
+        PgSummary {
+            info: PgInfo {
+                last_update: log.last().map_or_else(EVersion::default, |p| p.at),
+                log_tail: EVersion::default(),
+                complete,
+                last_epoch_started: les,
+                last_acting: acting.iter().map(|&o| OsdId(o)).collect(),
+            },
+            log,
+        }
+    }
+
+    #[test]
+    fn divergent_tail_of_an_old_primary_is_rolled_back() {
+        let mut s = BTreeMap::new();
+        s.insert(OsdId(0), summary(&[(1, 1, "a"), (1, 2, "b"), (1, 3, "x")], true, 1, &[0, 1, 2]));
+        s.insert(OsdId(1), summary(&[(1, 1, "a"), (1, 2, "b"), (5, 3, "c")], true, 5, &[1, 2]));
+        let p = plan(OsdId(0), &s).unwrap();
+        assert_eq!(p.auth, OsdId(1));
+        let objs: BTreeSet<_> = ["c", "x"].iter().map(|o| ObjectName::new("", *o)).collect();
+        assert_eq!(p.peers[&OsdId(0)], PeerPlan { keep_until: Some(at(1, 2)), recovery: Recovery::Log(objs) });
+    }
+
+    #[test]
+    fn incomplete_copies_are_backfilled_and_never_the_authority() {
+        let mut s = BTreeMap::new();
+        s.insert(OsdId(0), summary(&[(1, 1, "a"), (1, 2, "b")], false, 1, &[0, 1]));
+        s.insert(OsdId(1), summary(&[(1, 1, "a")], true, 1, &[0, 1]));
+        let p = plan(OsdId(0), &s).unwrap();
+        assert_eq!(p.auth, OsdId(1));
+        assert_eq!(p.peers[&OsdId(0)].recovery, Recovery::Backfill);
+        s.remove(&OsdId(1));
+        assert_eq!(plan(OsdId(0), &s), Err(Blocked::Down { epoch: 1, acting: vec![OsdId(0), OsdId(1)] }));
+        let never_active = BTreeMap::from([(OsdId(0), summary(&[(1, 1, "a")], false, 0, &[]))]);
+        assert_eq!(plan(OsdId(0), &never_active), Err(Blocked::Incomplete));
+    }
+
+    #[test]
+    fn waits_for_a_member_of_the_newest_active_interval() {
+        let mut s = BTreeMap::new();
+        s.insert(OsdId(0), summary(&[(1, 1, "a")], true, 1, &[0, 1, 2]));
+        s.insert(OsdId(3), summary(&[], true, 0, &[]));
+        // osd.1 and osd.2 went active at epoch 4 without osd.0; neither answered.
+        s.insert(OsdId(4), summary(&[], false, 4, &[1, 2, 4]));
+        assert_eq!(plan(OsdId(0), &s), Err(Blocked::Down { epoch: 4, acting: vec![OsdId(1), OsdId(2), OsdId(4)] }));
+    }
+}

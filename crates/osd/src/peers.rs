@@ -1,0 +1,129 @@
+//! Links to other OSDs. Each destination has one task and one connection; requests to it
+//! leave in the order they were queued, which replication relies on (a push of an object
+//! and a later write to it must arrive in that order). A lost connection fails the
+//! requests in flight; the PG that sent them peers again, and the next request connects
+//! anew.
+
+use shoal_transport::{Connection, Network};
+use shoal_types::msg::{Message, PeerRequest, Reply, Request};
+use shoal_types::{ClientId, OsdId, OsdMap, Result, err};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, watch};
+
+/// What to do with a reply: runs on the link's task.
+pub type OnReply = Box<dyn FnOnce(Result<Reply>) + Send>;
+
+struct Outgoing {
+    request: PeerRequest,
+    on_reply: OnReply,
+}
+
+/// Ordered request links from this OSD to its peers.
+pub struct PeerNet {
+    me: OsdId,
+    network: Arc<dyn Network>,
+    map: watch::Receiver<Arc<OsdMap>>,
+    runtime: tokio::runtime::Handle,
+    links: Mutex<HashMap<OsdId, mpsc::UnboundedSender<Outgoing>>>,
+}
+
+impl PeerNet {
+    /// Links for OSD `me`, resolving peers' addresses in `map`; tasks run on `runtime`.
+    pub fn new(
+        me: OsdId,
+        network: Arc<dyn Network>,
+        map: watch::Receiver<Arc<OsdMap>>,
+        runtime: tokio::runtime::Handle,
+    ) -> Arc<PeerNet> {
+        Arc::new(PeerNet { me, network, map, runtime, links: Mutex::default() })
+    }
+
+    /// Queues `request` to `to`; `on_reply` gets the reply or the failure. Never blocks.
+    pub fn send(&self, to: OsdId, request: PeerRequest, on_reply: OnReply) {
+        let mut links = self.links.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let outgoing = Outgoing { request, on_reply };
+        let outgoing = match links.get(&to) {
+            Some(link) => match link.send(outgoing) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(back)) => back,
+            },
+            None => outgoing,
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(outgoing);
+        links.insert(to, tx);
+        let link = Link { me: self.me, to, network: self.network.clone(), map: self.map.clone() };
+        self.runtime.spawn(link.run(rx));
+    }
+}
+
+type Pending = Arc<Mutex<HashMap<u64, OnReply>>>;
+
+struct Link {
+    me: OsdId,
+    to: OsdId,
+    network: Arc<dyn Network>,
+    map: watch::Receiver<Arc<OsdMap>>,
+}
+
+impl Link {
+    async fn run(self, mut queue: mpsc::UnboundedReceiver<Outgoing>) {
+        let mut conn: Option<(mpsc::Sender<Message>, Pending)> = None;
+        let mut next_tid = 1u64;
+        while let Some(Outgoing { request, on_reply }) = queue.recv().await {
+            if conn.as_ref().is_none_or(|(sender, _)| sender.is_closed()) {
+                match self.connect().await {
+                    Ok(c) => conn = Some(c),
+                    Err(e) => {
+                        on_reply(Err(e));
+                        continue;
+                    }
+                }
+            }
+            let Some((sender, pending)) = conn.as_ref() else { continue };
+            let tid = next_tid;
+            next_tid += 1;
+            pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(tid, on_reply);
+            if sender.send(Message::Request { tid, request: Request::Peer(request) }).await.is_err() {
+                let failed = pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&tid);
+                if let Some(f) = failed {
+                    f(Err(err::not_connected(format!("connection to {} closed", self.to))));
+                }
+                conn = None;
+            }
+        }
+    }
+
+    async fn connect(&self) -> Result<(mpsc::Sender<Message>, Pending)> {
+        let addr = self
+            .map
+            .borrow()
+            .osds
+            .get(&self.to)
+            .filter(|o| o.up)
+            .map(|o| o.addr.clone())
+            .ok_or_else(|| err::not_connected(format!("{} is not up in the map", self.to)))?;
+        let Connection { sender, mut receiver } = self.network.connect(&addr).await?;
+        let pending: Pending = Arc::default();
+        let hello = Message::Request { tid: 0, request: Request::Hello(ClientId(u64::from(self.me.0) | 1 << 63)) };
+        sender.send(hello).await.map_err(|_| err::not_connected(format!("connection to {} closed", self.to)))?;
+        let (reader_pending, to) = (pending.clone(), self.to);
+        tokio::spawn(async move {
+            while let Some(message) = receiver.recv().await {
+                if let Message::Reply { tid, reply } = message {
+                    let waiter = reader_pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&tid);
+                    if let Some(w) = waiter {
+                        w(reply);
+                    }
+                }
+            }
+            let failed: Vec<_> =
+                reader_pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drain().collect();
+            for (_, f) in failed {
+                f(Err(err::not_connected(format!("connection to {to} closed"))));
+            }
+        });
+        Ok((sender, pending))
+    }
+}

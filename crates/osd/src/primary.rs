@@ -1,0 +1,877 @@
+//! The primary's side of a PG: peering on every interval change, its own recovery when it
+//! is behind, activation of the replicas, replicated writes, and recovery or backfill of
+//! replicas that are behind. The decisions come from [`crate::peering::plan`]; this module
+//! sends the messages and keeps the state between their replies.
+
+use crate::peering::{self, Plan, Recovery};
+use crate::shard::{Job, ReplyTx, ShardState};
+use bytes::Bytes;
+use shoal_store::{ObjectKey, Transaction};
+use shoal_types::msg::{Activate, OsdOp, PeerRequest, RepOp, Reply};
+use shoal_types::pg::{EVersion, PgLogEntry, PgStat, PgStateFlag, PgSummary};
+use shoal_types::{ClientId, ObjectName, OsdId, OsdMap, PgId, Result, Versioned, err};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+/// Objects copied per push or pull message.
+const OBJECTS_PER_COPY: usize = 8;
+/// How long a blocked or failed peering waits before trying again.
+const RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// The outcome of something a primary started.
+pub enum Event {
+    /// A peer's PG summary.
+    Summary(OsdId, Result<PgSummary>),
+    /// The authority's log entries, for the primary's own recovery.
+    AuthLog(Result<Vec<PgLogEntry>>),
+    /// Objects pulled from the authority, and where a paged pull resumes.
+    Pulled(Result<(Bytes, Option<Bytes>)>),
+    /// A replica applied (or failed) the write at this position.
+    Acked(OsdId, EVersion, Result<()>),
+    /// The local store made the write at this position durable.
+    LocalDurable(EVersion, Result<()>),
+    /// A replica applied an activation.
+    Activated(OsdId, Result<()>),
+    /// A replica applied a push.
+    Pushed(OsdId, Result<()>),
+    /// A replica is complete again.
+    Recovered(OsdId, Result<()>),
+    /// Time to peer again.
+    Retry,
+}
+
+enum Phase {
+    /// Waiting for summaries from the OSDs still outstanding.
+    Peering { summaries: BTreeMap<OsdId, PgSummary>, outstanding: BTreeSet<OsdId> },
+    /// Copying what this primary lacks from the authority.
+    SelfRecovery { auth: OsdId, pull: Pull, keep_until: Option<EVersion>, log_tail: EVersion },
+    /// Serving.
+    Active,
+    /// Cannot serve; the reason, and whether it is for lack of replicas.
+    Blocked { reason: String, undersized: bool },
+}
+
+enum Pull {
+    /// Waiting for the authority's log.
+    Log { missing: Recovery },
+    /// Pulling named objects.
+    Objects(VecDeque<ObjectName>),
+    /// Pulling every object after a cursor.
+    Range(Option<Bytes>),
+}
+
+struct InFlight {
+    /// Replicas yet to acknowledge, and whether the local sync is still pending.
+    waiting: BTreeSet<OsdId>,
+    local_pending: bool,
+    replies: Vec<(ReplyTx, Result<Reply>)>,
+}
+
+struct PeerRecovery {
+    objects: VecDeque<ObjectName>,
+    /// For a backfill: the last key pushed, and whether the PG is exhausted.
+    backfill: Option<(Option<ObjectKey>, bool)>,
+    in_flight: usize,
+    done_sent: bool,
+}
+
+impl PeerRecovery {
+    fn has_work(&self) -> bool {
+        !self.objects.is_empty() || self.backfill.as_ref().is_some_and(|(_, exhausted)| !exhausted)
+    }
+}
+
+/// A PG this OSD is primary of.
+pub struct Primary {
+    interval: u64,
+    acting: Vec<OsdId>,
+    phase: Phase,
+    waiting: Vec<(OsdOp, ClientId, ReplyTx)>,
+    inflight: BTreeMap<EVersion, InFlight>,
+    recovery: BTreeMap<OsdId, PeerRecovery>,
+    pushes_in_flight: usize,
+}
+
+impl Primary {
+    /// The PG's state as `ceph pg dump` would show it.
+    pub fn stat(&self, pg: PgId, map: &OsdMap, last_update: EVersion) -> PgStat {
+        let size = map.pools.get(&pg.pool).map_or(0, |p| p.size as usize);
+        let mut state = BTreeSet::new();
+        match &self.phase {
+            Phase::Peering { .. } | Phase::SelfRecovery { .. } => {
+                state.insert(PgStateFlag::Peering);
+            }
+            Phase::Blocked { undersized, .. } => {
+                state.insert(PgStateFlag::Inactive);
+                state.insert(if *undersized { PgStateFlag::Undersized } else { PgStateFlag::Incomplete });
+            }
+            Phase::Active => {
+                state.insert(PgStateFlag::Active);
+                if self.acting.len() < size {
+                    state.extend([PgStateFlag::Undersized, PgStateFlag::Degraded]);
+                }
+                for r in self.recovery.values() {
+                    if r.backfill.is_some() {
+                        state.insert(PgStateFlag::Backfilling);
+                    } else {
+                        state.extend([PgStateFlag::Recovering, PgStateFlag::Degraded]);
+                    }
+                }
+                if self.recovery.is_empty() && self.acting.len() >= size {
+                    state.insert(PgStateFlag::Clean);
+                }
+            }
+        }
+        PgStat {
+            pg,
+            state: state.into_iter().collect(),
+            epoch: map.epoch,
+            acting: self.acting.clone(),
+            last_update,
+            objects_to_recover: self.recovery.values().map(|r| r.objects.len() as u64).sum(),
+            note: match &self.phase {
+                Phase::Blocked { reason, .. } => reason.clone(),
+                _ => String::new(),
+            },
+        }
+    }
+}
+
+impl ShardState {
+    /// Re-examines every PG of this shard under a new map: new intervals start peering,
+    /// PGs that left this OSD are dropped, blocked PGs try again.
+    pub(crate) fn on_new_map(&mut self) {
+        let map = self.map.clone();
+        let me = self.ctx.me;
+        let mut live = BTreeSet::new();
+        for pool in map.pools.values() {
+            for seed in 0..pool.pg_num {
+                let pg = PgId { pool: pool.id, seed };
+                if crate::shard::shard_of(pg, self.shards) != self.index {
+                    continue;
+                }
+                let up = shoal_placement::pg_up_osds(&map, pool, pg);
+                if !up.contains(&me) {
+                    if self.intervals.remove(&pg).is_some() {
+                        self.drop_primary(pg, "this OSD no longer serves the PG");
+                        self.pgs.remove(&pg);
+                    }
+                    continue;
+                }
+                live.insert(pg);
+                let changed = self.intervals.get(&pg).is_none_or(|(_, old)| *old != up);
+                if changed {
+                    self.intervals.insert(pg, (map.epoch, up.clone()));
+                    self.drop_primary(pg, "the PG's acting set changed");
+                    self.pgs.remove(&pg);
+                    self.clear_class_cache();
+                    if up[0] == me {
+                        let primary = Primary {
+                            interval: map.epoch,
+                            acting: up,
+                            phase: Phase::Blocked { reason: "not peered yet".into(), undersized: false },
+                            waiting: Vec::new(),
+                            inflight: BTreeMap::new(),
+                            recovery: BTreeMap::new(),
+                            pushes_in_flight: 0,
+                        };
+                        self.primaries.insert(pg, primary);
+                        self.start_peering(pg);
+                    }
+                } else if self.primaries.get(&pg).is_some_and(|p| matches!(p.phase, Phase::Blocked { .. })) {
+                    self.start_peering(pg);
+                }
+            }
+        }
+        let gone: Vec<PgId> = self.intervals.keys().filter(|pg| !live.contains(pg)).copied().collect();
+        for pg in gone {
+            self.intervals.remove(&pg);
+            self.drop_primary(pg, "the pool was deleted");
+            self.pgs.remove(&pg);
+        }
+    }
+
+    /// Stops being primary of `pg`: queued and in-flight operations get EAGAIN, so their
+    /// clients resend to whoever serves the PG now.
+    fn drop_primary(&mut self, pg: PgId, why: &str) {
+        if let Some(mut p) = self.primaries.remove(&pg) {
+            fail_all(&mut p, pg, why);
+        }
+    }
+
+    /// Queues a request to a peer whose reply comes back to this shard as an event.
+    fn ask(
+        &self,
+        pg: PgId,
+        interval: u64,
+        to: OsdId,
+        request: PeerRequest,
+        event: impl FnOnce(Result<Reply>) -> Event + Send + 'static,
+    ) {
+        let tx = self.tx.clone();
+        self.ctx.peers.send(
+            to,
+            request,
+            Box::new(move |reply| {
+                if let Some(tx) = tx.upgrade() {
+                    let _ = tx.send(Job::Event { pg, interval, event: event(reply) });
+                }
+            }),
+        );
+    }
+
+    fn schedule_retry(&self, pg: PgId, interval: u64) {
+        let tx = self.tx.clone();
+        self.ctx.runtime.spawn(async move {
+            tokio::time::sleep(RETRY_DELAY).await;
+            if let Some(tx) = tx.upgrade() {
+                let _ = tx.send(Job::Event { pg, interval, event: Event::Retry });
+            }
+        });
+    }
+
+    /// Starts (or restarts) peering: asks every up OSD for its copy of the PG's history;
+    /// OSDs outside the acting set may hold the newest copy from an earlier interval.
+    fn start_peering(&mut self, pg: PgId) {
+        let me = self.ctx.me;
+        let Some(pool) = self.map.pools.get(&pg.pool).cloned() else { return };
+        let summary = match self.pg(pg) {
+            Ok(state) => state.summary(),
+            Err(e) => {
+                tracing::error!(%pg, error = %e, "cannot read the PG's record");
+                return;
+            }
+        };
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        fail_in_flight(p, "the PG is peering again");
+        p.recovery.clear();
+        p.pushes_in_flight = 0;
+        if p.acting.len() < pool.min_size as usize {
+            let reason = format!("{} of min_size {} replicas up", p.acting.len(), pool.min_size);
+            p.phase = Phase::Blocked { reason, undersized: true };
+            return;
+        }
+        let interval = p.interval;
+        let others: BTreeSet<OsdId> =
+            self.map.osds.iter().filter(|(id, o)| o.up && **id != me).map(|(id, _)| *id).collect();
+        p.phase = Phase::Peering { summaries: BTreeMap::from([(me, summary)]), outstanding: others.clone() };
+        for osd in others {
+            self.ask(pg, interval, osd, PeerRequest::Query { pg }, move |r| {
+                Event::Summary(
+                    osd,
+                    r.and_then(|reply| match reply {
+                        Reply::Summary(s) => Ok(s),
+                        other => Err(err::io(format!("unexpected reply {other:?}"))),
+                    }),
+                )
+            });
+        }
+        self.maybe_decide(pg);
+    }
+
+    /// Handles an event of one of this shard's primaries.
+    pub(crate) fn primary_event(&mut self, pg: PgId, interval: u64, event: Event) {
+        if self.primaries.get(&pg).is_none_or(|p| p.interval != interval) {
+            return; // From an interval that is over.
+        }
+        match event {
+            Event::Summary(osd, result) => match result {
+                Ok(summary) => self.summary_received(pg, osd, summary),
+                Err(e) => {
+                    tracing::info!(%pg, %osd, error = %e, "peering query failed; retrying");
+                    self.restart_later(pg, interval);
+                }
+            },
+            Event::AuthLog(result) => match result {
+                Ok(entries) => self.adopt_auth_log(pg, entries),
+                Err(e) => self.peer_failed(pg, interval, "fetching the authoritative log", e),
+            },
+            Event::Pulled(result) => match result {
+                Ok((txn, next)) => self.pulled(pg, &txn, next),
+                Err(e) => self.peer_failed(pg, interval, "pulling objects", e),
+            },
+            Event::Acked(osd, at, result) => match result {
+                Ok(()) => {
+                    if let Some(f) = self.primaries.get_mut(&pg).and_then(|p| p.inflight.get_mut(&at)) {
+                        f.waiting.remove(&osd);
+                    }
+                    self.complete_writes(pg);
+                }
+                Err(e) => self.peer_failed(pg, interval, "replicating a write", e),
+            },
+            Event::LocalDurable(at, result) => {
+                if let Some(f) = self.primaries.get_mut(&pg).and_then(|p| p.inflight.get_mut(&at)) {
+                    f.local_pending = false;
+                    if let Err(e) = result {
+                        for (_, reply) in &mut f.replies {
+                            *reply = Err(e.clone());
+                        }
+                    }
+                }
+                self.complete_writes(pg);
+            }
+            Event::Activated(_, result) => {
+                if let Err(e) = result {
+                    self.peer_failed(pg, interval, "activating a replica", e);
+                }
+            }
+            Event::Pushed(osd, result) => match result {
+                Ok(()) => {
+                    if let Some(p) = self.primaries.get_mut(&pg) {
+                        p.pushes_in_flight = p.pushes_in_flight.saturating_sub(1);
+                        if let Some(r) = p.recovery.get_mut(&osd) {
+                            r.in_flight = r.in_flight.saturating_sub(1);
+                        }
+                    }
+                    self.pump_recovery(pg);
+                }
+                Err(e) => self.peer_failed(pg, interval, "pushing objects", e),
+            },
+            Event::Recovered(osd, result) => match result {
+                Ok(()) => {
+                    if let Some(p) = self.primaries.get_mut(&pg) {
+                        p.recovery.remove(&osd);
+                        if p.recovery.is_empty() {
+                            tracing::info!(%pg, "recovery finished");
+                        }
+                    }
+                }
+                Err(e) => self.peer_failed(pg, interval, "finishing recovery", e),
+            },
+            Event::Retry => {
+                if self.primaries.get(&pg).is_some_and(|p| !matches!(p.phase, Phase::Active)) {
+                    self.start_peering(pg);
+                }
+            }
+        }
+    }
+
+    fn restart_later(&mut self, pg: PgId, interval: u64) {
+        if let Some(p) = self.primaries.get_mut(&pg) {
+            fail_in_flight(p, "the PG is peering again");
+            p.phase = Phase::Blocked { reason: "waiting for peers to answer".into(), undersized: false };
+        }
+        self.schedule_retry(pg, interval);
+    }
+
+    fn peer_failed(&mut self, pg: PgId, interval: u64, what: &str, e: shoal_types::RadosError) {
+        tracing::info!(%pg, error = %e, "{what} failed; peering again");
+        self.restart_later(pg, interval);
+    }
+
+    fn summary_received(&mut self, pg: PgId, from: OsdId, summary: PgSummary) {
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        if let Phase::Peering { summaries, outstanding } = &mut p.phase
+            && outstanding.remove(&from)
+        {
+            summaries.insert(from, summary);
+        }
+        self.maybe_decide(pg);
+    }
+
+    fn maybe_decide(&mut self, pg: PgId) {
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        let Phase::Peering { summaries, outstanding } = &p.phase else { return };
+        if !outstanding.is_empty() {
+            return;
+        }
+        let acting: BTreeSet<OsdId> = p.acting.iter().copied().collect();
+        // OSDs outside the acting set count only if they hold something of the PG.
+        let considered: BTreeMap<OsdId, PgSummary> = summaries
+            .iter()
+            .filter(|(osd, s)| acting.contains(osd) || s.info.last_update != EVersion::default() || !s.info.complete)
+            .map(|(o, s)| (*o, s.clone()))
+            .collect();
+        match peering::plan(self.ctx.me, &considered) {
+            Err(blocked) => {
+                let reason = format!("{blocked:?}");
+                tracing::info!(%pg, reason, "peering blocked");
+                p.phase = Phase::Blocked { reason, undersized: false };
+                let interval = p.interval;
+                self.schedule_retry(pg, interval);
+            }
+            Ok(plan) => self.peered(pg, plan, &considered),
+        }
+    }
+
+    fn peered(&mut self, pg: PgId, plan: Plan, summaries: &BTreeMap<OsdId, PgSummary>) {
+        let me = self.ctx.me;
+        let Some(mine) = plan.peers.get(&me).cloned() else { return };
+        let auth_update = summaries.get(&plan.auth).map(|s| s.info.last_update).unwrap_or_default();
+        if mine.recovery != Recovery::None || mine.keep_until != Some(auth_update) {
+            let Some(p) = self.primaries.get_mut(&pg) else { return };
+            let interval = p.interval;
+            tracing::info!(%pg, auth = %plan.auth, "primary is behind; recovering from the authority");
+            let log_tail = summaries.get(&plan.auth).map(|s| s.info.log_tail).unwrap_or_default();
+            p.phase = Phase::SelfRecovery {
+                auth: plan.auth,
+                pull: Pull::Log { missing: mine.recovery },
+                keep_until: mine.keep_until,
+                log_tail,
+            };
+            let after = mine.keep_until.unwrap_or_default();
+            self.ask(pg, interval, plan.auth, PeerRequest::Log { pg, after }, |r| {
+                Event::AuthLog(r.and_then(|reply| match reply {
+                    Reply::Log(entries) => Ok(entries),
+                    other => Err(err::io(format!("unexpected reply {other:?}"))),
+                }))
+            });
+            return;
+        }
+        if let Err(e) = self.activate(pg, &plan) {
+            tracing::error!(%pg, error = %e, "activation failed");
+            let interval = self.primaries.get(&pg).map_or(0, |p| p.interval);
+            self.restart_later(pg, interval);
+        }
+    }
+
+    /// First step of the primary's own recovery: adopt the authority's log, marked
+    /// incomplete until every missing object is here.
+    fn adopt_auth_log(&mut self, pg: PgId, entries: Vec<PgLogEntry>) {
+        let Some(p) = self.primaries.get(&pg) else { return };
+        let Phase::SelfRecovery { keep_until, log_tail, .. } = &p.phase else { return };
+        let (keep_until, log_tail, interval) = (*keep_until, *log_tail, p.interval);
+        // The PG keeps its own last activation: this is not one.
+        let outcome = self.adopt_locally(pg, keep_until, entries, log_tail);
+        if let Err(e) = outcome {
+            tracing::error!(%pg, error = %e, "adopting the authoritative log failed");
+            self.restart_later(pg, interval);
+            return;
+        }
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        if let Phase::SelfRecovery { pull, .. } = &mut p.phase {
+            *pull = match std::mem::replace(pull, Pull::Range(None)) {
+                Pull::Log { missing: Recovery::Log(objects) } => Pull::Objects(objects.into_iter().collect()),
+                Pull::Log { missing: Recovery::None } => Pull::Objects(VecDeque::new()),
+                _ => Pull::Range(None),
+            };
+        }
+        self.pull_next(pg);
+    }
+
+    fn adopt_locally(
+        &mut self,
+        pg: PgId,
+        keep_until: Option<EVersion>,
+        entries: Vec<PgLogEntry>,
+        log_tail: EVersion,
+    ) -> Result<()> {
+        let pg_num = self.map.pool(pg.pool)?.pg_num;
+        let state = self.pg(pg)?;
+        let activate = Activate {
+            pg,
+            interval: state.info.last_epoch_started,
+            acting: state.info.last_acting.clone(),
+            keep_until,
+            entries,
+            log_tail,
+            complete: false,
+        };
+        let mut txn = Transaction::new();
+        state.adopt(&mut txn, &activate, pg_num);
+        self.commit(pg, txn)?;
+        self.pgs.remove(&pg);
+        Ok(())
+    }
+
+    fn pull_next(&mut self, pg: PgId) {
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        let interval = p.interval;
+        let Phase::SelfRecovery { auth, pull, .. } = &mut p.phase else { return };
+        let auth = *auth;
+        let request = match pull {
+            Pull::Objects(queue) if queue.is_empty() => None,
+            Pull::Objects(queue) => {
+                let n = queue.len().min(OBJECTS_PER_COPY);
+                Some(PeerRequest::Pull { pg, objects: queue.drain(..n).collect() })
+            }
+            Pull::Range(after) => {
+                Some(PeerRequest::PullRange { pg, after: after.clone(), max: OBJECTS_PER_COPY as u32 })
+            }
+            Pull::Log { .. } => return,
+        };
+        match request {
+            Some(request) => self.ask(pg, interval, auth, request, |r| {
+                Event::Pulled(r.and_then(|reply| match reply {
+                    Reply::Copies { txn, next } => Ok((txn, next)),
+                    other => Err(err::io(format!("unexpected reply {other:?}"))),
+                }))
+            }),
+            None => self.self_recovered(pg),
+        }
+    }
+
+    fn pulled(&mut self, pg: PgId, txn: &[u8], next: Option<Bytes>) {
+        let interval = self.primaries.get(&pg).map_or(0, |p| p.interval);
+        let applied = Transaction::decode(txn).and_then(|t| self.commit(pg, t));
+        if let Err(e) = applied {
+            tracing::error!(%pg, error = %e, "applying pulled objects failed");
+            self.restart_later(pg, interval);
+            return;
+        }
+        if let Some(Primary { phase: Phase::SelfRecovery { pull, .. }, .. }) = self.primaries.get_mut(&pg)
+            && let Pull::Range(after) = pull
+        {
+            if next.is_none() {
+                *pull = Pull::Objects(VecDeque::new());
+            } else {
+                *after = next;
+            }
+        }
+        self.pull_next(pg);
+    }
+
+    /// Every missing object is here: mark the copy complete and peer again, now as an
+    /// up-to-date primary.
+    fn self_recovered(&mut self, pg: PgId) {
+        let interval = self.primaries.get(&pg).map_or(0, |p| p.interval);
+        let outcome = self.pg(pg).map(|state| {
+            state.info.complete = true;
+            let mut txn = Transaction::new();
+            state.put_info(&mut txn);
+            txn
+        });
+        match outcome.and_then(|txn| self.commit(pg, txn)) {
+            Ok(_) => {
+                tracing::info!(%pg, "primary recovered; peering again");
+                self.start_peering(pg);
+            }
+            Err(e) => {
+                tracing::error!(%pg, error = %e, "recording recovery failed");
+                self.restart_later(pg, interval);
+            }
+        }
+    }
+
+    /// The primary is up to date: tell every replica what to keep, start serving, and
+    /// start recovering the replicas that are behind.
+    fn activate(&mut self, pg: PgId, plan: &Plan) -> Result<()> {
+        let Some(p) = self.primaries.get(&pg) else { return Ok(()) };
+        let (interval, acting) = (p.interval, p.acting.clone());
+        let me = self.ctx.me;
+        let store = self.ctx.store.clone();
+        let state = self.pg(pg)?;
+        let (last_update, log_tail) = (state.info.last_update, state.info.log_tail);
+        let mut recovery = BTreeMap::new();
+        let mut activations = Vec::new();
+        for osd in acting.iter().copied().filter(|o| *o != me) {
+            let peer = plan.peers.get(&osd).cloned().unwrap_or(peering::PeerPlan {
+                keep_until: None,
+                recovery: Recovery::Backfill,
+            });
+            let entries = match peer.keep_until {
+                Some(k) if k == last_update => Vec::new(),
+                keep => state.entries_after(&store, keep.unwrap_or_default())?,
+            };
+            let complete = peer.recovery == Recovery::None;
+            activations.push((
+                osd,
+                Activate { pg, interval, acting: acting.clone(), keep_until: peer.keep_until, entries, log_tail, complete },
+            ));
+            let work = match peer.recovery {
+                Recovery::None => None,
+                Recovery::Log(objects) => Some(PeerRecovery {
+                    objects: objects.into_iter().collect(),
+                    backfill: None,
+                    in_flight: 0,
+                    done_sent: false,
+                }),
+                Recovery::Backfill => {
+                    Some(PeerRecovery { objects: VecDeque::new(), backfill: Some((None, false)), in_flight: 0, done_sent: false })
+                }
+            };
+            if let Some(work) = work {
+                recovery.insert(osd, work);
+            }
+        }
+        state.info.last_epoch_started = interval;
+        state.info.last_acting = acting.clone();
+        let mut txn = Transaction::new();
+        state.put_info(&mut txn);
+        self.commit(pg, txn)?;
+        for (osd, activate) in activations {
+            self.ask(pg, interval, osd, PeerRequest::Activate(activate), move |r| Event::Activated(osd, r.map(|_| ())));
+        }
+        let Some(p) = self.primaries.get_mut(&pg) else { return Ok(()) };
+        p.phase = Phase::Active;
+        p.recovery = recovery;
+        tracing::info!(%pg, interval, ?acting, recovering = p.recovery.len(), "pg active");
+        let waiting = std::mem::take(&mut p.waiting);
+        for (op, caller, reply) in waiting {
+            self.client_op(op, caller, reply);
+        }
+        self.pump_recovery(pg);
+        Ok(())
+    }
+
+    /// Whether this OSD serves `pg` now (its active primary); EAGAIN otherwise.
+    pub(crate) fn check_serving(&self, pg: PgId) -> Result<()> {
+        match self.primaries.get(&pg) {
+            Some(Primary { phase: Phase::Active, .. }) => Ok(()),
+            Some(_) => Err(err::again(format!("pg {pg} is not active yet"))),
+            None => Err(err::again(format!("{} is not the primary of pg {pg} at epoch {}", self.ctx.me, self.map.epoch))),
+        }
+    }
+
+    /// Runs a client operation on an active primary; queues it while the PG peers.
+    pub(crate) fn client_op(&mut self, op: OsdOp, caller: ClientId, reply: ReplyTx) {
+        let pg = match self.map.pool(op.pool) {
+            Ok(pool) => shoal_placement::pg_of(pool, &op.object),
+            Err(e) => return self.respond(Err(e), reply),
+        };
+        match self.primaries.get_mut(&pg) {
+            None => return self.respond(self.check_serving(pg).map(|()| (0, Reply::Done)), reply),
+            Some(p) if !matches!(p.phase, Phase::Active) => {
+                p.waiting.push((op, caller, reply));
+                return;
+            }
+            Some(_) => {}
+        }
+        let outcome = self.run_op(pg, &op, caller);
+        match outcome {
+            Err(e) => self.respond(Err(e), reply),
+            Ok(OpOutcome::Done(seq, r)) => self.respond(Ok((seq, Reply::Op(r))), reply),
+            Ok(OpOutcome::AfterWrites(r)) => self.attach_to_last_write(pg, reply, Ok(Reply::Op(r))),
+            Ok(OpOutcome::Replicating { at, seq, reply: r, prev, entry, shipped }) => {
+                self.replicate(pg, at, seq, prev, entry, shipped, reply, r);
+            }
+        }
+    }
+
+    fn run_op(&mut self, pg: PgId, op: &OsdOp, caller: ClientId) -> Result<OpOutcome> {
+        let interval = self.primaries.get(&pg).map_or(0, |p| p.interval);
+        let replicated = self.primaries.get(&pg).is_some_and(|p| p.acting.len() > 1);
+        let pending_writes = self.primaries.get(&pg).is_some_and(|p| !p.inflight.is_empty());
+        let state = self.pg(pg)?;
+        if let Some(r) = state.applied(&op.reqid) {
+            // A resend of a write already applied: answer as the first time, once it is
+            // as durable as the first answer would have been.
+            return Ok(if pending_writes { OpOutcome::AfterWrites(r) } else { OpOutcome::Done(self.last_seq, r) });
+        }
+        let prev = state.info.last_update;
+        let at = EVersion { epoch: interval, version: prev.version + 1 };
+        let executed = self.execute(op, caller, at)?;
+        let Some((mut txn, entry)) = executed.write else {
+            return Ok(if pending_writes {
+                OpOutcome::AfterWrites(executed.reply)
+            } else {
+                OpOutcome::Done(self.last_seq, executed.reply)
+            });
+        };
+        let shipped: Option<Bytes> = replicated.then(|| txn.encode().into());
+        self.pg(pg)?.append(&mut txn, &entry);
+        let seq = self.commit(pg, txn)?;
+        self.publish_class_state(executed.key, at.version, executed.states);
+        Ok(match shipped {
+            None => OpOutcome::Done(seq, executed.reply),
+            Some(shipped) => OpOutcome::Replicating { at, seq, reply: executed.reply, prev, entry, shipped },
+        })
+    }
+
+    fn attach_to_last_write(&mut self, pg: PgId, reply: ReplyTx, value: Result<Reply>) {
+        match self.primaries.get_mut(&pg).and_then(|p| p.inflight.values_mut().next_back()) {
+            Some(last) => last.replies.push((reply, value)),
+            None => {
+                let _ = reply.send(value);
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn replicate(
+        &mut self,
+        pg: PgId,
+        at: EVersion,
+        seq: u64,
+        prev: EVersion,
+        entry: PgLogEntry,
+        shipped: Bytes,
+        reply: ReplyTx,
+        value: shoal_types::msg::OpReply,
+    ) {
+        let me = self.ctx.me;
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        let interval = p.interval;
+        let replicas: Vec<OsdId> = p.acting.iter().copied().filter(|o| *o != me).collect();
+        p.inflight.insert(
+            at,
+            InFlight {
+                waiting: replicas.iter().copied().collect(),
+                local_pending: true,
+                replies: vec![(reply, Ok(Reply::Op(value)))],
+            },
+        );
+        for osd in replicas {
+            let rep = RepOp { pg, interval, prev, entry: entry.clone(), txn: shipped.clone() };
+            let tx = self.tx.clone();
+            self.ctx.peers.send(
+                osd,
+                PeerRequest::RepOp(rep),
+                Box::new(move |r| {
+                    if let Some(tx) = tx.upgrade() {
+                        let event = Event::Acked(osd, at, r.map(|_| ()));
+                        let _ = tx.send(Job::Event { pg, interval, event });
+                    }
+                }),
+            );
+        }
+        let tx = self.tx.clone();
+        self.after_durable(
+            seq,
+            Box::new(move |synced| {
+                if let Some(tx) = tx.upgrade() {
+                    let _ = tx.send(Job::Event { pg, interval, event: Event::LocalDurable(at, synced) });
+                }
+            }),
+        );
+    }
+
+    /// Answers the writes at the head of the queue that every replica has made durable
+    /// (in PG order: a later write is never answered before an earlier one).
+    fn complete_writes(&mut self, pg: PgId) {
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        while let Some(entry) = p.inflight.first_entry() {
+            if entry.get().local_pending || !entry.get().waiting.is_empty() {
+                break;
+            }
+            for (reply, value) in entry.remove().replies {
+                let _ = reply.send(value);
+            }
+        }
+    }
+
+    /// Sends pushes to replicas that are behind, up to `osd_recovery_max_active` at a time.
+    fn pump_recovery(&mut self, pg: PgId) {
+        let limit = self.ctx.limits.borrow().recovery_max_active.max(1);
+        let Some(pool) = self.map.pools.get(&pg.pool).cloned() else { return };
+        loop {
+            let Some(p) = self.primaries.get_mut(&pg) else { return };
+            let interval = p.interval;
+            // A replica whose work is all acknowledged is told it is complete.
+            let finished: Vec<OsdId> = p
+                .recovery
+                .iter_mut()
+                .filter(|(_, r)| !r.has_work() && r.in_flight == 0 && !r.done_sent)
+                .map(|(osd, r)| {
+                    r.done_sent = true;
+                    *osd
+                })
+                .collect();
+            if p.pushes_in_flight >= limit {
+                self.send_recovered(pg, interval, finished);
+                return;
+            }
+            let next = p.recovery.iter().find(|(_, r)| r.has_work());
+            let Some((osd, backfill)) = next.map(|(osd, r)| (*osd, r.backfill.as_ref().map(|(c, _)| c.clone())))
+            else {
+                self.send_recovered(pg, interval, finished);
+                return;
+            };
+            let batch: Result<Vec<ObjectKey>> = match backfill {
+                Some(cursor) => self.list_keys_for_backfill(pg, pool.pg_num, cursor.clone()).map(|(keys, more)| {
+                    if let Some(r) = self.primaries.get_mut(&pg).and_then(|p| p.recovery.get_mut(&osd)) {
+                        r.backfill = Some((keys.last().cloned().or(cursor), !more));
+                    }
+                    keys
+                }),
+                None => match self.primaries.get_mut(&pg).and_then(|p| p.recovery.get_mut(&osd)) {
+                    Some(r) => {
+                        let n = r.objects.len().min(OBJECTS_PER_COPY);
+                        r.objects.drain(..n).map(|o| ObjectKey::new(pg.pool, &o)).collect()
+                    }
+                    None => return,
+                },
+            };
+            self.send_recovered(pg, interval, finished);
+            let txn = batch.and_then(|keys| {
+                let mut txn = Transaction::new();
+                for key in &keys {
+                    txn.extend(self.ctx.store.copy_object(key)?);
+                }
+                Ok((keys.len(), txn))
+            });
+            match txn {
+                Ok((0, _)) => continue,
+                Ok((_, txn)) => {
+                    if let Some(p) = self.primaries.get_mut(&pg) {
+                        p.pushes_in_flight += 1;
+                        if let Some(r) = p.recovery.get_mut(&osd) {
+                            r.in_flight += 1;
+                        }
+                    }
+                    let push = PeerRequest::Push { pg, interval, txn: txn.encode().into() };
+                    self.ask_from(pg, interval, osd, push, Event::Pushed);
+                }
+                Err(e) => {
+                    tracing::error!(%pg, error = %e, "reading objects to push failed");
+                    self.restart_later(pg, interval);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn list_keys_for_backfill(&self, pg: PgId, pg_num: u32, after: Option<ObjectKey>) -> Result<(Vec<ObjectKey>, bool)> {
+        let (keys, more) = self.list_keys(pg, pg_num, after.as_ref(), OBJECTS_PER_COPY)?;
+        Ok((keys, more.is_some()))
+    }
+
+    fn send_recovered(&self, pg: PgId, interval: u64, osds: Vec<OsdId>) {
+        for osd in osds {
+            self.ask_from(pg, interval, osd, PeerRequest::RecoveryDone { pg, interval }, Event::Recovered);
+        }
+    }
+
+    /// Like [`ShardState::ask`], for events that name the OSD that answered.
+    fn ask_from(
+        &self,
+        pg: PgId,
+        interval: u64,
+        to: OsdId,
+        request: PeerRequest,
+        event: fn(OsdId, Result<()>) -> Event,
+    ) {
+        let tx = self.tx.clone();
+        self.ctx.peers.send(
+            to,
+            request,
+            Box::new(move |reply| {
+                if let Some(tx) = tx.upgrade() {
+                    let _ = tx.send(Job::Event { pg, interval, event: event(to, reply.map(|_| ())) });
+                }
+            }),
+        );
+    }
+}
+
+/// What running an operation on the primary led to.
+enum OpOutcome {
+    /// Answer once the store is durable up to the sequence number.
+    Done(u64, shoal_types::msg::OpReply),
+    /// Answer after the writes in flight (a read must not see what may still be lost).
+    AfterWrites(shoal_types::msg::OpReply),
+    /// A write committed locally, to be replicated.
+    Replicating {
+        at: EVersion,
+        seq: u64,
+        reply: shoal_types::msg::OpReply,
+        prev: EVersion,
+        entry: PgLogEntry,
+        shipped: Bytes,
+    },
+}
+
+fn fail_in_flight(p: &mut Primary, why: &str) {
+    for (_, f) in std::mem::take(&mut p.inflight) {
+        for (reply, _) in f.replies {
+            let _ = reply.send(Err(err::again(why.to_owned())));
+        }
+    }
+}
+
+fn fail_all(p: &mut Primary, pg: PgId, why: &str) {
+    fail_in_flight(p, why);
+    for (_, _, reply) in p.waiting.drain(..) {
+        let _ = reply.send(Err(err::again(format!("pg {pg}: {why}"))));
+    }
+}
