@@ -213,8 +213,12 @@ impl Sim {
             self.counts.acked_writes += 1;
             self.acked.insert(object, self.counter);
         } else {
-            // A replica missed it: the write is never acknowledged and the PG peers again.
+            // A replica missed it: the write is never acknowledged and the PG peers again,
+            // often because the primary died in the middle of it.
             self.counts.unacked_writes += 1;
+            if self.rng.percent(50) && self.may_kill(primary) {
+                self.up[primary] = false;
+            }
             self.new_interval();
         }
     }
