@@ -10,7 +10,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 
-type PendingMap = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Reply>>>>>;
+/// Requests awaiting replies; `None` once the connection's reader has finished, so that a
+/// request registered after that fails at once instead of waiting forever.
+type PendingMap = Arc<Mutex<Option<HashMap<u64, oneshot::Sender<Result<Reply>>>>>>;
+
+fn lock(pending: &PendingMap) -> std::sync::MutexGuard<'_, Option<HashMap<u64, oneshot::Sender<Result<Reply>>>>> {
+    pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// A live connection to one daemon.
 pub struct Peer {
@@ -26,7 +32,7 @@ impl Peer {
     /// Connects to `addr` and introduces the client.
     pub async fn open(network: &dyn Network, addr: &str, client: ClientId) -> Result<Arc<Peer>> {
         let Connection { sender, mut receiver } = network.connect(addr).await?;
-        let pending: PendingMap = Arc::default();
+        let pending: PendingMap = Arc::new(Mutex::new(Some(HashMap::new())));
         let closed = Arc::new(AtomicBool::new(false));
         let watches = Arc::new(WatchTable::default());
         // The reader task only holds a weak sender (for acks): when the last Peer handle is
@@ -45,7 +51,7 @@ impl Peer {
             while let Some(message) = receiver.recv().await {
                 match message {
                     Message::Reply { tid, reply } => {
-                        let waiter = pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&tid);
+                        let waiter = lock(&pending).as_mut().and_then(|w| w.remove(&tid));
                         if let Some(waiter) = waiter {
                             let _ = waiter.send(reply);
                         }
@@ -59,7 +65,7 @@ impl Peer {
                 }
             }
             closed.store(true, Ordering::Release);
-            let waiters: Vec<_> = pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drain().collect();
+            let waiters = lock(&pending).take().unwrap_or_default();
             for (_, w) in waiters {
                 let _ = w.send(Err(err::not_connected(format!("connection to {addr_owned} closed"))));
             }
@@ -83,9 +89,12 @@ impl Peer {
     pub async fn call(&self, request: Request) -> Result<Reply> {
         let tid = self.next_tid.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(tid, tx);
+        match lock(&self.pending).as_mut() {
+            Some(waiting) => waiting.insert(tid, tx),
+            None => return Err(err::not_connected(format!("connection to {} closed", self.addr))),
+        };
         if self.sender.send(Message::Request { tid, request }).await.is_err() {
-            self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&tid);
+            lock(&self.pending).as_mut().map(|w| w.remove(&tid));
             return Err(err::not_connected(format!("connection to {} closed", self.addr)));
         }
         rx.await.unwrap_or_else(|_| Err(err::not_connected(format!("connection to {} closed", self.addr))))

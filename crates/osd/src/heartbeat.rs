@@ -38,21 +38,33 @@ pub fn start(
 ) -> mpsc::UnboundedReceiver<OsdId> {
     let (failed_tx, failed_rx) = mpsc::unbounded_channel();
     let links = PeerNet::new(me, network, map.clone(), tokio::runtime::Handle::current());
-    let last_reply: Arc<Mutex<HashMap<OsdId, Instant>>> = Arc::default();
+    // Keyed by address too: an OSD that restarted (on a new address) starts afresh even if
+    // its down time fell between two rounds.
+    let last_reply: Arc<Mutex<HashMap<(OsdId, String), Instant>>> = Arc::default();
+    let mut options = options;
     tokio::spawn(async move {
         loop {
-            let HeartbeatOptions { interval, grace } = *options.borrow();
-            let peers: Vec<OsdId> =
-                map.borrow().osds.iter().filter(|(id, o)| o.up && **id != me).map(|(id, _)| *id).collect();
+            if options.has_changed().unwrap_or(false) {
+                // Silence so far was judged by the old options: start every peer afresh.
+                last_reply.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+            }
+            let HeartbeatOptions { interval, grace } = *options.borrow_and_update();
+            let peers: Vec<(OsdId, String)> = map
+                .borrow()
+                .osds
+                .iter()
+                .filter(|(id, o)| o.up && **id != me)
+                .map(|(id, o)| (*id, o.addr.clone()))
+                .collect();
             let now = Instant::now();
             let silent: Vec<OsdId> = {
                 let mut last = last_reply.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 // A peer newly up gets a full grace period from now.
-                last.retain(|id, _| peers.contains(id));
-                for id in &peers {
-                    last.entry(*id).or_insert(now);
+                last.retain(|peer, _| peers.contains(peer));
+                for peer in &peers {
+                    last.entry(peer.clone()).or_insert(now);
                 }
-                last.iter().filter(|(_, at)| now.duration_since(**at) > grace).map(|(id, _)| *id).collect()
+                last.iter().filter(|(_, at)| now.duration_since(**at) > grace).map(|((id, _), _)| *id).collect()
             };
             for id in silent {
                 tracing::warn!(peer = %id, "no heartbeat reply within the grace period; reporting it");
@@ -60,14 +72,17 @@ pub fn start(
                     return;
                 }
             }
-            for id in peers {
+            for peer in peers {
                 let last = last_reply.clone();
                 links.send(
-                    id,
+                    peer.0,
                     PeerRequest::Ping { from: me },
                     Box::new(move |reply| {
                         if reply.is_ok() {
-                            last.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id, Instant::now());
+                            let mut last = last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                            if let Some(at) = last.get_mut(&peer) {
+                                *at = Instant::now();
+                            }
                         }
                     }),
                 );

@@ -68,9 +68,11 @@ pub fn plan(primary: OsdId, summaries: &BTreeMap<OsdId, PgSummary>) -> Result<Pl
     let newest = summaries.values().max_by_key(|s| s.info.last_epoch_started);
     if let Some(newest) = newest.filter(|s| s.info.last_epoch_started > 0) {
         let les = newest.info.last_epoch_started;
-        let heard = newest.info.last_acting.iter().any(|osd| {
-            summaries.get(osd).is_some_and(|s| s.info.complete && s.info.last_epoch_started == les)
-        });
+        let heard = newest
+            .info
+            .last_acting
+            .iter()
+            .any(|osd| summaries.get(osd).is_some_and(|s| s.info.complete && s.info.last_epoch_started == les));
         if !heard {
             return Err(Blocked::Down { epoch: les, acting: newest.info.last_acting.clone() });
         }
@@ -104,13 +106,8 @@ fn catch_up(peer: &PgSummary, auth: &PgSummary, auth_positions: &HashSet<EVersio
     let shared = |at: &EVersion| *at == auth.info.log_tail || auth_positions.contains(at);
     let common = peer.log.iter().rev().map(|p| p.at).chain([peer.info.log_tail]).find(shared);
     let Some(common) = common else { return backfill };
-    let missing: BTreeSet<ObjectName> = auth
-        .log
-        .iter()
-        .chain(peer.log.iter())
-        .filter(|p| p.at > common)
-        .map(|p| p.object.clone())
-        .collect();
+    let missing: BTreeSet<ObjectName> =
+        auth.log.iter().chain(peer.log.iter()).filter(|p| p.at > common).map(|p| p.object.clone()).collect();
     let recovery = if missing.is_empty() { Recovery::None } else { Recovery::Log(missing) };
     PeerPlan { keep_until: Some(common), recovery }
 }

@@ -58,7 +58,13 @@ impl PeerNet {
     }
 }
 
-type Pending = Arc<Mutex<HashMap<u64, OnReply>>>;
+/// Requests awaiting replies; `None` once the connection's reader has finished (a request
+/// registered after that would never be answered).
+type Pending = Arc<Mutex<Option<HashMap<u64, OnReply>>>>;
+
+fn lock(pending: &Pending) -> std::sync::MutexGuard<'_, Option<HashMap<u64, OnReply>>> {
+    pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 struct Link {
     me: OsdId,
@@ -84,9 +90,23 @@ impl Link {
             let Some((sender, pending)) = conn.as_ref() else { continue };
             let tid = next_tid;
             next_tid += 1;
-            pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(tid, on_reply);
+            let closed = {
+                let mut waiting = lock(pending);
+                match waiting.as_mut() {
+                    Some(w) => {
+                        w.insert(tid, on_reply);
+                        None
+                    }
+                    None => Some(on_reply),
+                }
+            };
+            if let Some(f) = closed {
+                f(Err(err::not_connected(format!("connection to {} closed", self.to))));
+                conn = None;
+                continue;
+            }
             if sender.send(Message::Request { tid, request: Request::Peer(request) }).await.is_err() {
-                let failed = pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&tid);
+                let failed = lock(pending).as_mut().and_then(|w| w.remove(&tid));
                 if let Some(f) = failed {
                     f(Err(err::not_connected(format!("connection to {} closed", self.to))));
                 }
@@ -105,21 +125,20 @@ impl Link {
             .map(|o| o.addr.clone())
             .ok_or_else(|| err::not_connected(format!("{} is not up in the map", self.to)))?;
         let Connection { sender, mut receiver } = self.network.connect(&addr).await?;
-        let pending: Pending = Arc::default();
+        let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
         let hello = Message::Request { tid: 0, request: Request::Hello(ClientId(u64::from(self.me.0) | 1 << 63)) };
         sender.send(hello).await.map_err(|_| err::not_connected(format!("connection to {} closed", self.to)))?;
         let (reader_pending, to) = (pending.clone(), self.to);
         tokio::spawn(async move {
             while let Some(message) = receiver.recv().await {
                 if let Message::Reply { tid, reply } = message {
-                    let waiter = reader_pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&tid);
+                    let waiter = lock(&reader_pending).as_mut().and_then(|w| w.remove(&tid));
                     if let Some(w) = waiter {
                         w(reply);
                     }
                 }
             }
-            let failed: Vec<_> =
-                reader_pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drain().collect();
+            let failed = lock(&reader_pending).take().unwrap_or_default();
             for (_, f) in failed {
                 f(Err(err::not_connected(format!("connection to {to} closed"))));
             }

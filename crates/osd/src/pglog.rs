@@ -104,7 +104,8 @@ impl PgState {
         let (start, end) = (pg_log_key(self.pg, after.version), pg_log_key(self.pg, u64::MAX));
         let mut entries = Vec::new();
         for (_, value) in store.meta_scan(&start, &end, usize::MAX)? {
-            let entry = PgLogEntry::decode(&value).map_err(|e| err::io(format!("pg {} log: {}", self.pg, e.message)))?;
+            let entry =
+                PgLogEntry::decode(&value).map_err(|e| err::io(format!("pg {} log: {}", self.pg, e.message)))?;
             if entry.at > after {
                 entries.push(entry);
             }

@@ -17,6 +17,8 @@ use std::time::Duration;
 const OBJECTS_PER_COPY: usize = 8;
 /// How long a blocked or failed peering waits before trying again.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
+/// How long peering may take before it starts over (a peer that never answers).
+const PEERING_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The outcome of something a primary started.
 pub enum Event {
@@ -36,8 +38,8 @@ pub enum Event {
     Pushed(OsdId, Result<()>),
     /// A replica is complete again.
     Recovered(OsdId, Result<()>),
-    /// Time to peer again.
-    Retry,
+    /// Time to peer again, unless peering restarted since (the round it was set in).
+    Retry(u64),
 }
 
 enum Phase {
@@ -90,6 +92,8 @@ pub struct Primary {
     inflight: BTreeMap<EVersion, InFlight>,
     recovery: BTreeMap<OsdId, PeerRecovery>,
     pushes_in_flight: usize,
+    /// Increases each time peering starts; timers of earlier rounds are ignored.
+    round: u64,
 }
 
 impl Primary {
@@ -174,6 +178,7 @@ impl ShardState {
                             inflight: BTreeMap::new(),
                             recovery: BTreeMap::new(),
                             pushes_in_flight: 0,
+                            round: 0,
                         };
                         self.primaries.insert(pg, primary);
                         self.start_peering(pg);
@@ -220,12 +225,15 @@ impl ShardState {
         );
     }
 
-    fn schedule_retry(&self, pg: PgId, interval: u64) {
+    /// Peers again after `delay` unless peering restarts or completes before.
+    fn schedule_retry(&self, pg: PgId, delay: Duration) {
+        let Some(p) = self.primaries.get(&pg) else { return };
+        let (interval, round) = (p.interval, p.round);
         let tx = self.tx.clone();
         self.ctx.runtime.spawn(async move {
-            tokio::time::sleep(RETRY_DELAY).await;
+            tokio::time::sleep(delay).await;
             if let Some(tx) = tx.upgrade() {
-                let _ = tx.send(Job::Event { pg, interval, event: Event::Retry });
+                let _ = tx.send(Job::Event { pg, interval, event: Event::Retry(round) });
             }
         });
     }
@@ -246,6 +254,7 @@ impl ShardState {
         fail_in_flight(p, "the PG is peering again");
         p.recovery.clear();
         p.pushes_in_flight = 0;
+        p.round += 1;
         if p.acting.len() < pool.min_size as usize {
             let reason = format!("{} of min_size {} replicas up", p.acting.len(), pool.min_size);
             p.phase = Phase::Blocked { reason, undersized: true };
@@ -255,6 +264,7 @@ impl ShardState {
         let others: BTreeSet<OsdId> =
             self.map.osds.iter().filter(|(id, o)| o.up && **id != me).map(|(id, _)| *id).collect();
         p.phase = Phase::Peering { summaries: BTreeMap::from([(me, summary)]), outstanding: others.clone() };
+        self.schedule_retry(pg, PEERING_TIMEOUT);
         for osd in others {
             self.ask(pg, interval, osd, PeerRequest::Query { pg }, move |r| {
                 Event::Summary(
@@ -279,16 +289,16 @@ impl ShardState {
                 Ok(summary) => self.summary_received(pg, osd, summary),
                 Err(e) => {
                     tracing::info!(%pg, %osd, error = %e, "peering query failed; retrying");
-                    self.restart_later(pg, interval);
+                    self.restart_later(pg);
                 }
             },
             Event::AuthLog(result) => match result {
                 Ok(entries) => self.adopt_auth_log(pg, entries),
-                Err(e) => self.peer_failed(pg, interval, "fetching the authoritative log", e),
+                Err(e) => self.peer_failed(pg, "fetching the authoritative log", e),
             },
             Event::Pulled(result) => match result {
                 Ok((txn, next)) => self.pulled(pg, &txn, next),
-                Err(e) => self.peer_failed(pg, interval, "pulling objects", e),
+                Err(e) => self.peer_failed(pg, "pulling objects", e),
             },
             Event::Acked(osd, at, result) => match result {
                 Ok(()) => {
@@ -297,7 +307,7 @@ impl ShardState {
                     }
                     self.complete_writes(pg);
                 }
-                Err(e) => self.peer_failed(pg, interval, "replicating a write", e),
+                Err(e) => self.peer_failed(pg, "replicating a write", e),
             },
             Event::LocalDurable(at, result) => {
                 if let Some(f) = self.primaries.get_mut(&pg).and_then(|p| p.inflight.get_mut(&at)) {
@@ -312,7 +322,7 @@ impl ShardState {
             }
             Event::Activated(_, result) => {
                 if let Err(e) = result {
-                    self.peer_failed(pg, interval, "activating a replica", e);
+                    self.peer_failed(pg, "activating a replica", e);
                 }
             }
             Event::Pushed(osd, result) => match result {
@@ -325,7 +335,7 @@ impl ShardState {
                     }
                     self.pump_recovery(pg);
                 }
-                Err(e) => self.peer_failed(pg, interval, "pushing objects", e),
+                Err(e) => self.peer_failed(pg, "pushing objects", e),
             },
             Event::Recovered(osd, result) => match result {
                 Ok(()) => {
@@ -336,27 +346,28 @@ impl ShardState {
                         }
                     }
                 }
-                Err(e) => self.peer_failed(pg, interval, "finishing recovery", e),
+                Err(e) => self.peer_failed(pg, "finishing recovery", e),
             },
-            Event::Retry => {
-                if self.primaries.get(&pg).is_some_and(|p| !matches!(p.phase, Phase::Active)) {
+            Event::Retry(round) => {
+                let stalled = |p: &Primary| matches!(p.phase, Phase::Peering { .. } | Phase::Blocked { .. });
+                if self.primaries.get(&pg).is_some_and(|p| p.round == round && stalled(p)) {
                     self.start_peering(pg);
                 }
             }
         }
     }
 
-    fn restart_later(&mut self, pg: PgId, interval: u64) {
+    fn restart_later(&mut self, pg: PgId) {
         if let Some(p) = self.primaries.get_mut(&pg) {
             fail_in_flight(p, "the PG is peering again");
             p.phase = Phase::Blocked { reason: "waiting for peers to answer".into(), undersized: false };
         }
-        self.schedule_retry(pg, interval);
+        self.schedule_retry(pg, RETRY_DELAY);
     }
 
-    fn peer_failed(&mut self, pg: PgId, interval: u64, what: &str, e: shoal_types::RadosError) {
+    fn peer_failed(&mut self, pg: PgId, what: &str, e: shoal_types::RadosError) {
         tracing::info!(%pg, error = %e, "{what} failed; peering again");
-        self.restart_later(pg, interval);
+        self.restart_later(pg);
     }
 
     fn summary_received(&mut self, pg: PgId, from: OsdId, summary: PgSummary) {
@@ -387,8 +398,7 @@ impl ShardState {
                 let reason = format!("{blocked:?}");
                 tracing::info!(%pg, reason, "peering blocked");
                 p.phase = Phase::Blocked { reason, undersized: false };
-                let interval = p.interval;
-                self.schedule_retry(pg, interval);
+                self.schedule_retry(pg, RETRY_DELAY);
             }
             Ok(plan) => self.peered(pg, plan, &considered),
         }
@@ -420,8 +430,7 @@ impl ShardState {
         }
         if let Err(e) = self.activate(pg, &plan) {
             tracing::error!(%pg, error = %e, "activation failed");
-            let interval = self.primaries.get(&pg).map_or(0, |p| p.interval);
-            self.restart_later(pg, interval);
+            self.restart_later(pg);
         }
     }
 
@@ -430,12 +439,12 @@ impl ShardState {
     fn adopt_auth_log(&mut self, pg: PgId, entries: Vec<PgLogEntry>) {
         let Some(p) = self.primaries.get(&pg) else { return };
         let Phase::SelfRecovery { keep_until, log_tail, .. } = &p.phase else { return };
-        let (keep_until, log_tail, interval) = (*keep_until, *log_tail, p.interval);
+        let (keep_until, log_tail) = (*keep_until, *log_tail);
         // The PG keeps its own last activation: this is not one.
         let outcome = self.adopt_locally(pg, keep_until, entries, log_tail);
         if let Err(e) = outcome {
             tracing::error!(%pg, error = %e, "adopting the authoritative log failed");
-            self.restart_later(pg, interval);
+            self.restart_later(pg);
             return;
         }
         let Some(p) = self.primaries.get_mut(&pg) else { return };
@@ -502,11 +511,10 @@ impl ShardState {
     }
 
     fn pulled(&mut self, pg: PgId, txn: &[u8], next: Option<Bytes>) {
-        let interval = self.primaries.get(&pg).map_or(0, |p| p.interval);
         let applied = Transaction::decode(txn).and_then(|t| self.commit(pg, t));
         if let Err(e) = applied {
             tracing::error!(%pg, error = %e, "applying pulled objects failed");
-            self.restart_later(pg, interval);
+            self.restart_later(pg);
             return;
         }
         if let Some(Primary { phase: Phase::SelfRecovery { pull, .. }, .. }) = self.primaries.get_mut(&pg)
@@ -524,7 +532,6 @@ impl ShardState {
     /// Every missing object is here: mark the copy complete and peer again, now as an
     /// up-to-date primary.
     fn self_recovered(&mut self, pg: PgId) {
-        let interval = self.primaries.get(&pg).map_or(0, |p| p.interval);
         let outcome = self.pg(pg).map(|state| {
             state.info.complete = true;
             let mut txn = Transaction::new();
@@ -538,7 +545,7 @@ impl ShardState {
             }
             Err(e) => {
                 tracing::error!(%pg, error = %e, "recording recovery failed");
-                self.restart_later(pg, interval);
+                self.restart_later(pg);
             }
         }
     }
@@ -555,10 +562,11 @@ impl ShardState {
         let mut recovery = BTreeMap::new();
         let mut activations = Vec::new();
         for osd in acting.iter().copied().filter(|o| *o != me) {
-            let peer = plan.peers.get(&osd).cloned().unwrap_or(peering::PeerPlan {
-                keep_until: None,
-                recovery: Recovery::Backfill,
-            });
+            let peer = plan
+                .peers
+                .get(&osd)
+                .cloned()
+                .unwrap_or(peering::PeerPlan { keep_until: None, recovery: Recovery::Backfill });
             let entries = match peer.keep_until {
                 Some(k) if k == last_update => Vec::new(),
                 keep => state.entries_after(&store, keep.unwrap_or_default())?,
@@ -566,7 +574,15 @@ impl ShardState {
             let complete = peer.recovery == Recovery::None;
             activations.push((
                 osd,
-                Activate { pg, interval, acting: acting.clone(), keep_until: peer.keep_until, entries, log_tail, complete },
+                Activate {
+                    pg,
+                    interval,
+                    acting: acting.clone(),
+                    keep_until: peer.keep_until,
+                    entries,
+                    log_tail,
+                    complete,
+                },
             ));
             let work = match peer.recovery {
                 Recovery::None => None,
@@ -576,9 +592,12 @@ impl ShardState {
                     in_flight: 0,
                     done_sent: false,
                 }),
-                Recovery::Backfill => {
-                    Some(PeerRecovery { objects: VecDeque::new(), backfill: Some((None, false)), in_flight: 0, done_sent: false })
-                }
+                Recovery::Backfill => Some(PeerRecovery {
+                    objects: VecDeque::new(),
+                    backfill: Some((None, false)),
+                    in_flight: 0,
+                    done_sent: false,
+                }),
             };
             if let Some(work) = work {
                 recovery.insert(osd, work);
@@ -609,7 +628,9 @@ impl ShardState {
         match self.primaries.get(&pg) {
             Some(Primary { phase: Phase::Active, .. }) => Ok(()),
             Some(_) => Err(err::again(format!("pg {pg} is not active yet"))),
-            None => Err(err::again(format!("{} is not the primary of pg {pg} at epoch {}", self.ctx.me, self.map.epoch))),
+            None => {
+                Err(err::again(format!("{} is not the primary of pg {pg} at epoch {}", self.ctx.me, self.map.epoch)))
+            }
         }
     }
 
@@ -762,8 +783,7 @@ impl ShardState {
                 return;
             }
             let next = p.recovery.iter().find(|(_, r)| r.has_work());
-            let Some((osd, backfill)) = next.map(|(osd, r)| (*osd, r.backfill.as_ref().map(|(c, _)| c.clone())))
-            else {
+            let Some((osd, backfill)) = next.map(|(osd, r)| (*osd, r.backfill.as_ref().map(|(c, _)| c.clone()))) else {
                 self.send_recovered(pg, interval, finished);
                 return;
             };
@@ -804,14 +824,19 @@ impl ShardState {
                 }
                 Err(e) => {
                     tracing::error!(%pg, error = %e, "reading objects to push failed");
-                    self.restart_later(pg, interval);
+                    self.restart_later(pg);
                     return;
                 }
             }
         }
     }
 
-    fn list_keys_for_backfill(&self, pg: PgId, pg_num: u32, after: Option<ObjectKey>) -> Result<(Vec<ObjectKey>, bool)> {
+    fn list_keys_for_backfill(
+        &self,
+        pg: PgId,
+        pg_num: u32,
+        after: Option<ObjectKey>,
+    ) -> Result<(Vec<ObjectKey>, bool)> {
         let (keys, more) = self.list_keys(pg, pg_num, after.as_ref(), OBJECTS_PER_COPY)?;
         Ok((keys, more.is_some()))
     }

@@ -202,9 +202,12 @@ impl ShardState {
             Ok((seq, v)) => (seq, Ok(v)),
             Err(e) => (self.last_seq, Err(e)),
         };
-        self.after_durable(seq, Box::new(move |synced: Result<()>| {
-            let _ = reply.send(synced.and(value));
-        }));
+        self.after_durable(
+            seq,
+            Box::new(move |synced: Result<()>| {
+                let _ = reply.send(synced.and(value));
+            }),
+        );
     }
 
     /// Runs `then` once the store is durable up to `seq` (at once if it already is).

@@ -202,7 +202,7 @@ impl Sim {
         let at = EVersion { epoch: self.epoch, version: self.replicas[primary].info.last_update.version + 1 };
         self.replicas[primary].apply(at, &object, self.counter);
         let mut everywhere = true;
-        for m in self.acting[1..].to_vec() {
+        for m in self.acting[1..].iter().copied() {
             if self.rng.percent(92) {
                 self.replicas[m].apply(at, &object, self.counter);
             } else {

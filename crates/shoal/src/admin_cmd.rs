@@ -3,7 +3,7 @@
 
 use crate::session::ClusterArgs;
 use clap::{Args, Subcommand};
-use shoal_types::{OsdId, OsdMap, PoolSpec, Result};
+use shoal_types::{OsdId, OsdMap, PgId, PgStat, PoolSpec, Result};
 use std::collections::BTreeMap;
 
 /// Arguments of `shoal status`.
@@ -77,8 +77,28 @@ pub enum PoolCommand {
     },
 }
 
-/// The health summary of a map: `HEALTH_OK`, or `HEALTH_WARN`/`HEALTH_ERR` with reasons.
-pub fn health(map: &OsdMap) -> (&'static str, Vec<String>) {
+/// Every PG of the map with its state: as its primary reported it, or `unknown`.
+fn pg_states(map: &OsdMap, stats: &[PgStat]) -> Vec<(PgId, Vec<OsdId>, String)> {
+    let reported: BTreeMap<PgId, &PgStat> = stats.iter().map(|s| (s.pg, s)).collect();
+    let mut out = Vec::new();
+    for pool in map.pools.values() {
+        for seed in 0..pool.pg_num {
+            let pg = PgId { pool: pool.id, seed };
+            let up = shoal_placement::pg_up_osds(map, pool, pg);
+            let state = match reported.get(&pg) {
+                Some(s) if s.acting == up => s.state_name(),
+                _ if up.is_empty() => "stale+down".to_owned(),
+                _ => "unknown".to_owned(),
+            };
+            out.push((pg, up, state));
+        }
+    }
+    out
+}
+
+/// The health summary of a map and its PG states: `HEALTH_OK`, or `HEALTH_WARN` /
+/// `HEALTH_ERR` with reasons.
+pub fn health(map: &OsdMap, stats: &[PgStat]) -> (&'static str, Vec<String>) {
     let total = map.osds.len();
     let down = map.osds.values().filter(|o| !o.up).count();
     let out = map.osds.values().filter(|o| !o.is_in).count();
@@ -99,6 +119,20 @@ pub fn health(map: &OsdMap) -> (&'static str, Vec<String>) {
     }
     if up_in == 0 {
         return ("HEALTH_ERR", reasons);
+    }
+    let states = pg_states(map, stats);
+    let count = |pred: &dyn Fn(&str) -> bool| states.iter().filter(|(_, _, s)| pred(s)).count();
+    let inactive = count(&|s| !s.starts_with("active"));
+    let degraded = count(&|s| s.contains("degraded") || s.contains("undersized"));
+    let moving = count(&|s| s.contains("backfilling") || s.contains("recovering"));
+    if inactive > 0 {
+        reasons.push(format!("Reduced data availability: {inactive} pgs inactive, peering or unknown"));
+    }
+    if degraded > 0 {
+        reasons.push(format!("Degraded data redundancy: {degraded} pgs degraded or undersized"));
+    }
+    if moving > 0 {
+        reasons.push(format!("{moving} pgs recovering or backfilling"));
     }
     (if reasons.is_empty() { "HEALTH_OK" } else { "HEALTH_WARN" }, reasons)
 }
@@ -150,7 +184,8 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
     match action {
         Action::Status => {
             let map = rados.refresh_map().await?;
-            let (state, reasons) = health(&map);
+            let stats = rados.pg_stats().await?;
+            let (state, reasons) = health(&map, &stats);
             let up = map.osds.values().filter(|o| o.up).count();
             let is_in = map.osds.values().filter(|o| o.is_in).count();
             let pgs: u32 = map.pools.values().map(|p| p.pg_num).sum();
@@ -163,26 +198,35 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
             println!("    mon: 1 daemon (single monitor; no quorum yet)");
             println!("    osd: {} osds: {up} up, {is_in} in; map epoch {}", map.osds.len(), map.epoch);
             println!("  data:");
-            println!("    pools: {} pools, {pgs} pgs (PG states are not reported yet)", map.pools.len());
+            println!("    pools: {} pools, {pgs} pgs", map.pools.len());
+            let mut counted: BTreeMap<String, usize> = BTreeMap::new();
+            for (_, _, state) in pg_states(&map, &stats) {
+                *counted.entry(state).or_default() += 1;
+            }
+            for (state, n) in counted {
+                println!("             {n} {state}");
+            }
+            let to_recover: u64 = stats.iter().map(|s| s.objects_to_recover).sum();
+            if to_recover > 0 {
+                println!("  progress:\n    recovery: {to_recover} objects to copy");
+            }
         }
         Action::PgDump => {
             let map = rados.refresh_map().await?;
-            println!("{:<12} {:<16} {:<8} STATE", "PG", "UP", "PRIMARY");
-            for pool in map.pools.values() {
-                for seed in 0..pool.pg_num {
-                    let pg = shoal_types::PgId { pool: pool.id, seed };
-                    let up = shoal_placement::pg_up_osds(&map, pool, pg);
-                    let list: Vec<String> = up.iter().map(|o| o.0.to_string()).collect();
-                    let primary = up.first().map_or("-".to_owned(), |o| o.0.to_string());
-                    // Without replication and peering the only state placement can tell is
-                    // whether the PG has as many OSDs as the pool wants.
-                    let state = match up.len() as u32 {
-                        0 => "down",
-                        n if n < pool.size => "undersized",
-                        _ => "placed",
-                    };
-                    println!("{:<12} {:<16} {primary:<8} {state}", pg.to_string(), format!("[{}]", list.join(",")));
-                }
+            let stats = rados.pg_stats().await?;
+            let versions: BTreeMap<PgId, (shoal_types::EVersion, String)> =
+                stats.iter().map(|s| (s.pg, (s.last_update, s.note.clone()))).collect();
+            println!("{:<10} {:<12} {:<8} {:<12} {:<32} NOTE", "PG", "UP", "PRIMARY", "LAST_UPDATE", "STATE");
+            for (pg, up, state) in pg_states(&map, &stats) {
+                let list: Vec<String> = up.iter().map(|o| o.0.to_string()).collect();
+                let primary = up.first().map_or("-".to_owned(), |o| o.0.to_string());
+                let (version, note) = versions.get(&pg).cloned().unwrap_or_default();
+                println!(
+                    "{:<10} {:<12} {primary:<8} {:<12} {state:<32} {note}",
+                    pg.to_string(),
+                    format!("[{}]", list.join(",")),
+                    version.to_string()
+                );
             }
         }
         Action::Tree => {
@@ -236,7 +280,7 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shoal_types::{OsdEntry, Pool, PoolId};
+    use shoal_types::{OsdEntry, PgStateFlag, Pool, PoolId};
 
     fn osd(up: bool, is_in: bool) -> OsdEntry {
         OsdEntry { addr: "a".into(), host: "h".into(), weight: 0x10000, up, is_in }
@@ -245,16 +289,30 @@ mod tests {
     #[test]
     fn health_names_what_is_wrong() {
         let mut map = OsdMap::default();
-        assert_eq!(health(&map).0, "HEALTH_ERR");
+        assert_eq!(health(&map, &[]).0, "HEALTH_ERR");
         map.osds.insert(OsdId(0), osd(true, true));
         map.osds.insert(OsdId(1), osd(true, true));
-        assert_eq!(health(&map), ("HEALTH_OK", vec![]));
-        map.pools.insert(PoolId(1), Pool { id: PoolId(1), name: "p".into(), pg_num: 8, size: 3, min_size: 2 });
-        let (state, reasons) = health(&map);
+        assert_eq!(health(&map, &[]), ("HEALTH_OK", vec![]));
+        map.pools.insert(PoolId(1), Pool { id: PoolId(1), name: "p".into(), pg_num: 1, size: 3, min_size: 2 });
+        let (state, reasons) = health(&map, &[]);
         assert_eq!(state, "HEALTH_WARN");
         assert!(reasons[0].contains("wants 3 replicas"), "{reasons:?}");
+        assert!(reasons[1].contains("1 pgs inactive"), "an unreported PG is not healthy: {reasons:?}");
+        let pg = PgId { pool: PoolId(1), seed: 0 };
+        let acting = shoal_placement::pg_up_osds(&map, &map.pools[&PoolId(1)], pg);
+        let stat = PgStat {
+            pg,
+            state: vec![PgStateFlag::Active, PgStateFlag::Undersized, PgStateFlag::Degraded],
+            epoch: 0,
+            acting,
+            last_update: Default::default(),
+            objects_to_recover: 0,
+            note: String::new(),
+        };
+        let (_, reasons) = health(&map, &[stat]);
+        assert!(reasons.iter().any(|r| r.contains("1 pgs degraded")), "{reasons:?}");
         map.osds.insert(OsdId(1), osd(false, false));
-        let (_, reasons) = health(&map);
+        let (_, reasons) = health(&map, &[]);
         assert!(reasons.iter().any(|r| r == "1 osds down") && reasons.iter().any(|r| r == "1 osds out"), "{reasons:?}");
     }
 }

@@ -60,7 +60,8 @@ impl Embedded {
         tokio::spawn(osd.clone().serve(osd_listener));
         apply_config(&osd, &maps.borrow().clone(), config.settings());
         tokio::spawn(follow_config(osd.clone(), maps.clone(), config.settings().to_vec()));
-        tokio::spawn(follow_pool_removals(osd, maps));
+        tokio::spawn(follow_pool_removals(osd.clone(), maps));
+        tokio::spawn(report_pg_stats(osd, Arc::downgrade(&mon)));
         let rados = Rados::connect(network, &mon_addr).await?;
         Ok(Embedded { rados, mon_addr, store, kv })
     }
@@ -82,6 +83,16 @@ impl Embedded {
     /// RocksDB's own statistics report.
     pub fn rocksdb_report(&self) -> String {
         self.kv.report()
+    }
+}
+
+/// Hands the OSD's PG states to the in-process monitor every second.
+async fn report_pg_stats(osd: Osd, mon: std::sync::Weak<LocalMon>) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let stats = osd.pg_stats().await;
+        let Some(mon) = mon.upgrade() else { return };
+        let _ = mon.handle(shoal_types::msg::MapCommand::PgStats { osd: osd.id(), stats });
     }
 }
 

@@ -1,9 +1,10 @@
 //! A monitor and an OSD as separate processes over authenticated TCP, driven by the CLI.
 
+mod common;
+
+use common::{SHOAL, Vstart, ok, shoal_c};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-
-const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
 
 /// Kills the daemon when the test ends, however it ends.
 struct Daemon(Child);
@@ -81,62 +82,6 @@ fn separate_daemons_serve_the_cli_and_keep_acknowledged_data_across_kill_9() {
     drop(osd);
 }
 
-/// A `shoal vstart` cluster in a temporary directory, stopped when dropped.
-struct Vstart {
-    dir: tempfile::TempDir,
-}
-
-impl Vstart {
-    fn start(osds: &str, hosts: &str) -> Vstart {
-        let dir = tempfile::tempdir().unwrap();
-        let out = Command::new(SHOAL)
-            .args(["vstart", "--dir"])
-            .arg(dir.path().join("c"))
-            .args(["--osds", osds, "--hosts", hosts])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        Vstart { dir }
-    }
-
-    fn conf(&self) -> String {
-        self.dir.path().join("c/shoal.conf").to_str().unwrap().to_owned()
-    }
-
-    fn stop(&self) -> bool {
-        Command::new(SHOAL)
-            .args(["vstart", "--stop", "--dir"])
-            .arg(self.dir.path().join("c"))
-            .output()
-            .unwrap()
-            .status
-            .success()
-    }
-}
-
-impl Drop for Vstart {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// Runs `shoal ARGS -c CONF`: success, stdout, stderr.
-fn shoal_c(conf: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(SHOAL).args(args).args(["-c", conf]).output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// Runs `shoal ARGS -c CONF` and returns stdout, failing the test on an error.
-fn ok(conf: &str, args: &[&str]) -> String {
-    let (success, out, err) = shoal_c(conf, args);
-    assert!(success, "{args:?}: {err}");
-    out
-}
-
 #[test]
 fn vstart_spreads_objects_over_osds_and_stops() {
     let cluster = Vstart::start("3", "3");
@@ -167,8 +112,9 @@ fn status_tree_and_marking_osds_out() {
     let tree = ok(&conf, &["osd", "tree"]);
     assert!(tree.contains("host host0") && tree.contains("host host1") && tree.contains("osd.1"), "{tree}");
     ok(&conf, &["pool", "create", "three", "--size", "3", "--pg-num", "8"]);
-    let pgs = ok(&conf, &["pg", "dump"]);
-    assert_eq!(pgs.lines().filter(|l| l.contains(" undersized")).count(), 8, "2 OSDs cannot hold 3 replicas: {pgs}");
+    let undersized = |pgs: &str| pgs.lines().filter(|l| l.contains("active+degraded+undersized")).count();
+    let pgs = common::wait_for(|| Some(ok(&conf, &["pg", "dump"])).filter(|pgs| undersized(pgs) == 8));
+    assert!(pgs.is_some(), "2 OSDs cannot hold 3 replicas: every PG is active but undersized");
     let status = ok(&conf, &["status"]);
     assert!(status.contains("HEALTH_WARN") && status.contains("wants 3 replicas"), "{status}");
     ok(&conf, &["osd", "out", "1"]);

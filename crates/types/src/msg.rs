@@ -4,9 +4,9 @@
 use crate::encoding::Versioned;
 use crate::error::RadosError;
 use crate::ids::{ClientId, ObjectName, OsdId, PgId, PoolId, ReqId};
-use crate::pg::{EVersion, PgLogEntry, PgStat, PgSummary};
 use crate::map::{OsdMap, Pool, PoolSpec};
 use crate::op::{Step, StepOutput};
+use crate::pg::{EVersion, PgLogEntry, PgStat, PgSummary};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 

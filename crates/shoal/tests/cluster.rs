@@ -1,0 +1,198 @@
+//! The cluster survives the loss of OSDs and of the monitor, as separate processes on
+//! real TCP: writers never see an error nor lose an acknowledged write, and afterwards
+//! every PG is active+clean by itself and every replica holds the same bytes.
+
+mod common;
+
+use bytes::Bytes;
+use common::{Vstart, cmdline, conf_value, kill9, ok, wait_for};
+use shoal_client::{Rados, ReadOp, WriteOp};
+use shoal_store::{ObjectKey, ObjectStore, StoreFormat};
+use shoal_transport::TcpNetwork;
+use shoal_types::{ObjectName, StepOutput, Versioned};
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const POOL: &str = "data";
+const WRITERS: usize = 8;
+const OBJECTS_PER_WRITER: u64 = 12;
+
+/// Daemons restarted by the test (vstart's pid file does not know them).
+struct Restarted(Vec<Child>);
+
+impl Drop for Restarted {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn restart(cluster: &Vstart, name: &str, args: &[String]) -> Child {
+    let log = std::fs::File::create(cluster.path().join(format!("{name}.restarted.log"))).unwrap();
+    Command::new(&args[0])
+        .args(&args[1..])
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn payload(writer: usize, generation: u64) -> Vec<u8> {
+    format!("writer {writer} generation {generation} ").repeat(1 + (generation % 7) as usize).into_bytes()
+}
+
+async fn client(cluster: &Vstart) -> Rados {
+    let conf = cluster.path().join("shoal.conf");
+    let secret = std::fs::read_to_string(conf_value(&conf, "secret_file")).unwrap();
+    let network = Arc::new(TcpNetwork::new(secret.trim().as_bytes(), 256 << 20));
+    let rados = Rados::connect(network, &conf_value(&conf, "mon_host")).await.unwrap();
+    rados.set_op_timeout(Duration::from_secs(120));
+    rados
+}
+
+/// One writer: overwrites its objects in turn (data and an omap entry in one operation),
+/// reads each back, and records what was acknowledged.
+async fn writer(
+    rados: Rados,
+    id: usize,
+    stop: Arc<AtomicBool>,
+    acked: Arc<Mutex<BTreeMap<String, u64>>>,
+    errors: Arc<Mutex<Vec<String>>>,
+    ops: Arc<AtomicU64>,
+) {
+    let io = rados.ioctx(POOL).await.unwrap();
+    let mut generation = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        generation += 1;
+        let name = format!("w{id}-{}", generation % OBJECTS_PER_WRITER);
+        let gen_bytes = Bytes::from(generation.to_string());
+        let op = WriteOp::new()
+            .write_full(payload(id, generation))
+            .omap_set([(Bytes::from_static(b"gen"), gen_bytes.clone())]);
+        if let Err(e) = io.operate(&name, op).await {
+            errors.lock().unwrap().push(format!("write {name}: {e}"));
+            continue;
+        }
+        acked.lock().unwrap().insert(name.clone(), generation);
+        match io.read(&name, ReadOp::new().read(0, 0).omap_get_vals_by_keys([Bytes::from_static(b"gen")])).await {
+            Ok(reply) => {
+                let data_fresh = matches!(&reply.outputs[0], StepOutput::Data(d) if *d == payload(id, generation));
+                let omap_fresh = matches!(&reply.outputs[1], StepOutput::OmapVals { entries, .. }
+                    if entries.iter().any(|(k, v)| k.as_ref() == b"gen" && *v == gen_bytes));
+                let fresh = data_fresh && omap_fresh;
+                if !fresh {
+                    errors
+                        .lock()
+                        .unwrap()
+                        .push(format!("read {name}: stale or wrong data after generation {generation}"));
+                }
+            }
+            Err(e) => errors.lock().unwrap().push(format!("read {name}: {e}")),
+        }
+        ops.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
+    let cluster = Vstart::start_with(&["--osds", "6", "--hosts", "3"]);
+    let conf = cluster.conf();
+    ok(&conf, &["config", "set", "global", "osd_heartbeat_interval", "0.3"]);
+    ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "2"]);
+    ok(&conf, &["pool", "create", POOL, "--size", "3", "--min-size", "2", "--pg-num", "32"]);
+    let mut restarted = Restarted(Vec::new());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let rados = runtime.block_on(client(&cluster));
+    let (stop, acked, errors, ops) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(Mutex::new(BTreeMap::new())),
+        Arc::new(Mutex::new(Vec::new())),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|id| runtime.spawn(writer(rados.clone(), id, stop.clone(), acked.clone(), errors.clone(), ops.clone())))
+        .collect();
+    let progress = |what: &str| {
+        let before = ops.load(Ordering::Relaxed);
+        std::thread::sleep(Duration::from_secs(3));
+        let after = ops.load(Ordering::Relaxed);
+        eprintln!("{what}: {} writes+reads in 3 s", after - before);
+        after - before
+    };
+    assert!(progress("healthy") > 0);
+
+    // osd.0 (host0) dies; later osd.1 (host1): some PGs fall to one replica and wait.
+    let osd0 = cmdline(cluster.pid("osd.0"));
+    kill9(cluster.pid("osd.0"));
+    progress("osd.0 killed");
+    let osd1 = cmdline(cluster.pid("osd.1"));
+    kill9(cluster.pid("osd.1"));
+    progress("osd.0 and osd.1 killed");
+    restarted.0.push(restart(&cluster, "osd.0", &osd0));
+    restarted.0.push(restart(&cluster, "osd.1", &osd1));
+    assert!(progress("both restarted") > 0);
+
+    // The monitor dies and comes back on its address: the data path does not need it.
+    let mon = cmdline(cluster.pid("mon.0"));
+    kill9(cluster.pid("mon.0"));
+    let mon_addr = conf_value(&cluster.path().join("shoal.conf"), "mon_host");
+    let mut mon_args = mon.clone();
+    let bind = mon_args.iter().position(|a| a == "--bind").unwrap() + 1;
+    mon_args[bind] = mon_addr;
+    assert!(progress("monitor killed") > 0, "writes continue without the monitor");
+    restarted.0.push(restart(&cluster, "mon.0", &mon_args));
+    progress("monitor restarted");
+
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        runtime.block_on(w).unwrap();
+    }
+    let errors = errors.lock().unwrap().clone();
+    assert!(errors.is_empty(), "writers saw {} errors, first: {:?}", errors.len(), &errors[..errors.len().min(5)]);
+
+    // Every PG returns to active+clean by itself.
+    let clean = wait_for(|| {
+        let pgs = ok(&conf, &["pg", "dump"]);
+        let clean = pgs.lines().filter(|l| l.contains(" active+clean")).count();
+        (clean == 32).then_some(())
+    });
+    assert!(clean.is_some(), "PGs did not all become active+clean:\n{}", ok(&conf, &["pg", "dump"]));
+
+    // Every acknowledged write is readable.
+    let acked = acked.lock().unwrap().clone();
+    let io = runtime.block_on(rados.ioctx(POOL)).unwrap();
+    for (name, generation) in &acked {
+        let writer: usize = name[1..name.find('-').unwrap()].parse().unwrap();
+        let data = runtime.block_on(io.read_full(name)).unwrap();
+        assert_eq!(data, payload(writer, *generation), "{name}: acknowledged generation {generation} lost");
+    }
+    let map = rados.map();
+    drop(rados);
+    drop(runtime);
+
+    // Stop everything and compare the replicas byte for byte, straight from the stores.
+    cluster.stop();
+    drop(restarted);
+    let pool = map.pool_named(POOL).unwrap().clone();
+    let mut stores = BTreeMap::new();
+    for id in map.osds.keys() {
+        let dir = cluster.path().join(format!("osd.{}", id.0)).join("store");
+        let kv = Arc::new(shoal_store_rocks::RocksKv::open(&dir, shoal_store_rocks::DEFAULT_OPTIONS).unwrap());
+        stores.insert(*id, ObjectStore::open(kv, StoreFormat::default()).unwrap());
+    }
+    for name in acked.keys() {
+        let object = ObjectName::new("", name.as_str());
+        let key = ObjectKey::new(pool.id, &object).unwrap();
+        let pg = shoal_placement::pg_of(&pool, &object);
+        let replicas = shoal_placement::pg_up_osds(&map, &pool, pg);
+        assert_eq!(replicas.len(), 3, "{name}: pg {pg} has replicas {replicas:?}");
+        let copies: Vec<Vec<u8>> = replicas.iter().map(|o| stores[o].copy_object(&key).unwrap().encode()).collect();
+        assert!(copies.windows(2).all(|w| w[0] == w[1]), "{name}: replicas {replicas:?} differ");
+    }
+}

@@ -1,0 +1,113 @@
+//! Helpers shared by the tests that run `shoal` daemons as separate processes.
+#![allow(dead_code)] // Each test file uses a different subset.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+pub const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
+
+/// A `shoal vstart` cluster in a temporary directory, stopped when dropped.
+pub struct Vstart {
+    pub dir: tempfile::TempDir,
+}
+
+impl Vstart {
+    /// Starts `osds` OSDs over `hosts` hosts.
+    pub fn start(osds: &str, hosts: &str) -> Vstart {
+        Self::start_with(&["--osds", osds, "--hosts", hosts])
+    }
+
+    /// Starts a cluster with these `vstart` arguments.
+    pub fn start_with(args: &[&str]) -> Vstart {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(SHOAL).args(["vstart", "--dir"]).arg(dir.path().join("c")).args(args).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        Vstart { dir }
+    }
+
+    /// The cluster's directory.
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join("c")
+    }
+
+    /// The client configuration file.
+    pub fn conf(&self) -> String {
+        self.path().join("shoal.conf").to_str().unwrap().to_owned()
+    }
+
+    /// Stops the daemons vstart started.
+    pub fn stop(&self) -> bool {
+        Command::new(SHOAL).args(["vstart", "--stop", "--dir"]).arg(self.path()).output().unwrap().status.success()
+    }
+
+    /// The pid vstart recorded for a daemon (`osd.3`, `mon.0`).
+    pub fn pid(&self, name: &str) -> u32 {
+        let pids = std::fs::read_to_string(self.path().join("pids")).unwrap();
+        pids.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no pid for {name} in {pids}"))
+    }
+}
+
+impl Drop for Vstart {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The command line of a running process.
+pub fn cmdline(pid: u32) -> Vec<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    raw.split(|b| *b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect()
+}
+
+/// SIGKILLs a process and waits until it is gone.
+pub fn kill9(pid: u32) {
+    assert!(Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap().success());
+    let gone = wait_for(|| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        (stat.is_empty() || stat.contains(") Z ")).then_some(())
+    });
+    assert!(gone.is_some(), "pid {pid} survived SIGKILL");
+}
+
+/// Runs `shoal ARGS -c CONF`: success, stdout, stderr.
+pub fn shoal_c(conf: &str, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(SHOAL).args(args).args(["-c", conf]).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `shoal ARGS -c CONF` and returns stdout, failing the test on an error.
+pub fn ok(conf: &str, args: &[&str]) -> String {
+    let (success, out, err) = shoal_c(conf, args);
+    assert!(success, "{args:?}: {err}");
+    out
+}
+
+/// Polls `check` every 200 ms for up to two minutes.
+pub fn wait_for<T>(mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        if let Some(v) = check() {
+            return Some(v);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    None
+}
+
+/// A value of the `key = value` client configuration file.
+pub fn conf_value(conf: &Path, key: &str) -> String {
+    std::fs::read_to_string(conf)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.split_once('=').filter(|(k, _)| k.trim() == key).map(|(_, v)| v.trim().to_owned()))
+        .unwrap_or_else(|| panic!("{key} missing from {}", conf.display()))
+}
