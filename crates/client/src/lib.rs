@@ -35,8 +35,9 @@ pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(300);
 struct Inner {
     id: ClientId,
     network: Arc<dyn Network>,
-    mon_addr: String,
-    mon: tokio::sync::Mutex<Option<Arc<Peer>>>,
+    mon_addrs: Vec<String>,
+    /// The monitor in use (index into `mon_addrs`) and its connection.
+    mon: tokio::sync::Mutex<(usize, Option<Arc<Peer>>)>,
     osds: tokio::sync::Mutex<HashMap<OsdId, Arc<Peer>>>,
     map: Mutex<Arc<OsdMap>>,
     next_tid: AtomicU64,
@@ -55,13 +56,19 @@ fn unexpected(reply: Reply) -> shoal_types::RadosError {
 }
 
 impl Rados {
-    /// Connects to the monitor at `mon_addr` and fetches the cluster map.
-    pub async fn connect(network: Arc<dyn Network>, mon_addr: &str) -> Result<Rados> {
+    /// Connects to one of the monitors in `mon_addrs` (comma-separated) and fetches the
+    /// cluster map.
+    pub async fn connect(network: Arc<dyn Network>, mon_addrs: &str) -> Result<Rados> {
+        let addrs: Vec<String> =
+            mon_addrs.split(',').map(str::trim).filter(|a| !a.is_empty()).map(str::to_owned).collect();
+        if addrs.is_empty() {
+            return Err(err::invalid("no monitor address given"));
+        }
         let rados = Rados {
             inner: Arc::new(Inner {
                 id: ClientId(rand::random::<u64>() >> 1),
                 network,
-                mon_addr: mon_addr.to_owned(),
+                mon_addrs: addrs,
                 mon: Default::default(),
                 osds: Default::default(),
                 map: Mutex::new(Arc::new(OsdMap::default())),
@@ -93,6 +100,14 @@ impl Rados {
         self.mon_call(MapCommand::PgStats { osd, stats }).await.map(|_| ())
     }
 
+    /// The monitors (id, address) and the current leader.
+    pub async fn mon_status(&self) -> Result<(Vec<(u64, String)>, Option<u64>)> {
+        match self.mon_call(MapCommand::MonStatus).await? {
+            Reply::MonStatus { members, leader } => Ok((members, leader)),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// The PG states the monitor collected from the primaries.
     pub async fn pg_stats(&self) -> Result<Vec<PgStat>> {
         match self.mon_call(MapCommand::GetPgStats).await? {
@@ -111,14 +126,48 @@ impl Rados {
         self.inner.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
+    /// Sends a command to a monitor. A monitor that cannot be reached is skipped for the
+    /// next; while the monitors elect a leader (EAGAIN) the command is retried, for up to
+    /// the op timeout.
     async fn mon_call(&self, command: MapCommand) -> Result<Reply> {
-        let mut mon = self.inner.mon.lock().await;
-        if mon.as_ref().is_none_or(|p| p.is_closed()) {
-            *mon = Some(Peer::open(self.inner.network.as_ref(), &self.inner.mon_addr, self.inner.id).await?);
+        let deadline = tokio::time::Instant::now() + self.op_timeout();
+        let addrs = &self.inner.mon_addrs;
+        let mut failures = 0usize;
+        loop {
+            let outcome = match self.mon_peer().await {
+                Ok(peer) => peer.call(Request::Map(command.clone())).await,
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Err(e) if matches!(e.errno, Errno::NotConnected | Errno::Again) => {
+                    failures += 1;
+                    // Every monitor failed to connect: give up (a client of a dead cluster
+                    // should hear so quickly); otherwise wait out elections and failovers.
+                    let none_reachable = e.errno == Errno::NotConnected && failures >= addrs.len() * 3;
+                    if none_reachable || tokio::time::Instant::now() >= deadline {
+                        return Err(e);
+                    }
+                    if e.errno == Errno::NotConnected {
+                        let mut mon = self.inner.mon.lock().await;
+                        mon.0 = (mon.0 + 1) % addrs.len();
+                        mon.1 = None;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                other => return other,
+            }
         }
-        let peer = mon.clone().ok_or_else(|| err::not_connected("no monitor connection"))?;
-        drop(mon);
-        peer.call(Request::Map(command)).await
+    }
+
+    async fn mon_peer(&self) -> Result<Arc<Peer>> {
+        let mut mon = self.inner.mon.lock().await;
+        if let Some(peer) = mon.1.as_ref().filter(|p| !p.is_closed()) {
+            return Ok(peer.clone());
+        }
+        let addr = &self.inner.mon_addrs[mon.0 % self.inner.mon_addrs.len()];
+        let peer = Peer::open(self.inner.network.as_ref(), addr, self.inner.id).await?;
+        mon.1 = Some(peer.clone());
+        Ok(peer)
     }
 
     /// Fetches the current cluster map from the monitor.
@@ -281,12 +330,47 @@ impl IoCtx {
 
     async fn primary(&self, object: &ObjectName) -> Result<Arc<Peer>> {
         let map = self.rados.map();
+        let pg = shoal_placement::pg_of(map.pool(self.pool.id)?, object);
+        self.pg_primary(pg).await
+    }
+
+    async fn pg_primary(&self, pg: shoal_types::PgId) -> Result<Arc<Peer>> {
+        let map = self.rados.map();
         let pool = map.pool(self.pool.id)?;
-        let pg = shoal_placement::pg_of(pool, object);
         let primary = *shoal_placement::pg_up_osds(&map, pool, pg)
             .first()
             .ok_or_else(|| err::not_connected(format!("pg {pg} has no OSD up")))?;
         self.rados.osd(primary).await
+    }
+
+    /// Calls the primary of `pg`, resending after lost connections and EAGAIN (a newer
+    /// map is fetched between tries) until the op timeout. `prepare` builds the request
+    /// for the current map epoch.
+    async fn call_primary(&self, pg: shoal_types::PgId, prepare: impl Fn(u64) -> Request) -> Result<Reply> {
+        let deadline = tokio::time::Instant::now() + self.rados.op_timeout();
+        let mut resends = 0u32;
+        loop {
+            let outcome = match self.pg_primary(pg).await {
+                Ok(peer) => peer.call(prepare(self.rados.map().epoch)).await,
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Err(e) if matches!(e.errno, Errno::NotConnected | Errno::Again) => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(err::timed_out(format!("pg {pg} after {resends} resends: {e}")));
+                    }
+                    resends += 1;
+                    tracing::debug!(error = %e, resends, "resending a request");
+                    let backoff = Duration::from_millis(20 * u64::from(resends.min(25)));
+                    let _ = tokio::time::timeout(backoff, self.rados.wait_for_newer_map(backoff)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn pg_of(&self, object: &ObjectName) -> Result<shoal_types::PgId> {
+        Ok(shoal_placement::pg_of(self.rados.map().pool(self.pool.id)?, object))
     }
 
     /// Sends an operation to its primary. When the connection drops before the reply, or
@@ -296,35 +380,18 @@ impl IoCtx {
     /// ETIMEDOUT after the op timeout.
     async fn submit(&self, name: &str, steps: Vec<Step>) -> Result<OpReply> {
         let object = self.object(name);
-        let mut op = OsdOp {
+        let pg = self.pg_of(&object)?;
+        let op = OsdOp {
             reqid: ReqId { client: self.rados.client_id(), tid: self.rados.next_tid() },
             pool: self.pool.id,
             object,
-            map_epoch: self.rados.map().epoch,
+            map_epoch: 0,
             steps,
         };
-        let deadline = tokio::time::Instant::now() + self.rados.op_timeout();
-        let mut resends = 0u32;
-        loop {
-            let outcome = match self.primary(&op.object).await {
-                Ok(peer) => peer.call(Request::Op(op.clone())).await,
-                Err(e) => Err(e),
-            };
-            match outcome {
-                Ok(Reply::Op(r)) => return Ok(r),
-                Ok(other) => return Err(unexpected(other)),
-                Err(e) if matches!(e.errno, Errno::NotConnected | Errno::Again) => {
-                    if tokio::time::Instant::now() >= deadline {
-                        return Err(err::timed_out(format!("{} after {resends} resends: {e}", op.object)));
-                    }
-                    resends += 1;
-                    tracing::debug!(error = %e, resends, "resending an operation");
-                    let backoff = Duration::from_millis(20 * u64::from(resends.min(25)));
-                    let _ = tokio::time::timeout(backoff, self.rados.wait_for_newer_map(backoff)).await;
-                    op.map_epoch = self.rados.map().epoch;
-                }
-                Err(e) => return Err(e),
-            }
+        let reply = self.call_primary(pg, |map_epoch| Request::Op(OsdOp { map_epoch, ..op.clone() })).await?;
+        match reply {
+            Reply::Op(r) => Ok(r),
+            other => Err(unexpected(other)),
         }
     }
 
@@ -397,9 +464,6 @@ impl IoCtx {
         let mut objects = Vec::new();
         while cursor.seed < pool.pg_num && (objects.len() as u32) < max {
             let pg = shoal_types::PgId { pool: pool.id, seed: cursor.seed };
-            let primary = *shoal_placement::pg_up_osds(&map, &pool, pg)
-                .first()
-                .ok_or_else(|| err::not_connected(format!("pg {pg} has no OSD up")))?;
             let req = PgListRequest {
                 pool: pool.id,
                 seed: cursor.seed,
@@ -407,7 +471,7 @@ impl IoCtx {
                 after: cursor.after.clone(),
                 max: max - objects.len() as u32,
             };
-            match self.rados.osd(primary).await?.call(Request::PgList(req)).await? {
+            match self.call_primary(pg, |_| Request::PgList(req.clone())).await? {
                 Reply::PgList(page) => {
                     objects.extend(page.objects);
                     cursor = match page.next {
@@ -450,14 +514,14 @@ impl IoCtx {
     /// Sends `payload` to every watcher of the object; waits up to `timeout` for acks.
     pub async fn notify(&self, name: &str, payload: impl Into<Bytes>, timeout: Duration) -> Result<NotifyReply> {
         let object = self.object(name);
-        let peer = self.primary(&object).await?;
+        let pg = self.pg_of(&object)?;
         let req = NotifyRequest {
             pool: self.pool.id,
             object,
             payload: payload.into(),
             timeout_ms: timeout.as_millis() as u64,
         };
-        match peer.call(Request::Notify(req)).await? {
+        match self.call_primary(pg, |_| Request::Notify(req.clone())).await? {
             Reply::Notify(r) => Ok(r),
             other => Err(unexpected(other)),
         }

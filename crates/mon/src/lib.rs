@@ -1,21 +1,46 @@
-//! The cluster-map authority: it owns the [`OsdMap`], applies map commands (pool create
-//! and delete), persists each new epoch before answering, and publishes it to
-//! subscribers (OSDs in the same process, clients over the messenger).
+//! The monitors: the authority over the cluster map. Map changes are agreed on by an
+//! [`Authority`] — [`local::LocalAuthority`] for the single-node embedded mode,
+//! [`raft::RaftAuthority`] for a quorum of `shoal mon` daemons replicating through Raft —
+//! and applied by the pure [`change::apply`]. A [`Monitor`] wraps either: it answers
+//! clients and OSDs, turns failure reports into map changes, marks long-down OSDs out and
+//! collects PG states. A monitor that is not the leader forwards what needs the leader.
 //!
-//! [`LocalMon`] is the single-node authority of the embedded mode; it keeps the map in
-//! the same local store as the OSD. Must not depend on the OSD or the client.
+//! Must not depend on the OSD or the client.
 
-use shoal_store::{ObjectStore, Transaction};
-use shoal_transport::{Connection, Listener};
-use shoal_types::msg::{MapCommand, Message, Reply, Request};
+pub mod change;
+pub mod local;
+pub mod raft;
+
+use bytes::Bytes;
+use change::MapChange;
+use shoal_transport::{Connection, Listener, Network, Rpc};
+use shoal_types::msg::{MapCommand, Message, RaftRpc, Reply, Request};
 use shoal_types::pg::PgStat;
-use shoal_types::{OsdEntry, OsdId, OsdMap, Result, Versioned, err};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use shoal_types::{ClientId, OsdId, OsdMap, Result, err};
+use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-const MAP_KEY: &[u8] = b"osdmap";
+/// A boxed future, for the object-safe [`Authority`] trait.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Who decides map changes.
+pub trait Authority: Send + Sync + 'static {
+    /// The newest map this monitor knows.
+    fn subscribe(&self) -> watch::Receiver<Arc<OsdMap>>;
+    /// Where changes go: `None` when this monitor is the leader (it applies them itself),
+    /// else the leader's address, if known.
+    fn leader(&self) -> Option<Option<String>>;
+    /// Agrees on `change` and applies it; the reply once it is durable on a quorum.
+    fn commit(&self, change: MapChange) -> BoxFuture<'_, Result<Reply>>;
+    /// Serves a consensus RPC from another monitor.
+    fn raft_rpc(&self, kind: RaftRpc, body: Bytes) -> BoxFuture<'_, Result<Bytes>>;
+    /// The monitors (id, address) and the leader, as this monitor sees them.
+    fn quorum(&self) -> (Vec<(u64, String)>, Option<u64>);
+}
 
 /// How failure reports become map changes (`mon_osd_min_down_reporters`,
 /// `mon_osd_down_out_interval`).
@@ -33,7 +58,7 @@ impl Default for FailurePolicy {
     }
 }
 
-/// What the monitor tracks outside the map: failure reports, down times, PG states.
+/// What the leader tracks outside the map: failure reports, down times, PG states.
 #[derive(Default)]
 struct Health {
     reports: HashMap<OsdId, BTreeSet<OsdId>>,
@@ -43,49 +68,36 @@ struct Health {
     auto_out: BTreeSet<OsdId>,
 }
 
-/// A single-node map authority persisting the map in a local store.
-pub struct LocalMon {
-    store: Arc<ObjectStore>,
-    map: Mutex<OsdMap>,
-    publish: watch::Sender<Arc<OsdMap>>,
+/// A monitor: answers map requests over an [`Authority`].
+pub struct Monitor {
+    authority: Arc<dyn Authority>,
+    network: Arc<dyn Network>,
     health: Mutex<Health>,
     policy: Mutex<FailurePolicy>,
+    /// The connection to the leader, for forwarding.
+    leader_link: tokio::sync::Mutex<Option<Arc<Rpc>>>,
 }
 
-impl LocalMon {
-    /// Loads the map from `store` (or starts one); with `osds`, records exactly those OSDs
-    /// (the embedded mode), otherwise keeps the ones that booted before.
-    pub fn open(store: Arc<ObjectStore>, osds: Option<BTreeMap<OsdId, OsdEntry>>) -> Result<Arc<LocalMon>> {
-        let mut map = match store.meta(MAP_KEY)? {
-            Some(bytes) => OsdMap::decode(&bytes).map_err(|e| err::io(format!("stored cluster map: {}", e.message)))?,
-            None => OsdMap::default(),
-        };
-        if let Some(osds) = osds
-            && map.osds != osds
-        {
-            map.osds = osds;
-            map.epoch += 1;
-        }
-        let (publish, _) = watch::channel(Arc::new(map.clone()));
-        let mon = LocalMon {
-            store,
-            map: Mutex::new(map),
-            publish,
+impl Monitor {
+    /// A monitor over `authority`, forwarding to the leader through `network`.
+    pub fn new(authority: Arc<dyn Authority>, network: Arc<dyn Network>) -> Arc<Monitor> {
+        Arc::new(Monitor {
+            authority,
+            network,
             health: Mutex::default(),
             policy: Mutex::new(FailurePolicy::default()),
-        };
-        mon.persist(&mon.current())?;
-        Ok(Arc::new(mon))
+            leader_link: tokio::sync::Mutex::new(None),
+        })
     }
 
-    /// The current map.
+    /// The newest map.
     pub fn current(&self) -> OsdMap {
-        self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.authority.subscribe().borrow().as_ref().clone()
     }
 
     /// A receiver that always holds the newest map.
     pub fn subscribe(&self) -> watch::Receiver<Arc<OsdMap>> {
-        self.publish.subscribe()
+        self.authority.subscribe()
     }
 
     /// Replaces the failure policy.
@@ -97,9 +109,117 @@ impl LocalMon {
         self.health.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Marks out the OSDs that have been down for longer than the down-out interval.
-    /// Call periodically.
-    pub fn tick(&self) -> Result<()> {
+    /// Answers one map command: reads locally, everything else on the leader.
+    pub async fn handle(&self, command: MapCommand) -> Result<Reply> {
+        match command {
+            MapCommand::Get => return Ok(Reply::Map(self.current())),
+            MapCommand::MonStatus => {
+                let (members, leader) = self.authority.quorum();
+                return Ok(Reply::MonStatus { members, leader });
+            }
+            MapCommand::WaitNewer { newer_than, timeout_ms } => {
+                let timeout = Duration::from_millis(timeout_ms.min(300_000));
+                let mut rx = self.subscribe();
+                let _ = tokio::time::timeout(timeout, rx.wait_for(|m| m.epoch > newer_than)).await;
+                return Ok(Reply::Map(self.current()));
+            }
+            _ => {}
+        }
+        match self.authority.leader() {
+            None => self.lead(command).await,
+            Some(leader) => self.forward(leader, command).await,
+        }
+    }
+
+    async fn forward(&self, leader: Option<String>, command: MapCommand) -> Result<Reply> {
+        let addr = leader.ok_or_else(|| err::again("the monitors have no leader yet"))?;
+        let mut link = self.leader_link.lock().await;
+        if link.as_ref().is_none_or(|l| l.is_closed() || l.addr() != addr) {
+            let rpc = Rpc::open(self.network.as_ref(), &addr, ClientId(0), Box::new(|_, _| {}), Box::new(|| {}));
+            *link = Some(rpc.await.map_err(|e| err::again(format!("cannot reach the leader at {addr}: {e}")))?);
+        }
+        let rpc = link.clone().ok_or_else(|| err::again("no leader connection"))?;
+        drop(link);
+        rpc.call(Request::Map(command)).await
+    }
+
+    /// Handles a command on the leader.
+    async fn lead(&self, command: MapCommand) -> Result<Reply> {
+        let map = self.current();
+        let change = match command {
+            MapCommand::Get | MapCommand::WaitNewer { .. } | MapCommand::MonStatus => return Ok(Reply::Map(map)),
+            MapCommand::GetPgStats => return Ok(Reply::PgStats(self.pg_stats(&map))),
+            MapCommand::PgStats { osd, stats } => {
+                self.health().pg_stats.insert(osd, stats);
+                return Ok(Reply::Done);
+            }
+            MapCommand::OsdFailure { target, reporter } => match self.failure_reported(&map, target, reporter) {
+                Some(change) => change,
+                None => return Ok(Reply::Map(map)),
+            },
+            MapCommand::CreatePool(spec) => MapChange::CreatePool(spec),
+            MapCommand::DeletePool(name) => MapChange::DeletePool(name),
+            MapCommand::OsdBoot { id, entry } => {
+                let mut health = self.health();
+                health.reports.remove(&id);
+                health.down_since.remove(&id);
+                let back_in = health.auto_out.remove(&id);
+                MapChange::OsdBoot { id, entry, back_in }
+            }
+            MapCommand::ConfigSet { who, key, value } => MapChange::ConfigSet { who, key, value },
+            MapCommand::ConfigRm { who, key } => MapChange::ConfigRm { who, key },
+            MapCommand::SetOsdIn { id, is_in } => MapChange::SetOsdIn { id, is_in },
+        };
+        let reply = self.authority.commit(change).await?;
+        Ok(match reply {
+            Reply::Done => Reply::Map(self.current()),
+            other => other,
+        })
+    }
+
+    /// Records a failure report; returns the change marking the target down once enough
+    /// distinct OSDs reported it.
+    fn failure_reported(&self, map: &OsdMap, target: OsdId, reporter: OsdId) -> Option<MapChange> {
+        let up = |id: &OsdId| map.osds.get(id).is_some_and(|o| o.up);
+        if !up(&target) || !up(&reporter) {
+            return None;
+        }
+        let policy = *self.policy.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let others_up = map.osds.values().filter(|o| o.up).count().saturating_sub(1);
+        let needed = policy.min_down_reporters.min(others_up).max(1);
+        let mut health = self.health();
+        let reporters = health.reports.entry(target).or_default();
+        reporters.insert(reporter);
+        let count = reporters.len();
+        if count < needed {
+            tracing::info!(osd = %target, %reporter, count, needed, "failure reported");
+            return None;
+        }
+        health.reports.remove(&target);
+        health.down_since.insert(target, Instant::now());
+        tracing::warn!(osd = %target, reporters = count, "marking OSD down");
+        Some(MapChange::MarkDown(target))
+    }
+
+    /// The PG states reported by the OSDs that are primaries under `map`.
+    fn pg_stats(&self, map: &OsdMap) -> Vec<PgStat> {
+        let health = self.health();
+        let mut stats: Vec<PgStat> = health
+            .pg_stats
+            .iter()
+            .filter(|(osd, _)| map.osds.get(osd).is_some_and(|o| o.up))
+            .flat_map(|(osd, stats)| stats.iter().filter(move |s| s.acting.first() == Some(osd)).cloned())
+            .collect();
+        stats.sort_by_key(|s| s.pg);
+        stats.dedup_by_key(|s| s.pg);
+        stats
+    }
+
+    /// On the leader: marks out the OSDs down for longer than the down-out interval.
+    pub async fn tick(&self) -> Result<()> {
+        if self.authority.leader().is_some() {
+            return Ok(());
+        }
         let interval = self.policy.lock().unwrap_or_else(std::sync::PoisonError::into_inner).down_out_interval;
         let map = self.current();
         let now = Instant::now();
@@ -113,153 +233,23 @@ impl LocalMon {
                 .collect()
         };
         for id in expired {
-            tracing::info!(osd = %id, ?interval, "down for longer than mon_osd_down_out_interval; marking it out");
-            self.handle(MapCommand::SetOsdIn { id, is_in: false })?;
+            tracing::warn!(osd = %id, ?interval, "down for longer than mon_osd_down_out_interval; marking it out");
+            self.authority.commit(MapChange::SetOsdIn { id, is_in: false }).await?;
             self.health().auto_out.insert(id);
         }
         Ok(())
     }
 
-    /// The PG states reported by the OSDs that are primaries under the current map.
-    pub fn pg_stats(&self) -> Vec<PgStat> {
-        let map = self.current();
-        let health = self.health();
-        let mut stats: Vec<PgStat> = health
-            .pg_stats
-            .iter()
-            .filter(|(osd, _)| map.osds.get(osd).is_some_and(|o| o.up))
-            .flat_map(|(osd, stats)| stats.iter().filter(move |s| s.acting.first() == Some(osd)).cloned())
-            .collect();
-        stats.sort_by_key(|s| s.pg);
-        stats.dedup_by_key(|s| s.pg);
-        stats
-    }
-
-    fn persist(&self, map: &OsdMap) -> Result<()> {
-        let mut txn = Transaction::new();
-        txn.put_meta(MAP_KEY, map.encode());
-        self.store.commit(txn)?;
-        self.store.sync()?;
-        Ok(())
-    }
-
-    /// Applies a map command; a change is durable and published before this returns.
-    pub fn handle(&self, command: MapCommand) -> Result<Reply> {
-        let mut map = self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut next = map.clone();
-        let reply = match command {
-            MapCommand::Get | MapCommand::WaitNewer { .. } => return Ok(Reply::Map(map.clone())),
-            MapCommand::GetPgStats => {
-                drop(map);
-                return Ok(Reply::PgStats(self.pg_stats()));
-            }
-            MapCommand::PgStats { osd, stats } => {
-                self.health().pg_stats.insert(osd, stats);
-                return Ok(Reply::Done);
-            }
-            MapCommand::OsdFailure { target, reporter } => {
-                let up = |id: &OsdId| next.osds.get(id).is_some_and(|o| o.up);
-                if !up(&target) || !up(&reporter) {
-                    return Ok(Reply::Map(map.clone()));
-                }
-                let policy = *self.policy.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                let others_up = next.osds.values().filter(|o| o.up).count().saturating_sub(1);
-                let needed = policy.min_down_reporters.min(others_up).max(1);
-                let reporters = {
-                    let mut health = self.health();
-                    let reporters = health.reports.entry(target).or_default();
-                    reporters.insert(reporter);
-                    reporters.len()
-                };
-                if reporters < needed {
-                    tracing::info!(osd = %target, %reporter, reporters, needed, "failure reported");
-                    return Ok(Reply::Map(map.clone()));
-                }
-                let mut health = self.health();
-                health.reports.remove(&target);
-                health.down_since.insert(target, Instant::now());
-                drop(health);
-                if let Some(osd) = next.osds.get_mut(&target) {
-                    osd.up = false;
-                }
-                next.epoch += 1;
-                tracing::warn!(osd = %target, reporters, "marking OSD down");
-                Reply::Done
-            }
-            MapCommand::CreatePool(spec) => Reply::Pool(next.create(&spec)?),
-            MapCommand::DeletePool(name) => Reply::Pool(next.remove(&name)?),
-            MapCommand::OsdBoot { id, entry } => {
-                // An OSD an operator marked out stays out; one the monitor marked out is back.
-                let was_auto_out = self.health().auto_out.contains(&id);
-                let is_in = next.osds.get(&id).is_none_or(|old| old.is_in || was_auto_out);
-                let entry = OsdEntry { up: true, is_in, ..entry };
-                if next.osds.get(&id) == Some(&entry) {
-                    return Ok(Reply::Map(map.clone()));
-                }
-                tracing::info!(osd = %id, addr = %entry.addr, "osd booted");
-                let mut health = self.health();
-                health.reports.remove(&id);
-                health.down_since.remove(&id);
-                health.auto_out.remove(&id);
-                drop(health);
-                next.osds.insert(id, entry);
-                next.epoch += 1;
-                Reply::Done
-            }
-            MapCommand::ConfigSet { who, key, value } => {
-                next.config.entry(who).or_default().insert(key, value);
-                next.epoch += 1;
-                Reply::Done
-            }
-            MapCommand::ConfigRm { who, key } => {
-                let options =
-                    next.config.get_mut(&who).ok_or_else(|| err::not_found(format!("no options for '{who}'")))?;
-                options.remove(&key).ok_or_else(|| err::not_found(format!("'{key}' is not set for '{who}'")))?;
-                if options.is_empty() {
-                    next.config.remove(&who);
-                }
-                next.epoch += 1;
-                Reply::Done
-            }
-            MapCommand::SetOsdIn { id, is_in } => {
-                let osd = next.osds.get_mut(&id).ok_or_else(|| err::not_found(format!("{id} does not exist")))?;
-                if osd.is_in == is_in {
-                    return Ok(Reply::Map(map.clone()));
-                }
-                osd.is_in = is_in;
-                next.epoch += 1;
-                tracing::info!(osd = %id, is_in, "osd marked");
-                Reply::Done
-            }
-        };
-        self.persist(&next)?;
-        *map = next.clone();
-        self.publish.send_replace(Arc::new(next));
-        tracing::info!(epoch = map.epoch, "cluster map changed");
-        Ok(match reply {
-            Reply::Done => Reply::Map(map.clone()),
-            other => other,
-        })
-    }
-
-    /// The map once its epoch is above `newer_than`, or the current one after `timeout`.
-    pub async fn wait_newer(&self, newer_than: u64, timeout: std::time::Duration) -> OsdMap {
-        let mut rx = self.subscribe();
-        let _ = tokio::time::timeout(timeout, rx.wait_for(|m| m.epoch > newer_than)).await;
-        self.current()
-    }
-
-    /// Answers map requests on `listener` until it closes; meanwhile marks long-down OSDs
-    /// out.
+    /// Answers requests on `listener` until it closes; meanwhile, on the leader, marks
+    /// long-down OSDs out.
     pub async fn serve(self: Arc<Self>, mut listener: Listener) {
         let ticker = Arc::downgrade(&self);
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 let Some(mon) = ticker.upgrade() else { return };
-                let outcome = tokio::task::spawn_blocking(move || mon.tick()).await;
-                if let Ok(Err(e)) = outcome {
-                    tracing::error!(error = %e, "monitor tick failed");
+                if let Err(e) = mon.tick().await {
+                    tracing::warn!(error = %e, "monitor tick failed");
                 }
             }
         });
@@ -272,29 +262,18 @@ impl LocalMon {
         let Connection { sender, mut receiver } = conn;
         while let Some(message) = receiver.recv().await {
             let Message::Request { tid, request } = message else { continue };
-            let reply = match request {
-                Request::Map(MapCommand::WaitNewer { newer_than, timeout_ms }) => {
-                    // A long poll: answer from its own task so the connection keeps serving.
-                    let (mon, sender) = (self.clone(), sender.clone());
-                    tokio::spawn(async move {
-                        let timeout = std::time::Duration::from_millis(timeout_ms.min(300_000));
-                        let map = mon.wait_newer(newer_than, timeout).await;
-                        let _ = sender.send(Message::Reply { tid, reply: Ok(Reply::Map(map)) }).await;
-                    });
-                    continue;
-                }
-                Request::Map(command) => {
-                    let mon = self.clone();
-                    tokio::task::spawn_blocking(move || mon.handle(command))
-                        .await
-                        .unwrap_or_else(|e| Err(err::io(format!("map command failed: {e}"))))
-                }
-                Request::Hello(_) => Ok(Reply::Done),
-                _ => Err(err::not_supported("the monitor only serves map commands")),
-            };
-            if sender.send(Message::Reply { tid, reply }).await.is_err() {
-                break;
-            }
+            // Each request is answered from its own task: long polls and forwarded
+            // commands must not hold up the connection.
+            let (mon, sender) = (self.clone(), sender.clone());
+            tokio::spawn(async move {
+                let reply = match request {
+                    Request::Map(command) => mon.handle(command).await,
+                    Request::Raft { kind, body } => mon.authority.raft_rpc(kind, body).await.map(Reply::Raft),
+                    Request::Hello(_) => Ok(Reply::Done),
+                    _ => Err(err::not_supported("monitors serve map commands only")),
+                };
+                let _ = sender.send(Message::Reply { tid, reply }).await;
+            });
         }
     }
 }

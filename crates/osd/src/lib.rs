@@ -297,7 +297,7 @@ impl Osd {
                     let _ = reply.send(Err(err::invalid("a peer request without a PG")));
                 }
             },
-            Request::Map(_) | Request::Hello(_) => {
+            Request::Map(_) | Request::Hello(_) | Request::Raft { .. } => {
                 let _ = reply.send(Err(err::not_supported("OSDs do not serve map commands; ask the monitor")));
             }
         }

@@ -4,8 +4,8 @@
 //! requests in flight; the PG that sent them peers again, and the next request connects
 //! anew.
 
-use shoal_transport::{Connection, Network};
-use shoal_types::msg::{Message, PeerRequest, Reply, Request};
+use shoal_transport::{Network, Rpc};
+use shoal_types::msg::{PeerRequest, Reply, Request};
 use shoal_types::{ClientId, OsdId, OsdMap, Result, err};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -60,12 +60,6 @@ impl PeerNet {
 
 /// Requests awaiting replies; `None` once the connection's reader has finished (a request
 /// registered after that would never be answered).
-type Pending = Arc<Mutex<Option<HashMap<u64, OnReply>>>>;
-
-fn lock(pending: &Pending) -> std::sync::MutexGuard<'_, Option<HashMap<u64, OnReply>>> {
-    pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 struct Link {
     me: OsdId,
     to: OsdId,
@@ -75,10 +69,9 @@ struct Link {
 
 impl Link {
     async fn run(self, mut queue: mpsc::UnboundedReceiver<Outgoing>) {
-        let mut conn: Option<(mpsc::Sender<Message>, Pending)> = None;
-        let mut next_tid = 1u64;
+        let mut conn: Option<Arc<Rpc>> = None;
         while let Some(Outgoing { request, on_reply }) = queue.recv().await {
-            if conn.as_ref().is_none_or(|(sender, _)| sender.is_closed()) {
+            if conn.as_ref().is_none_or(|c| c.is_closed()) {
                 match self.connect().await {
                     Ok(c) => conn = Some(c),
                     Err(e) => {
@@ -87,35 +80,14 @@ impl Link {
                     }
                 }
             }
-            let Some((sender, pending)) = conn.as_ref() else { continue };
-            let tid = next_tid;
-            next_tid += 1;
-            let closed = {
-                let mut waiting = lock(pending);
-                match waiting.as_mut() {
-                    Some(w) => {
-                        w.insert(tid, on_reply);
-                        None
-                    }
-                    None => Some(on_reply),
-                }
-            };
-            if let Some(f) = closed {
-                f(Err(err::not_connected(format!("connection to {} closed", self.to))));
-                conn = None;
-                continue;
-            }
-            if sender.send(Message::Request { tid, request: Request::Peer(request) }).await.is_err() {
-                let failed = lock(pending).as_mut().and_then(|w| w.remove(&tid));
-                if let Some(f) = failed {
-                    f(Err(err::not_connected(format!("connection to {} closed", self.to))));
-                }
-                conn = None;
-            }
+            let Some(rpc) = conn.as_ref() else { continue };
+            // Sent now, in queue order; the reply is awaited on the side.
+            let reply = rpc.start(Request::Peer(request)).await;
+            tokio::spawn(async move { on_reply(reply.await) });
         }
     }
 
-    async fn connect(&self) -> Result<(mpsc::Sender<Message>, Pending)> {
+    async fn connect(&self) -> Result<Arc<Rpc>> {
         let addr = self
             .map
             .borrow()
@@ -124,25 +96,15 @@ impl Link {
             .filter(|o| o.up)
             .map(|o| o.addr.clone())
             .ok_or_else(|| err::not_connected(format!("{} is not up in the map", self.to)))?;
-        let Connection { sender, mut receiver } = self.network.connect(&addr).await?;
-        let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
-        let hello = Message::Request { tid: 0, request: Request::Hello(ClientId(u64::from(self.me.0) | 1 << 63)) };
-        sender.send(hello).await.map_err(|_| err::not_connected(format!("connection to {} closed", self.to)))?;
-        let (reader_pending, to) = (pending.clone(), self.to);
-        tokio::spawn(async move {
-            while let Some(message) = receiver.recv().await {
-                if let Message::Reply { tid, reply } = message {
-                    let waiter = lock(&reader_pending).as_mut().and_then(|w| w.remove(&tid));
-                    if let Some(w) = waiter {
-                        w(reply);
-                    }
-                }
-            }
-            let failed = lock(&reader_pending).take().unwrap_or_default();
-            for (_, f) in failed {
-                f(Err(err::not_connected(format!("connection to {to} closed"))));
-            }
-        });
-        Ok((sender, pending))
+        let hello = ClientId(u64::from(self.me.0) | 1 << 63);
+        let to = self.to;
+        Rpc::open(
+            self.network.as_ref(),
+            &addr,
+            hello,
+            Box::new(move |message, _| tracing::warn!(?message, peer = %to, "unexpected message from a peer")),
+            Box::new(|| {}),
+        )
+        .await
     }
 }

@@ -185,7 +185,11 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
         Action::Status => {
             let map = rados.refresh_map().await?;
             let stats = rados.pg_stats().await?;
-            let (state, reasons) = health(&map, &stats);
+            let (mons, leader) = rados.mon_status().await?;
+            let (state, mut reasons) = health(&map, &stats);
+            if leader.is_none() {
+                reasons.push("the monitors have no leader".to_owned());
+            }
             let up = map.osds.values().filter(|o| o.up).count();
             let is_in = map.osds.values().filter(|o| o.is_in).count();
             let pgs: u32 = map.pools.values().map(|p| p.pg_num).sum();
@@ -195,7 +199,9 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
                 println!("            {r}");
             }
             println!("  services:");
-            println!("    mon: 1 daemon (single monitor; no quorum yet)");
+            let names: Vec<String> = mons.iter().map(|(id, _)| id.to_string()).collect();
+            let leader = leader.map_or("none".to_owned(), |l| format!("mon.{l}"));
+            println!("    mon: {} daemons, quorum {} (leader {leader})", mons.len(), names.join(","));
             println!("    osd: {} osds: {up} up, {is_in} in; map epoch {}", map.osds.len(), map.epoch);
             println!("  data:");
             println!("    pools: {} pools, {pgs} pgs", map.pools.len());

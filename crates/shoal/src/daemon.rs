@@ -1,12 +1,12 @@
-//! `shoal mon` and `shoal osd`: the map authority and an OSD as separate processes that
-//! talk over authenticated TCP. A monitor quorum (Raft) replaces the single monitor in the
-//! cluster issue; the OSD side stays as it is.
+//! `shoal mon` and `shoal osd`: monitors (a Raft quorum of 1, 3 or 5) and OSDs as separate
+//! processes that talk over authenticated TCP.
 
 use crate::config::Config;
 use crate::embedded::{apply_config, follow_pool_removals, open_store};
 use clap::Args;
 use shoal_client::Rados;
-use shoal_mon::LocalMon;
+use shoal_mon::Monitor;
+use shoal_mon::raft::RaftAuthority;
 use shoal_osd::Osd;
 use shoal_transport::{Network, TcpNetwork};
 use shoal_types::{OsdEntry, OsdId, Result, err};
@@ -35,6 +35,33 @@ pub struct DaemonArgs {
     pub options: Vec<String>,
 }
 
+/// Arguments of `shoal mon`.
+#[derive(Args, Debug, Clone)]
+pub struct MonArgs {
+    #[command(flatten)]
+    daemon: DaemonArgs,
+    /// This monitor's id in the quorum.
+    #[arg(long, default_value_t = 0)]
+    id: u64,
+    /// The monitors that form the quorum the first time, `ID=HOST:PORT,…` (this one
+    /// included); the lowest id bootstraps it. Defaults to this monitor alone.
+    #[arg(long, value_name = "ID=HOST:PORT,…")]
+    initial_members: Option<String>,
+}
+
+/// Parses `0=HOST:PORT,1=HOST:PORT`.
+fn parse_members(text: &str) -> Result<std::collections::BTreeMap<u64, String>> {
+    text.split(',')
+        .map(|member| {
+            let (id, addr) = member
+                .split_once('=')
+                .ok_or_else(|| err::invalid(format!("monitor '{member}' is not ID=HOST:PORT")))?;
+            let id = id.trim().parse().map_err(|_| err::invalid(format!("monitor id '{id}' is not a number")))?;
+            Ok((id, addr.trim().to_owned()))
+        })
+        .collect()
+}
+
 /// Arguments of `shoal osd`.
 #[derive(Args, Debug, Clone)]
 pub struct OsdArgs {
@@ -43,8 +70,8 @@ pub struct OsdArgs {
     /// This OSD's id.
     #[arg(long)]
     id: u32,
-    /// The monitor's address.
-    #[arg(long, value_name = "HOST:PORT")]
+    /// The monitors' addresses.
+    #[arg(long, value_name = "HOST:PORT[,…]")]
     mon: String,
     /// The failure domain this OSD belongs to.
     #[arg(long, default_value = "localhost")]
@@ -84,16 +111,23 @@ async fn until_terminated() {
 }
 
 /// Runs a monitor until SIGTERM or Ctrl-C.
-pub async fn run_mon(args: DaemonArgs) -> Result<()> {
+pub async fn run_mon(args: MonArgs) -> Result<()> {
+    let MonArgs { daemon: args, id, initial_members } = args;
     let config = Config::from_settings(&args.options)?;
     let (kv, store) = open_store(&args.data, &config)?;
     let network = network(&args.secret_file)?;
     let listener = network.bind(&args.bind)?;
-    let mon = LocalMon::open(store.clone(), None)?;
+    let members = match initial_members {
+        Some(text) => parse_members(&text)?,
+        None => std::collections::BTreeMap::from([(id, listener.local_addr().to_owned())]),
+    };
+    let authority = RaftAuthority::start(id, store.clone(), network.clone(), &members).await?;
+    let mon = Monitor::new(authority.clone(), network);
     tokio::spawn(follow_mon_config(mon.clone(), args.options.clone()));
-    println!("mon listening on {}", listener.local_addr());
+    println!("mon.{id} listening on {}", listener.local_addr());
     tokio::spawn(mon.serve(listener));
     until_terminated().await;
+    authority.shutdown().await;
     store.sync()?;
     kv.close();
     Ok(())
@@ -101,7 +135,7 @@ pub async fn run_mon(args: DaemonArgs) -> Result<()> {
 
 /// Applies the central configuration (`global`, `mon`, with command-line options on top)
 /// to the monitor's failure policy whenever the map changes.
-async fn follow_mon_config(mon: Arc<LocalMon>, cli: Vec<String>) {
+async fn follow_mon_config(mon: Arc<Monitor>, cli: Vec<String>) {
     let mut maps = mon.subscribe();
     loop {
         let map = maps.borrow_and_update().clone();

@@ -3,7 +3,8 @@
 
 use crate::config::Config;
 use shoal_client::Rados;
-use shoal_mon::LocalMon;
+use shoal_mon::Monitor;
+use shoal_mon::local::LocalAuthority;
 use shoal_osd::Osd;
 use shoal_store::{ObjectStore, StoreFormat};
 use shoal_store_rocks::RocksKv;
@@ -53,7 +54,8 @@ impl Embedded {
             up: true,
             is_in: true,
         };
-        let mon = LocalMon::open(store.clone(), Some(BTreeMap::from([(OsdId(0), osd_entry)])))?;
+        let authority = LocalAuthority::open(store.clone(), BTreeMap::from([(OsdId(0), osd_entry)]))?;
+        let mon = Monitor::new(authority, network.clone());
         let maps = mon.subscribe();
         let osd = Osd::start(config.osd(OsdId(0))?, store.clone(), maps.clone(), network.clone());
         tokio::spawn(mon.clone().serve(mon_listener));
@@ -87,12 +89,12 @@ impl Embedded {
 }
 
 /// Hands the OSD's PG states to the in-process monitor every second.
-async fn report_pg_stats(osd: Osd, mon: std::sync::Weak<LocalMon>) {
+async fn report_pg_stats(osd: Osd, mon: std::sync::Weak<Monitor>) {
     loop {
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         let stats = osd.pg_stats().await;
         let Some(mon) = mon.upgrade() else { return };
-        let _ = mon.handle(shoal_types::msg::MapCommand::PgStats { osd: osd.id(), stats });
+        let _ = mon.handle(shoal_types::msg::MapCommand::PgStats { osd: osd.id(), stats }).await;
     }
 }
 

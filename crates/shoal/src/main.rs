@@ -26,7 +26,7 @@ enum Command {
     #[command(subcommand)]
     Osd(admin_cmd::OsdCommand),
     /// Run the map authority (monitor) daemon.
-    Mon(daemon::DaemonArgs),
+    Mon(daemon::MonArgs),
     /// Start (or stop) a local multi-process cluster on loopback.
     Vstart(vstart::VstartArgs),
     /// Benchmarks that reproduce published experiments.

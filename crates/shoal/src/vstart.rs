@@ -1,6 +1,6 @@
 //! `shoal vstart`: a local multi-process cluster on loopback for development and tests.
 //! Each daemon is its own process with its own data directory and log file under DIR;
-//! `DIR/shoal.conf` tells clients where the monitor is (`shoal rados -c DIR/shoal.conf`).
+//! `DIR/shoal.conf` tells clients where the monitors are (`shoal rados -c DIR/shoal.conf`).
 
 use clap::Args;
 use shoal_types::{Result, err};
@@ -14,7 +14,7 @@ pub struct VstartArgs {
     /// Directory holding every daemon's data, logs, the secret and `shoal.conf`.
     #[arg(long, value_name = "DIR")]
     dir: PathBuf,
-    /// Monitors to start (one until the Raft quorum lands).
+    /// Monitors to start: 1, 3 or 5 (a Raft quorum).
     #[arg(long, default_value_t = 1)]
     mons: u32,
     /// OSDs to start.
@@ -64,6 +64,19 @@ fn spawn(dir: &Path, name: &str, args: &[String]) -> Result<(u32, String)> {
     Err(err::io(format!("{name} did not start; see {}", log_path.display())))
 }
 
+/// Stops the daemons started so far, after one failed to start.
+fn abandon(dir: &Path, pids: &[String]) {
+    if std::fs::write(dir.join(PIDS), pids.join("\n") + "\n").is_ok() {
+        let _ = stop(dir);
+    }
+}
+
+/// A loopback address with a port that was free a moment ago.
+fn free_port() -> Result<String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(io("finding a free port".into()))?;
+    Ok(listener.local_addr().map_err(io("finding a free port".into()))?.to_string())
+}
+
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
 }
@@ -73,8 +86,8 @@ pub fn run(args: VstartArgs) -> Result<()> {
     if args.stop {
         return stop(&args.dir);
     }
-    if args.mons != 1 {
-        return Err(err::invalid("vstart runs exactly one monitor until the monitor quorum (Raft) is built"));
+    if ![1, 3, 5].contains(&args.mons) {
+        return Err(err::invalid(format!("--mons must be 1, 3 or 5 (a quorum needs a majority), got {}", args.mons)));
     }
     if args.osds == 0 || args.hosts == 0 {
         return Err(err::invalid("vstart needs at least one OSD and one host"));
@@ -92,17 +105,28 @@ pub fn run(args: VstartArgs) -> Result<()> {
     let path = |p: PathBuf| p.to_string_lossy().into_owned();
     let secret_arg = path(secret_path.clone());
     let mut pids = Vec::new();
-    let mon_args: Vec<String> = vec![
-        "mon".into(),
-        "--data".into(),
-        path(dir.join("mon.0")),
-        "--bind".into(),
-        "127.0.0.1:0".into(),
-        "--secret-file".into(),
-        secret_arg.clone(),
-    ];
-    let (pid, mon_addr) = spawn(dir, "mon.0", &mon_args)?;
-    pids.push(format!("mon.0 {pid}"));
+    // Monitors must know each other's addresses before they start: pick free ports.
+    let mon_addrs: Vec<String> = (0..args.mons).map(|_| free_port()).collect::<Result<_>>()?;
+    let members: Vec<String> = mon_addrs.iter().enumerate().map(|(id, addr)| format!("{id}={addr}")).collect();
+    for (id, addr) in mon_addrs.iter().enumerate() {
+        let name = format!("mon.{id}");
+        let mon_args: Vec<String> = vec![
+            "mon".into(),
+            "--id".into(),
+            id.to_string(),
+            "--initial-members".into(),
+            members.join(","),
+            "--data".into(),
+            path(dir.join(&name)),
+            "--bind".into(),
+            addr.clone(),
+            "--secret-file".into(),
+            secret_arg.clone(),
+        ];
+        let (pid, _) = spawn(dir, &name, &mon_args).inspect_err(|_| abandon(dir, &pids))?;
+        pids.push(format!("{name} {pid}"));
+    }
+    let mon_addr = mon_addrs.join(",");
     for id in 0..args.osds {
         let name = format!("osd.{id}");
         let osd_args: Vec<String> = vec![
@@ -121,20 +145,14 @@ pub fn run(args: VstartArgs) -> Result<()> {
             "--host".into(),
             format!("host{}", id % args.hosts),
         ];
-        match spawn(dir, &name, &osd_args) {
-            Ok((pid, _)) => pids.push(format!("{name} {pid}")),
-            Err(e) => {
-                std::fs::write(dir.join(PIDS), pids.join("\n")).ok();
-                let _ = stop(dir);
-                return Err(e);
-            }
-        }
+        let (pid, _) = spawn(dir, &name, &osd_args).inspect_err(|_| abandon(dir, &pids))?;
+        pids.push(format!("{name} {pid}"));
     }
     std::fs::write(dir.join(PIDS), pids.join("\n") + "\n").map_err(io("writing the pid file".into()))?;
     let conf = dir.join("shoal.conf");
     std::fs::write(&conf, format!("mon_host = {mon_addr}\nsecret_file = {secret_arg}\n"))
         .map_err(io(format!("writing {}", conf.display())))?;
-    println!("cluster running: 1 monitor at {mon_addr}, {} OSDs on {} hosts", args.osds, args.hosts);
+    println!("cluster running: {} monitors at {mon_addr}, {} OSDs on {} hosts", args.mons, args.osds, args.hosts);
     println!("reach it with:   shoal rados -c {} lspools", conf.display());
     println!("stop it with:    shoal vstart --stop --dir {}", dir.display());
     Ok(())

@@ -9,7 +9,7 @@ use common::{Vstart, cmdline, conf_value, kill9, ok, wait_for};
 use shoal_client::{Rados, ReadOp, WriteOp};
 use shoal_store::{ObjectKey, ObjectStore, StoreFormat};
 use shoal_transport::TcpNetwork;
-use shoal_types::{ObjectName, StepOutput, Versioned};
+use shoal_types::{ObjectName, OsdMap, StepOutput, Versioned};
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -101,7 +101,7 @@ async fn writer(
 
 #[test]
 fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
-    let cluster = Vstart::start_with(&["--osds", "6", "--hosts", "3"]);
+    let cluster = Vstart::start_with(&["--mons", "3", "--osds", "6", "--hosts", "3"]);
     let conf = cluster.conf();
     ok(&conf, &["config", "set", "global", "osd_heartbeat_interval", "0.3"]);
     ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "2"]);
@@ -138,16 +138,17 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
     restarted.0.push(restart(&cluster, "osd.1", &osd1));
     assert!(progress("both restarted") > 0);
 
-    // The monitor dies and comes back on its address: the data path does not need it.
-    let mon = cmdline(cluster.pid("mon.0"));
-    kill9(cluster.pid("mon.0"));
-    let mon_addr = conf_value(&cluster.path().join("shoal.conf"), "mon_host");
-    let mut mon_args = mon.clone();
-    let bind = mon_args.iter().position(|a| a == "--bind").unwrap() + 1;
-    mon_args[bind] = mon_addr;
-    assert!(progress("monitor killed") > 0, "writes continue without the monitor");
-    restarted.0.push(restart(&cluster, "mon.0", &mon_args));
-    progress("monitor restarted");
+    // The monitor leader dies: the others elect a new one and map changes go on.
+    let (_, leader) = runtime.block_on(rados.mon_status()).unwrap();
+    let leader = format!("mon.{}", leader.expect("the monitors have a leader"));
+    let mon = cmdline(cluster.pid(&leader));
+    kill9(cluster.pid(&leader));
+    ok(&conf, &["config", "set", "global", "osd_recovery_max_active", "2"]);
+    let (_, new_leader) = runtime.block_on(rados.mon_status()).unwrap();
+    assert!(new_leader.is_some_and(|l| format!("mon.{l}") != leader), "a new leader took over from {leader}");
+    assert!(progress("monitor leader killed") > 0, "writes continue");
+    restarted.0.push(restart(&cluster, &leader, &mon));
+    progress("old leader restarted");
 
     stop.store(true, Ordering::Relaxed);
     for w in writers {
@@ -179,6 +180,12 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
     // Stop everything and compare the replicas byte for byte, straight from the stores.
     cluster.stop();
     drop(restarted);
+    replicas_agree(&cluster, &map, acked.keys());
+}
+
+/// Opens every OSD's store (the cluster must be stopped) and checks that each object has
+/// three replicas under `map`, all holding the same keys and bytes.
+fn replicas_agree<'a>(cluster: &Vstart, map: &OsdMap, names: impl Iterator<Item = &'a String>) {
     let pool = map.pool_named(POOL).unwrap().clone();
     let mut stores = BTreeMap::new();
     for id in map.osds.keys() {
@@ -186,13 +193,65 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
         let kv = Arc::new(shoal_store_rocks::RocksKv::open(&dir, shoal_store_rocks::DEFAULT_OPTIONS).unwrap());
         stores.insert(*id, ObjectStore::open(kv, StoreFormat::default()).unwrap());
     }
-    for name in acked.keys() {
+    for name in names {
         let object = ObjectName::new("", name.as_str());
         let key = ObjectKey::new(pool.id, &object).unwrap();
         let pg = shoal_placement::pg_of(&pool, &object);
-        let replicas = shoal_placement::pg_up_osds(&map, &pool, pg);
+        let replicas = shoal_placement::pg_up_osds(map, &pool, pg);
         assert_eq!(replicas.len(), 3, "{name}: pg {pg} has replicas {replicas:?}");
         let copies: Vec<Vec<u8>> = replicas.iter().map(|o| stores[o].copy_object(&key).unwrap().encode()).collect();
+        assert!(copies[0].len() > 64, "{name}: the copy on {} is empty", replicas[0]);
         assert!(copies.windows(2).all(|w| w[0] == w[1]), "{name}: replicas {replicas:?} differ");
     }
+}
+
+#[test]
+fn an_osd_marked_out_is_backfilled_onto_the_others() {
+    let cluster = Vstart::start_with(&["--osds", "4", "--hosts", "4"]);
+    let conf = cluster.conf();
+    ok(&conf, &["config", "set", "global", "osd_heartbeat_interval", "0.3"]);
+    ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "2"]);
+    ok(&conf, &["config", "set", "mon", "mon_osd_down_out_interval", "3"]);
+    ok(&conf, &["pool", "create", POOL, "--size", "3", "--min-size", "2", "--pg-num", "16"]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let rados = runtime.block_on(client(&cluster));
+    let io = runtime.block_on(rados.ioctx(POOL)).unwrap();
+    let names: Vec<String> = (0..150).map(|i| format!("obj{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let op =
+            WriteOp::new().write_full(payload(i, 1)).omap_set([(Bytes::from_static(b"k"), Bytes::from(name.clone()))]);
+        runtime.block_on(io.operate(name, op)).unwrap();
+    }
+    let victim = shoal_types::OsdId(2);
+    let map = runtime.block_on(rados.refresh_map()).unwrap();
+    let pool = map.pool_named(POOL).unwrap().clone();
+    let held = (0..pool.pg_num)
+        .filter(|seed| {
+            let pg = shoal_types::PgId { pool: pool.id, seed: *seed };
+            shoal_placement::pg_up_osds(&map, &pool, pg).contains(&victim)
+        })
+        .count();
+    assert!(held > 0, "osd.2 holds no PG");
+
+    kill9(cluster.pid("osd.2"));
+    let out = wait_for(|| {
+        let map = runtime.block_on(rados.refresh_map()).ok()?;
+        map.osds.get(&victim).is_some_and(|o| !o.up && !o.is_in).then_some(())
+    });
+    assert!(out.is_some(), "osd.2 was never marked down and out");
+    let clean = wait_for(|| {
+        let pgs = ok(&conf, &["pg", "dump"]);
+        let clean = pgs.lines().filter(|l| l.contains(" active+clean")).count();
+        (clean == 16).then_some(pgs)
+    });
+    let pgs = clean.unwrap_or_else(|| panic!("backfill did not finish:\n{}", ok(&conf, &["pg", "dump"])));
+    assert!(pgs.lines().skip(1).all(|l| !l.split_whitespace().nth(1).unwrap_or("").contains('2')), "{pgs}");
+    for (i, name) in names.iter().enumerate() {
+        assert_eq!(runtime.block_on(io.read_full(name)).unwrap(), payload(i, 1), "{name}");
+    }
+    let map = runtime.block_on(rados.refresh_map()).unwrap();
+    drop(rados);
+    drop(runtime);
+    cluster.stop();
+    replicas_agree(&cluster, &map, names.iter());
 }

@@ -69,6 +69,14 @@ fn separate_daemons_serve_the_cli_and_keep_acknowledged_data_across_kill_9() {
     let (ok, _, err) = rados(&mon, &path("wrong"), &["lspools"]);
     assert!(!ok, "a client with the wrong secret must be refused");
     assert!(err.contains("authentication failed"), "{err}");
+    let intruder = Command::new(SHOAL)
+        .args(["osd", "run", "--id", "7", "--data", &path("osd7"), "--bind", "127.0.0.1:0", "--mon", &mon])
+        .args(["--secret-file", &path("wrong")])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&intruder.stderr);
+    assert!(!intruder.status.success(), "an OSD with the wrong secret must not join");
+    assert!(err.contains("authentication failed"), "{err}");
 
     // kill -9 the OSD, start it again: the acknowledged object is still there.
     let _ = osd.0.kill();

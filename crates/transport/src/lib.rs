@@ -8,8 +8,10 @@
 
 pub mod auth;
 pub mod frame;
+pub mod rpc;
 pub mod tcp;
 
+pub use rpc::Rpc;
 pub use tcp::TcpNetwork;
 
 use shoal_types::msg::Message;

@@ -57,6 +57,24 @@ pub enum Request {
     Map(MapCommand),
     /// OSD to OSD: replication, peering, recovery and heartbeats.
     Peer(PeerRequest),
+    /// Monitor to monitor: one consensus RPC, its body encoded by the consensus library.
+    Raft {
+        /// Which RPC.
+        kind: RaftRpc,
+        /// The encoded request.
+        body: Bytes,
+    },
+}
+
+/// The consensus RPCs between monitors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RaftRpc {
+    /// Log replication and heartbeats.
+    AppendEntries,
+    /// Leader election.
+    Vote,
+    /// A chunk of a snapshot for a lagging monitor.
+    InstallSnapshot,
 }
 
 /// The successful answer to a [`Request`].
@@ -87,6 +105,15 @@ pub enum Reply {
     },
     /// PG states as primaries last reported them.
     PgStats(Vec<PgStat>),
+    /// The encoded answer to a [`Request::Raft`].
+    Raft(Bytes),
+    /// The monitors (id, address) and the current leader.
+    MonStatus {
+        /// Members of the quorum.
+        members: Vec<(u64, String)>,
+        /// The leader, if one is elected.
+        leader: Option<u64>,
+    },
 }
 
 /// What OSDs ask each other. Every request names the PG's interval (the map epoch since
@@ -355,6 +382,8 @@ pub enum MapCommand {
     },
     /// Returns the PG states the monitor has collected.
     GetPgStats,
+    /// Returns the monitors in the quorum and the leader.
+    MonStatus,
     /// Marks an OSD in (eligible for data) or out.
     SetOsdIn {
         /// The OSD's id.

@@ -1,0 +1,117 @@
+//! Changes to the cluster map, as the monitors agree on them: each is applied by a pure
+//! function, so every monitor that applies the same sequence holds the same map.
+
+use serde::{Deserialize, Serialize};
+use shoal_types::msg::Reply;
+use shoal_types::{OsdEntry, OsdId, OsdMap, PoolSpec, Result, err};
+
+/// One change to the cluster map.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum MapChange {
+    /// Create a pool.
+    CreatePool(PoolSpec),
+    /// Delete a pool.
+    DeletePool(String),
+    /// An OSD announced itself: it is up; it is in if it is new, was in, or `back_in`.
+    OsdBoot {
+        /// The OSD.
+        id: OsdId,
+        /// Where it listens and its host and weight.
+        entry: OsdEntry,
+        /// It was marked out by the monitor (not by an operator): mark it in again.
+        back_in: bool,
+    },
+    /// Set a central configuration option.
+    ConfigSet {
+        /// Whom it applies to.
+        who: String,
+        /// The option.
+        key: String,
+        /// Its value.
+        value: String,
+    },
+    /// Remove a central configuration option.
+    ConfigRm {
+        /// Whom it applied to.
+        who: String,
+        /// The option.
+        key: String,
+    },
+    /// Mark an OSD in or out.
+    SetOsdIn {
+        /// The OSD.
+        id: OsdId,
+        /// In or out.
+        is_in: bool,
+    },
+    /// Mark an OSD down (its peers reported it silent).
+    MarkDown(OsdId),
+}
+
+/// Applies `change` to `map`; the epoch increases when the map changes. Returns the reply
+/// for the client that asked (`Done` when the map changed or already was so).
+pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
+    let before = map.clone();
+    let reply = match change {
+        MapChange::CreatePool(spec) => return map.create(spec).map(Reply::Pool),
+        MapChange::DeletePool(name) => return map.remove(name).map(Reply::Pool),
+        MapChange::OsdBoot { id, entry, back_in } => {
+            let is_in = map.osds.get(id).is_none_or(|old| old.is_in || *back_in);
+            map.osds.insert(*id, OsdEntry { up: true, is_in, ..entry.clone() });
+            Reply::Done
+        }
+        MapChange::ConfigSet { who, key, value } => {
+            map.config.entry(who.clone()).or_default().insert(key.clone(), value.clone());
+            Reply::Done
+        }
+        MapChange::ConfigRm { who, key } => {
+            let options = map.config.get_mut(who).ok_or_else(|| err::not_found(format!("no options for '{who}'")))?;
+            options.remove(key).ok_or_else(|| err::not_found(format!("'{key}' is not set for '{who}'")))?;
+            if options.is_empty() {
+                map.config.remove(who);
+            }
+            Reply::Done
+        }
+        MapChange::SetOsdIn { id, is_in } => {
+            map.osds.get_mut(id).ok_or_else(|| err::not_found(format!("{id} does not exist")))?.is_in = *is_in;
+            Reply::Done
+        }
+        MapChange::MarkDown(id) => {
+            if let Some(osd) = map.osds.get_mut(id) {
+                osd.up = false;
+            }
+            Reply::Done
+        }
+    };
+    if *map != before {
+        map.epoch += 1;
+    }
+    Ok(reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(addr: &str) -> OsdEntry {
+        OsdEntry { addr: addr.into(), host: "h".into(), weight: 0x10000, up: false, is_in: false }
+    }
+
+    #[test]
+    fn boots_and_marks_bump_the_epoch_only_when_something_changes() {
+        let mut map = OsdMap::default();
+        let boot = MapChange::OsdBoot { id: OsdId(0), entry: entry("a"), back_in: false };
+        apply(&mut map, &boot).unwrap();
+        assert_eq!((map.epoch, map.osds[&OsdId(0)].up, map.osds[&OsdId(0)].is_in), (1, true, true));
+        apply(&mut map, &boot).unwrap();
+        assert_eq!(map.epoch, 1, "booting again at the same address changes nothing");
+        apply(&mut map, &MapChange::SetOsdIn { id: OsdId(0), is_in: false }).unwrap();
+        apply(&mut map, &MapChange::MarkDown(OsdId(0))).unwrap();
+        apply(&mut map, &MapChange::OsdBoot { id: OsdId(0), entry: entry("b"), back_in: false }).unwrap();
+        assert!(!map.osds[&OsdId(0)].is_in, "an OSD an operator marked out stays out");
+        apply(&mut map, &MapChange::OsdBoot { id: OsdId(0), entry: entry("c"), back_in: true }).unwrap();
+        assert!(map.osds[&OsdId(0)].is_in, "an OSD the monitor marked out comes back in");
+        let e = apply(&mut map, &MapChange::ConfigRm { who: "osd".into(), key: "x".into() }).unwrap_err();
+        assert_eq!(e.errno, shoal_types::Errno::NotFound);
+    }
+}
