@@ -108,10 +108,11 @@ impl Rados {
         }
     }
 
-    /// The PG states the monitor collected from the primaries.
-    pub async fn pg_stats(&self) -> Result<Vec<PgStat>> {
+    /// The PG states the monitor collected from the primaries, and the cluster's client
+    /// operation rate (per second).
+    pub async fn pg_stats(&self) -> Result<(Vec<PgStat>, u64)> {
         match self.mon_call(MapCommand::GetPgStats).await? {
-            Reply::PgStats(stats) => Ok(stats),
+            Reply::PgStats { stats, client_ops_per_sec } => Ok((stats, client_ops_per_sec)),
             other => Err(unexpected(other)),
         }
     }

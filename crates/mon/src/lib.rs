@@ -66,6 +66,8 @@ struct Health {
     pg_stats: HashMap<OsdId, Vec<PgStat>>,
     /// OSDs the monitor marked out itself: they come back in when they boot.
     auto_out: BTreeSet<OsdId>,
+    /// Per OSD: when it last reported, its client operation count then, and its rate.
+    io_rates: HashMap<OsdId, (Instant, u64, u64)>,
 }
 
 /// A monitor: answers map requests over an [`Authority`].
@@ -148,9 +150,22 @@ impl Monitor {
         let map = self.current();
         let change = match command {
             MapCommand::Get | MapCommand::WaitNewer { .. } | MapCommand::MonStatus => return Ok(Reply::Map(map)),
-            MapCommand::GetPgStats => return Ok(Reply::PgStats(self.pg_stats(&map))),
+            MapCommand::GetPgStats => {
+                let client_ops_per_sec = self.health().io_rates.values().map(|(_, _, rate)| rate).sum();
+                return Ok(Reply::PgStats { stats: self.pg_stats(&map), client_ops_per_sec });
+            }
             MapCommand::PgStats { osd, stats } => {
-                self.health().pg_stats.insert(osd, stats);
+                let mut health = self.health();
+                let total: u64 = stats.iter().map(|s| s.client_ops).sum();
+                let now = Instant::now();
+                let rate = match health.io_rates.get(&osd) {
+                    Some((at, before, _)) if total >= *before && now > *at => {
+                        ((total - before) as f64 / now.duration_since(*at).as_secs_f64()).round() as u64
+                    }
+                    _ => 0,
+                };
+                health.io_rates.insert(osd, (now, total, rate));
+                health.pg_stats.insert(osd, stats);
                 return Ok(Reply::Done);
             }
             MapCommand::OsdFailure { target, reporter } => match self.failure_reported(&map, target, reporter) {

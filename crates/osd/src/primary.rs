@@ -94,6 +94,8 @@ pub struct Primary {
     pushes_in_flight: usize,
     /// Increases each time peering starts; timers of earlier rounds are ignored.
     round: u64,
+    /// Client operations served.
+    client_ops: u64,
 }
 
 impl Primary {
@@ -137,6 +139,7 @@ impl Primary {
                 Phase::Blocked { reason, .. } => reason.clone(),
                 _ => String::new(),
             },
+            client_ops: self.client_ops,
         }
     }
 }
@@ -179,6 +182,7 @@ impl ShardState {
                             recovery: BTreeMap::new(),
                             pushes_in_flight: 0,
                             round: 0,
+                            client_ops: 0,
                         };
                         self.primaries.insert(pg, primary);
                         self.start_peering(pg);
@@ -646,7 +650,7 @@ impl ShardState {
                 p.waiting.push((op, caller, reply));
                 return;
             }
-            Some(_) => {}
+            Some(p) => p.client_ops += 1,
         }
         let outcome = self.run_op(pg, &op, caller);
         match outcome {

@@ -184,7 +184,7 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
     match action {
         Action::Status => {
             let map = rados.refresh_map().await?;
-            let stats = rados.pg_stats().await?;
+            let (stats, ops_per_sec) = rados.pg_stats().await?;
             let (mons, leader) = rados.mon_status().await?;
             let (state, mut reasons) = health(&map, &stats);
             if leader.is_none() {
@@ -213,13 +213,14 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
                 println!("             {n} {state}");
             }
             let to_recover: u64 = stats.iter().map(|s| s.objects_to_recover).sum();
+            println!("  io:\n    client: {ops_per_sec} op/s");
             if to_recover > 0 {
                 println!("  progress:\n    recovery: {to_recover} objects to copy");
             }
         }
         Action::PgDump => {
             let map = rados.refresh_map().await?;
-            let stats = rados.pg_stats().await?;
+            let (stats, _) = rados.pg_stats().await?;
             let versions: BTreeMap<PgId, (shoal_types::EVersion, String)> =
                 stats.iter().map(|s| (s.pg, (s.last_update, s.note.clone()))).collect();
             println!("{:<10} {:<12} {:<8} {:<12} {:<32} NOTE", "PG", "UP", "PRIMARY", "LAST_UPDATE", "STATE");
@@ -314,6 +315,7 @@ mod tests {
             last_update: Default::default(),
             objects_to_recover: 0,
             note: String::new(),
+            client_ops: 0,
         };
         let (_, reasons) = health(&map, &[stat]);
         assert!(reasons.iter().any(|r| r.contains("1 pgs degraded")), "{reasons:?}");

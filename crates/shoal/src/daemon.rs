@@ -1,6 +1,7 @@
 //! `shoal mon` and `shoal osd`: monitors (a Raft quorum of 1, 3 or 5) and OSDs as separate
 //! processes that talk over authenticated TCP.
 
+use crate::conffile::ConfFile;
 use crate::config::Config;
 use crate::embedded::{apply_config, follow_pool_removals, open_store};
 use clap::Args;
@@ -18,21 +19,55 @@ use tokio::sync::watch;
 /// Largest message a daemon accepts: the largest write plus room for the envelope.
 const MAX_MESSAGE_BYTES: usize = 128 << 20;
 
-/// Options every daemon takes.
+/// Options every daemon takes: from the command line, or from the cluster configuration
+/// file (`-c`; the command line wins).
 #[derive(Args, Debug, Clone)]
 pub struct DaemonArgs {
-    /// Data directory (created if missing).
+    /// The cluster configuration file (see README: deploying on several machines).
+    #[arg(short = 'c', long = "conf", value_name = "CONF")]
+    pub conf: Option<PathBuf>,
+    /// Data directory (created if missing); default from `mon_data` / `osd_data`.
     #[arg(long, value_name = "DIR")]
-    pub data: PathBuf,
+    pub data: Option<PathBuf>,
     /// Address to listen on; port 0 picks a free one (the chosen address is printed).
     #[arg(long, value_name = "HOST:PORT")]
-    pub bind: String,
+    pub bind: Option<String>,
     /// File holding the cluster secret shared by every daemon and client.
     #[arg(long, value_name = "FILE")]
-    pub secret_file: PathBuf,
+    pub secret_file: Option<PathBuf>,
     /// A configuration option, `key=value` (repeatable).
     #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
     pub options: Vec<String>,
+}
+
+/// A daemon's settings with the configuration file applied.
+struct Resolved {
+    conf: ConfFile,
+    data: PathBuf,
+    secret_file: PathBuf,
+    /// Configuration file options, then command-line ones.
+    options: Vec<String>,
+}
+
+impl DaemonArgs {
+    fn resolve(&self, data_key: &str, id: &str) -> Result<Resolved> {
+        let conf = match &self.conf {
+            Some(path) => ConfFile::read(path)?,
+            None => ConfFile::default(),
+        };
+        let data = match &self.data {
+            Some(d) => d.clone(),
+            None => conf.path_for(data_key, id).map_err(|e| err::invalid(format!("--data or {}", e.message)))?,
+        };
+        let secret_file = match &self.secret_file {
+            Some(s) => s.clone(),
+            None => PathBuf::from(
+                conf.require("secret_file").map_err(|e| err::invalid(format!("--secret-file or {}", e.message)))?,
+            ),
+        };
+        let options = conf.options().into_iter().chain(self.options.iter().cloned()).collect();
+        Ok(Resolved { conf, data, secret_file, options })
+    }
 }
 
 /// Arguments of `shoal mon`.
@@ -70,9 +105,9 @@ pub struct OsdArgs {
     /// This OSD's id.
     #[arg(long)]
     id: u32,
-    /// The monitors' addresses.
+    /// The monitors' addresses; default `mon_host` from the configuration file.
     #[arg(long, value_name = "HOST:PORT[,…]")]
-    mon: String,
+    mon: Option<String>,
     /// The failure domain this OSD belongs to.
     #[arg(long, default_value = "localhost")]
     host: String,
@@ -113,17 +148,29 @@ async fn until_terminated() {
 /// Runs a monitor until SIGTERM or Ctrl-C.
 pub async fn run_mon(args: MonArgs) -> Result<()> {
     let MonArgs { daemon: args, id, initial_members } = args;
-    let config = Config::from_settings(&args.options)?;
-    let (kv, store) = open_store(&args.data, &config)?;
-    let network = network(&args.secret_file)?;
-    let listener = network.bind(&args.bind)?;
-    let members = match initial_members {
-        Some(text) => parse_members(&text)?,
-        None => std::collections::BTreeMap::from([(id, listener.local_addr().to_owned())]),
+    let resolved = args.resolve("mon_data", &id.to_string())?;
+    let config = Config::from_settings(&resolved.options)?;
+    // The quorum: --initial-members, else `mon_host` of the file (monitor i is entry i).
+    let from_file: Option<std::collections::BTreeMap<u64, String>> = match resolved.conf.get("mon_host") {
+        Some(_) => Some(resolved.conf.mon_hosts()?.into_iter().enumerate().map(|(i, a)| (i as u64, a)).collect()),
+        None => None,
     };
+    let members = match (&initial_members, from_file) {
+        (Some(text), _) => Some(parse_members(text)?),
+        (None, file) => file,
+    };
+    let bind = match (&args.bind, &members) {
+        (Some(b), _) => b.clone(),
+        (None, Some(m)) => m.get(&id).cloned().ok_or_else(|| err::invalid(format!("mon.{id} is not in mon_host")))?,
+        (None, None) => return Err(err::invalid("give --bind or a configuration file with mon_host")),
+    };
+    let (kv, store) = open_store(&resolved.data, &config)?;
+    let network = network(&resolved.secret_file)?;
+    let listener = network.bind(&bind)?;
+    let members = members.unwrap_or_else(|| std::collections::BTreeMap::from([(id, listener.local_addr().to_owned())]));
     let authority = RaftAuthority::start(id, store.clone(), network.clone(), &members).await?;
     let mon = Monitor::new(authority.clone(), network);
-    tokio::spawn(follow_mon_config(mon.clone(), args.options.clone()));
+    tokio::spawn(follow_mon_config(mon.clone(), resolved.options.clone()));
     println!("mon.{id} listening on {}", listener.local_addr());
     tokio::spawn(mon.serve(listener));
     until_terminated().await;
@@ -156,10 +203,23 @@ const PG_STATS_INTERVAL: Duration = Duration::from_secs(1);
 /// Runs an OSD until SIGTERM or Ctrl-C: it announces itself to the monitor, follows the
 /// map, pings its peers, reports failures and PG states, and serves operations.
 pub async fn run_osd(args: OsdArgs) -> Result<()> {
-    let config = Config::from_settings(&args.daemon.options)?;
-    let (kv, store) = open_store(&args.daemon.data, &config)?;
-    let network = network(&args.daemon.secret_file)?;
-    let listener = network.bind(&args.daemon.bind)?;
+    let resolved = args.daemon.resolve("osd_data", &args.id.to_string())?;
+    let config = Config::from_settings(&resolved.options)?;
+    let mon = match &args.mon {
+        Some(m) => m.clone(),
+        None => {
+            resolved.conf.require("mon_host").map_err(|e| err::invalid(format!("--mon or {}", e.message)))?.to_owned()
+        }
+    };
+    // Listen on the machine's public address (any free port) unless told otherwise.
+    let bind = match (&args.daemon.bind, resolved.conf.get("public_addr")) {
+        (Some(b), _) => b.clone(),
+        (None, Some(ip)) => format!("{ip}:0"),
+        (None, None) => return Err(err::invalid("give --bind or a configuration file with public_addr")),
+    };
+    let (kv, store) = open_store(&resolved.data, &config)?;
+    let network = network(&resolved.secret_file)?;
+    let listener = network.bind(&bind)?;
     let id = OsdId(args.id);
     let entry = OsdEntry {
         addr: listener.local_addr().to_owned(),
@@ -168,11 +228,11 @@ pub async fn run_osd(args: OsdArgs) -> Result<()> {
         up: true,
         is_in: true,
     };
-    let rados = Rados::connect(network.clone(), &args.mon).await?;
+    let rados = Rados::connect(network.clone(), &mon).await?;
     let map = rados.osd_boot(id, entry.clone()).await?;
     let (publish, maps) = watch::channel(map.clone());
     let osd = Osd::start(config.osd(id)?, store.clone(), maps.clone(), network.clone());
-    let cli = args.daemon.options.clone();
+    let cli = resolved.options.clone();
     let (heartbeat_options, heartbeat_rx) = watch::channel(config.heartbeat()?);
     apply_config(&osd, &map, &cli);
     let mut failures = shoal_osd::heartbeat::start(id, network.clone(), maps.clone(), heartbeat_rx);

@@ -3,6 +3,7 @@
 
 pub mod admin_cmd;
 pub mod bench;
+pub mod conffile;
 pub mod config;
 pub mod config_cmd;
 pub mod daemon;

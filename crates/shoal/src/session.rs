@@ -1,6 +1,7 @@
 //! How a command reaches the object layer: an embedded one on a local data directory, or a
 //! running cluster through its monitor.
 
+use crate::conffile::ConfFile;
 use crate::config::Config;
 use crate::embedded::Embedded;
 use clap::Args;
@@ -14,8 +15,8 @@ pub struct ClusterArgs {
     /// Data directory of an embedded object layer (created if missing).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["mon", "conf"])]
     pub data: Option<PathBuf>,
-    /// A client configuration file (`mon_host = HOST:PORT`, `secret_file = FILE`), as
-    /// `shoal vstart` writes.
+    /// The cluster configuration file (`mon_host = HOST:PORT,…`, `secret_file = FILE`, …),
+    /// as `shoal vstart` writes.
     #[arg(short = 'c', long = "conf", value_name = "CONF", global = true)]
     pub conf: Option<PathBuf>,
     /// A running cluster's monitor (needs --secret-file).
@@ -39,22 +40,15 @@ pub struct Session {
 impl ClusterArgs {
     /// Starts the embedded object layer, or connects to the cluster.
     pub async fn open(&self) -> Result<Session> {
-        let config = Config::from_settings(&self.options)?;
-        let (mut mon, mut secret_file) = (self.mon.clone(), self.secret_file.clone());
-        if let Some(conf) = &self.conf {
-            let text = std::fs::read_to_string(conf)
-                .map_err(|e| err::invalid(format!("config file {}: {e}", conf.display())))?;
-            for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
-                let (key, value) = line
-                    .split_once('=')
-                    .ok_or_else(|| err::invalid(format!("{}: '{line}' is not key = value", conf.display())))?;
-                match key.trim() {
-                    "mon_host" => mon = mon.or(Some(value.trim().to_owned())),
-                    "secret_file" => secret_file = secret_file.or(Some(PathBuf::from(value.trim()))),
-                    other => return Err(err::invalid(format!("{}: unknown key '{other}'", conf.display()))),
-                }
-            }
+        let (mut mon, mut secret_file, mut settings) = (self.mon.clone(), self.secret_file.clone(), Vec::new());
+        if let Some(path) = &self.conf {
+            let conf = ConfFile::read(path)?;
+            mon = mon.or(conf.get("mon_host").map(str::to_owned));
+            secret_file = secret_file.or(conf.get("secret_file").map(PathBuf::from));
+            settings = conf.options();
         }
+        settings.extend(self.options.iter().cloned());
+        let config = Config::from_settings(&settings)?;
         match (&self.data, &mon, &secret_file) {
             (Some(dir), _, _) => {
                 let local = Embedded::open(dir, &config).await?;

@@ -103,55 +103,33 @@ pub fn run(args: VstartArgs) -> Result<()> {
     std::fs::write(&secret_path, format!("{secret_hex}\n"))
         .map_err(io(format!("writing {}", secret_path.display())))?;
     let path = |p: PathBuf| p.to_string_lossy().into_owned();
-    let secret_arg = path(secret_path.clone());
+    // Monitors must know each other's addresses before they start: pick free ports. Every
+    // daemon then starts from the configuration file, as on a real deployment.
+    let mon_addr = (0..args.mons).map(|_| free_port()).collect::<Result<Vec<_>>>()?.join(",");
+    let conf = dir.join("shoal.conf");
+    let conf_text = format!(
+        "mon_host = {mon_addr}\nsecret_file = {}\nmon_data = {}\nosd_data = {}\npublic_addr = 127.0.0.1\n",
+        path(secret_path),
+        path(dir.join("mon.$id")),
+        path(dir.join("osd.$id")),
+    );
+    std::fs::write(&conf, conf_text).map_err(io(format!("writing {}", conf.display())))?;
+    let conf_arg = path(conf.clone());
     let mut pids = Vec::new();
-    // Monitors must know each other's addresses before they start: pick free ports.
-    let mon_addrs: Vec<String> = (0..args.mons).map(|_| free_port()).collect::<Result<_>>()?;
-    let members: Vec<String> = mon_addrs.iter().enumerate().map(|(id, addr)| format!("{id}={addr}")).collect();
-    for (id, addr) in mon_addrs.iter().enumerate() {
-        let name = format!("mon.{id}");
-        let mon_args: Vec<String> = vec![
-            "mon".into(),
-            "--id".into(),
-            id.to_string(),
-            "--initial-members".into(),
-            members.join(","),
-            "--data".into(),
-            path(dir.join(&name)),
-            "--bind".into(),
-            addr.clone(),
-            "--secret-file".into(),
-            secret_arg.clone(),
-        ];
-        let (pid, _) = spawn(dir, &name, &mon_args).inspect_err(|_| abandon(dir, &pids))?;
-        pids.push(format!("{name} {pid}"));
-    }
-    let mon_addr = mon_addrs.join(",");
-    for id in 0..args.osds {
-        let name = format!("osd.{id}");
-        let osd_args: Vec<String> = vec![
-            "osd".into(),
-            "run".into(),
-            "--id".into(),
-            id.to_string(),
-            "--data".into(),
-            path(dir.join(&name)),
-            "--bind".into(),
-            "127.0.0.1:0".into(),
-            "--secret-file".into(),
-            secret_arg.clone(),
-            "--mon".into(),
-            mon_addr.clone(),
-            "--host".into(),
-            format!("host{}", id % args.hosts),
-        ];
-        let (pid, _) = spawn(dir, &name, &osd_args).inspect_err(|_| abandon(dir, &pids))?;
+    let daemons = (0..args.mons).map(|id| (format!("mon.{id}"), vec!["mon".to_owned(), "--id".into(), id.to_string()]));
+    let osds = (0..args.osds).map(|id| {
+        let host = format!("host{}", id % args.hosts);
+        (
+            format!("osd.{id}"),
+            vec!["osd".to_owned(), "run".into(), "--id".into(), id.to_string(), "--host".into(), host],
+        )
+    });
+    for (name, mut daemon_args) in daemons.chain(osds) {
+        daemon_args.extend(["-c".to_owned(), conf_arg.clone()]);
+        let (pid, _) = spawn(dir, &name, &daemon_args).inspect_err(|_| abandon(dir, &pids))?;
         pids.push(format!("{name} {pid}"));
     }
     std::fs::write(dir.join(PIDS), pids.join("\n") + "\n").map_err(io("writing the pid file".into()))?;
-    let conf = dir.join("shoal.conf");
-    std::fs::write(&conf, format!("mon_host = {mon_addr}\nsecret_file = {secret_arg}\n"))
-        .map_err(io(format!("writing {}", conf.display())))?;
     println!("cluster running: {} monitors at {mon_addr}, {} OSDs on {} hosts", args.mons, args.osds, args.hosts);
     println!("reach it with:   shoal rados -c {} lspools", conf.display());
     println!("stop it with:    shoal vstart --stop --dir {}", dir.display());

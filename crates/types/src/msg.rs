@@ -103,8 +103,13 @@ pub enum Reply {
         /// The last object key included, when more may follow.
         next: Option<Bytes>,
     },
-    /// PG states as primaries last reported them.
-    PgStats(Vec<PgStat>),
+    /// PG states as primaries last reported them, and the client operation rate.
+    PgStats {
+        /// One per reported PG.
+        stats: Vec<PgStat>,
+        /// Client operations per second over the OSDs' last two reports.
+        client_ops_per_sec: u64,
+    },
     /// The encoded answer to a [`Request::Raft`].
     Raft(Bytes),
     /// The monitors (id, address) and the current leader.

@@ -179,6 +179,8 @@ pub struct PgStat {
     pub objects_to_recover: u64,
     /// Why the PG is not active, when it is not.
     pub note: String,
+    /// Client operations this primary has served for the PG (since it became primary).
+    pub client_ops: u64,
 }
 
 impl PgStat {
