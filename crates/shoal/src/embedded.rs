@@ -26,6 +26,7 @@ pub struct Embedded {
     /// The store, for statistics.
     pub store: Arc<ObjectStore>,
     kv: Arc<RocksKv>,
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl Embedded {
@@ -65,7 +66,7 @@ impl Embedded {
         tokio::spawn(follow_pool_removals(osd.clone(), maps));
         tokio::spawn(report_pg_stats(osd, Arc::downgrade(&mon)));
         let rados = Rados::connect(network, &mon_addr).await?;
-        Ok(Embedded { rados, mon_addr, store, kv })
+        Ok(Embedded { rados, mon_addr, store, kv, closed: Default::default() })
     }
 
     /// Where the monitor listens; other clients connect there.
@@ -76,6 +77,9 @@ impl Embedded {
     /// Syncs and closes the store. Call before the process exits: RocksDB's background
     /// threads must not outlive it.
     pub fn close(&self) {
+        if self.closed.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return;
+        }
         if let Err(e) = self.store.sync() {
             tracing::error!(error = %e, "final WAL sync failed");
         }
@@ -85,6 +89,14 @@ impl Embedded {
     /// RocksDB's own statistics report.
     pub fn rocksdb_report(&self) -> String {
         self.kv.report()
+    }
+}
+
+impl Drop for Embedded {
+    /// Closes the store in the dropping thread: otherwise the last of the OSD's threads
+    /// would close it, possibly while the process is already exiting (RocksDB aborts then).
+    fn drop(&mut self) {
+        self.close();
     }
 }
 
