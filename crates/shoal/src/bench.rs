@@ -92,8 +92,32 @@ where
     F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<u64>> + Send,
 {
+    run_loops(label, workers, Arc::new(AtomicBool::new(false)), Some(duration), op).await
+}
+
+/// Like [`run_for`], until `stop` is set.
+pub async fn run_until<F, Fut>(label: &str, workers: usize, stop: Arc<AtomicBool>, op: F) -> Result<RunStats>
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<u64>> + Send,
+{
+    run_loops(label, workers, stop, None, op).await
+}
+
+/// The worker loops of [`run_for`] and [`run_until`]: they end at `stop`, after
+/// `duration`, or at the first error.
+async fn run_loops<F, Fut>(
+    label: &str,
+    workers: usize,
+    stop: Arc<AtomicBool>,
+    duration: Option<Duration>,
+    op: F,
+) -> Result<RunStats>
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<u64>> + Send,
+{
     let op = Arc::new(op);
-    let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
     let cpu_start = process_cpu_seconds();
     let start = Instant::now();
@@ -115,7 +139,7 @@ where
                 let mut latencies = Vec::new();
                 let mut bytes = 0u64;
                 let mut i = 0u64;
-                while start.elapsed() < duration && !stop.load(Ordering::Relaxed) {
+                while !stop.load(Ordering::Relaxed) && duration.is_none_or(|d| start.elapsed() < d) {
                     let t = Instant::now();
                     match op(w, i).await {
                         Ok(n) => bytes += n,

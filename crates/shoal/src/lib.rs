@@ -11,5 +11,6 @@ pub mod debug;
 pub mod embedded;
 pub mod guarded_append;
 pub mod rados_cmd;
+pub mod recovery_bench;
 pub mod session;
 pub mod vstart;

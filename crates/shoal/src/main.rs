@@ -1,7 +1,7 @@
 //! `shoal`: one binary for Shoal's daemons and tools.
 
 use clap::{Parser, Subcommand};
-use shoal::{admin_cmd, config_cmd, daemon, debug, guarded_append, rados_cmd, vstart};
+use shoal::{admin_cmd, config_cmd, daemon, debug, guarded_append, rados_cmd, recovery_bench, vstart};
 
 /// Shoal: a distributed object store in the lineage of Ceph.
 #[derive(Parser, Debug)]
@@ -44,6 +44,8 @@ enum Command {
 enum BenchCommand {
     /// Appends from 1..32 clients to one object, with and without an epoch guard.
     GuardedAppend(guarded_append::GuardedAppendArgs),
+    /// Kills an OSD of a vstart cluster under load and measures degraded running and recovery.
+    Recovery(recovery_bench::RecoveryBenchArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -69,6 +71,7 @@ fn main() -> std::process::ExitCode {
             Command::Osd(command) => admin_cmd::osd(command).await,
             Command::Vstart(args) => vstart::run(args),
             Command::Bench(BenchCommand::GuardedAppend(args)) => guarded_append::run(args).await,
+            Command::Bench(BenchCommand::Recovery(args)) => recovery_bench::run(args).await,
             Command::Config(command) => config_cmd::run(command).await,
             Command::Debug(command) => debug::run(command).await,
         }
