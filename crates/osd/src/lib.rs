@@ -73,6 +73,7 @@ struct Inner {
     store: Arc<ObjectStore>,
     map: watch::Receiver<Arc<OsdMap>>,
     shards: Vec<mpsc::UnboundedSender<Job>>,
+    stopping: Arc<std::sync::atomic::AtomicBool>,
     watches: notify::Watches,
     next_conn: AtomicU64,
     limits: watch::Sender<Arc<Limits>>,
@@ -94,6 +95,7 @@ impl Osd {
         network: Arc<dyn Network>,
     ) -> Osd {
         let runtime = tokio::runtime::Handle::current();
+        let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let durability = Arc::new(Durability {
             durable_seq: AtomicU64::new(0),
             failed: Default::default(),
@@ -105,6 +107,7 @@ impl Osd {
         let (limits, limits_rx) = watch::channel(Arc::new(config.limits.clone()));
         let ctx = ShardContext {
             me: config.id,
+            stopping: stopping.clone(),
             peers: peers::PeerNet::new(config.id, network, map.clone(), runtime.clone()),
             runtime,
             store: store.clone(),
@@ -141,6 +144,7 @@ impl Osd {
                 store,
                 map,
                 shards,
+                stopping,
                 watches: notify::Watches::default(),
                 next_conn: AtomicU64::new(1),
                 limits,
@@ -163,6 +167,11 @@ impl Osd {
             }
             changed
         });
+    }
+
+    /// Stops serving: every queued and later job is dropped (call before closing the store).
+    pub fn stop(&self) {
+        self.inner.stopping.store(true, Ordering::Release);
     }
 
     /// The state of every PG this OSD is primary of.

@@ -89,6 +89,8 @@ pub struct ShardContext {
     pub peers: Arc<PeerNet>,
     /// Where timers and network tasks run.
     pub runtime: tokio::runtime::Handle,
+    /// Set when the OSD stops: shards drop every job from then on.
+    pub stopping: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The shard a PG's operations run on.
@@ -159,6 +161,9 @@ pub(crate) struct Executed {
 
 impl ShardState {
     fn run(&mut self, job: Job) {
+        if self.ctx.stopping.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
         self.sync_map();
         match job {
             Job::Op { op, caller, reply } => self.client_op(op, caller, reply),

@@ -201,7 +201,9 @@ pub fn print_rows(rows: &[Vec<(&'static str, Value)>], json: bool) {
     let widths: Vec<usize> = first
         .iter()
         .enumerate()
-        .map(|(i, (k, _))| rows.iter().map(|r| cell(&r[i].1).len()).max().unwrap_or(0).max(k.len()))
+        .map(|(i, (k, _))| {
+            rows.iter().filter_map(|r| r.get(i)).map(|c| cell(&c.1).len()).max().unwrap_or(0).max(k.len())
+        })
         .collect();
     let line =
         |cells: Vec<String>| cells.iter().zip(&widths).map(|(c, w)| format!("{c:>w$}")).collect::<Vec<_>>().join("  ");

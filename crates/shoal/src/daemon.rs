@@ -286,8 +286,9 @@ pub async fn run_osd(args: OsdArgs) -> Result<()> {
     });
     tokio::spawn(follow_pool_removals(osd.clone(), maps));
     println!("{id} listening on {}", listener.local_addr());
-    tokio::spawn(osd.serve(listener));
+    tokio::spawn(osd.clone().serve(listener));
     until_terminated().await;
+    osd.stop();
     store.sync()?;
     kv.close();
     Ok(())

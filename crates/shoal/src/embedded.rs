@@ -26,6 +26,7 @@ pub struct Embedded {
     /// The store, for statistics.
     pub store: Arc<ObjectStore>,
     kv: Arc<RocksKv>,
+    osd: Osd,
     closed: std::sync::atomic::AtomicBool,
 }
 
@@ -64,9 +65,10 @@ impl Embedded {
         apply_config(&osd, &maps.borrow().clone(), config.settings());
         tokio::spawn(follow_config(osd.clone(), maps.clone(), config.settings().to_vec()));
         tokio::spawn(follow_pool_removals(osd.clone(), maps));
+        let osd_handle = osd.clone();
         tokio::spawn(report_pg_stats(osd, Arc::downgrade(&mon)));
         let rados = Rados::connect(network, &mon_addr).await?;
-        Ok(Embedded { rados, mon_addr, store, kv, closed: Default::default() })
+        Ok(Embedded { rados, mon_addr, store, kv, osd: osd_handle, closed: Default::default() })
     }
 
     /// Where the monitor listens; other clients connect there.
@@ -80,6 +82,7 @@ impl Embedded {
         if self.closed.swap(true, std::sync::atomic::Ordering::AcqRel) {
             return;
         }
+        self.osd.stop();
         if let Err(e) = self.store.sync() {
             tracing::error!(error = %e, "final WAL sync failed");
         }

@@ -151,10 +151,11 @@ pub async fn run(args: RecoveryBenchArgs) -> Result<()> {
     summary.push(("seconds_to_active_clean", round(to_clean.as_secs_f64(), 2)));
     summary.push(("objects_recovered", serde_json::Value::from(missed)));
     summary.push(("objects_recovered_per_sec", round(missed as f64 / to_clean.as_secs_f64().max(1e-9), 1)));
-    print_rows(
-        &[row("before", &before), row("degraded", &degraded), row("recovering", &recovering), summary],
-        args.json,
-    );
+    print_rows(&[row("before", &before), row("degraded", &degraded), row("recovering", &recovering)], args.json);
+    if !args.json {
+        println!();
+    }
+    print_rows(&[summary], args.json);
     session.close();
     Ok(())
 }
