@@ -10,7 +10,7 @@ pub mod peer;
 pub mod watch;
 
 pub use op::{OpBuilder, ReadOp, WriteOp};
-pub use watch::{Notification, WatchEvent};
+pub use watch::{Notification, WatchEvent, WatchTable};
 
 use bytes::Bytes;
 use peer::Peer;
@@ -43,7 +43,25 @@ struct Inner {
     next_tid: AtomicU64,
     next_cookie: AtomicU64,
     op_timeout: Mutex<Duration>,
+    /// Every watch of this client, whatever connection it came through.
+    watches: Arc<WatchTable>,
+    /// Where each watch is registered; kept on the PG's current primary by the linger task.
+    lingers: Mutex<HashMap<u64, Linger>>,
+    /// Wakes the linger task (a connection closed).
+    linger_wake: Arc<tokio::sync::Notify>,
+    linger_running: std::sync::atomic::AtomicBool,
 }
+
+/// A registered watch, as librados calls it: a linger operation.
+struct Linger {
+    pool: shoal_types::PoolId,
+    object: ObjectName,
+    osd: OsdId,
+    peer: Arc<Peer>,
+}
+
+/// How often the linger task checks that watches sit on their PG's primary.
+const LINGER_CHECK: Duration = Duration::from_secs(1);
 
 /// A connection to a cluster. Cheap to clone.
 #[derive(Clone)]
@@ -75,6 +93,10 @@ impl Rados {
                 next_tid: AtomicU64::new(1),
                 next_cookie: AtomicU64::new(1),
                 op_timeout: Mutex::new(DEFAULT_OP_TIMEOUT),
+                watches: Arc::default(),
+                lingers: Mutex::default(),
+                linger_wake: Arc::default(),
+                linger_running: Default::default(),
             }),
         };
         rados.refresh_map().await?;
@@ -166,7 +188,7 @@ impl Rados {
             return Ok(peer.clone());
         }
         let addr = &self.inner.mon_addrs[mon.0 % self.inner.mon_addrs.len()];
-        let peer = Peer::open(self.inner.network.as_ref(), addr, self.inner.id).await?;
+        let peer = self.open_peer(addr).await?;
         mon.1 = Some(peer.clone());
         Ok(peer)
     }
@@ -265,9 +287,83 @@ impl Rados {
             .get(&id)
             .map(|o| o.addr.clone())
             .ok_or_else(|| err::not_found(format!("{id} is not in the map")))?;
-        let peer = Peer::open(self.inner.network.as_ref(), &addr, self.inner.id).await?;
+        let peer = self.open_peer(&addr).await?;
         osds.insert(id, peer.clone());
         Ok(peer)
+    }
+
+    async fn open_peer(&self, addr: &str) -> Result<Arc<Peer>> {
+        let inner = &self.inner;
+        Peer::open(inner.network.as_ref(), addr, inner.id, inner.watches.clone(), inner.linger_wake.clone()).await
+    }
+
+    fn lingers(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Linger>> {
+        self.inner.lingers.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Starts the task that keeps watches on their PG's primary, unless it runs.
+    fn start_linger_task(&self) {
+        if self.inner.linger_running.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            loop {
+                let Some(inner) = weak.upgrade() else { return };
+                let rados = Rados { inner };
+                if rados.lingers().is_empty() {
+                    rados.inner.linger_running.store(false, Ordering::Release);
+                    // A watch registered meanwhile restarts the task itself.
+                    return;
+                }
+                let wake = rados.inner.linger_wake.clone();
+                let _ = rados.refresh_map().await;
+                rados.reregister_watches().await;
+                drop(rados);
+                let _ = tokio::time::timeout(LINGER_CHECK, wake.notified()).await;
+            }
+        });
+    }
+
+    /// Moves every watch whose PG changed primary, or whose connection closed, to the
+    /// PG's current primary. A watch whose object is gone is reported lost.
+    async fn reregister_watches(&self) {
+        let map = self.map();
+        let moved: Vec<(u64, shoal_types::PoolId, ObjectName, OsdId)> = self
+            .lingers()
+            .iter()
+            .filter_map(|(cookie, l)| {
+                let pool = map.pools.get(&l.pool)?;
+                let pg = shoal_placement::pg_of(pool, &l.object);
+                let primary = *shoal_placement::pg_up_osds(&map, pool, pg).first()?;
+                (primary != l.osd || l.peer.is_closed()).then(|| (*cookie, l.pool, l.object.clone(), primary))
+            })
+            .collect();
+        for (cookie, pool, object, primary) in moved {
+            let request = Request::Watch(WatchRequest { pool, object: object.clone(), cookie });
+            let outcome = match self.osd(primary).await {
+                Ok(peer) => peer.call(request).await.map(|_| peer),
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok(peer) => {
+                    tracing::debug!(cookie, %object, osd = %primary, "watch moved to the new primary");
+                    let old = self.lingers().get_mut(&cookie).map(|l| {
+                        l.osd = primary;
+                        std::mem::replace(&mut l.peer, peer)
+                    });
+                    if let Some(old) = old.filter(|p| !p.is_closed()) {
+                        let unwatch = Request::Unwatch(WatchRequest { pool, object, cookie });
+                        tokio::spawn(async move { old.call(unwatch).await });
+                    }
+                }
+                Err(e) if e.errno == Errno::NotFound => {
+                    self.lingers().remove(&cookie);
+                    self.inner.watches.lost(cookie);
+                }
+                Err(e) => tracing::debug!(cookie, error = %e, "moving a watch failed; retrying"),
+            }
+        }
     }
 
     fn next_tid(&self) -> u64 {
@@ -296,7 +392,6 @@ pub struct Watch {
     pub cookie: u64,
     object: ObjectName,
     events: mpsc::Receiver<WatchEvent>,
-    peer: Arc<Peer>,
     ioctx: IoCtx,
 }
 
@@ -308,9 +403,12 @@ impl Watch {
 
     /// Removes the watch.
     pub async fn unwatch(self) -> Result<()> {
-        self.peer.watches().remove(self.cookie);
+        let rados = &self.ioctx.rados;
+        rados.inner.watches.remove(self.cookie);
+        let linger = rados.lingers().remove(&self.cookie);
+        let Some(linger) = linger else { return Ok(()) };
         let req = WatchRequest { pool: self.ioctx.pool.id, object: self.object, cookie: self.cookie };
-        self.peer.call(Request::Unwatch(req)).await.map(|_| ())
+        linger.peer.call(Request::Unwatch(req)).await.map(|_| ())
     }
 }
 
@@ -327,12 +425,6 @@ impl IoCtx {
 
     fn object(&self, name: &str) -> ObjectName {
         ObjectName::new(self.namespace.clone(), name)
-    }
-
-    async fn primary(&self, object: &ObjectName) -> Result<Arc<Peer>> {
-        let map = self.rados.map();
-        let pg = shoal_placement::pg_of(map.pool(self.pool.id)?, object);
-        self.pg_primary(pg).await
     }
 
     async fn pg_primary(&self, pg: shoal_types::PgId) -> Result<Arc<Peer>> {
@@ -498,18 +590,33 @@ impl IoCtx {
         Ok(out)
     }
 
-    /// Watches the object (which must exist).
+    /// Watches the object (which must exist). The watch follows the object's PG when its
+    /// primary changes (notifications sent while it moves are missed).
     pub async fn watch(&self, name: &str) -> Result<Watch> {
         let object = self.object(name);
-        let peer = self.primary(&object).await?;
+        let pg = self.pg_of(&object)?;
         let cookie = self.rados.inner.next_cookie.fetch_add(1, Ordering::Relaxed);
-        let events = peer.watches().add(cookie);
+        let events = self.rados.inner.watches.add(cookie);
         let req = WatchRequest { pool: self.pool.id, object: object.clone(), cookie };
-        if let Err(e) = peer.call(Request::Watch(req)).await {
-            peer.watches().remove(cookie);
-            return Err(e);
+        let registered = async {
+            let peer = self.pg_primary(pg).await?;
+            peer.call(Request::Watch(req)).await?;
+            let map = self.rados.map();
+            let osd = shoal_placement::pg_up_osds(&map, map.pool(self.pool.id)?, pg).first().copied();
+            Ok::<_, shoal_types::RadosError>((peer, osd.unwrap_or(OsdId(u32::MAX))))
+        };
+        match registered.await {
+            Ok((peer, osd)) => {
+                let linger = Linger { pool: self.pool.id, object: object.clone(), osd, peer };
+                self.rados.lingers().insert(cookie, linger);
+                self.rados.start_linger_task();
+                Ok(Watch { cookie, object, events, ioctx: self.clone() })
+            }
+            Err(e) => {
+                self.rados.inner.watches.remove(cookie);
+                Err(e)
+            }
         }
-        Ok(Watch { cookie, object, events, peer, ioctx: self.clone() })
     }
 
     /// Sends `payload` to every watcher of the object; waits up to `timeout` for acks.

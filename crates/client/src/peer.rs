@@ -1,5 +1,5 @@
 //! One connection to a daemon: requests matched to replies, notifications routed to the
-//! watches that asked for them.
+//! client's watches.
 
 use crate::watch::WatchTable;
 use shoal_transport::{Network, Rpc};
@@ -10,14 +10,19 @@ use std::sync::Arc;
 /// A live connection to one daemon.
 pub struct Peer {
     rpc: Arc<Rpc>,
-    watches: Arc<WatchTable>,
 }
 
 impl Peer {
-    /// Connects to `addr` and introduces the client.
-    pub async fn open(network: &dyn Network, addr: &str, client: ClientId) -> Result<Arc<Peer>> {
-        let watches = Arc::new(WatchTable::default());
-        let (on_notify, on_close) = (watches.clone(), watches.clone());
+    /// Connects to `addr` and introduces the client; notifications go to `watches`, and
+    /// `closed` is told when the connection ends (watches on it must move).
+    pub async fn open(
+        network: &dyn Network,
+        addr: &str,
+        client: ClientId,
+        watches: Arc<WatchTable>,
+        closed: Arc<tokio::sync::Notify>,
+    ) -> Result<Arc<Peer>> {
+        let on_notify = watches;
         let addr_owned = addr.to_owned();
         let rpc = Rpc::open(
             network,
@@ -31,15 +36,10 @@ impl Peer {
                 }
                 other => tracing::warn!(?other, addr = %addr_owned, "unexpected message"),
             }),
-            Box::new(move || on_close.connection_lost()),
+            Box::new(move || closed.notify_one()),
         )
         .await?;
-        Ok(Arc::new(Peer { rpc, watches }))
-    }
-
-    /// The watches registered through this connection.
-    pub fn watches(&self) -> &WatchTable {
-        &self.watches
+        Ok(Arc::new(Peer { rpc }))
     }
 
     /// Whether the connection has closed.

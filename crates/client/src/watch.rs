@@ -31,7 +31,8 @@ impl Notification {
 pub enum WatchEvent {
     /// A notification to handle and acknowledge.
     Notify(Notification),
-    /// The connection to the OSD dropped; the watch must be registered again.
+    /// The watched object is gone (or the watch could not be registered again after
+    /// its primary changed); no more notifications will come.
     Lost,
 }
 
@@ -65,9 +66,9 @@ impl WatchTable {
         }
     }
 
-    /// Tells every watch that its connection dropped.
-    pub fn connection_lost(&self) {
-        for tx in self.lock().values() {
+    /// Tells a watch it is gone for good, and forgets it.
+    pub fn lost(&self, cookie: u64) {
+        if let Some(tx) = self.lock().remove(&cookie) {
             let _ = tx.try_send(WatchEvent::Lost);
         }
     }

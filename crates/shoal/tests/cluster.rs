@@ -232,6 +232,24 @@ fn an_osd_marked_out_is_backfilled_onto_the_others() {
         })
         .count();
     assert!(held > 0, "osd.2 holds no PG");
+    // A watch on an object whose primary is about to die follows the PG to its new primary.
+    let watched = names
+        .iter()
+        .find(|n| {
+            let pg = shoal_placement::pg_of(&pool, &ObjectName::new("", n.as_str()));
+            shoal_placement::pg_up_osds(&map, &pool, pg).first() == Some(&victim)
+        })
+        .expect("an object whose primary is osd.2")
+        .clone();
+    let mut watch = runtime.block_on(io.watch(&watched)).unwrap();
+    let watcher = runtime.spawn(async move {
+        let mut received = Vec::new();
+        while let Some(shoal_client::WatchEvent::Notify(n)) = watch.next().await {
+            received.push(n.event.payload.clone());
+            n.ack(Bytes::from_static(b"seen")).await.unwrap();
+        }
+        received
+    });
 
     kill9(cluster.pid("osd.2"));
     let out = wait_for(|| {
@@ -249,6 +267,13 @@ fn an_osd_marked_out_is_backfilled_onto_the_others() {
     for (i, name) in names.iter().enumerate() {
         assert_eq!(runtime.block_on(io.read_full(name)).unwrap(), payload(i, 1), "{name}");
     }
+    let acked = wait_for(|| {
+        let reply = runtime.block_on(io.notify(&watched, "after the move", Duration::from_secs(3))).ok()?;
+        (reply.acks.len() == 1).then_some(reply)
+    });
+    let reply = acked.expect("the watcher never heard a notify sent to the new primary");
+    assert_eq!(reply.acks[0].1, Bytes::from_static(b"seen"));
+    watcher.abort();
     let map = runtime.block_on(rados.refresh_map()).unwrap();
     drop(rados);
     drop(runtime);
