@@ -728,17 +728,7 @@ impl ShardState {
         );
         for osd in replicas {
             let rep = RepOp { pg, interval, prev, entry: entry.clone(), txn: shipped.clone() };
-            let tx = self.tx.clone();
-            self.ctx.peers.send(
-                osd,
-                PeerRequest::RepOp(rep),
-                Box::new(move |r| {
-                    if let Some(tx) = tx.upgrade() {
-                        let event = Event::Acked(osd, at, r.map(|_| ()));
-                        let _ = tx.send(Job::Event { pg, interval, event });
-                    }
-                }),
-            );
+            self.ask(pg, interval, osd, PeerRequest::RepOp(rep), move |r| Event::Acked(osd, at, r.map(|_| ())));
         }
         let tx = self.tx.clone();
         self.after_durable(
@@ -860,16 +850,7 @@ impl ShardState {
         request: PeerRequest,
         event: fn(OsdId, Result<()>) -> Event,
     ) {
-        let tx = self.tx.clone();
-        self.ctx.peers.send(
-            to,
-            request,
-            Box::new(move |reply| {
-                if let Some(tx) = tx.upgrade() {
-                    let _ = tx.send(Job::Event { pg, interval, event: event(to, reply.map(|_| ())) });
-                }
-            }),
-        );
+        self.ask(pg, interval, to, request, move |reply| event(to, reply.map(|_| ())));
     }
 }
 

@@ -95,6 +95,10 @@ async fn writer(
             }
             Err(e) => errors.lock().unwrap().push(format!("read {name}: {e}")),
         }
+        // Appends are not idempotent: one applied twice after a resend would show in the log.
+        if let Err(e) = io.append(&format!("log{id}"), format!("{generation};")).await {
+            errors.lock().unwrap().push(format!("append log{id}: {e}"));
+        }
         ops.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -173,6 +177,14 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
         let data = runtime.block_on(io.read_full(name)).unwrap();
         assert_eq!(data, payload(writer, *generation), "{name}: acknowledged generation {generation} lost");
     }
+    // Every writer's append log holds each generation exactly once, in order.
+    for id in 0..WRITERS {
+        let log = runtime.block_on(io.read_full(&format!("log{id}"))).unwrap();
+        let generations: Vec<u64> =
+            String::from_utf8_lossy(&log).split(';').filter(|g| !g.is_empty()).map(|g| g.parse().unwrap()).collect();
+        let expected: Vec<u64> = (1..=generations.len() as u64).collect();
+        assert_eq!(generations, expected, "log{id}: an append was lost or applied twice");
+    }
     let map = rados.map();
     drop(rados);
     drop(runtime);
@@ -180,7 +192,8 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
     // Stop everything and compare the replicas byte for byte, straight from the stores.
     cluster.stop();
     drop(restarted);
-    replicas_agree(&cluster, &map, acked.keys());
+    let logs: Vec<String> = (0..WRITERS).map(|id| format!("log{id}")).collect();
+    replicas_agree(&cluster, &map, acked.keys().chain(&logs));
 }
 
 /// Opens every OSD's store (the cluster must be stopped) and checks that each object has
