@@ -348,7 +348,7 @@ impl Osd {
 fn peer_request_pg(request: &PeerRequest) -> Option<PgId> {
     match request {
         PeerRequest::Ping { .. } => None,
-        PeerRequest::Query { pg }
+        PeerRequest::Query { pg, .. }
         | PeerRequest::Log { pg, .. }
         | PeerRequest::Pull { pg, .. }
         | PeerRequest::PullRange { pg, .. }

@@ -270,7 +270,7 @@ impl ShardState {
         p.phase = Phase::Peering { summaries: BTreeMap::from([(me, summary)]), outstanding: others.clone() };
         self.schedule_retry(pg, PEERING_TIMEOUT);
         for osd in others {
-            self.ask(pg, interval, osd, PeerRequest::Query { pg }, move |r| {
+            self.ask(pg, interval, osd, PeerRequest::Query { pg, interval }, move |r| {
                 Event::Summary(
                     osd,
                     r.and_then(|reply| match reply {

@@ -112,6 +112,8 @@ pub struct ShardState {
     pub(crate) intervals: HashMap<PgId, (u64, Vec<OsdId>)>,
     /// PGs this OSD is primary of.
     pub(crate) primaries: HashMap<PgId, Primary>,
+    /// Per PG, the newest interval whose primary has queried this OSD.
+    fences: HashMap<PgId, u64>,
     /// Class state per object, valid while the object is at the recorded version.
     class_cache: HashMap<ObjectKey, (u64, BTreeMap<String, ClassState>)>,
     /// The store sequence number of this shard's latest commit: anything a later read
@@ -135,6 +137,7 @@ pub fn start(index: usize, shards: usize, ctx: ShardContext) -> mpsc::UnboundedS
                 pgs: HashMap::new(),
                 intervals: HashMap::new(),
                 primaries: HashMap::new(),
+                fences: HashMap::new(),
                 class_cache: HashMap::new(),
                 last_seq: 0,
             };
@@ -346,7 +349,11 @@ impl ShardState {
     fn peer_request(&mut self, request: PeerRequest) -> Result<(u64, Reply)> {
         match request {
             PeerRequest::Ping { .. } => Ok((0, Reply::Done)),
-            PeerRequest::Query { pg } => Ok((self.last_seq, Reply::Summary(self.pg(pg)?.summary()))),
+            PeerRequest::Query { pg, interval } => {
+                let fence = self.fences.entry(pg).or_default();
+                *fence = (*fence).max(interval);
+                Ok((self.last_seq, Reply::Summary(self.pg(pg)?.summary())))
+            }
             PeerRequest::Log { pg, after } => {
                 let store = self.ctx.store.clone();
                 let entries = self.pg(pg)?.entries_after(&store, after)?;
@@ -414,7 +421,9 @@ impl ShardState {
     /// activated in (an activation may move it forward).
     fn check_interval(&mut self, pg: PgId, interval: u64, activating: bool) -> Result<()> {
         let les = self.pg(pg)?.info.last_epoch_started;
-        if interval < les || (!activating && interval != les) {
+        // A newer primary has started peering: its view of the log must not move.
+        let fence = self.fences.get(&pg).copied().unwrap_or(0);
+        if interval < les || interval < fence || (!activating && interval != les) {
             return Err(err::again(format!("pg {pg} is in interval {les}, the request is from {interval}")));
         }
         Ok(())

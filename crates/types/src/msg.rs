@@ -135,6 +135,9 @@ pub enum PeerRequest {
     Query {
         /// The PG.
         pg: PgId,
+        /// The querying primary's interval: from now on the replica refuses writes of
+        /// older intervals (an old primary that has not seen the new map yet).
+        interval: u64,
     },
     /// Asks for the full log entries after `after`.
     Log {
