@@ -353,7 +353,8 @@ fn peer_request_pg(request: &PeerRequest) -> Option<PgId> {
         | PeerRequest::Pull { pg, .. }
         | PeerRequest::PullRange { pg, .. }
         | PeerRequest::Push { pg, .. }
-        | PeerRequest::RecoveryDone { pg, .. } => Some(*pg),
+        | PeerRequest::RecoveryDone { pg, .. }
+        | PeerRequest::RemovePg { pg, .. } => Some(*pg),
         PeerRequest::Activate(a) => Some(a.pg),
         PeerRequest::RepOp(r) => Some(r.pg),
     }

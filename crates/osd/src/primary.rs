@@ -38,6 +38,8 @@ pub enum Event {
     Pushed(OsdId, Result<()>),
     /// A replica is complete again.
     Recovered(OsdId, Result<()>),
+    /// A stray copy was deleted (or could not be).
+    StrayRemoved(OsdId, Result<()>),
     /// Time to peer again, unless peering restarted since (the round it was set in).
     Retry(u64),
 }
@@ -96,6 +98,8 @@ pub struct Primary {
     round: u64,
     /// Client operations served.
     client_ops: u64,
+    /// OSDs outside the acting set that held a copy at peering: deleted once clean.
+    strays: BTreeSet<OsdId>,
 }
 
 impl Primary {
@@ -183,6 +187,7 @@ impl ShardState {
                             pushes_in_flight: 0,
                             round: 0,
                             client_ops: 0,
+                            strays: BTreeSet::new(),
                         };
                         self.primaries.insert(pg, primary);
                         self.start_peering(pg);
@@ -349,9 +354,15 @@ impl ShardState {
                             tracing::info!(%pg, "recovery finished");
                         }
                     }
+                    self.remove_strays_if_clean(pg);
                 }
                 Err(e) => self.peer_failed(pg, "finishing recovery", e),
             },
+            Event::StrayRemoved(osd, result) => {
+                if let Err(e) = result {
+                    tracing::info!(%pg, %osd, error = %e, "a stray copy was not removed");
+                }
+            }
             Event::Retry(round) => {
                 let stalled = |p: &Primary| matches!(p.phase, Phase::Peering { .. } | Phase::Blocked { .. });
                 if self.primaries.get(&pg).is_some_and(|p| p.round == round && stalled(p)) {
@@ -618,13 +629,29 @@ impl ShardState {
         let Some(p) = self.primaries.get_mut(&pg) else { return Ok(()) };
         p.phase = Phase::Active;
         p.recovery = recovery;
+        p.strays = plan.peers.keys().filter(|o| !acting.contains(o)).copied().collect();
         tracing::info!(%pg, interval, ?acting, recovering = p.recovery.len(), "pg active");
         let waiting = std::mem::take(&mut p.waiting);
         for (op, caller, reply) in waiting {
             self.client_op(op, caller, reply);
         }
         self.pump_recovery(pg);
+        self.remove_strays_if_clean(pg);
         Ok(())
+    }
+
+    /// Once the PG is clean with a full acting set, tells OSDs that still hold an old copy
+    /// of it to delete that copy.
+    fn remove_strays_if_clean(&mut self, pg: PgId) {
+        let size = self.map.pools.get(&pg.pool).map_or(usize::MAX, |p| p.size as usize);
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        if !matches!(p.phase, Phase::Active) || !p.recovery.is_empty() || p.acting.len() < size {
+            return;
+        }
+        let (interval, strays) = (p.interval, std::mem::take(&mut p.strays));
+        for osd in strays {
+            self.ask_from(pg, interval, osd, PeerRequest::RemovePg { pg, interval }, Event::StrayRemoved);
+        }
     }
 
     /// Whether this OSD serves `pg` now (its active primary); EAGAIN otherwise.

@@ -12,7 +12,7 @@ use crate::primary::{Event, Primary};
 use crate::view::ObjectView;
 use bytes::Bytes;
 use shoal_objclass::{ClassRegistry, ClassState};
-use shoal_store::{ObjectKey, ObjectStore, Transaction};
+use shoal_store::{ObjectKey, ObjectStore, Transaction, pg_log_key, pg_meta_key};
 use shoal_types::msg::{OpReply, OsdOp, PeerRequest, PgListReply, PgListRequest, Reply};
 use shoal_types::pg::PgStat;
 use shoal_types::{ClientId, OsdId, OsdMap, PgId, Result, Versioned, err};
@@ -399,6 +399,20 @@ impl ShardState {
                 state.info.complete = true;
                 let mut txn = Transaction::new();
                 state.put_info(&mut txn);
+                Ok((self.commit(pg, txn)?, Reply::Done))
+            }
+            PeerRequest::RemovePg { pg, interval } => {
+                if self.intervals.contains_key(&pg) {
+                    return Err(err::again(format!("pg {pg} maps to {} under its map", self.ctx.me)));
+                }
+                let pg_num = self.map.pool(pg.pool)?.pg_num;
+                tracing::info!(%pg, interval, "removing a stray copy");
+                let mut txn = Transaction::new();
+                txn.delete_hash_ranges(pg.pool, &shoal_placement::pg_reversed_hash_ranges(pg.seed, pg_num));
+                txn.delete_meta_range(&pg_log_key(pg, 0), &pg_log_key(pg, u64::MAX));
+                let meta = pg_meta_key(pg);
+                txn.delete_meta_range(&meta, &[meta.as_slice(), &[0]].concat());
+                self.pgs.remove(&pg);
                 Ok((self.commit(pg, txn)?, Reply::Done))
             }
             PeerRequest::RepOp(rep) => {

@@ -220,7 +220,7 @@ fn replicas_agree<'a>(cluster: &Vstart, map: &OsdMap, names: impl Iterator<Item 
 
 #[test]
 fn an_osd_marked_out_is_backfilled_onto_the_others() {
-    let cluster = Vstart::start_with(&["--osds", "4", "--hosts", "4"]);
+    let cluster = Vstart::start_with(&["--osds", "5", "--hosts", "5"]);
     let conf = cluster.conf();
     ok(&conf, &["config", "set", "global", "osd_heartbeat_interval", "0.3"]);
     ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "2"]);
@@ -276,7 +276,9 @@ fn an_osd_marked_out_is_backfilled_onto_the_others() {
         (clean == 16).then_some(pgs)
     });
     let pgs = clean.unwrap_or_else(|| panic!("backfill did not finish:\n{}", ok(&conf, &["pg", "dump"])));
-    assert!(pgs.lines().skip(1).all(|l| !l.split_whitespace().nth(1).unwrap_or("").contains('2')), "{pgs}");
+    let up_column =
+        |pgs: &str, osd: char| pgs.lines().skip(1).any(|l| l.split_whitespace().nth(1).unwrap_or("").contains(osd));
+    assert!(!up_column(&pgs, '2'), "{pgs}");
     for (i, name) in names.iter().enumerate() {
         assert_eq!(runtime.block_on(io.read_full(name)).unwrap(), payload(i, 1), "{name}");
     }
@@ -287,9 +289,24 @@ fn an_osd_marked_out_is_backfilled_onto_the_others() {
     let reply = acked.expect("the watcher never heard a notify sent to the new primary");
     assert_eq!(reply.acks[0].1, Bytes::from_static(b"seen"));
     watcher.abort();
+
+    // A live OSD marked out: its PGs move to the others, then its stray copies are deleted.
+    ok(&conf, &["osd", "out", "4"]);
+    let moved = wait_for(|| {
+        let pgs = ok(&conf, &["pg", "dump"]);
+        let clean = pgs.lines().filter(|l| l.contains(" active+clean")).count();
+        (clean == 16 && !up_column(&pgs, '4')).then_some(())
+    });
+    assert!(moved.is_some(), "PGs did not leave osd.4:\n{}", ok(&conf, &["pg", "dump"]));
+    std::thread::sleep(Duration::from_secs(2));
     let map = runtime.block_on(rados.refresh_map()).unwrap();
     drop(rados);
     drop(runtime);
     cluster.stop();
     replicas_agree(&cluster, &map, names.iter());
+    let dir = cluster.path().join("osd.4/store");
+    let kv = Arc::new(shoal_store_rocks::RocksKv::open(&dir, shoal_store_rocks::DEFAULT_OPTIONS).unwrap());
+    let store = ObjectStore::open(kv, StoreFormat::default()).unwrap();
+    let left = store.list(pool.id, 0..=u32::MAX, None, 10).unwrap();
+    assert!(left.is_empty(), "osd.4 kept {} stray objects after its PGs moved away", left.len());
 }

@@ -183,6 +183,13 @@ pub enum PeerRequest {
     },
     /// A write to apply, exactly as the primary applied it.
     RepOp(RepOp),
+    /// The PG is clean elsewhere: delete this OSD's leftover (stray) copy of it.
+    RemovePg {
+        /// The PG.
+        pg: PgId,
+        /// The interval of the primary asking.
+        interval: u64,
+    },
 }
 
 /// The activation message of a peered PG.
