@@ -5,14 +5,13 @@
 //! anew.
 
 use shoal_transport::{Network, Rpc};
-use shoal_types::msg::{PeerRequest, Reply, Request};
+use shoal_types::msg::{PeerRequest, Request};
 use shoal_types::{ClientId, OsdId, OsdMap, Result, err};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, watch};
 
-/// What to do with a reply: runs on the link's task.
-pub type OnReply = Box<dyn FnOnce(Result<Reply>) + Send>;
+pub use shoal_transport::rpc::OnReply;
 
 struct Outgoing {
     request: PeerRequest,
@@ -81,9 +80,8 @@ impl Link {
                 }
             }
             let Some(rpc) = conn.as_ref() else { continue };
-            // Sent now, in queue order; the reply is awaited on the side.
-            let reply = rpc.start(Request::Peer(request)).await;
-            tokio::spawn(async move { on_reply(reply.await) });
+            // Sent now, in queue order; the reply runs the callback on the reader task.
+            rpc.start_with(Request::Peer(request), on_reply).await;
         }
     }
 

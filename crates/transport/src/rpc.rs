@@ -11,7 +11,27 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 
-type Waiters = HashMap<u64, oneshot::Sender<Result<Reply>>>;
+/// Who waits for a reply: a task (through a oneshot), or a callback run by the reader.
+enum Waiter {
+    Task(oneshot::Sender<Result<Reply>>),
+    Callback(OnReply),
+}
+
+impl Waiter {
+    fn deliver(self, reply: Result<Reply>) {
+        match self {
+            Waiter::Task(tx) => {
+                let _ = tx.send(reply);
+            }
+            Waiter::Callback(f) => f(reply),
+        }
+    }
+}
+
+/// A reply callback; it runs on the connection's reader task, so it must not block.
+pub type OnReply = Box<dyn FnOnce(Result<Reply>) + Send>;
+
+type Waiters = HashMap<u64, Waiter>;
 
 /// Requests awaiting replies; `None` once the connection's reader has finished.
 type Pending = Arc<Mutex<Option<Waiters>>>;
@@ -58,14 +78,16 @@ impl Rpc {
                     Message::Reply { tid, reply } => {
                         let waiter = lock(&pending).as_mut().and_then(|w| w.remove(&tid));
                         if let Some(w) = waiter {
-                            let _ = w.send(reply);
+                            w.deliver(reply);
                         }
                     }
                     other => on_push(other, &weak),
                 }
             }
-            // Dropping the waiters fails them (see `start`).
-            lock(&pending).take();
+            let waiters = lock(&pending).take().unwrap_or_default();
+            for (_, w) in waiters {
+                w.deliver(Err(err::not_connected("the connection closed")));
+            }
             on_close();
         });
         rpc.call(Request::Hello(hello)).await?;
@@ -85,25 +107,46 @@ impl Rpc {
     /// Sends `request` now (after every request started before it); the returned future
     /// resolves to its reply.
     pub async fn start(&self, request: Request) -> impl Future<Output = Result<Reply>> + use<> {
-        let tid = self.next_tid.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        let closed = || err::not_connected(format!("connection to {} closed", self.addr));
-        let registered = lock(&self.pending).as_mut().map(|w| w.insert(tid, tx)).is_some();
-        let failure = if !registered {
-            Some(closed())
-        } else if self.sender.send(Message::Request { tid, request }).await.is_err() {
-            lock(&self.pending).as_mut().map(|w| w.remove(&tid));
-            Some(closed())
-        } else {
-            None
-        };
+        let sent = self.send_request(request, Waiter::Task(tx)).await;
         let addr = self.addr.clone();
         async move {
-            if let Some(e) = failure {
-                return Err(e);
-            }
+            sent?;
             rx.await.unwrap_or_else(|_| Err(err::not_connected(format!("connection to {addr} closed"))))
         }
+    }
+
+    /// Sends `request` now (after every request started before it); `on_reply` runs with
+    /// its reply or failure, on the connection's reader task.
+    pub async fn start_with(&self, request: Request, on_reply: OnReply) {
+        // A failure to send has already been given to the callback.
+        let _ = self.send_request(request, Waiter::Callback(on_reply)).await;
+    }
+
+    /// Registers `waiter` for a fresh tid and sends the request; a failure to send is
+    /// delivered to the waiter and returned.
+    async fn send_request(&self, request: Request, waiter: Waiter) -> Result<()> {
+        let tid = self.next_tid.fetch_add(1, Ordering::Relaxed);
+        let closed = || err::not_connected(format!("connection to {} closed", self.addr));
+        let rejected = match lock(&self.pending).as_mut() {
+            Some(w) => {
+                w.insert(tid, waiter);
+                None
+            }
+            None => Some(waiter),
+        };
+        if let Some(waiter) = rejected {
+            waiter.deliver(Err(closed()));
+            return Err(closed());
+        }
+        if self.sender.send(Message::Request { tid, request }).await.is_err() {
+            let waiter = lock(&self.pending).as_mut().and_then(|w| w.remove(&tid));
+            if let Some(w) = waiter {
+                w.deliver(Err(closed()));
+            }
+            return Err(closed());
+        }
+        Ok(())
     }
 
     /// Sends a message that expects no reply.
