@@ -281,6 +281,15 @@ fn no_acknowledged_write_is_lost_over_random_failure_schedules() {
         total.acked_writes += c.acked_writes;
         total.unacked_writes += c.unacked_writes;
     }
+    eprintln!(
+        "{} activations, {} inactive intervals, {} log recoveries, {} backfills, {} acked / {} unacked writes",
+        total.activations,
+        total.inactive,
+        total.log_recoveries,
+        total.backfills,
+        total.acked_writes,
+        total.unacked_writes
+    );
     // The schedules must have exercised every path.
     assert!(total.activations > 10_000, "{} activations", total.activations);
     assert!(total.log_recoveries > 1_000, "{} log recoveries", total.log_recoveries);
