@@ -130,6 +130,12 @@ impl Rados {
         }
     }
 
+    /// Whether the daemon at `addr` accepts a connection within a second.
+    pub async fn probe(&self, addr: &str) -> bool {
+        let attempt = self.open_peer(addr);
+        matches!(tokio::time::timeout(Duration::from_secs(1), attempt).await, Ok(Ok(_)))
+    }
+
     /// The PG states the monitor collected from the primaries, and the cluster's client
     /// operation rate (per second).
     pub async fn pg_stats(&self) -> Result<(Vec<PgStat>, u64)> {

@@ -186,9 +186,24 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
             let map = rados.refresh_map().await?;
             let (stats, ops_per_sec) = rados.pg_stats().await?;
             let (mons, leader) = rados.mon_status().await?;
-            let (state, mut reasons) = health(&map, &stats);
+            let (mut state, mut reasons) = health(&map, &stats);
             if leader.is_none() {
                 reasons.push("the monitors have no leader".to_owned());
+                state = "HEALTH_ERR";
+            }
+            let mut reachable = Vec::new();
+            for (id, addr) in &mons {
+                if rados.probe(addr).await {
+                    reachable.push(*id);
+                }
+            }
+            let down: Vec<String> =
+                mons.iter().filter(|(id, _)| !reachable.contains(id)).map(|(id, _)| format!("mon.{id}")).collect();
+            if !down.is_empty() {
+                reasons.push(format!("{}/{} mons down: {}", down.len(), mons.len(), down.join(",")));
+                if state == "HEALTH_OK" {
+                    state = "HEALTH_WARN";
+                }
             }
             let up = map.osds.values().filter(|o| o.up).count();
             let is_in = map.osds.values().filter(|o| o.is_in).count();
@@ -199,7 +214,7 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
                 println!("            {r}");
             }
             println!("  services:");
-            let names: Vec<String> = mons.iter().map(|(id, _)| id.to_string()).collect();
+            let names: Vec<String> = reachable.iter().map(|id| id.to_string()).collect();
             let leader = leader.map_or("none".to_owned(), |l| format!("mon.{l}"));
             println!("    mon: {} daemons, quorum {} (leader {leader})", mons.len(), names.join(","));
             println!("    osd: {} osds: {up} up, {is_in} in; map epoch {}", map.osds.len(), map.epoch);

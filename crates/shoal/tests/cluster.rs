@@ -150,6 +150,8 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
     ok(&conf, &["config", "set", "global", "osd_recovery_max_active", "2"]);
     let (_, new_leader) = runtime.block_on(rados.mon_status()).unwrap();
     assert!(new_leader.is_some_and(|l| format!("mon.{l}") != leader), "a new leader took over from {leader}");
+    let status = ok(&conf, &["status"]);
+    assert!(status.contains("HEALTH_WARN") && status.contains(&format!("1/3 mons down: {leader}")), "{status}");
     assert!(progress("monitor leader killed") > 0, "writes continue");
     restarted.0.push(restart(&cluster, &leader, &mon));
     progress("old leader restarted");
