@@ -129,7 +129,12 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
         eprintln!("{what}: {} writes+reads in 3 s", after - before);
         after - before
     };
-    assert!(progress("healthy") > 0);
+    // Whether writers move within two minutes (3 s is the usual; a loaded machine may need more).
+    let moving = |what: &str| {
+        let before = ops.load(Ordering::Relaxed);
+        progress(what) > 0 || wait_for(|| (ops.load(Ordering::Relaxed) > before).then_some(())).is_some()
+    };
+    assert!(moving("healthy"));
 
     // osd.0 (host0) dies; later osd.1 (host1): some PGs fall to one replica and wait.
     let osd0 = cmdline(cluster.pid("osd.0"));
@@ -140,7 +145,7 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
     progress("osd.0 and osd.1 killed");
     restarted.0.push(restart(&cluster, "osd.0", &osd0));
     restarted.0.push(restart(&cluster, "osd.1", &osd1));
-    assert!(progress("both restarted") > 0);
+    assert!(moving("both restarted"), "writers resume once both OSDs are back");
 
     // The monitor leader dies: the others elect a new one and map changes go on.
     let (_, leader) = runtime.block_on(rados.mon_status()).unwrap();
@@ -152,7 +157,7 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
     assert!(new_leader.is_some_and(|l| format!("mon.{l}") != leader), "a new leader took over from {leader}");
     let status = ok(&conf, &["status"]);
     assert!(status.contains("HEALTH_WARN") && status.contains(&format!("1/3 mons down: {leader}")), "{status}");
-    assert!(progress("monitor leader killed") > 0, "writes continue");
+    assert!(moving("monitor leader killed"), "writes continue");
     restarted.0.push(restart(&cluster, &leader, &mon));
     progress("old leader restarted");
 
