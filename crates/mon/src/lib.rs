@@ -151,7 +151,10 @@ impl Monitor {
         let change = match command {
             MapCommand::Get | MapCommand::WaitNewer { .. } | MapCommand::MonStatus => return Ok(Reply::Map(map)),
             MapCommand::GetPgStats => {
-                let client_ops_per_sec = self.health().io_rates.values().map(|(_, _, rate)| rate).sum();
+                // A down OSD's last rate is history, not current IO.
+                let up = |osd: &OsdId| map.osds.get(osd).is_some_and(|o| o.up);
+                let client_ops_per_sec =
+                    self.health().io_rates.iter().filter(|(osd, _)| up(osd)).map(|(_, (_, _, rate))| rate).sum();
                 return Ok(Reply::PgStats { stats: self.pg_stats(&map), client_ops_per_sec });
             }
             MapCommand::PgStats { osd, stats } => {
