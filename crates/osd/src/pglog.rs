@@ -120,7 +120,7 @@ impl PgState {
         let first_dropped = activate.keep_until.map_or(0, |k| k.version + 1);
         txn.delete_meta_range(&pg_log_key(self.pg, first_dropped), &pg_log_key(self.pg, u64::MAX));
         if activate.keep_until.is_none() {
-            txn.delete_hash_ranges(self.pg.pool, &shoal_placement::pg_reversed_hash_ranges(self.pg.seed, pg_num));
+            delete_objects(txn, self.pg, pg_num);
         }
         for entry in &activate.entries {
             txn.put_meta(&pg_log_key(self.pg, entry.at.version), entry.encode());
@@ -135,6 +135,19 @@ impl PgState {
         };
         self.put_info(txn);
     }
+}
+
+/// Deletes every object of a PG (it has `pg_num` siblings) in `txn`.
+fn delete_objects(txn: &mut Transaction, pg: PgId, pg_num: u32) {
+    txn.delete_hash_ranges(pg.pool, &shoal_placement::pg_reversed_hash_ranges(pg.seed, pg_num));
+}
+
+/// Deletes a PG's objects, log and record in `txn`: this OSD no longer holds it.
+pub fn delete_pg(txn: &mut Transaction, pg: PgId, pg_num: u32) {
+    delete_objects(txn, pg, pg_num);
+    txn.delete_meta_range(&pg_log_key(pg, 0), &pg_log_key(pg, u64::MAX));
+    let record = pg_meta_key(pg);
+    txn.delete_meta_range(&record, &[record.as_slice(), &[0]].concat());
 }
 
 fn postcard_len(outputs: &[StepOutput]) -> usize {

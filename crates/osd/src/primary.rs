@@ -691,24 +691,20 @@ impl ShardState {
     }
 
     fn run_op(&mut self, pg: PgId, op: &OsdOp, caller: ClientId) -> Result<OpOutcome> {
-        let interval = self.primaries.get(&pg).map_or(0, |p| p.interval);
-        let replicated = self.primaries.get(&pg).is_some_and(|p| p.acting.len() > 1);
-        let pending_writes = self.primaries.get(&pg).is_some_and(|p| !p.inflight.is_empty());
+        let p = self.primaries.get(&pg).ok_or_else(|| err::again(format!("not the primary of pg {pg}")))?;
+        let (interval, replicated, pending_writes) = (p.interval, p.acting.len() > 1, !p.inflight.is_empty());
+        // A reply that changes nothing still waits for the writes in flight before it.
+        let unchanged = |seq, r| if pending_writes { OpOutcome::AfterWrites(r) } else { OpOutcome::Done(seq, r) };
         let state = self.pg(pg)?;
         if let Some(r) = state.applied(&op.reqid) {
-            // A resend of a write already applied: answer as the first time, once it is
-            // as durable as the first answer would have been.
-            return Ok(if pending_writes { OpOutcome::AfterWrites(r) } else { OpOutcome::Done(self.last_seq, r) });
+            // A resend of a write already applied: answer as the first time.
+            return Ok(unchanged(self.last_seq, r));
         }
         let prev = state.info.last_update;
         let at = EVersion { epoch: interval, version: prev.version + 1 };
         let executed = self.execute(op, caller, at)?;
         let Some((mut txn, entry)) = executed.write else {
-            return Ok(if pending_writes {
-                OpOutcome::AfterWrites(executed.reply)
-            } else {
-                OpOutcome::Done(self.last_seq, executed.reply)
-            });
+            return Ok(unchanged(self.last_seq, executed.reply));
         };
         let shipped: Option<Bytes> = replicated.then(|| txn.encode().into());
         self.pg(pg)?.append(&mut txn, &entry);
@@ -809,12 +805,14 @@ impl ShardState {
                 return;
             };
             let batch: Result<Vec<ObjectKey>> = match backfill {
-                Some(cursor) => self.list_keys_for_backfill(pg, pool.pg_num, cursor.clone()).map(|(keys, more)| {
-                    if let Some(r) = self.primaries.get_mut(&pg).and_then(|p| p.recovery.get_mut(&osd)) {
-                        r.backfill = Some((keys.last().cloned().or(cursor), !more));
-                    }
-                    keys
-                }),
+                Some(cursor) => {
+                    self.list_keys(pg, pool.pg_num, cursor.as_ref(), OBJECTS_PER_COPY).map(|(keys, more)| {
+                        if let Some(r) = self.primaries.get_mut(&pg).and_then(|p| p.recovery.get_mut(&osd)) {
+                            r.backfill = Some((keys.last().cloned().or(cursor), !more));
+                        }
+                        keys
+                    })
+                }
                 None => match self.primaries.get_mut(&pg).and_then(|p| p.recovery.get_mut(&osd)) {
                     Some(r) => {
                         let n = r.objects.len().min(OBJECTS_PER_COPY);
@@ -850,16 +848,6 @@ impl ShardState {
                 }
             }
         }
-    }
-
-    fn list_keys_for_backfill(
-        &self,
-        pg: PgId,
-        pg_num: u32,
-        after: Option<ObjectKey>,
-    ) -> Result<(Vec<ObjectKey>, bool)> {
-        let (keys, more) = self.list_keys(pg, pg_num, after.as_ref(), OBJECTS_PER_COPY)?;
-        Ok((keys, more.is_some()))
     }
 
     fn send_recovered(&self, pg: PgId, interval: u64, osds: Vec<OsdId>) {

@@ -12,7 +12,7 @@ use crate::primary::{Event, Primary};
 use crate::view::ObjectView;
 use bytes::Bytes;
 use shoal_objclass::{ClassRegistry, ClassState};
-use shoal_store::{ObjectKey, ObjectStore, Transaction, pg_log_key, pg_meta_key};
+use shoal_store::{ObjectKey, ObjectStore, Transaction};
 use shoal_types::msg::{OpReply, OsdOp, PeerRequest, PgListReply, PgListRequest, Reply};
 use shoal_types::pg::PgStat;
 use shoal_types::{ClientId, OsdId, OsdMap, PgId, Result, Versioned, err};
@@ -259,8 +259,7 @@ impl ShardState {
 
     /// Executes an operation against the local store without committing it.
     pub(crate) fn execute(&mut self, op: &OsdOp, caller: ClientId, at: shoal_types::EVersion) -> Result<Executed> {
-        let pool = self.map.pool(op.pool)?.clone();
-        let key = ObjectKey::new(pool.id, &op.object)?;
+        let key = ObjectKey::new(self.map.pool(op.pool)?.id, &op.object)?;
         let store = self.ctx.store.clone();
         let limits = self.ctx.limits.borrow().clone();
         let cache = &self.class_cache;
@@ -307,7 +306,7 @@ impl ShardState {
         let mut objects = Vec::new();
         let mut cursor = after;
         loop {
-            let (keys, next) = self.list_keys(pg, pool.pg_num, cursor.as_ref(), max + 1 - objects.len())?;
+            let (keys, more) = self.list_keys(pg, pool.pg_num, cursor.as_ref(), max + 1 - objects.len())?;
             for key in keys {
                 if objects.len() == max {
                     let next = cursor.map(|k| Bytes::copy_from_slice(k.as_bytes()));
@@ -319,7 +318,7 @@ impl ShardState {
                 }
                 cursor = Some(key);
             }
-            if next.is_none() {
+            if !more {
                 return Ok(PgListReply { objects, next: None });
             }
         }
@@ -332,17 +331,17 @@ impl ShardState {
         pg_num: u32,
         after: Option<&ObjectKey>,
         max: usize,
-    ) -> Result<(Vec<ObjectKey>, Option<()>)> {
+    ) -> Result<(Vec<ObjectKey>, bool)> {
         let mut keys: Vec<ObjectKey> = Vec::new();
         for range in shoal_placement::pg_reversed_hash_ranges(pg.seed, pg_num) {
             let from = keys.last().or(after);
             let page = self.ctx.store.list(pg.pool, range, from, max - keys.len())?;
             keys.extend(page);
             if keys.len() == max {
-                return Ok((keys, Some(())));
+                return Ok((keys, true));
             }
         }
-        Ok((keys, None))
+        Ok((keys, false))
     }
 
     /// Serves a request from another OSD about one of this shard's PGs.
@@ -374,7 +373,7 @@ impl ShardState {
                 for key in &keys {
                     txn.extend(self.ctx.store.copy_object(key)?);
                 }
-                let next = more.and(keys.last()).map(|k| Bytes::copy_from_slice(k.as_bytes()));
+                let next = keys.last().filter(|_| more).map(|k| Bytes::copy_from_slice(k.as_bytes()));
                 Ok((self.last_seq, Reply::Copies { txn: txn.encode().into(), next }))
             }
             PeerRequest::Activate(activate) => {
@@ -408,10 +407,7 @@ impl ShardState {
                 let pg_num = self.map.pool(pg.pool)?.pg_num;
                 tracing::info!(%pg, interval, "removing a stray copy");
                 let mut txn = Transaction::new();
-                txn.delete_hash_ranges(pg.pool, &shoal_placement::pg_reversed_hash_ranges(pg.seed, pg_num));
-                txn.delete_meta_range(&pg_log_key(pg, 0), &pg_log_key(pg, u64::MAX));
-                let meta = pg_meta_key(pg);
-                txn.delete_meta_range(&meta, &[meta.as_slice(), &[0]].concat());
+                crate::pglog::delete_pg(&mut txn, pg, pg_num);
                 self.pgs.remove(&pg);
                 Ok((self.commit(pg, txn)?, Reply::Done))
             }

@@ -6,6 +6,7 @@
 
 use crate::bench::{RunStats, print_rows, round, run_until};
 use crate::session::ClusterArgs;
+use crate::vstart;
 use clap::Args;
 use rand::Rng;
 use shoal_client::{IoCtx, Rados};
@@ -87,7 +88,7 @@ pub async fn run(args: RecoveryBenchArgs) -> Result<()> {
 
     let victim = OsdId(args.victim);
     let name = format!("osd.{}", args.victim);
-    let pid = vstart_pid(&args.dir, &name)?;
+    let pid = vstart::daemon_pid(&args.dir, &name)?;
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).map_err(|e| err::io(format!("{name}: {e}")))?;
     let command: Vec<String> =
         cmdline.split(|b| *b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect();
@@ -115,7 +116,7 @@ pub async fn run(args: RecoveryBenchArgs) -> Result<()> {
         .stderr(log)
         .spawn()
         .map_err(|e| err::io(format!("restarting {name}: {e}")))?;
-    replace_pid(&args.dir, &name, child.id())?;
+    vstart::record_pid(&args.dir, &name, child.id())?;
     let restarted = Instant::now();
     // Writers keep going while the cluster recovers; the phase ends when every PG is clean.
     let stop = Arc::new(AtomicBool::new(false));
@@ -209,23 +210,4 @@ async fn wait_clean(rados: &Rados, timeout: Duration) -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-fn vstart_pid(dir: &std::path::Path, name: &str) -> Result<u32> {
-    let text =
-        std::fs::read_to_string(dir.join("pids")).map_err(|e| err::not_found(format!("{}: {e}", dir.display())))?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")).and_then(|p| p.trim().parse().ok()))
-        .ok_or_else(|| err::not_found(format!("{name} is not in {}/pids", dir.display())))
-}
-
-/// Records a restarted daemon's pid so that `vstart --stop` stops it.
-fn replace_pid(dir: &std::path::Path, name: &str, pid: u32) -> Result<()> {
-    let path = dir.join("pids");
-    let text = std::fs::read_to_string(&path).map_err(|e| err::io(e.to_string()))?;
-    let lines: Vec<String> = text
-        .lines()
-        .map(|l| if l.starts_with(&format!("{name} ")) { format!("{name} {pid}") } else { l.to_owned() })
-        .collect();
-    std::fs::write(&path, lines.join("\n") + "\n").map_err(|e| err::io(e.to_string()))
 }

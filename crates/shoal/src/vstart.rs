@@ -136,14 +136,34 @@ pub fn run(args: VstartArgs) -> Result<()> {
     Ok(())
 }
 
-fn stop(dir: &Path) -> Result<()> {
-    let pid_file = dir.join(PIDS);
-    let text = std::fs::read_to_string(&pid_file)
+/// The daemons of the cluster in `dir` and their pids, as `DIR/pids` records them.
+pub fn read_pids(dir: &Path) -> Result<Vec<(String, u32)>> {
+    let text = std::fs::read_to_string(dir.join(PIDS))
         .map_err(|_| err::not_found(format!("no cluster runs in {}", dir.display())))?;
-    let pids: Vec<(String, u32)> = text
+    Ok(text
         .lines()
         .filter_map(|l| l.split_once(' ').and_then(|(n, p)| Some((n.to_owned(), p.trim().parse().ok()?))))
-        .collect();
+        .collect())
+}
+
+/// The pid of one daemon (`osd.3`) of the cluster in `dir`.
+pub fn daemon_pid(dir: &Path, name: &str) -> Result<u32> {
+    read_pids(dir)?
+        .into_iter()
+        .find_map(|(n, pid)| (n == name).then_some(pid))
+        .ok_or_else(|| err::not_found(format!("{name} is not in {}", dir.join(PIDS).display())))
+}
+
+/// Records a restarted daemon's pid, so that `vstart --stop` stops it.
+pub fn record_pid(dir: &Path, name: &str, pid: u32) -> Result<()> {
+    let lines: Vec<String> =
+        read_pids(dir)?.into_iter().map(|(n, old)| format!("{n} {}", if n == name { pid } else { old })).collect();
+    std::fs::write(dir.join(PIDS), lines.join("\n") + "\n").map_err(io("writing the pid file".into()))
+}
+
+fn stop(dir: &Path) -> Result<()> {
+    let pid_file = dir.join(PIDS);
+    let pids = read_pids(dir)?;
     for (_, pid) in &pids {
         let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
     }
