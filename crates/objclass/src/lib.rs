@@ -2,7 +2,8 @@
 //! access to one object, taking and returning bytes.
 //!
 //! Built in: [`lock`] (leases), [`version`] (optimistic concurrency), [`queue2pc`] (the
-//! `2pc_queue` two-phase-commit queue) and [`guard`] (epoch-guarded append). Classes may
+//! `2pc_queue` two-phase-commit queue), [`guard`] (epoch-guarded append) and
+//! [`bucket_index`] (a shard of an S3 bucket's index). Classes may
 //! keep per-object state in memory through [`ObjectAccess::stage_state`], published only
 //! when the transaction commits.
 //!
@@ -10,6 +11,7 @@
 //! caller come in through [`MethodContext`].
 
 pub mod access;
+pub mod bucket_index;
 pub mod guard;
 pub mod lock;
 pub mod queue2pc;
@@ -80,6 +82,7 @@ impl ClassRegistry {
         version::register(&mut r);
         queue2pc::register(&mut r);
         guard::register(&mut r);
+        bucket_index::register(&mut r);
         r
     }
 

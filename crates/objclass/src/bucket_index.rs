@@ -1,0 +1,324 @@
+//! `bucket_index`: one shard of a bucket's index, as Ceph's `cls_rgw`. Each object key of the
+//! shard is an omap entry holding an [`IndexEntry`]; the omap header holds the shard's
+//! [`IndexStats`], changed in the same transaction as the entries so they never disagree.
+//!
+//! Every change carries an *order* (the writer's timestamp and upload tag): an entry is only
+//! replaced or removed by a change of a higher order, so concurrent writers of one key end
+//! with the index naming the same winner as the head object, whatever the arrival order.
+
+use crate::{ClassRegistry, MethodContext, MethodFlags, decode_input, decode_stored, versioned_v1};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use shoal_types::{Result, Versioned, err};
+
+/// The class name.
+pub const CLASS: &str = "bucket_index";
+
+/// One run of data chunks of an object: chunk `i` is the object `<prefix>_<i>`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Segment {
+    /// Object name prefix of the chunks.
+    pub prefix: String,
+    /// Bytes in the segment.
+    pub size: u64,
+}
+
+/// What the index knows about one object.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexEntry {
+    /// Object size in bytes.
+    pub size: u64,
+    /// The S3 ETag, without quotes.
+    pub etag: String,
+    /// Last modification, nanoseconds since the Unix epoch.
+    pub mtime_ns: u64,
+    /// Owner's user id.
+    pub owner: String,
+    /// Storage class as listed.
+    pub storage_class: String,
+    /// Orders concurrent writers: the highest order wins (see the module docs).
+    pub order: String,
+    /// Data kept outside the head object, to be garbage-collected when replaced.
+    pub tail: Vec<Segment>,
+}
+
+/// The shard's totals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexStats {
+    /// Entries in the shard.
+    pub entries: u64,
+    /// Sum of the entries' sizes.
+    pub bytes: u64,
+}
+
+/// Input of `bucket_index.link`: add or replace one entry.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkInput {
+    /// Object key.
+    pub key: String,
+    /// The new entry; its `order` must be above the stored one's.
+    pub entry: IndexEntry,
+}
+
+/// Input of `bucket_index.unlink`: remove one entry.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnlinkInput {
+    /// Object key.
+    pub key: String,
+    /// The remover's order: a stored entry of a higher order stays.
+    pub order: String,
+}
+
+/// Output of `link` and `unlink`: what happened to the stored entry.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeOutput {
+    /// The change was applied (false: a newer entry was already there).
+    pub applied: bool,
+    /// The entry that was replaced or removed (or, when not applied, the newer one kept).
+    pub previous: Option<IndexEntry>,
+}
+
+/// Input of `bucket_index.list`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListInput {
+    /// Only keys after this one; with a delimiter, a marker that is a common prefix skips
+    /// every key under it.
+    pub start_after: String,
+    /// Only keys with this prefix.
+    pub prefix: String,
+    /// Roll keys up to the first delimiter after the prefix into common prefixes.
+    pub delimiter: String,
+    /// Most items (entries plus common prefixes) returned.
+    pub max: u32,
+}
+
+/// One listed item.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ListItem {
+    /// An object and its entry.
+    Entry(String, IndexEntry),
+    /// A common prefix (ends with the delimiter).
+    Prefix(String),
+}
+
+impl ListItem {
+    /// The key or prefix, which orders the listing.
+    pub fn name(&self) -> &str {
+        match self {
+            ListItem::Entry(key, _) | ListItem::Prefix(key) => key,
+        }
+    }
+}
+
+/// Output of `bucket_index.list`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListOutput {
+    /// Items in name order.
+    pub items: Vec<ListItem>,
+    /// More items follow the last one.
+    pub more: bool,
+}
+
+versioned_v1! {
+    IndexEntry => "bucket index entry",
+    IndexStats => "bucket index stats",
+    LinkInput => "bucket_index.link input",
+    UnlinkInput => "bucket_index.unlink input",
+    ChangeOutput => "bucket_index change output",
+    ListInput => "bucket_index.list input",
+    ListOutput => "bucket_index.list output",
+}
+
+/// Registers the class's methods.
+pub fn register(r: &mut ClassRegistry) {
+    r.register(CLASS, "init", MethodFlags::RDWR, init);
+    r.register(CLASS, "link", MethodFlags::RDWR, link);
+    r.register(CLASS, "unlink", MethodFlags::RDWR, unlink);
+    r.register(CLASS, "list", MethodFlags::RD, list);
+    r.register(CLASS, "stats", MethodFlags::RD, stats);
+}
+
+/// The byte after every UTF-8 byte: `prefix + SKIP` sorts after every key starting with `prefix`.
+const SKIP: u8 = 0xff;
+
+fn load_stats(ctx: &mut MethodContext<'_>) -> Result<IndexStats> {
+    let header = ctx.object.omap_get_header()?;
+    if header.is_empty() { Ok(IndexStats::default()) } else { decode_stored("bucket index stats", &header) }
+}
+
+fn load_entry(ctx: &mut MethodContext<'_>, key: &str) -> Result<Option<IndexEntry>> {
+    ctx.object.omap_get(key.as_bytes())?.map(|v| decode_stored("bucket index entry", &v)).transpose()
+}
+
+fn save_stats(ctx: &mut MethodContext<'_>, stats: IndexStats) -> Result<()> {
+    ctx.object.omap_set_header(Bytes::from(stats.encode()))
+}
+
+fn change_output(applied: bool, previous: Option<IndexEntry>) -> Result<Vec<u8>> {
+    Ok(ChangeOutput { applied, previous }.encode())
+}
+
+fn init(ctx: &mut MethodContext<'_>, _input: &[u8]) -> Result<Vec<u8>> {
+    if ctx.object.exists()? {
+        return Err(err::exists("bucket index shard exists"));
+    }
+    ctx.object.create(true)?;
+    save_stats(ctx, IndexStats::default())?;
+    Ok(Vec::new())
+}
+
+fn link(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
+    let LinkInput { key, entry } = decode_input("bucket_index.link", input)?;
+    if key.is_empty() {
+        return Err(err::invalid("bucket_index.link: empty key"));
+    }
+    let mut stats = load_stats(ctx)?;
+    let previous = load_entry(ctx, &key)?;
+    if let Some(old) = &previous {
+        if old.order >= entry.order {
+            return change_output(false, previous);
+        }
+        stats.entries -= 1;
+        stats.bytes -= old.size;
+    }
+    stats.entries += 1;
+    stats.bytes += entry.size;
+    ctx.object.omap_set(vec![(Bytes::from(key.into_bytes()), Bytes::from(entry.encode()))])?;
+    save_stats(ctx, stats)?;
+    change_output(true, previous)
+}
+
+fn unlink(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
+    let UnlinkInput { key, order } = decode_input("bucket_index.unlink", input)?;
+    let Some(old) = load_entry(ctx, &key)? else { return change_output(false, None) };
+    if old.order > order {
+        return change_output(false, Some(old));
+    }
+    let mut stats = load_stats(ctx)?;
+    stats.entries -= 1;
+    stats.bytes -= old.size;
+    ctx.object.omap_rm_keys(&[Bytes::from(key.into_bytes())])?;
+    save_stats(ctx, stats)?;
+    change_output(true, Some(old))
+}
+
+fn list(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
+    let ListInput { start_after, prefix, delimiter, max } = decode_input("bucket_index.list", input)?;
+    let max = max.clamp(1, 1000) as usize;
+    let mut cursor = start_after.into_bytes();
+    if !delimiter.is_empty() && cursor.len() > prefix.len() && cursor.ends_with(delimiter.as_bytes()) {
+        cursor.push(SKIP);
+    }
+    let mut items = Vec::new();
+    loop {
+        let (page, page_more) = ctx.object.omap_get_vals(&cursor, prefix.as_bytes(), max + 1)?;
+        let mut skipped = false;
+        for (key, value) in page {
+            if items.len() == max {
+                return Ok(ListOutput { items, more: true }.encode());
+            }
+            let name = String::from_utf8(key.to_vec()).map_err(|_| err::io("bucket index key is not UTF-8"))?;
+            let rest = &name[prefix.len()..];
+            match (!delimiter.is_empty()).then(|| rest.find(&delimiter)).flatten() {
+                Some(at) => {
+                    let common = name[..prefix.len() + at + delimiter.len()].to_owned();
+                    cursor = common.clone().into_bytes();
+                    cursor.push(SKIP);
+                    items.push(ListItem::Prefix(common));
+                    skipped = true;
+                    break;
+                }
+                None => {
+                    cursor = key.to_vec();
+                    items.push(ListItem::Entry(name, decode_stored("bucket index entry", &value)?));
+                }
+            }
+        }
+        if !skipped && !page_more {
+            return Ok(ListOutput { items, more: false }.encode());
+        }
+        if items.len() == max {
+            // Whether anything follows is only known by looking once more.
+            let (next, _) = ctx.object.omap_get_vals(&cursor, prefix.as_bytes(), 1)?;
+            return Ok(ListOutput { items, more: !next.is_empty() }.encode());
+        }
+    }
+}
+
+fn stats(ctx: &mut MethodContext<'_>, _input: &[u8]) -> Result<Vec<u8>> {
+    if !ctx.object.exists()? {
+        return Err(err::not_found("no such bucket index shard"));
+    }
+    Ok(load_stats(ctx)?.encode())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::MemObject;
+    use shoal_types::Errno;
+
+    fn entry(size: u64, order: &str) -> IndexEntry {
+        IndexEntry { size, order: order.into(), ..Default::default() }
+    }
+
+    fn link_at(o: &mut MemObject, key: &str, size: u64, order: &str) -> ChangeOutput {
+        let input = LinkInput { key: key.into(), entry: entry(size, order) };
+        ChangeOutput::decode(&o.call(CLASS, "link", 1, 0, &input.encode()).unwrap()).unwrap()
+    }
+
+    fn stats_of(o: &mut MemObject) -> IndexStats {
+        IndexStats::decode(&o.call(CLASS, "stats", 1, 0, &[]).unwrap()).unwrap()
+    }
+
+    fn list_of(o: &mut MemObject, start_after: &str, prefix: &str, delimiter: &str, max: u32) -> (Vec<String>, bool) {
+        let input = ListInput { start_after: start_after.into(), prefix: prefix.into(), delimiter: delimiter.into(), max };
+        let out = ListOutput::decode(&o.call(CLASS, "list", 1, 0, &input.encode()).unwrap()).unwrap();
+        (out.items.iter().map(|i| i.name().to_owned()).collect(), out.more)
+    }
+
+    #[test]
+    fn newest_order_wins_and_stats_follow() {
+        let mut o = MemObject::default();
+        o.call(CLASS, "init", 1, 0, &[]).unwrap();
+        assert_eq!(o.call(CLASS, "init", 1, 0, &[]).unwrap_err().errno, Errno::Exists);
+        assert!(link_at(&mut o, "k", 10, "2").applied);
+        let stale = link_at(&mut o, "k", 99, "1");
+        assert!(!stale.applied, "an older writer does not replace a newer entry");
+        assert_eq!(stale.previous.unwrap().size, 10);
+        let newer = link_at(&mut o, "k", 5, "3");
+        assert_eq!((newer.applied, newer.previous.map(|e| e.size)), (true, Some(10)));
+        link_at(&mut o, "j", 7, "1");
+        assert_eq!(stats_of(&mut o), IndexStats { entries: 2, bytes: 12 });
+        let unlink = |o: &mut MemObject, order: &str| {
+            let input = UnlinkInput { key: "k".into(), order: order.into() };
+            ChangeOutput::decode(&o.call(CLASS, "unlink", 1, 0, &input.encode()).unwrap()).unwrap()
+        };
+        assert!(!unlink(&mut o, "2").applied, "an older delete keeps the newer entry");
+        assert!(unlink(&mut o, "4").applied);
+        assert_eq!(unlink(&mut o, "5"), ChangeOutput { applied: false, previous: None });
+        assert_eq!(stats_of(&mut o), IndexStats { entries: 1, bytes: 7 });
+    }
+
+    #[test]
+    fn list_rolls_up_common_prefixes_and_resumes_after_them() {
+        let mut o = MemObject::default();
+        o.call(CLASS, "init", 1, 0, &[]).unwrap();
+        for key in ["a/1", "a/2", "a/b/3", "b", "c/1", "d"] {
+            link_at(&mut o, key, 1, "1");
+        }
+        assert_eq!(list_of(&mut o, "", "", "/", 10), (vec!["a/".into(), "b".into(), "c/".into(), "d".into()], false));
+        assert_eq!(list_of(&mut o, "", "", "/", 2), (vec!["a/".into(), "b".into()], true));
+        assert_eq!(list_of(&mut o, "a/", "", "/", 10).0, vec!["b", "c/", "d"], "a prefix marker skips its keys");
+        assert_eq!(list_of(&mut o, "", "a/", "/", 10).0, vec!["a/1", "a/2", "a/b/"]);
+        assert_eq!(list_of(&mut o, "a/1", "a/", "", 10).0, vec!["a/2", "a/b/3"]);
+        assert_eq!(list_of(&mut o, "c/", "", "/", 1), (vec!["d".into()], false));
+    }
+
+    #[test]
+    fn malformed_input_is_einval() {
+        let mut o = MemObject::default();
+        assert_eq!(o.call(CLASS, "link", 1, 0, b"junk").unwrap_err().errno, Errno::InvalidArgument);
+        assert_eq!(o.call(CLASS, "stats", 1, 0, &[]).unwrap_err().errno, Errno::NotFound);
+    }
+}
