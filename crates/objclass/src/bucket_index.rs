@@ -272,7 +272,8 @@ mod tests {
     }
 
     fn list_of(o: &mut MemObject, start_after: &str, prefix: &str, delimiter: &str, max: u32) -> (Vec<String>, bool) {
-        let input = ListInput { start_after: start_after.into(), prefix: prefix.into(), delimiter: delimiter.into(), max };
+        let input =
+            ListInput { start_after: start_after.into(), prefix: prefix.into(), delimiter: delimiter.into(), max };
         let out = ListOutput::decode(&o.call(CLASS, "list", 1, 0, &input.encode()).unwrap()).unwrap();
         (out.items.iter().map(|i| i.name().to_owned()).collect(), out.more)
     }

@@ -84,6 +84,39 @@ pub const OPTIONS: &[OptionSpec] = &[
         default: "65536",
         help: "objects whose object-class state each shard caches",
     },
+    OptionSpec { name: "rgw_thread_pool_size", default: "512", help: "S3 requests a gateway processes at once" },
+    OptionSpec {
+        name: "rgw_max_concurrent_requests",
+        default: "1024",
+        help: "S3 requests a gateway admits at once (waiting included); beyond, 503 SlowDown",
+    },
+    OptionSpec { name: "rgw_num_rados_handles", default: "1", help: "cluster connections per gateway" },
+    OptionSpec { name: "rgw_cache_enabled", default: "true", help: "cache users and bucket records in the gateway" },
+    OptionSpec { name: "rgw_cache_lru_size", default: "10000", help: "records the gateway's metadata cache holds" },
+    OptionSpec { name: "rgw_override_bucket_index_max_shards", default: "11", help: "index shards of new buckets" },
+    OptionSpec {
+        name: "rgw_obj_stripe_size",
+        default: "4194304",
+        help: "bytes per data chunk object, and the largest object kept in its head",
+    },
+    OptionSpec { name: "rgw_max_put_size", default: "5368709120", help: "largest single S3 PUT in bytes" },
+    OptionSpec {
+        name: "rgw_gc_obj_min_wait",
+        default: "7200",
+        help: "seconds replaced object data waits before garbage collection",
+    },
+    OptionSpec { name: "rgw_gc_processor_period", default: "60", help: "seconds between garbage collection passes" },
+    OptionSpec {
+        name: "rgw_pool_size",
+        default: "0",
+        help: "replicas of the gateway's pools when it creates them; 0 = min(3, OSDs)",
+    },
+    OptionSpec { name: "rgw_max_header_size", default: "16384", help: "largest S3 request header section in bytes" },
+    OptionSpec {
+        name: "rgw_max_clock_skew",
+        default: "900",
+        help: "seconds a signed request's time may differ from the gateway's",
+    },
 ];
 
 /// Option values: defaults overridden by `key=value` settings.
@@ -113,6 +146,7 @@ impl Config {
         config.u64("store_data_chunk_size")?;
         config.heartbeat()?;
         config.failure_policy()?;
+        config.gateway()?;
         Ok(config)
     }
 
@@ -180,6 +214,27 @@ impl Config {
         Ok(shoal_mon::FailurePolicy {
             down_out_interval: self.seconds("mon_osd_down_out_interval")?,
             min_down_reporters: self.u64("mon_osd_min_down_reporters")?.max(1) as usize,
+        })
+    }
+
+    /// The S3 gateway's options.
+    pub fn gateway(&self) -> Result<shoal_gateway::config::GatewayConfig> {
+        let usize_of = |name: &str| self.u64(name).map(|v| v as usize);
+        Ok(shoal_gateway::config::GatewayConfig {
+            thread_pool_size: usize_of("rgw_thread_pool_size")?.max(1),
+            max_concurrent_requests: usize_of("rgw_max_concurrent_requests")?.max(1),
+            num_rados_handles: usize_of("rgw_num_rados_handles")?.clamp(1, 64),
+            cache_enabled: self.bool("rgw_cache_enabled")?,
+            cache_lru_size: usize_of("rgw_cache_lru_size")?,
+            bucket_index_shards: self.u64("rgw_override_bucket_index_max_shards")?.clamp(1, 65_521) as u32,
+            stripe_size: self.u64("rgw_obj_stripe_size")?.clamp(64 << 10, 64 << 20),
+            max_put_size: self.u64("rgw_max_put_size")?,
+            gc_min_wait: self.seconds("rgw_gc_obj_min_wait")?,
+            gc_period: self.seconds("rgw_gc_processor_period")?.max(std::time::Duration::from_millis(100)),
+            pool_size: self.u64("rgw_pool_size")?.min(16) as u32,
+            max_header_size: usize_of("rgw_max_header_size")?,
+            max_clock_skew: self.seconds("rgw_max_clock_skew")?,
+            ..Default::default()
         })
     }
 

@@ -129,7 +129,8 @@ pub fn network(secret_file: &Path) -> Result<Arc<TcpNetwork>> {
     Ok(Arc::new(TcpNetwork::new(&read_secret(secret_file)?, MAX_MESSAGE_BYTES)))
 }
 
-async fn until_terminated() {
+/// Waits for SIGTERM or Ctrl-C.
+pub async fn until_terminated() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     let sigterm = async {
         match term.as_mut() {

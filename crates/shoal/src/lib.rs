@@ -9,6 +9,7 @@ pub mod config_cmd;
 pub mod daemon;
 pub mod debug;
 pub mod embedded;
+pub mod gateway_cmd;
 pub mod guarded_append;
 pub mod rados_cmd;
 pub mod recovery_bench;

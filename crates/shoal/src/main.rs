@@ -1,7 +1,7 @@
 //! `shoal`: one binary for Shoal's daemons and tools.
 
 use clap::{Parser, Subcommand};
-use shoal::{admin_cmd, config_cmd, daemon, debug, guarded_append, rados_cmd, recovery_bench, vstart};
+use shoal::{admin_cmd, config_cmd, daemon, debug, gateway_cmd, guarded_append, rados_cmd, recovery_bench, vstart};
 
 /// Shoal: a distributed object store in the lineage of Ceph.
 #[derive(Parser, Debug)]
@@ -35,6 +35,12 @@ enum Command {
     /// The central configuration: `set`, `get`, `dump`, `rm`; `help` lists every option.
     #[command(subcommand)]
     Config(config_cmd::ConfigCommand),
+    /// The embedded default: object layer and S3 gateway in one process.
+    Server(gateway_cmd::ServerArgs),
+    /// An S3 gateway in front of a cluster.
+    Gateway(gateway_cmd::GatewayArgs),
+    /// S3 users, keys, buckets and garbage collection.
+    Admin(gateway_cmd::AdminArgs),
     /// Tools for crash tests.
     #[command(subcommand, hide = true)]
     Debug(debug::DebugCommand),
@@ -74,6 +80,9 @@ fn main() -> std::process::ExitCode {
             Command::Bench(BenchCommand::Recovery(args)) => recovery_bench::run(args).await,
             Command::Config(command) => config_cmd::run(command).await,
             Command::Debug(command) => debug::run(command).await,
+            Command::Server(args) => gateway_cmd::run_server(args).await,
+            Command::Gateway(args) => gateway_cmd::run_gateway(args).await,
+            Command::Admin(args) => gateway_cmd::run_admin(args).await,
         }
     });
     // Daemon threads end with the process.

@@ -38,6 +38,16 @@ pub struct Session {
 }
 
 impl ClusterArgs {
+    /// The configuration: the file's options (if any), then `-o` options.
+    pub fn config(&self) -> Result<Config> {
+        let mut settings = match &self.conf {
+            Some(path) => ConfFile::read(path)?.options(),
+            None => Vec::new(),
+        };
+        settings.extend(self.options.iter().cloned());
+        Config::from_settings(&settings)
+    }
+
     /// Starts the embedded object layer, or connects to the cluster.
     pub async fn open(&self) -> Result<Session> {
         let (mut mon, mut secret_file, mut settings) = (self.mon.clone(), self.secret_file.clone(), Vec::new());

@@ -1,0 +1,234 @@
+//! The garbage collector: a queue of data chunks to delete, kept as omap entries of one
+//! object in the metadata pool (key: due time and a tag), processed by whichever gateway
+//! holds the queue's lease (the `lock` class).
+//!
+//! Two kinds of entry:
+//! - *garbage*: the tail of a replaced or deleted object, deleted once due (`gc_min_wait`
+//!   after it was replaced, for readers still on it);
+//! - *intent*: recorded before a writer's first chunk and removed once the object is
+//!   linked; if the writer died, the chunks are deleted once due unless the key's head
+//!   object refers to them.
+
+use crate::layout::{self, GC_OBJECT};
+use crate::objects::{ObjectMeta, new_tag, now_ns};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use shoal_client::{IoCtx, ReadOp, WriteOp};
+use shoal_objclass::bucket_index::Segment;
+use shoal_objclass::lock::{LockRequest, LockType, UnlockRequest};
+use shoal_types::{Errno, Result, StepOutput, Versioned, err};
+use std::time::Duration;
+
+const LOCK_NAME: &str = "gc_process";
+/// Entries handled per pass.
+const BATCH: u32 = 256;
+
+/// One queued piece of work.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcEntry {
+    /// The head object the data belonged to.
+    pub head: String,
+    /// The segments to delete.
+    pub segments: Vec<Segment>,
+    /// Whether the head may still refer to the segments (a writer's intent).
+    pub intent: bool,
+}
+
+shoal_objclass::versioned_v1! { GcEntry => "gc entry" }
+
+impl GcEntry {
+    /// The intent of a writer about to write chunks under `prefix` for `head`.
+    pub fn intent(head: &str, prefix: &str) -> GcEntry {
+        GcEntry { head: head.to_owned(), segments: vec![Segment { prefix: prefix.to_owned(), size: 0 }], intent: true }
+    }
+}
+
+/// What one GC pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GcReport {
+    /// Entries handled.
+    pub entries: u64,
+    /// Chunk objects deleted.
+    pub chunks_deleted: u64,
+    /// Intents whose data turned out to be in use (dropped without deleting).
+    pub intents_in_use: u64,
+}
+
+/// The GC queue and its processor.
+pub struct Gc {
+    queue: IoCtx,
+    data: IoCtx,
+    stripe: u64,
+    min_wait: Duration,
+}
+
+impl Gc {
+    /// A queue in `meta_pool` for chunks of `stripe` bytes in `data_pool`.
+    pub fn new(meta_pool: IoCtx, data_pool: IoCtx, stripe: u64, min_wait: Duration) -> Gc {
+        let mut queue = meta_pool;
+        queue.set_namespace(layout::NS_GC);
+        Gc { queue, data: data_pool, stripe, min_wait }
+    }
+
+    async fn enqueue(&self, entry: &GcEntry, wait: Duration) -> Result<String> {
+        let key = format!("{:020}.{}", now_ns() + wait.as_nanos() as u64, new_tag());
+        let op = WriteOp::new().create(false).omap_set([(Bytes::from(key.clone()), Bytes::from(entry.encode()))]);
+        self.queue.operate(GC_OBJECT, op).await?;
+        Ok(key)
+    }
+
+    /// Records a writer's intent; returns the entry's key for [`Gc::forget`].
+    pub async fn record_intent(&self, entry: &GcEntry) -> Result<String> {
+        self.enqueue(entry, self.min_wait).await
+    }
+
+    /// Drops an intent once its data is linked (or handed to the upload's records).
+    pub async fn forget(&self, key: &str) -> Result<()> {
+        self.queue.operate(GC_OBJECT, WriteOp::new().omap_rm_keys([Bytes::from(key.to_owned())])).await.map(|_| ())
+    }
+
+    /// Queues the tail of a replaced object.
+    pub async fn retire(&self, head: &str, tail: &[Segment]) -> Result<()> {
+        self.retire_after(head, tail, self.min_wait).await
+    }
+
+    /// Queues data no reader can be on (an aborted upload's parts) for the next pass.
+    pub async fn retire_now(&self, head: &str, tail: &[Segment]) -> Result<()> {
+        self.retire_after(head, tail, Duration::ZERO).await
+    }
+
+    async fn retire_after(&self, head: &str, tail: &[Segment], wait: Duration) -> Result<()> {
+        if tail.is_empty() {
+            return Ok(());
+        }
+        let entry = GcEntry { head: head.to_owned(), segments: tail.to_vec(), intent: false };
+        self.enqueue(&entry, wait).await.map(|_| ())
+    }
+
+    /// Processes due entries (all entries with `include_all`) while holding the queue's
+    /// lease; another gateway's pass in progress makes this one return at once.
+    pub async fn process(&self, include_all: bool) -> Result<GcReport> {
+        let cookie = new_tag();
+        let lock = LockRequest {
+            name: LOCK_NAME.into(),
+            lock_type: LockType::Exclusive,
+            cookie: cookie.clone(),
+            tag: String::new(),
+            description: "gateway garbage collection".into(),
+            duration_ns: 60_000_000_000,
+            may_renew: false,
+            must_renew: false,
+        };
+        self.queue.operate(GC_OBJECT, WriteOp::new().create(false)).await?;
+        match self.queue.exec(GC_OBJECT, shoal_objclass::lock::CLASS, "lock", lock.encode()).await {
+            Err(e) if matches!(e.errno, Errno::Busy | Errno::Exists) => return Ok(GcReport::default()),
+            other => other?,
+        };
+        let result = self.process_locked(include_all).await;
+        let unlock = UnlockRequest { name: LOCK_NAME.into(), cookie };
+        if let Err(e) = self.queue.exec(GC_OBJECT, shoal_objclass::lock::CLASS, "unlock", unlock.encode()).await {
+            tracing::warn!(error = %e, "releasing the GC lease failed");
+        }
+        result
+    }
+
+    async fn process_locked(&self, include_all: bool) -> Result<GcReport> {
+        let mut report = GcReport::default();
+        let cutoff = if include_all { u64::MAX.to_string() } else { format!("{:020}", now_ns()) };
+        loop {
+            let op = ReadOp::new().omap_get_vals(Bytes::new(), Bytes::new(), BATCH);
+            let entries = match self.queue.read(GC_OBJECT, op).await?.outputs.into_iter().next() {
+                Some(StepOutput::OmapVals { entries, .. }) => entries,
+                _ => return Err(err::io("gc queue read returned no entries")),
+            };
+            let due: Vec<_> = entries.into_iter().filter(|(k, _)| k.as_ref() < cutoff.as_bytes()).collect();
+            if due.is_empty() {
+                return Ok(report);
+            }
+            for (key, value) in due {
+                match GcEntry::decode(&value) {
+                    Ok(entry) => self.handle(&entry, &mut report).await?,
+                    Err(e) => tracing::error!(error = %e, "dropping an unreadable gc entry"),
+                }
+                self.queue.operate(GC_OBJECT, WriteOp::new().omap_rm_keys([key])).await?;
+                report.entries += 1;
+            }
+        }
+    }
+
+    async fn handle(&self, entry: &GcEntry, report: &mut GcReport) -> Result<()> {
+        if entry.intent {
+            let meta = self.read_head_meta(&entry.head).await?;
+            let in_use =
+                meta.is_some_and(|m| m.tail.iter().any(|s| entry.segments.iter().any(|e| e.prefix == s.prefix)));
+            if in_use {
+                report.intents_in_use += 1;
+                return Ok(());
+            }
+        }
+        for segment in &entry.segments {
+            let known = (!entry.intent).then(|| segment.size.div_ceil(self.stripe));
+            let mut index = 0u64;
+            while known.is_none_or(|n| index < n) {
+                match self.data.remove(&layout::chunk_object(&segment.prefix, index)).await {
+                    Ok(()) => report.chunks_deleted += 1,
+                    Err(e) if e.errno == Errno::NotFound => {
+                        if known.is_none() {
+                            break;
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
+                index += 1;
+            }
+        }
+        Ok(())
+    }
+
+    async fn read_head_meta(&self, head: &str) -> Result<Option<ObjectMeta>> {
+        match self.data.read(head, ReadOp::new().get_xattr("rgw.meta")).await {
+            Ok(reply) => match reply.outputs.into_iter().next() {
+                Some(StepOutput::Data(bytes)) => Ok(Some(ObjectMeta::decode(&bytes)?)),
+                _ => Ok(None),
+            },
+            Err(e) if matches!(e.errno, Errno::NotFound | Errno::NoData) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Entries waiting in the queue (due or not).
+    pub async fn pending(&self) -> Result<u64> {
+        let mut count = 0u64;
+        let mut after = Bytes::new();
+        loop {
+            let op = ReadOp::new().omap_get_keys(after.clone(), Bytes::new(), 1000);
+            let reply = match self.queue.read(GC_OBJECT, op).await {
+                Ok(r) => r,
+                Err(e) if e.errno == Errno::NotFound => return Ok(count),
+                Err(e) => return Err(e),
+            };
+            match reply.outputs.into_iter().next() {
+                Some(StepOutput::OmapKeys { keys, more }) => {
+                    count += keys.len() as u64;
+                    match (more, keys.last()) {
+                        (true, Some(last)) => after = last.clone(),
+                        _ => return Ok(count),
+                    }
+                }
+                _ => return Err(err::io("gc queue read returned no keys")),
+            }
+        }
+    }
+
+    /// Runs a pass every `period` until the process ends.
+    pub async fn run(self: std::sync::Arc<Self>, period: Duration) {
+        loop {
+            tokio::time::sleep(period).await;
+            match self.process(false).await {
+                Ok(r) if r.entries > 0 => tracing::info!(?r, "gc pass"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "gc pass failed"),
+            }
+        }
+    }
+}

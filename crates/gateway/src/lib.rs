@@ -1,0 +1,120 @@
+//! The S3 gateway, in the spirit of Ceph's RGW: users, buckets with sharded indexes and
+//! objects stored in the object layer, served over HTTP with s3s doing the S3 protocol
+//! (routing, XML, SigV4 in headers, presigned URLs and aws-chunked streams).
+//!
+//! Layers: [`server`] (HTTP, limits) → [`s3`] (operations, permissions) → [`meta`] (users,
+//! buckets, cache) and [`objects`] / [`multipart`] (data path) → [`gc`] → the client library.
+
+pub mod config;
+pub mod gc;
+pub mod layout;
+pub mod meta;
+pub mod multipart;
+pub mod objects;
+pub mod s3;
+pub mod server;
+
+use crate::config::GatewayConfig;
+use crate::gc::Gc;
+use crate::meta::Meta;
+use crate::objects::{Objects, Pools};
+use crate::s3::ShoalS3;
+use s3s::auth::{S3Auth, SecretKey};
+use s3s::{S3Result, s3_error};
+use shoal_client::Rados;
+use shoal_types::{Errno, PoolSpec, Result, err};
+use std::sync::Arc;
+
+pub use server::Front;
+
+/// The gateway's state, shared by the HTTP front, the admin commands and background tasks.
+#[derive(Clone)]
+pub struct Gateway {
+    /// The S3 operations.
+    pub s3: Arc<ShoalS3>,
+    /// The garbage collector.
+    pub gc: Arc<Gc>,
+    /// Options.
+    pub config: GatewayConfig,
+}
+
+/// Creates the gateway's pools if they are missing, with `size` replicas (0 = up to 3,
+/// as many as there are OSDs).
+pub async fn ensure_pools(rados: &Rados, size: u32) -> Result<()> {
+    let size = if size == 0 { (rados.map().osds.len() as u32).clamp(1, 3) } else { size };
+    let existing: Vec<String> = rados.pool_list().await?.into_iter().map(|p| p.name).collect();
+    for name in [layout::META_POOL, layout::INDEX_POOL, layout::DATA_POOL] {
+        if existing.iter().any(|p| p == name) {
+            continue;
+        }
+        match rados.pool_create(PoolSpec::named(name, size)).await {
+            Err(e) if e.errno != Errno::Exists => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+impl Gateway {
+    /// Opens the gateway's state over `handles` (at least one cluster connection),
+    /// creating its pools if needed. Starts no background work.
+    pub async fn open(handles: Vec<Rados>, config: GatewayConfig) -> Result<Gateway> {
+        let first = handles.first().ok_or_else(|| err::invalid("the gateway needs a cluster connection"))?;
+        ensure_pools(first, config.pool_size).await?;
+        let mut pools = Vec::new();
+        for rados in &handles {
+            pools.push((rados.ioctx(layout::INDEX_POOL).await?, rados.ioctx(layout::DATA_POOL).await?));
+        }
+        let meta_pool = first.ioctx(layout::META_POOL).await?;
+        let data_pool = first.ioctx(layout::DATA_POOL).await?;
+        let gc = Arc::new(Gc::new(meta_pool.clone(), data_pool, config.stripe_size, config.gc_min_wait));
+        let objects = Arc::new(Objects {
+            pools: Arc::new(Pools::new(pools)),
+            gc: gc.clone(),
+            stripe: config.stripe_size,
+            max_size: config.max_put_size,
+        });
+        let mut uploads = meta_pool.clone();
+        uploads.set_namespace(layout::NS_UPLOADS);
+        let meta = Meta::new(meta_pool, config.cache_enabled, config.cache_lru_size);
+        let s3 = Arc::new(ShoalS3 { meta, objects, uploads, config: config.clone() });
+        Ok(Gateway { s3, gc, config })
+    }
+
+    /// Starts the background work (cache coherence, garbage collection) and returns the
+    /// HTTP front to serve.
+    pub fn start(&self) -> Arc<Front> {
+        tokio::spawn(self.s3.meta.clone().follow_invalidations());
+        tokio::spawn(self.gc.clone().run(self.config.gc_period));
+        let mut builder = s3s::service::S3ServiceBuilder::new((*self.s3).clone());
+        builder.set_auth(Auth(self.s3.meta.clone()));
+        builder.set_access(AllowAll);
+        let mut s3_config = s3s::config::S3Config::default();
+        s3_config.xml_max_body_size = self.config.max_xml_size;
+        s3_config.presigned_url_max_skew_time_secs = self.config.max_clock_skew.as_secs() as u32;
+        builder.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(s3_config))));
+        Front::new(builder.build(), &self.config)
+    }
+}
+
+/// Looks up secret keys for s3s's signature checks.
+struct Auth(Arc<Meta>);
+
+#[async_trait::async_trait]
+impl S3Auth for Auth {
+    async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
+        let user = self.0.user_by_access_key(access_key).await.map_err(s3::rados_error)?;
+        let key = user.as_ref().and_then(|u| u.keys.iter().find(|k| k.access_key == access_key));
+        key.map(|k| SecretKey::from(k.secret_key.as_str())).ok_or_else(|| s3_error!(InvalidAccessKeyId))
+    }
+}
+
+/// Lets anonymous requests through to the operations, which check ACLs themselves.
+struct AllowAll;
+
+#[async_trait::async_trait]
+impl s3s::access::S3Access for AllowAll {
+    async fn check(&self, _cx: &mut s3s::access::S3AccessContext<'_>) -> S3Result<()> {
+        Ok(())
+    }
+}

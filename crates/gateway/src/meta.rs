@@ -1,0 +1,435 @@
+//! Users, access keys and bucket records, kept as JSON objects in the metadata pool and
+//! cached in an LRU that every gateway keeps coherent through watch/notify on one control
+//! object: a gateway that changes a record notifies the others, which drop their copy.
+
+use crate::layout::{CONTROL_OBJECT, NS_BUCKETS, NS_CONTROL, NS_KEYS, NS_USER_BUCKETS, NS_USERS};
+use bytes::Bytes;
+use lru::LruCache;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use shoal_client::{IoCtx, WatchEvent, WriteOp};
+use shoal_types::{Errno, Result, err};
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One access key and its secret.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessKey {
+    /// The public half (20 characters, like AWS).
+    pub access_key: String,
+    /// The secret half (40 characters).
+    pub secret_key: String,
+}
+
+/// A user record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserInfo {
+    /// The user id.
+    pub uid: String,
+    /// Name shown as the owner of buckets and objects.
+    pub display_name: String,
+    /// Contact address, may be empty.
+    #[serde(default)]
+    pub email: String,
+    /// S3 credentials.
+    pub keys: Vec<AccessKey>,
+    /// A suspended user's requests are refused.
+    #[serde(default)]
+    pub suspended: bool,
+}
+
+/// A canned ACL, the permissions S3 clients set with `x-amz-acl`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CannedAcl {
+    /// Only the owner.
+    #[default]
+    Private,
+    /// Anyone may read.
+    PublicRead,
+    /// Anyone may read and write.
+    PublicReadWrite,
+    /// Any authenticated user may read.
+    AuthenticatedRead,
+}
+
+impl CannedAcl {
+    /// Parses an `x-amz-acl` value; `None` when unknown.
+    pub fn parse(name: &str) -> Option<CannedAcl> {
+        Some(match name {
+            "private" => CannedAcl::Private,
+            "public-read" => CannedAcl::PublicRead,
+            "public-read-write" => CannedAcl::PublicReadWrite,
+            "authenticated-read" => CannedAcl::AuthenticatedRead,
+            _ => return None,
+        })
+    }
+
+    /// Whether a requester (`None` = anonymous) other than the owner may read.
+    pub fn allows_read(self, authenticated: bool) -> bool {
+        match self {
+            CannedAcl::Private => false,
+            CannedAcl::PublicRead | CannedAcl::PublicReadWrite => true,
+            CannedAcl::AuthenticatedRead => authenticated,
+        }
+    }
+
+    /// Whether a requester other than the owner may write.
+    pub fn allows_write(self) -> bool {
+        self == CannedAcl::PublicReadWrite
+    }
+}
+
+/// A bucket record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketInfo {
+    /// The bucket name.
+    pub name: String,
+    /// Unique id of this incarnation of the bucket; names its index shards and data objects.
+    pub id: String,
+    /// Owner's uid.
+    pub owner: String,
+    /// Creation time, nanoseconds since the Unix epoch.
+    pub created_ns: u64,
+    /// Index shards, fixed at creation.
+    pub num_shards: u32,
+    /// The bucket's canned ACL.
+    #[serde(default)]
+    pub acl: CannedAcl,
+}
+
+#[derive(Clone)]
+enum Cached {
+    User(Arc<UserInfo>),
+    Uid(String),
+    Bucket(Arc<BucketInfo>),
+}
+
+/// Counters of the metadata cache.
+#[derive(Debug, Default)]
+pub struct CacheStats {
+    /// Lookups answered from the cache.
+    pub hits: AtomicU64,
+    /// Lookups that read the object layer.
+    pub misses: AtomicU64,
+    /// Entries dropped because another gateway (or this one) changed the record.
+    pub invalidations: AtomicU64,
+}
+
+/// Reads and writes metadata records through the cache.
+pub struct Meta {
+    pool: IoCtx,
+    cache: Option<Mutex<LruCache<String, Cached>>>,
+    /// Cache counters.
+    pub stats: CacheStats,
+}
+
+fn user_key(uid: &str) -> String {
+    format!("user:{uid}")
+}
+fn access_key_key(access_key: &str) -> String {
+    format!("key:{access_key}")
+}
+fn bucket_key(name: &str) -> String {
+    format!("bucket:{name}")
+}
+
+impl Meta {
+    /// Metadata in `pool` (the metadata pool), cached up to `lru_size` records unless `cache` is false.
+    pub fn new(pool: IoCtx, cache: bool, lru_size: usize) -> Arc<Meta> {
+        let cache = NonZeroUsize::new(lru_size).filter(|_| cache).map(|n| Mutex::new(LruCache::new(n)));
+        Arc::new(Meta { pool, cache, stats: CacheStats::default() })
+    }
+
+    fn ns(&self, namespace: &str) -> IoCtx {
+        let mut io = self.pool.clone();
+        io.set_namespace(namespace);
+        io
+    }
+
+    fn cache_get(&self, key: &str) -> Option<Cached> {
+        let cache = self.cache.as_ref()?;
+        let hit = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(key).cloned();
+        let counter = if hit.is_some() { &self.stats.hits } else { &self.stats.misses };
+        counter.fetch_add(1, Ordering::Relaxed);
+        hit
+    }
+
+    fn cache_put(&self, key: String, value: Cached) {
+        if let Some(cache) = &self.cache {
+            cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).put(key, value);
+        }
+    }
+
+    fn cache_drop(&self, keys: &[String]) {
+        if let Some(cache) = &self.cache {
+            let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for key in keys {
+                if cache.pop(key).is_some() {
+                    self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    fn cache_clear(&self) {
+        if let Some(cache) = &self.cache {
+            cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+        }
+    }
+
+    /// Drops `keys` here and tells every other gateway to drop them.
+    async fn invalidate(&self, keys: Vec<String>) {
+        self.cache_drop(&keys);
+        if self.cache.is_none() {
+            return;
+        }
+        let payload = serde_json::to_vec(&keys).unwrap_or_default();
+        if let Err(e) = self.ns(NS_CONTROL).notify(CONTROL_OBJECT, payload, Duration::from_secs(5)).await {
+            tracing::warn!(error = %e, "cache invalidation notify failed");
+        }
+    }
+
+    /// Keeps the cache coherent: watches the control object and drops what others changed.
+    /// Runs until the process ends; a lost watch empties the cache and watches again.
+    pub async fn follow_invalidations(self: Arc<Self>) {
+        let control = self.ns(NS_CONTROL);
+        loop {
+            let watch = match control.operate(CONTROL_OBJECT, WriteOp::new().create(false)).await {
+                Ok(_) => control.watch(CONTROL_OBJECT).await,
+                Err(e) => Err(e),
+            };
+            let mut watch = match watch {
+                Ok(w) => w,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot watch the cache control object; retrying");
+                    self.cache_clear();
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            // Anything cached before the watch was in place may have been missed.
+            self.cache_clear();
+            while let Some(event) = watch.next().await {
+                match event {
+                    WatchEvent::Notify(n) => {
+                        let keys: Vec<String> = serde_json::from_slice(&n.event.payload).unwrap_or_default();
+                        self.cache_drop(&keys);
+                        let _ = n.ack(Bytes::new()).await;
+                    }
+                    WatchEvent::Lost => break,
+                }
+            }
+            self.cache_clear();
+        }
+    }
+
+    async fn read_json<T: DeserializeOwned>(&self, namespace: &str, name: &str) -> Result<Option<T>> {
+        match self.ns(namespace).read_full(name).await {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| err::io(format!("corrupt record {namespace}/{name}: {e}"))),
+            Err(e) if e.errno == Errno::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn write_json<T: Serialize>(&self, namespace: &str, name: &str, value: &T, exclusive: bool) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(value).map_err(|e| err::invalid(e.to_string()))?;
+        let op =
+            if exclusive { WriteOp::new().create(true).write_full(bytes) } else { WriteOp::new().write_full(bytes) };
+        self.ns(namespace).operate(name, op).await.map(|_| ())
+    }
+
+    // ---- users ----
+
+    /// The user `uid`.
+    pub async fn user(&self, uid: &str) -> Result<Option<Arc<UserInfo>>> {
+        if let Some(Cached::User(u)) = self.cache_get(&user_key(uid)) {
+            return Ok(Some(u));
+        }
+        let user = self.read_json::<UserInfo>(NS_USERS, uid).await?.map(Arc::new);
+        if let Some(u) = &user {
+            self.cache_put(user_key(uid), Cached::User(u.clone()));
+        }
+        Ok(user)
+    }
+
+    /// The user owning `access_key`.
+    pub async fn user_by_access_key(&self, access_key: &str) -> Result<Option<Arc<UserInfo>>> {
+        let uid = match self.cache_get(&access_key_key(access_key)) {
+            Some(Cached::Uid(uid)) => uid,
+            _ => match self.ns(NS_KEYS).read_full(access_key).await {
+                Ok(uid) => {
+                    let uid = String::from_utf8_lossy(&uid).into_owned();
+                    self.cache_put(access_key_key(access_key), Cached::Uid(uid.clone()));
+                    uid
+                }
+                Err(e) if e.errno == Errno::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            },
+        };
+        Ok(self.user(&uid).await?.filter(|u| u.keys.iter().any(|k| k.access_key == access_key)))
+    }
+
+    /// Creates a user; EEXIST if the uid or an access key is taken.
+    pub async fn create_user(&self, user: &UserInfo) -> Result<()> {
+        validate_uid(&user.uid)?;
+        for key in &user.keys {
+            self.claim_key(&user.uid, key).await?;
+        }
+        self.write_json(NS_USERS, &user.uid, user, true).await.map_err(|e| match e.errno {
+            Errno::Exists => err::exists(format!("user '{}' exists", user.uid)),
+            _ => e,
+        })
+    }
+
+    async fn claim_key(&self, uid: &str, key: &AccessKey) -> Result<()> {
+        let op = WriteOp::new().create(true).write_full(uid.as_bytes().to_vec());
+        self.ns(NS_KEYS).operate(&key.access_key, op).await.map(|_| ()).map_err(|e| match e.errno {
+            Errno::Exists => err::exists(format!("access key '{}' is in use", key.access_key)),
+            _ => e,
+        })
+    }
+
+    /// Stores a changed user record (and its new keys) and invalidates caches.
+    pub async fn update_user(&self, old: &UserInfo, new: &UserInfo) -> Result<()> {
+        for key in new.keys.iter().filter(|k| !old.keys.contains(k)) {
+            self.claim_key(&new.uid, key).await?;
+        }
+        self.write_json(NS_USERS, &new.uid, new, false).await?;
+        let mut stale = vec![user_key(&new.uid)];
+        for key in old.keys.iter().filter(|k| !new.keys.contains(k)) {
+            remove_ignoring_missing(&self.ns(NS_KEYS), &key.access_key).await?;
+            stale.push(access_key_key(&key.access_key));
+        }
+        self.invalidate(stale).await;
+        Ok(())
+    }
+
+    /// Removes a user and its keys; refused while it owns buckets.
+    pub async fn remove_user(&self, uid: &str) -> Result<()> {
+        let user = self.user(uid).await?.ok_or_else(|| err::not_found(format!("no user '{uid}'")))?;
+        if !self.user_buckets(uid).await?.is_empty() {
+            return Err(err::busy(format!("user '{uid}' still owns buckets; remove them first")));
+        }
+        let mut stale = vec![user_key(uid)];
+        for key in &user.keys {
+            remove_ignoring_missing(&self.ns(NS_KEYS), &key.access_key).await?;
+            stale.push(access_key_key(&key.access_key));
+        }
+        remove_ignoring_missing(&self.ns(NS_USERS), uid).await?;
+        remove_ignoring_missing(&self.ns(NS_USER_BUCKETS), uid).await?;
+        self.invalidate(stale).await;
+        Ok(())
+    }
+
+    /// Every user id.
+    pub async fn list_users(&self) -> Result<Vec<String>> {
+        let mut uids: Vec<String> = self.ns(NS_USERS).list_all(false).await?.into_iter().map(|o| o.name).collect();
+        uids.sort();
+        Ok(uids)
+    }
+
+    // ---- buckets ----
+
+    /// The bucket record of `name`.
+    pub async fn bucket(&self, name: &str) -> Result<Option<Arc<BucketInfo>>> {
+        if let Some(Cached::Bucket(b)) = self.cache_get(&bucket_key(name)) {
+            return Ok(Some(b));
+        }
+        let bucket = self.read_json::<BucketInfo>(NS_BUCKETS, name).await?.map(Arc::new);
+        if let Some(b) = &bucket {
+            self.cache_put(bucket_key(name), Cached::Bucket(b.clone()));
+        }
+        Ok(bucket)
+    }
+
+    /// Stores a new bucket record; EEXIST if the name is taken.
+    pub async fn create_bucket(&self, bucket: &BucketInfo) -> Result<()> {
+        self.write_json(NS_BUCKETS, &bucket.name, bucket, true).await?;
+        let entry = (Bytes::from(bucket.name.clone()), Bytes::from(bucket.created_ns.to_string()));
+        let op = WriteOp::new().create(false).omap_set([entry]);
+        self.ns(NS_USER_BUCKETS).operate(&bucket.owner, op).await?;
+        self.invalidate(vec![bucket_key(&bucket.name)]).await;
+        Ok(())
+    }
+
+    /// Replaces a bucket record (e.g. its ACL).
+    pub async fn update_bucket(&self, bucket: &BucketInfo) -> Result<()> {
+        self.write_json(NS_BUCKETS, &bucket.name, bucket, false).await?;
+        self.invalidate(vec![bucket_key(&bucket.name)]).await;
+        Ok(())
+    }
+
+    /// Removes a bucket record and its entry in the owner's list.
+    pub async fn remove_bucket(&self, bucket: &BucketInfo) -> Result<()> {
+        remove_ignoring_missing(&self.ns(NS_BUCKETS), &bucket.name).await?;
+        let op = WriteOp::new().omap_rm_keys([Bytes::from(bucket.name.clone())]);
+        match self.ns(NS_USER_BUCKETS).operate(&bucket.owner, op).await {
+            Err(e) if e.errno != Errno::NotFound => return Err(e),
+            _ => {}
+        }
+        self.invalidate(vec![bucket_key(&bucket.name)]).await;
+        Ok(())
+    }
+
+    /// Names of the buckets `uid` owns, in order.
+    pub async fn user_buckets(&self, uid: &str) -> Result<Vec<String>> {
+        let io = self.ns(NS_USER_BUCKETS);
+        let mut names = Vec::new();
+        let mut after = Bytes::new();
+        loop {
+            let op = shoal_client::ReadOp::new().omap_get_keys(after.clone(), Bytes::new(), 1000);
+            let reply = match io.read(uid, op).await {
+                Ok(r) => r,
+                Err(e) if e.errno == Errno::NotFound => return Ok(names),
+                Err(e) => return Err(e),
+            };
+            let Some(shoal_types::StepOutput::OmapKeys { keys, more }) = reply.outputs.into_iter().next() else {
+                return Err(err::io("omap_get_keys returned no keys"));
+            };
+            if let Some(last) = keys.last() {
+                after = last.clone();
+            }
+            names.extend(keys.iter().map(|k| String::from_utf8_lossy(k).into_owned()));
+            if !more {
+                return Ok(names);
+            }
+        }
+    }
+
+    /// Every bucket name.
+    pub async fn list_buckets(&self) -> Result<Vec<String>> {
+        let mut names: Vec<String> = self.ns(NS_BUCKETS).list_all(false).await?.into_iter().map(|o| o.name).collect();
+        names.sort();
+        Ok(names)
+    }
+}
+
+/// Removes an object; a missing one is fine.
+pub async fn remove_ignoring_missing(io: &IoCtx, name: &str) -> Result<()> {
+    match io.remove(name).await {
+        Err(e) if e.errno != Errno::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// User ids: 1..=64 characters of letters, digits and `-_.@`.
+pub fn validate_uid(uid: &str) -> Result<()> {
+    let ok = !uid.is_empty() && uid.len() <= 64 && uid.chars().all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c));
+    if ok { Ok(()) } else { Err(err::invalid(format!("bad user id '{uid}': use 1..=64 letters, digits, - _ . @"))) }
+}
+
+/// A fresh key pair: 20 upper-case alphanumerics and 40 base64-alphabet characters, like AWS.
+pub fn generate_key() -> AccessKey {
+    use rand::Rng;
+    const UPPER: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    const SECRET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut rng = rand::rng();
+    let mut pick = |alphabet: &[u8], n: usize| -> String {
+        (0..n).map(|_| alphabet[rng.random_range(0..alphabet.len())] as char).collect()
+    };
+    AccessKey { access_key: pick(UPPER, 20), secret_key: pick(SECRET, 40) }
+}

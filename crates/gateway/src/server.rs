@@ -1,0 +1,166 @@
+//! The HTTP front: admission (`rgw_max_concurrent_requests` → 503 SlowDown), a bounded
+//! worker pool (`rgw_thread_pool_size`), request ids, header limits, and error bodies
+//! completed with `Resource` and `RequestId` (s3s leaves them out).
+
+use crate::config::GatewayConfig;
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use s3s::Body;
+use s3s::service::S3Service;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use tokio::sync::Semaphore;
+
+/// Counters of the front end.
+#[derive(Debug, Default)]
+pub struct FrontStats {
+    /// Requests answered.
+    pub requests: AtomicU64,
+    /// Requests refused with 503 SlowDown.
+    pub throttled: AtomicU64,
+}
+
+/// Serves one S3 service over HTTP/1.1 with the gateway's limits.
+pub struct Front {
+    service: S3Service,
+    workers: Semaphore,
+    admitted: AtomicUsize,
+    max_admitted: usize,
+    max_header_size: usize,
+    next_id: AtomicU64,
+    id_base: u64,
+    /// Counters.
+    pub stats: FrontStats,
+}
+
+fn xml_error(status: StatusCode, code: &str, message: &str, resource: &str, id: &str) -> Response<Body> {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{}</Message><Resource>{}</Resource><RequestId>{id}</RequestId></Error>",
+        escape(message),
+        escape(resource)
+    );
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/xml"));
+    response
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// Adds `Resource` and `RequestId` to an s3s error body.
+async fn complete_error(response: Response<Body>, resource: &str, id: &str) -> Response<Body> {
+    let (parts, body) = response.into_parts();
+    let bytes = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let completed = match text.rfind("</Error>") {
+        Some(at) if !text.contains("<RequestId>") => {
+            format!("{}<Resource>{}</Resource><RequestId>{id}</RequestId></Error>", &text[..at], escape(resource))
+        }
+        _ => text.into_owned(),
+    };
+    let mut parts = parts;
+    parts.headers.remove(http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(completed))
+}
+
+impl Front {
+    /// A front for `service` with `config`'s limits.
+    pub fn new(service: S3Service, config: &GatewayConfig) -> Arc<Front> {
+        Arc::new(Front {
+            service,
+            workers: Semaphore::new(config.thread_pool_size.max(1)),
+            admitted: AtomicUsize::new(0),
+            max_admitted: config.max_concurrent_requests.max(1),
+            max_header_size: config.max_header_size,
+            next_id: AtomicU64::new(0),
+            id_base: rand::random::<u64>() >> 16,
+            stats: FrontStats::default(),
+        })
+    }
+
+    /// Accepts connections until the listener fails.
+    pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+        loop {
+            let (stream, _) = listener.accept().await?;
+            let _ = stream.set_nodelay(true);
+            let front = self.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let front = front.clone();
+                    async move { Ok::<_, Infallible>(front.handle(req).await) }
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let connection =
+                    hyper::server::conn::http1::Builder::new().max_buf_size(1 << 20).serve_connection(io, service);
+                if let Err(e) = connection.await {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+            });
+        }
+    }
+
+    /// Handles one request.
+    pub async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
+        let id = format!("tx{:012x}-{:08x}", self.id_base, self.next_id.fetch_add(1, Ordering::Relaxed));
+        let resource = req.uri().path().to_owned();
+        let mut response = self.admit(req, &resource, &id).await;
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        let headers = response.headers_mut();
+        if let Ok(value) = HeaderValue::from_str(&id) {
+            headers.insert("x-amz-request-id", value.clone());
+            headers.insert("x-amz-id-2", value);
+        }
+        response
+    }
+
+    async fn admit(&self, req: Request<Incoming>, resource: &str, id: &str) -> Response<Body> {
+        let header_bytes: usize = req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
+        if header_bytes > self.max_header_size {
+            return xml_error(
+                StatusCode::BAD_REQUEST,
+                "RequestHeaderSectionTooLarge",
+                "Your request header section exceeds the maximum allowed size.",
+                resource,
+                id,
+            );
+        }
+        if self.admitted.fetch_add(1, Ordering::AcqRel) >= self.max_admitted {
+            self.admitted.fetch_sub(1, Ordering::AcqRel);
+            self.stats.throttled.fetch_add(1, Ordering::Relaxed);
+            return xml_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "SlowDown",
+                "Please reduce your request rate.",
+                resource,
+                id,
+            );
+        }
+        let response = match self.workers.acquire().await {
+            Ok(_permit) => self.service.call(req.map(Body::from)).await,
+            Err(_) => Err(s3s::HttpError::new(Box::new(std::io::Error::other("worker pool closed")))),
+        };
+        self.admitted.fetch_sub(1, Ordering::AcqRel);
+        match response {
+            Ok(response) if response.status().is_client_error() || response.status().is_server_error() => {
+                let xml = response
+                    .headers()
+                    .get(http::header::CONTENT_TYPE)
+                    .is_some_and(|t| t.as_bytes().starts_with(b"application/xml"));
+                if xml { complete_error(response, resource, id).await } else { response }
+            }
+            Ok(response) => response,
+            Err(e) => {
+                tracing::error!(error = ?e, "request failed");
+                xml_error(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", "internal error", resource, id)
+            }
+        }
+    }
+}

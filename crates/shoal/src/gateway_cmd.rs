@@ -1,0 +1,391 @@
+//! `shoal server` (embedded object layer + S3 gateway in one process), `shoal gateway`
+//! (an S3 gateway in front of a cluster) and `shoal admin` (users, buckets, GC).
+
+use crate::config::Config;
+use crate::embedded::Embedded;
+use crate::session::ClusterArgs;
+use clap::{Args, Subcommand};
+use shoal_client::Rados;
+use shoal_gateway::Gateway;
+use shoal_gateway::meta::{AccessKey, UserInfo, generate_key};
+use shoal_types::{Result, err};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where the S3 endpoint listens.
+#[derive(Args, Debug, Clone)]
+pub struct ListenArgs {
+    /// TCP port of the S3 endpoint.
+    #[arg(long, default_value_t = 7480)]
+    pub port: u16,
+    /// Address to bind.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind: String,
+}
+
+/// `shoal server`.
+#[derive(Args, Debug)]
+pub struct ServerArgs {
+    /// Data directory (created if missing; kept across restarts).
+    #[arg(long, value_name = "DIR", default_value = "./shoal-data")]
+    pub data: PathBuf,
+    /// Where the S3 endpoint listens.
+    #[command(flatten)]
+    pub listen: ListenArgs,
+    /// A configuration option, `key=value` (repeatable; see `shoal config help`).
+    #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
+    pub options: Vec<String>,
+}
+
+/// `shoal gateway`.
+#[derive(Args, Debug)]
+pub struct GatewayArgs {
+    /// The cluster to serve.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Where the S3 endpoint listens.
+    #[command(flatten)]
+    pub listen: ListenArgs,
+}
+
+/// The admin user's keys, as `shoal server` keeps them in its data directory.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct AdminKeys {
+    user: String,
+    access_key: String,
+    secret_key: String,
+}
+
+async fn connect_handles(
+    first: Rados,
+    network: Arc<dyn shoal_transport::Network>,
+    mon: &str,
+    n: usize,
+) -> Result<Vec<Rados>> {
+    let mut handles = vec![first];
+    while handles.len() < n {
+        handles.push(Rados::connect(network.clone(), mon).await?);
+    }
+    Ok(handles)
+}
+
+async fn serve(gateway: &Gateway, listen: &ListenArgs) -> Result<()> {
+    let addr = format!("{}:{}", listen.bind, listen.port);
+    let listener =
+        tokio::net::TcpListener::bind(&addr).await.map_err(|e| err::io(format!("cannot listen on {addr}: {e}")))?;
+    let front = gateway.start();
+    eprintln!("S3 endpoint: http://{addr}");
+    tokio::select! {
+        result = front.serve(listener) => result.map_err(|e| err::io(format!("accepting connections: {e}"))),
+        () = crate::daemon::until_terminated() => Ok(()),
+    }
+}
+
+/// Runs `shoal server` until SIGTERM or Ctrl-C.
+pub async fn run_server(args: ServerArgs) -> Result<()> {
+    let config = Config::from_settings(&args.options)?;
+    let dir = &args.data;
+    std::fs::create_dir_all(dir).map_err(|e| err::io(format!("creating {}: {e}", dir.display())))?;
+    let secret_path = dir.join("secret");
+    if !secret_path.exists() {
+        let secret: [u8; 24] = rand::random();
+        let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+        std::fs::write(&secret_path, hex + "\n").map_err(|e| err::io(format!("writing the secret: {e}")))?;
+    }
+    let network = crate::daemon::network(&secret_path)?;
+    let local = Embedded::open_on(dir, &config, network.clone(), "127.0.0.1:0", "127.0.0.1:0").await?;
+    let conf = format!("mon_host = {}\nsecret_file = {}\n", local.mon_addr(), secret_path.to_string_lossy());
+    std::fs::write(dir.join("shoal.conf"), conf).map_err(|e| err::io(format!("writing shoal.conf: {e}")))?;
+    let mut gateway_config = config.gateway()?;
+    gateway_config.pool_size = 1;
+    let handles =
+        connect_handles(local.rados.clone(), network, local.mon_addr(), gateway_config.num_rados_handles).await?;
+    let gateway = Gateway::open(handles, gateway_config).await?;
+    let keys = admin_keys(&gateway, dir).await?;
+    println!("access key: {}\nsecret key: {}", keys.access_key, keys.secret_key);
+    println!("admin: shoal admin -c {} user list", dir.join("shoal.conf").display());
+    let result = serve(&gateway, &args.listen).await;
+    local.close();
+    result
+}
+
+/// The admin user's keys: read from `DIR/admin.json`, or created with the user on first start.
+async fn admin_keys(gateway: &Gateway, dir: &Path) -> Result<AdminKeys> {
+    let path = dir.join("admin.json");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        return serde_json::from_str(&text).map_err(|e| err::io(format!("{}: {e}", path.display())));
+    }
+    let key = generate_key();
+    let user = UserInfo {
+        uid: "admin".into(),
+        display_name: "Administrator".into(),
+        email: String::new(),
+        keys: vec![key.clone()],
+        suspended: false,
+    };
+    gateway.s3.meta.create_user(&user).await?;
+    let keys = AdminKeys { user: user.uid, access_key: key.access_key, secret_key: key.secret_key };
+    let text = serde_json::to_string_pretty(&keys).map_err(|e| err::io(e.to_string()))?;
+    std::fs::write(&path, text).map_err(|e| err::io(format!("writing {}: {e}", path.display())))?;
+    Ok(keys)
+}
+
+/// Runs `shoal gateway` until SIGTERM or Ctrl-C.
+pub async fn run_gateway(args: GatewayArgs) -> Result<()> {
+    let session = args.cluster.open().await?;
+    let config = args.cluster.config()?;
+    let gateway_config = config.gateway()?;
+    let mut handles = vec![session.rados.clone()];
+    for _ in 1..gateway_config.num_rados_handles {
+        handles.push(args.cluster.open().await?.rados);
+    }
+    let gateway = Gateway::open(handles, gateway_config).await?;
+    let result = serve(&gateway, &args.listen).await;
+    session.close();
+    result
+}
+
+/// `shoal admin`.
+#[derive(Args, Debug)]
+pub struct AdminArgs {
+    /// The cluster to manage.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: AdminCommand,
+}
+
+/// What `shoal admin` manages.
+#[derive(Subcommand, Debug)]
+pub enum AdminCommand {
+    /// S3 users and their keys.
+    #[command(subcommand)]
+    User(UserCommand),
+    /// S3 access keys.
+    #[command(subcommand)]
+    Key(KeyCommand),
+    /// Buckets.
+    #[command(subcommand)]
+    Bucket(BucketCommand),
+    /// Garbage collection of replaced object data.
+    #[command(subcommand)]
+    Gc(GcCommand),
+}
+
+/// User commands.
+#[derive(Subcommand, Debug)]
+pub enum UserCommand {
+    /// Creates a user (keys generated unless given).
+    Create {
+        /// User id.
+        #[arg(long)]
+        uid: String,
+        /// Display name.
+        #[arg(long)]
+        display_name: String,
+        /// E-mail address.
+        #[arg(long, default_value = "")]
+        email: String,
+        /// Access key to use instead of a generated one.
+        #[arg(long, requires = "secret_key")]
+        access_key: Option<String>,
+        /// Secret key to use instead of a generated one.
+        #[arg(long, requires = "access_key")]
+        secret_key: Option<String>,
+    },
+    /// Shows a user as JSON.
+    Info {
+        /// User id.
+        #[arg(long)]
+        uid: String,
+    },
+    /// Lists user ids.
+    List,
+    /// Removes a user (it must own no buckets).
+    Rm {
+        /// User id.
+        #[arg(long)]
+        uid: String,
+    },
+    /// Suspends a user: its requests are refused.
+    Suspend {
+        /// User id.
+        #[arg(long)]
+        uid: String,
+    },
+    /// Lifts a suspension.
+    Enable {
+        /// User id.
+        #[arg(long)]
+        uid: String,
+    },
+}
+
+/// Key commands.
+#[derive(Subcommand, Debug)]
+pub enum KeyCommand {
+    /// Adds a key pair to a user (generated unless given).
+    Create {
+        /// User id.
+        #[arg(long)]
+        uid: String,
+        /// Access key.
+        #[arg(long, requires = "secret_key")]
+        access_key: Option<String>,
+        /// Secret key.
+        #[arg(long, requires = "access_key")]
+        secret_key: Option<String>,
+    },
+    /// Removes a key pair.
+    Rm {
+        /// User id.
+        #[arg(long)]
+        uid: String,
+        /// The access key to remove.
+        #[arg(long)]
+        access_key: String,
+    },
+}
+
+/// Bucket commands.
+#[derive(Subcommand, Debug)]
+pub enum BucketCommand {
+    /// Lists buckets (all, or one user's).
+    List {
+        /// Only this user's buckets.
+        #[arg(long)]
+        uid: Option<String>,
+    },
+    /// Shows a bucket's record and index totals as JSON.
+    Stats {
+        /// Bucket name.
+        #[arg(long)]
+        bucket: String,
+    },
+    /// Removes a bucket; with --purge-objects, its objects first.
+    Rm {
+        /// Bucket name.
+        #[arg(long)]
+        bucket: String,
+        /// Delete the bucket's objects too.
+        #[arg(long)]
+        purge_objects: bool,
+    },
+}
+
+/// GC commands.
+#[derive(Subcommand, Debug)]
+pub enum GcCommand {
+    /// Runs one pass now; with --include-all, not only due entries.
+    Process {
+        /// Process entries that are not yet due too.
+        #[arg(long)]
+        include_all: bool,
+    },
+    /// Counts queued entries.
+    List,
+}
+
+fn print_json(value: &impl serde::Serialize) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(value).map_err(|e| err::io(e.to_string()))?);
+    Ok(())
+}
+
+fn key_from(access_key: Option<String>, secret_key: Option<String>) -> AccessKey {
+    match (access_key, secret_key) {
+        (Some(access_key), Some(secret_key)) => AccessKey { access_key, secret_key },
+        _ => generate_key(),
+    }
+}
+
+/// Runs `shoal admin …`.
+pub async fn run_admin(args: AdminArgs) -> Result<()> {
+    let session = args.cluster.open().await?;
+    let mut config = args.cluster.config()?.gateway()?;
+    // Admin commands change records once: no cache to keep.
+    config.cache_enabled = false;
+    let gateway = Gateway::open(vec![session.rados.clone()], config).await?;
+    let result = admin(&gateway, args.command).await;
+    session.close();
+    result
+}
+
+async fn user_of(gateway: &Gateway, uid: &str) -> Result<Arc<UserInfo>> {
+    gateway.s3.meta.user(uid).await?.ok_or_else(|| err::not_found(format!("no user '{uid}'")))
+}
+
+async fn set_suspended(gateway: &Gateway, uid: &str, suspended: bool) -> Result<()> {
+    let old = user_of(gateway, uid).await?;
+    let new = UserInfo { suspended, ..(*old).clone() };
+    gateway.s3.meta.update_user(&old, &new).await?;
+    print_json(&new)
+}
+
+async fn admin(gateway: &Gateway, command: AdminCommand) -> Result<()> {
+    let meta = &gateway.s3.meta;
+    match command {
+        AdminCommand::User(UserCommand::Create { uid, display_name, email, access_key, secret_key }) => {
+            let user =
+                UserInfo { uid, display_name, email, keys: vec![key_from(access_key, secret_key)], suspended: false };
+            meta.create_user(&user).await?;
+            print_json(&user)
+        }
+        AdminCommand::User(UserCommand::Info { uid }) => print_json(&*user_of(gateway, &uid).await?),
+        AdminCommand::User(UserCommand::List) => print_json(&meta.list_users().await?),
+        AdminCommand::User(UserCommand::Rm { uid }) => meta.remove_user(&uid).await,
+        AdminCommand::User(UserCommand::Suspend { uid }) => set_suspended(gateway, &uid, true).await,
+        AdminCommand::User(UserCommand::Enable { uid }) => set_suspended(gateway, &uid, false).await,
+        AdminCommand::Key(KeyCommand::Create { uid, access_key, secret_key }) => {
+            let old = user_of(gateway, &uid).await?;
+            let mut new = (*old).clone();
+            new.keys.push(key_from(access_key, secret_key));
+            meta.update_user(&old, &new).await?;
+            print_json(&new)
+        }
+        AdminCommand::Key(KeyCommand::Rm { uid, access_key }) => {
+            let old = user_of(gateway, &uid).await?;
+            let mut new = (*old).clone();
+            new.keys.retain(|k| k.access_key != access_key);
+            if new.keys.len() == old.keys.len() {
+                return Err(err::not_found(format!("user '{uid}' has no access key '{access_key}'")));
+            }
+            meta.update_user(&old, &new).await?;
+            print_json(&new)
+        }
+        AdminCommand::Bucket(BucketCommand::List { uid }) => match uid {
+            Some(uid) => print_json(&meta.user_buckets(&uid).await?),
+            None => print_json(&meta.list_buckets().await?),
+        },
+        AdminCommand::Bucket(BucketCommand::Stats { bucket }) => {
+            let info = meta.bucket(&bucket).await?.ok_or_else(|| err::not_found(format!("no bucket '{bucket}'")))?;
+            let stats = gateway.s3.objects.bucket_stats(&info).await?;
+            print_json(&serde_json::json!({
+                "bucket": info.name, "id": info.id, "owner": info.owner, "num_shards": info.num_shards,
+                "num_objects": stats.entries, "size_bytes": stats.bytes,
+            }))
+        }
+        AdminCommand::Bucket(BucketCommand::Rm { bucket, purge_objects }) => {
+            let info = meta.bucket(&bucket).await?.ok_or_else(|| err::not_found(format!("no bucket '{bucket}'")))?;
+            let objects = &gateway.s3.objects;
+            if purge_objects {
+                loop {
+                    let (items, _) = objects.list(&info, "", "", "", 1000).await?;
+                    if items.is_empty() {
+                        break;
+                    }
+                    for item in items {
+                        let order = shoal_gateway::objects::order_of(shoal_gateway::objects::now_ns(), "~admin");
+                        objects.delete(&info, item.name(), &order).await?;
+                    }
+                }
+            } else if objects.bucket_stats(&info).await?.entries > 0 {
+                return Err(err::busy(format!("bucket '{bucket}' is not empty (use --purge-objects)")));
+            }
+            meta.remove_bucket(&info).await?;
+            objects.remove_index(&info).await
+        }
+        AdminCommand::Gc(GcCommand::Process { include_all }) => print_json(&gateway.gc.process(include_all).await?),
+        AdminCommand::Gc(GcCommand::List) => print_json(&serde_json::json!({ "pending": gateway.gc.pending().await? })),
+    }
+}
