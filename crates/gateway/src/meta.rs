@@ -182,9 +182,7 @@ impl Meta {
     /// Drops `keys` here and tells every other gateway to drop them.
     async fn invalidate(&self, keys: Vec<String>) {
         self.cache_drop(&keys);
-        if self.cache.is_none() {
-            return;
-        }
+        // Notify even without a cache of our own: admin commands change records too.
         let payload = serde_json::to_vec(&keys).unwrap_or_default();
         if let Err(e) = self.ns(NS_CONTROL).notify(CONTROL_OBJECT, payload, Duration::from_secs(5)).await {
             tracing::warn!(error = %e, "cache invalidation notify failed");

@@ -110,6 +110,16 @@ fn url_encode(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, KEEP).to_string()
 }
 
+/// What one listing page asks for.
+struct ListPage<'a> {
+    prefix: &'a str,
+    delimiter: &'a str,
+    after: &'a str,
+    max_keys: i32,
+    url: bool,
+    with_owner: bool,
+}
+
 /// The headers a new object takes from its request.
 struct NewObject {
     acl: Option<ObjectCannedACL>,
@@ -344,13 +354,9 @@ impl ShoalS3 {
     async fn list_page(
         &self,
         bucket: &BucketInfo,
-        prefix: &str,
-        delimiter: &str,
-        after: &str,
-        max_keys: i32,
-        url: bool,
-        with_owner: bool,
+        page: ListPage<'_>,
     ) -> S3Result<(Vec<Object>, Vec<CommonPrefix>, bool, Option<String>)> {
+        let ListPage { prefix, delimiter, after, max_keys, url, with_owner } = page;
         if max_keys < 0 {
             return Err(s3_error!(InvalidArgument, "max-keys must not be negative"));
         }
@@ -577,8 +583,12 @@ impl S3 for ShoalS3 {
             (input.prefix.clone().unwrap_or_default(), input.delimiter.clone().unwrap_or_default());
         let max_keys = input.max_keys.unwrap_or(1000);
         let marker = input.marker.clone().unwrap_or_default();
-        let (contents, prefixes, truncated, last) =
-            self.list_page(&bucket, &prefix, &delimiter, &marker, max_keys, url, true).await?;
+        let (contents, prefixes, truncated, last) = self
+            .list_page(
+                &bucket,
+                ListPage { prefix: &prefix, delimiter: &delimiter, after: &marker, max_keys, url, with_owner: true },
+            )
+            .await?;
         let encode = |s: Option<String>| s.map(|s| if url { url_encode(&s) } else { s });
         Ok(S3Response::new(ListObjectsOutput {
             name: Some(input.bucket),
@@ -618,7 +628,17 @@ impl S3 for ShoalS3 {
             (input.prefix.clone().unwrap_or_default(), input.delimiter.clone().unwrap_or_default());
         let max_keys = input.max_keys.unwrap_or(1000);
         let (contents, prefixes, truncated, last) = self
-            .list_page(&bucket, &prefix, &delimiter, &after, max_keys, url, input.fetch_owner == Some(true))
+            .list_page(
+                &bucket,
+                ListPage {
+                    prefix: &prefix,
+                    delimiter: &delimiter,
+                    after: &after,
+                    max_keys,
+                    url,
+                    with_owner: input.fetch_owner == Some(true),
+                },
+            )
             .await?;
         let encode = |s: Option<String>| s.map(|s| if url { url_encode(&s) } else { s });
         Ok(S3Response::new(ListObjectsV2Output {

@@ -54,7 +54,7 @@ fn escape(s: &str) -> String {
 
 /// Adds `Resource` and `RequestId` to an s3s error body.
 async fn complete_error(response: Response<Body>, resource: &str, id: &str) -> Response<Body> {
-    let (parts, body) = response.into_parts();
+    let (mut parts, body) = response.into_parts();
     let bytes = match body.collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(_) => Bytes::new(),
@@ -62,13 +62,46 @@ async fn complete_error(response: Response<Body>, resource: &str, id: &str) -> R
     let text = String::from_utf8_lossy(&bytes);
     let completed = match text.rfind("</Error>") {
         Some(at) if !text.contains("<RequestId>") => {
-            format!("{}<Resource>{}</Resource><RequestId>{id}</RequestId></Error>", &text[..at], escape(resource))
+            // s3s leaves Message out when the error has none: S3 clients show it, so say what the code means.
+            let message = match text.contains("<Message>") {
+                true => String::new(),
+                false => format!("<Message>{}</Message>", escape(&default_message(parts.status, &text))),
+            };
+            format!(
+                "{}{message}<Resource>{}</Resource><RequestId>{id}</RequestId></Error>",
+                &text[..at],
+                escape(resource)
+            )
         }
         _ => text.into_owned(),
     };
-    let mut parts = parts;
     parts.headers.remove(http::header::CONTENT_LENGTH);
     Response::from_parts(parts, Body::from(completed))
+}
+
+/// A readable message for an error body that has only a code.
+fn default_message(status: StatusCode, body: &str) -> String {
+    let code = body.split("<Code>").nth(1).and_then(|rest| rest.split("</Code>").next()).unwrap_or_default();
+    match code {
+        "NoSuchBucket" => "The specified bucket does not exist.".into(),
+        "NoSuchKey" => "The specified key does not exist.".into(),
+        "NoSuchUpload" => "The specified multipart upload does not exist.".into(),
+        "AccessDenied" => "Access Denied".into(),
+        "BucketNotEmpty" => "The bucket you tried to delete is not empty.".into(),
+        "BucketAlreadyExists" => "The requested bucket name is not available.".into(),
+        "BucketAlreadyOwnedByYou" => {
+            "Your previous request to create the named bucket succeeded and you already own it.".into()
+        }
+        "InvalidBucketName" => "The specified bucket is not valid.".into(),
+        "InvalidAccessKeyId" => "The AWS Access Key Id you provided does not exist in our records.".into(),
+        "SignatureDoesNotMatch" => {
+            "The request signature we calculated does not match the signature you provided.".into()
+        }
+        "PreconditionFailed" => "At least one of the preconditions you specified did not hold.".into(),
+        "BadDigest" => "The Content-MD5 you specified did not match what we received.".into(),
+        "InvalidPartOrder" => "The list of parts was not in ascending order.".into(),
+        _ => format!("{code} ({})", status.canonical_reason().unwrap_or("error")),
+    }
 }
 
 impl Front {

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Sourced by scripts/test.sh: a Python venv with boto3, pytest, requests and the aws CLI
+# for the S3 suite in tests/s3 (Debian's python3-venv provides the venv module).
+set -euo pipefail
+
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  echo "[setup] installing python3-venv" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+fi
+VENV="${SHOAL_VENV:-$HOME/.cache/shoal/venv}"
+if ! "$VENV/bin/python" -c 'import boto3, pytest, requests, awscli' >/dev/null 2>&1; then
+  echo "[setup] creating the test venv in $VENV" >&2
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q boto3 pytest requests awscli
+fi
+export SHOAL_PYTHON="$VENV/bin/python"
