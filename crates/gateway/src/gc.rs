@@ -6,8 +6,10 @@
 //! - *garbage*: the tail of a replaced or deleted object, deleted once due (`gc_min_wait`
 //!   after it was replaced, for readers still on it);
 //! - *intent*: recorded before a writer's first chunk and removed once the object is
-//!   linked; if the writer died, the chunks are deleted once due unless the key's head
-//!   object refers to them.
+//!   linked; if the writer died, the chunks are deleted once due (their count is unknown:
+//!   chunks are written in order, so deletion stops at the first missing one).
+//!
+//! Either way a segment the key's head object refers to is never deleted.
 
 use crate::layout::{self, GC_OBJECT};
 use crate::objects::{ObjectMeta, new_tag, now_ns};
@@ -30,7 +32,7 @@ pub struct GcEntry {
     pub head: String,
     /// The segments to delete.
     pub segments: Vec<Segment>,
-    /// Whether the head may still refer to the segments (a writer's intent).
+    /// A writer's intent: the segment sizes are unknown (delete chunks up to the first missing one).
     pub intent: bool,
 }
 
@@ -50,8 +52,8 @@ pub struct GcReport {
     pub entries: u64,
     /// Chunk objects deleted.
     pub chunks_deleted: u64,
-    /// Intents whose data turned out to be in use (dropped without deleting).
-    pub intents_in_use: u64,
+    /// Segments still referred to by their head (dropped without deleting).
+    pub in_use: u64,
 }
 
 /// The GC queue and its processor.
@@ -157,16 +159,15 @@ impl Gc {
     }
 
     async fn handle(&self, entry: &GcEntry, report: &mut GcReport) -> Result<()> {
-        if entry.intent {
-            let meta = self.read_head_meta(&entry.head).await?;
-            let in_use =
-                meta.is_some_and(|m| m.tail.iter().any(|s| entry.segments.iter().any(|e| e.prefix == s.prefix)));
-            if in_use {
-                report.intents_in_use += 1;
-                return Ok(());
-            }
-        }
+        // Whatever queued it, data the key's head refers to is never deleted (a writer's
+        // intent that succeeded, or an abort racing a completion that linked the parts).
+        let meta = self.read_head_meta(&entry.head).await?;
+        let in_use = |prefix: &str| meta.as_ref().is_some_and(|m| m.tail.iter().any(|s| s.prefix == prefix));
         for segment in &entry.segments {
+            if in_use(&segment.prefix) {
+                report.in_use += 1;
+                continue;
+            }
             let known = (!entry.intent).then(|| segment.size.div_ceil(self.stripe));
             let mut index = 0u64;
             while known.is_none_or(|n| index < n) {

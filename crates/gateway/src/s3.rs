@@ -45,6 +45,10 @@ pub fn rados_error(e: RadosError) -> S3Error {
 
 fn stream_error(e: StreamError) -> S3Error {
     match e {
+        // s3s does not export its aws-chunked error type: recognise a bad chunk signature by its text.
+        StreamError::Body(msg) if msg.contains("SignatureMismatch") => {
+            s3_error!(SignatureDoesNotMatch, "a chunk signature of the aws-chunked body does not match")
+        }
         StreamError::Body(msg) => s3_error!(IncompleteBody, "reading the request body failed: {msg}"),
         StreamError::TooLarge => s3_error!(EntityTooLarge, "the object exceeds the largest allowed size"),
         StreamError::Rados(e) if e.errno == Errno::NotFound => s3_error!(NoSuchUpload),

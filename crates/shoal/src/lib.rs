@@ -13,5 +13,7 @@ pub mod gateway_cmd;
 pub mod guarded_append;
 pub mod rados_cmd;
 pub mod recovery_bench;
+pub mod s3_bench;
+pub mod s3client;
 pub mod session;
 pub mod vstart;

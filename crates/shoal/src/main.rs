@@ -52,6 +52,8 @@ enum BenchCommand {
     GuardedAppend(guarded_append::GuardedAppendArgs),
     /// Kills an OSD of a vstart cluster under load and measures degraded running and recovery.
     Recovery(recovery_bench::RecoveryBenchArgs),
+    /// S3 load generator (warp-like): put, get, delete or mixed against any endpoint.
+    S3(shoal::s3_bench::S3BenchArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -78,6 +80,7 @@ fn main() -> std::process::ExitCode {
             Command::Vstart(args) => vstart::run(args),
             Command::Bench(BenchCommand::GuardedAppend(args)) => guarded_append::run(args).await,
             Command::Bench(BenchCommand::Recovery(args)) => recovery_bench::run(args).await,
+            Command::Bench(BenchCommand::S3(args)) => shoal::s3_bench::run(args).await,
             Command::Config(command) => config_cmd::run(command).await,
             Command::Debug(command) => debug::run(command).await,
             Command::Server(args) => gateway_cmd::run_server(args).await,

@@ -1,0 +1,202 @@
+//! A small S3 client for the benchmark: HTTP/1.1 with keep-alive (hyper) and AWS
+//! Signature V4 in headers, path-style addressing.
+
+use bytes::Bytes;
+use hmac::{Hmac, KeyInit, Mac};
+use http::{HeaderMap, Method, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use sha2::{Digest, Sha256};
+use shoal_types::{Result, err};
+
+/// An S3 endpoint and the credentials to sign with.
+#[derive(Clone)]
+pub struct S3Client {
+    http: Client<HttpConnector, Full<Bytes>>,
+    host: String,
+    base: String,
+    access_key: String,
+    secret_key: String,
+    region: String,
+}
+
+/// A response: status, headers and the whole body.
+pub struct S3Response {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Response headers.
+    pub headers: HeaderMap,
+    /// Body bytes.
+    pub body: Bytes,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes keys of any length");
+    mac.update(data);
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// Percent-encodes as SigV4 canonical requests do (unreserved characters kept; `/` kept
+/// when `keep_slash`).
+pub fn uri_encode(s: &str, keep_slash: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            b'/' if keep_slash => out.push('/'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// `(YYYYMMDD, YYYYMMDDTHHMMSSZ)` for seconds since the Unix epoch (UTC).
+pub fn amz_dates(unix_secs: u64) -> (String, String) {
+    let days = (unix_secs / 86_400) as i64;
+    let rem = unix_secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let date = format!("{year:04}{month:02}{day:02}");
+    let stamp = format!("{date}T{:02}{:02}{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60);
+    (date, stamp)
+}
+
+impl S3Client {
+    /// A client of `endpoint` (`http://host:port`).
+    pub fn new(endpoint: &str, access_key: &str, secret_key: &str) -> Result<S3Client> {
+        let uri: Uri = endpoint.parse().map_err(|e| err::invalid(format!("bad endpoint '{endpoint}': {e}")))?;
+        if uri.scheme_str() != Some("http") {
+            return Err(err::invalid(format!("endpoint '{endpoint}' must be http://HOST:PORT")));
+        }
+        let host = uri.authority().ok_or_else(|| err::invalid("the endpoint has no host"))?.to_string();
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        Ok(S3Client {
+            http: Client::builder(TokioExecutor::new()).pool_max_idle_per_host(1024).build(connector),
+            base: format!("http://{host}"),
+            host,
+            access_key: access_key.to_owned(),
+            secret_key: secret_key.to_owned(),
+            region: "us-east-1".to_owned(),
+        })
+    }
+
+    /// Sends a signed request for `path` (`/bucket/key`, unencoded) with `query` pairs.
+    pub async fn send(&self, method: Method, path: &str, query: &[(&str, &str)], body: Bytes) -> Result<S3Response> {
+        self.send_with(method, path, query, &[], body).await
+    }
+
+    /// Like [`S3Client::send`] with extra (unsigned) headers.
+    pub async fn send_with(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        headers: &[(&str, String)],
+        body: Bytes,
+    ) -> Result<S3Response> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let (date, stamp) = amz_dates(now);
+        let payload_hash = hex(&Sha256::digest(&body));
+        let canonical_uri = uri_encode(path, true);
+        let mut pairs: Vec<(String, String)> =
+            query.iter().map(|(k, v)| (uri_encode(k, false), uri_encode(v, false))).collect();
+        pairs.sort();
+        let canonical_query = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&");
+        let signed_headers = "host;x-amz-content-sha256;x-amz-date";
+        let canonical = format!(
+            "{method}\n{canonical_uri}\n{canonical_query}\nhost:{}\nx-amz-content-sha256:{payload_hash}\nx-amz-date:{stamp}\n\n{signed_headers}\n{payload_hash}",
+            self.host
+        );
+        let scope = format!("{date}/{}/s3/aws4_request", self.region);
+        let to_sign = format!("AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{}", hex(&Sha256::digest(canonical.as_bytes())));
+        let mut key = hmac(format!("AWS4{}", self.secret_key).as_bytes(), date.as_bytes());
+        for part in [self.region.as_str(), "s3", "aws4_request"] {
+            key = hmac(&key, part.as_bytes());
+        }
+        let signature = hex(&hmac(&key, to_sign.as_bytes()));
+        let authorization = format!(
+            "AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={signed_headers}, Signature={signature}",
+            self.access_key
+        );
+        let url = if canonical_query.is_empty() {
+            format!("{}{canonical_uri}", self.base)
+        } else {
+            format!("{}{canonical_uri}?{canonical_query}", self.base)
+        };
+        let mut request = Request::builder();
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        let request = request
+            .method(method)
+            .uri(url)
+            .header("host", &self.host)
+            .header("x-amz-date", stamp)
+            .header("x-amz-content-sha256", payload_hash)
+            .header("authorization", authorization)
+            .body(Full::new(body))
+            .map_err(|e| err::invalid(format!("building the request: {e}")))?;
+        let response = self.http.request(request).await.map_err(|e| err::not_connected(format!("S3 request: {e}")))?;
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.map_err(|e| err::not_connected(format!("reading the response: {e}")))?;
+        Ok(S3Response { status: parts.status, headers: parts.headers, body: body.to_bytes() })
+    }
+
+    /// Like [`S3Client::send`], failing on a non-2xx status with the S3 error code.
+    pub async fn expect_ok(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Bytes,
+    ) -> Result<S3Response> {
+        self.expect_ok_with(method, path, query, &[], body).await
+    }
+
+    /// Like [`S3Client::expect_ok`] with extra (unsigned) headers.
+    pub async fn expect_ok_with(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        headers: &[(&str, String)],
+        body: Bytes,
+    ) -> Result<S3Response> {
+        let response = self.send_with(method.clone(), path, query, headers, body).await?;
+        if response.status.is_success() {
+            return Ok(response);
+        }
+        let text = String::from_utf8_lossy(&response.body);
+        let code = text.split("<Code>").nth(1).and_then(|r| r.split("</Code>").next()).unwrap_or("?");
+        Err(err::io(format!("{method} {path}: HTTP {} {code}", response.status.as_u16())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_and_encoding() {
+        assert_eq!(amz_dates(0), ("19700101".into(), "19700101T000000Z".into()));
+        assert_eq!(amz_dates(951_782_400).0, "20000229", "leap day");
+        assert_eq!(amz_dates(1_700_000_000).1, "20231114T221320Z");
+        assert_eq!(uri_encode("a b/c+d", true), "a%20b/c%2Bd");
+        assert_eq!(uri_encode("a/b", false), "a%2Fb");
+    }
+}

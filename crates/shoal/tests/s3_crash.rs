@@ -1,0 +1,159 @@
+//! Kill -9 of the gateway and of an OSD in the middle of a large PUT and of a multipart
+//! completion: afterwards each object is wholly the old or wholly the new version, and
+//! once the garbage collector has run no chunk object is left that no object uses.
+
+mod common;
+
+use bytes::Bytes;
+use common::{SHOAL, Vstart, kill9, ok, wait_for};
+use http::Method;
+use md5::Digest;
+use shoal::s3client::S3Client;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const MIB: usize = 1 << 20;
+
+struct Gateway(Child);
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_gateway(cluster: &Vstart, n: u32) -> (Gateway, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let log = std::fs::File::create(cluster.path().join(format!("gateway.{n}.log"))).unwrap();
+    let child = Command::new(SHOAL)
+        .args(["gateway", "-c", &cluster.conf(), "--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["-o", "rgw_gc_processor_period=3600"])
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(|| std::net::TcpStream::connect(("127.0.0.1", port)).ok()).is_some(), "gateway {n} did not start");
+    (Gateway(child), port)
+}
+
+fn data_objects(conf: &str) -> Vec<String> {
+    ok(conf, &["rados", "-p", ".rgw.buckets.data", "ls"]).lines().map(str::to_owned).collect()
+}
+
+fn random(len: usize) -> Bytes {
+    let mut data = vec![0u8; len];
+    rand::fill(&mut data[..]);
+    Bytes::from(data)
+}
+
+fn md5(data: &[u8]) -> [u8; 16] {
+    md5::Md5::digest(data).into()
+}
+
+/// GETs `key` through gateway `port`, retrying while the cluster settles (an OSD is down).
+async fn get_eventually(client: &S3Client, key: &str) -> Bytes {
+    for _ in 0..600 {
+        match client.send(Method::GET, &format!("/crash/{key}"), &[], Bytes::new()).await {
+            Ok(r) if r.status.is_success() => return r.body,
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    panic!("GET {key} never succeeded");
+}
+
+fn chunks(size: usize) -> usize {
+    size.div_ceil(4 * MIB)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_and_osd_killed_mid_put_and_mid_complete() {
+    let cluster = Vstart::start("3", "3");
+    let conf = cluster.conf();
+    ok(&conf, &["config", "set", "global", "osd_heartbeat_interval", "0.3"]);
+    ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "2"]);
+    let (mut gateway, port) = start_gateway(&cluster, 0);
+    let user: serde_json::Value =
+        serde_json::from_str(&ok(&conf, &["admin", "user", "create", "--uid", "crash", "--display-name", "C"]))
+            .unwrap();
+    let (access, secret) =
+        (user["keys"][0]["access_key"].as_str().unwrap(), user["keys"][0]["secret_key"].as_str().unwrap());
+    let client = |port: u16| S3Client::new(&format!("http://127.0.0.1:{port}"), access, secret).unwrap();
+    let s3 = client(port);
+    s3.expect_ok(Method::PUT, "/crash", &[], Bytes::new()).await.unwrap();
+
+    // 1. A large PUT over an existing object; kill the gateway and osd.1 once the new
+    //    object's first chunks are written.
+    let old = random(12 * MIB);
+    s3.expect_ok(Method::PUT, "/crash/big", &[], old.clone()).await.unwrap();
+    let before = data_objects(&conf).len();
+    let new = random(64 * MIB);
+    let put = {
+        let (s3, new) = (s3.clone(), new.clone());
+        tokio::spawn(async move { s3.send(Method::PUT, "/crash/big", &[], new).await })
+    };
+    let started = tokio::task::spawn_blocking({
+        let conf = conf.clone();
+        move || wait_for(|| (data_objects(&conf).len() >= before + 3).then_some(()))
+    });
+    assert!(started.await.unwrap().is_some(), "the new object's chunks never appeared");
+    kill9(gateway.0.id());
+    kill9(cluster.pid("osd.1"));
+    let put_acknowledged = matches!(put.await.unwrap(), Ok(r) if r.status.is_success());
+    let _ = gateway.0.wait();
+    let (mut gateway1, port) = start_gateway(&cluster, 1);
+    let s3 = client(port);
+    let read = get_eventually(&s3, "big").await;
+    let expected = if put_acknowledged { &new } else { &old };
+    assert!(read.len() == expected.len() && md5(&read) == md5(expected), "big is wholly the old or the new object");
+
+    // 2. A multipart completion over an existing object, killed at a random moment.
+    let old_mp = random(100);
+    s3.expect_ok(Method::PUT, "/crash/mp", &[], old_mp.clone()).await.unwrap();
+    let created = s3.expect_ok(Method::POST, "/crash/mp", &[("uploads", "")], Bytes::new()).await.unwrap();
+    let text = String::from_utf8_lossy(&created.body).into_owned();
+    let upload_id = text.split("<UploadId>").nth(1).unwrap().split("</UploadId>").next().unwrap().to_owned();
+    let parts: Vec<Bytes> = (0..3).map(|_| random(5 * MIB)).collect();
+    let mut listing = String::from("<CompleteMultipartUpload>");
+    for (i, part) in parts.iter().enumerate() {
+        let n = (i + 1).to_string();
+        let query = [("partNumber", n.as_str()), ("uploadId", upload_id.as_str())];
+        let r = s3.expect_ok(Method::PUT, "/crash/mp", &query, part.clone()).await.unwrap();
+        let etag = r.headers["etag"].to_str().unwrap().to_owned();
+        listing += &format!("<Part><PartNumber>{n}</PartNumber><ETag>{etag}</ETag></Part>");
+    }
+    listing += "</CompleteMultipartUpload>";
+    let complete = {
+        let (s3, body, id) = (s3.clone(), Bytes::from(listing.clone()), upload_id.clone());
+        tokio::spawn(async move { s3.send(Method::POST, "/crash/mp", &[("uploadId", id.as_str())], body).await })
+    };
+    tokio::time::sleep(Duration::from_millis(rand::random_range(0..40))).await;
+    kill9(gateway1.0.id());
+    let completed = matches!(complete.await.unwrap(), Ok(r) if r.status.is_success());
+    let _ = gateway1.0.wait();
+    let (_gateway2, port) = start_gateway(&cluster, 2);
+    let s3 = client(port);
+    let whole: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).collect();
+    let read = get_eventually(&s3, "mp").await;
+    let is_new = read.len() == whole.len() && md5(&read) == md5(&whole);
+    assert!(is_new || read == old_mp, "mp is wholly the old or the new object");
+    assert!(is_new || !completed, "an acknowledged completion is durable");
+    // A client whose completion got no answer retries it (or aborts); retry, as SDKs do.
+    let still_open =
+        s3.send(Method::GET, "/crash/mp", &[("uploadId", upload_id.as_str())], Bytes::new()).await.unwrap();
+    if still_open.status.is_success() {
+        let body = Bytes::from(listing);
+        s3.expect_ok(Method::POST, "/crash/mp", &[("uploadId", upload_id.as_str())], body).await.unwrap();
+    }
+    let read = get_eventually(&s3, "mp").await;
+    assert_eq!(md5(&read), md5(&whole));
+
+    // 3. After garbage collection only the two heads and their chunks remain.
+    let report = ok(&conf, &["admin", "gc", "process", "--include-all"]);
+    let objects = data_objects(&conf);
+    eprintln!("PUT acknowledged: {put_acknowledged}, completion acknowledged: {completed}, gc: {report}");
+    let big_size = if put_acknowledged { new.len() } else { old.len() };
+    let expected = 2 + chunks(big_size) + parts.iter().map(|p| chunks(p.len())).sum::<usize>();
+    assert_eq!(objects.len(), expected, "orphaned chunks remain after GC ({report}): {objects:#?}");
+}
