@@ -205,8 +205,15 @@ fn unlink(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
 fn list(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
     let ListInput { start_after, prefix, delimiter, max } = decode_input("bucket_index.list", input)?;
     let max = max.clamp(1, 1000) as usize;
+    // A marker that is a common prefix of this listing (its first delimiter after the
+    // prefix ends it) resumes after every key under it.
+    let marker_is_common_prefix = !delimiter.is_empty()
+        && start_after.len() > prefix.len()
+        && start_after.starts_with(&prefix)
+        && start_after[prefix.len()..].find(&delimiter).map(|at| prefix.len() + at + delimiter.len())
+            == Some(start_after.len());
     let mut cursor = start_after.into_bytes();
-    if !delimiter.is_empty() && cursor.len() > prefix.len() && cursor.ends_with(delimiter.as_bytes()) {
+    if marker_is_common_prefix {
         cursor.push(SKIP);
     }
     let mut items = Vec::new();
@@ -321,5 +328,58 @@ mod tests {
         let mut o = MemObject::default();
         assert_eq!(o.call(CLASS, "link", 1, 0, b"junk").unwrap_err().errno, Errno::InvalidArgument);
         assert_eq!(o.call(CLASS, "stats", 1, 0, &[]).unwrap_err().errno, Errno::NotFound);
+    }
+
+    /// The listing computed naively: keys after `start_after` with `prefix`, rolled up at the
+    /// first `delimiter` after it; a marker that is a common prefix skips its keys.
+    fn model_list(
+        keys: &std::collections::BTreeSet<String>,
+        start_after: &str,
+        prefix: &str,
+        delimiter: &str,
+    ) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for key in keys.iter().filter(|k| k.starts_with(prefix) && k.as_str() > start_after) {
+            let name = match (!delimiter.is_empty()).then(|| key[prefix.len()..].find(delimiter)).flatten() {
+                Some(at) => key[..prefix.len() + at + delimiter.len()].to_owned(),
+                None => key.clone(),
+            };
+            if name != start_after && out.last() != Some(&name) {
+                out.push(name);
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        /// Paging through `list` with its own markers yields exactly the model listing.
+        #[test]
+        fn paged_listing_matches_the_model(
+            keys in proptest::collection::btree_set("[ab/]{1,6}", 0..40),
+            prefix in "[ab/]{0,2}",
+            delimiter in proptest::sample::select(vec!["", "/", "b"]),
+            start_after in "[ab/]{0,3}",
+            max in 1u32..6,
+        ) {
+            let mut o = MemObject::default();
+            o.call(CLASS, "init", 1, 0, &[]).unwrap();
+            for key in &keys {
+                link_at(&mut o, key, 1, "1");
+            }
+            let mut listed = Vec::new();
+            let mut marker = start_after.clone();
+            loop {
+                let (page, more) = list_of(&mut o, &marker, &prefix, delimiter, max);
+                proptest::prop_assert!(page.len() <= max as usize);
+                listed.extend(page.iter().cloned());
+                match (more, page.last()) {
+                    (true, Some(last)) => marker = last.clone(),
+                    (true, None) => proptest::prop_assert!(false, "more without items"),
+                    (false, _) => break,
+                }
+            }
+            proptest::prop_assert_eq!(listed, model_list(&keys, &start_after, &prefix, delimiter));
+        }
     }
 }

@@ -176,8 +176,11 @@ impl<'a> ObjectView<'a> {
     /// staged change, with the cached class states to publish once it commits.
     pub fn into_transaction(mut self, version: u64, mtime_ns: u64) -> (Transaction, BTreeMap<String, ClassState>) {
         let mut txn = Transaction::new();
+        // Chunks of the stored object all lie before this index.
+        let base_chunks = self.base.as_ref().map_or(0, |b| b.size.div_ceil(self.chunk_size) as u32);
         if self.wiped && self.base.is_some() {
-            txn.remove_object(&self.key);
+            let has_omap = self.store.omap_scan(&self.key, &[], false, 1).map_or(true, |rows| !rows.is_empty());
+            txn.remove_object_sized(&self.key, base_chunks, has_omap);
         }
         if let Some(mut onode) = self.current.take() {
             onode.version = version;
@@ -185,7 +188,7 @@ impl<'a> ObjectView<'a> {
             txn.put_onode(&self.key, &onode);
             if !self.wiped {
                 if let Some(cut) = self.chunk_cut {
-                    txn.delete_chunks_from(&self.key, cut);
+                    txn.delete_chunks_between(&self.key, cut, base_chunks);
                 }
                 if self.omap_cleared {
                     txn.omap_clear(&self.key);

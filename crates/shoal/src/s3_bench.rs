@@ -415,6 +415,7 @@ fn rows(
     client_cpu: f64,
     server_cpu: Option<f64>,
 ) -> Vec<Vec<(&'static str, Value)>> {
+    // CPU is measured for the whole run, so every row carries the same figures.
     let row = |name: &str, stats: &RunStats| {
         vec![
             ("op", Value::from(name)),
@@ -426,6 +427,8 @@ fn rows(
             ("p50_ms", round(stats.percentile_ms(0.50), 3)),
             ("p90_ms", round(stats.percentile_ms(0.90), 3)),
             ("p99_ms", round(stats.percentile_ms(0.99), 3)),
+            ("client_cpu_s", round(client_cpu, 2)),
+            ("server_cpu_s", server_cpu.map_or(Value::Null, |c| round(c, 2))),
         ]
     };
     let mut rows: Vec<_> = [Op::Get, Op::Put, Op::Stat, Op::Delete]
@@ -434,10 +437,9 @@ fn rows(
         .filter(|(_, s)| s.ops > 0)
         .map(|(op, s)| row(op.name(), &s))
         .collect();
-    let mut total = row("TOTAL", &stats_of(all, None, elapsed));
-    total.push(("client_cpu_s", round(client_cpu, 2)));
-    total.push(("server_cpu_s", server_cpu.map_or(Value::Null, |c| round(c, 2))));
-    rows.push(total);
+    if rows.len() > 1 {
+        rows.push(row("TOTAL", &stats_of(all, None, elapsed)));
+    }
     rows
 }
 

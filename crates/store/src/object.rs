@@ -130,6 +130,9 @@ impl Versioned for Onode {
     const VERSION: u8 = 1;
 }
 
+/// Chunk deletions up to this many are point deletes; more become one range delete.
+const POINT_DELETE_CHUNKS: u32 = 64;
+
 /// Parameters fixed when a store is created.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoreFormat {
@@ -221,6 +224,28 @@ impl Transaction {
         self.ops.push(BatchOp::Delete(Cf::Onode, key.0.clone()));
         self.delete_chunks_from(key, 0);
         self.omap_clear(key);
+    }
+
+    /// Removes an object whose data ends before chunk `chunks`, with its omap only when it
+    /// has one: point deletes where they are few, since every range tombstone slows reads
+    /// until compaction drops it.
+    pub fn remove_object_sized(&mut self, key: &ObjectKey, chunks: u32, has_omap: bool) {
+        self.ops.push(BatchOp::Delete(Cf::Onode, key.0.clone()));
+        self.delete_chunks_between(key, 0, chunks);
+        if has_omap {
+            self.omap_clear(key);
+        }
+    }
+
+    /// Deletes chunks `first..end` of an object whose chunks all lie before `end`.
+    pub fn delete_chunks_between(&mut self, key: &ObjectKey, first: u32, end: u32) {
+        if end.saturating_sub(first) > POINT_DELETE_CHUNKS {
+            self.delete_chunks_from(key, first);
+        } else {
+            for index in first..end {
+                self.delete_chunk(key, index);
+            }
+        }
     }
 
     /// Stores one data chunk.
