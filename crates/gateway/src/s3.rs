@@ -124,6 +124,13 @@ struct ListPage<'a> {
     with_owner: bool,
 }
 
+/// Parses `x-amz-copy-source-range` (`bytes=FIRST-LAST`, both inclusive, within `size`).
+fn copy_range(header: &str, size: u64) -> Option<std::ops::Range<u64>> {
+    let (first, last) = header.strip_prefix("bytes=")?.split_once('-')?;
+    let (first, last) = (first.parse::<u64>().ok()?, last.parse::<u64>().ok()?);
+    (first <= last && last < size).then(|| first..last + 1)
+}
+
 /// The headers a new object takes from its request.
 struct NewObject {
     acl: Option<ObjectCannedACL>,
@@ -168,6 +175,24 @@ impl NewObject {
             ..ObjectMeta::default()
         })
     }
+}
+
+/// The [`NewObject`] of a PutObject, CopyObject or CreateMultipartUpload input (the same
+/// fields in three generated types).
+macro_rules! new_object {
+    ($input:expr) => {
+        NewObject {
+            acl: $input.acl,
+            content_type: $input.content_type,
+            cache_control: $input.cache_control,
+            content_disposition: $input.content_disposition,
+            content_encoding: $input.content_encoding,
+            content_language: $input.content_language,
+            expires: $input.expires,
+            metadata: $input.metadata,
+            tagging: $input.tagging,
+        }
+    };
 }
 
 /// Sets the standard response fields of GET and HEAD from an object's metadata.
@@ -666,18 +691,7 @@ impl S3 for ShoalS3 {
         let who = self.requester(&req.credentials).await?;
         let input = req.input;
         let (bucket, owner) = self.writable_bucket(&input.bucket, &who).await?;
-        let meta = NewObject {
-            acl: input.acl,
-            content_type: input.content_type,
-            cache_control: input.cache_control,
-            content_disposition: input.content_disposition,
-            content_encoding: input.content_encoding,
-            content_language: input.content_language,
-            expires: input.expires,
-            metadata: input.metadata,
-            tagging: input.tagging,
-        }
-        .into_meta(&owner)?;
+        let meta = new_object!(input).into_meta(&owner)?;
         if input.content_length.is_some_and(|l| l as u64 > self.config.max_put_size) {
             return Err(s3_error!(EntityTooLarge));
         }
@@ -807,18 +821,7 @@ impl S3 for ShoalS3 {
             ));
         }
         let meta = if replace {
-            NewObject {
-                acl: input.acl,
-                content_type: input.content_type,
-                cache_control: input.cache_control,
-                content_disposition: input.content_disposition,
-                content_encoding: input.content_encoding,
-                content_language: input.content_language,
-                expires: input.expires,
-                metadata: input.metadata,
-                tagging: input.tagging,
-            }
-            .into_meta(&owner)?
+            new_object!(input).into_meta(&owner)?
         } else {
             ObjectMeta {
                 owner: owner.clone(),
@@ -902,18 +905,7 @@ impl S3 for ShoalS3 {
         let who = self.requester(&req.credentials).await?;
         let input = req.input;
         let (bucket, owner) = self.writable_bucket(&input.bucket, &who).await?;
-        let meta = NewObject {
-            acl: input.acl,
-            content_type: input.content_type,
-            cache_control: input.cache_control,
-            content_disposition: input.content_disposition,
-            content_encoding: input.content_encoding,
-            content_language: input.content_language,
-            expires: input.expires,
-            metadata: input.metadata,
-            tagging: input.tagging,
-        }
-        .into_meta(&owner)?;
+        let meta = new_object!(input).into_meta(&owner)?;
         let upload_id =
             self.objects.create_upload(&self.uploads, &bucket, &input.key, meta).await.map_err(rados_error)?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
@@ -981,15 +973,8 @@ impl S3 for ShoalS3 {
         }
         let span = match &input.copy_source_range {
             None => 0..src_meta.size,
-            Some(r) => {
-                let parsed = r
-                    .strip_prefix("bytes=")
-                    .and_then(|r| r.split_once('-'))
-                    .and_then(|(a, b)| Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok()?)))
-                    .filter(|(a, b)| a <= b && *b < src_meta.size);
-                let (a, b) = parsed.ok_or_else(|| s3_error!(InvalidRange, "bad x-amz-copy-source-range"))?;
-                a..b + 1
-            }
+            Some(r) => copy_range(r, src_meta.size)
+                .ok_or_else(|| s3_error!(InvalidRange, "bad x-amz-copy-source-range '{r}'"))?,
         };
         let data = self.objects.read_range(&src_meta, inline, span);
         let written = self
@@ -1173,6 +1158,45 @@ impl ShoalS3 {
                 Err(s3_error!(OperationAborted, "the object changed meanwhile; try again"))
             }
             Err(e) => Err(rados_error(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tagging_headers_parse_and_are_checked() {
+        assert_eq!(parse_tagging("a=1&b=x%20y").unwrap(), vec![("a".into(), "1".into()), ("b".into(), "x y".into())]);
+        assert!(parse_tagging("a=1&a=2").is_err(), "duplicate keys");
+        assert!(parse_tagging("=v").is_err(), "empty key");
+        let many: Vec<String> = (0..11).map(|i| format!("k{i}=v")).collect();
+        assert!(parse_tagging(&many.join("&")).is_err(), "more than 10 tags");
+    }
+
+    #[test]
+    fn copy_ranges_parse_within_the_source() {
+        assert_eq!(copy_range("bytes=0-9", 10), Some(0..10));
+        assert_eq!(copy_range("bytes=5-5", 10), Some(5..6));
+        for bad in ["bytes=0-10", "bytes=5-4", "0-9", "bytes=-9", "bytes=a-b", "bytes=0-18446744073709551615"] {
+            assert_eq!(copy_range(bad, 10), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn listing_keys_are_url_encoded() {
+        assert_eq!(url_encode("a b/c+d&é"), "a%20b/c%2Bd%26%C3%A9");
+    }
+
+    proptest::proptest! {
+        /// Header parsers fed arbitrary text answer Ok or Err, never panic.
+        #[test]
+        fn header_parsers_never_panic(text in ".{0,64}", size in 0u64..1000) {
+            let _ = parse_tagging(&text);
+            let _ = copy_range(&text, size);
+            let _ = parse_acl(Some(&text));
+            let _ = url_encode(&text);
         }
     }
 }

@@ -46,6 +46,9 @@ pub struct GatewayArgs {
     /// Where the S3 endpoint listens.
     #[command(flatten)]
     pub listen: ListenArgs,
+    /// The gateway's name: it takes central options set for `client.NAME` (and `client`, `global`).
+    #[arg(long, default_value = "rgw")]
+    pub name: String,
 }
 
 /// The admin user's keys, as `shoal server` keeps them in its data directory.
@@ -96,7 +99,9 @@ pub async fn run_server(args: ServerArgs) -> Result<()> {
     let local = Embedded::open_on(dir, &config, network.clone(), "127.0.0.1:0", "127.0.0.1:0").await?;
     let conf = format!("mon_host = {}\nsecret_file = {}\n", local.mon_addr(), secret_path.to_string_lossy());
     std::fs::write(dir.join("shoal.conf"), conf).map_err(|e| err::io(format!("writing shoal.conf: {e}")))?;
-    let mut gateway_config = config.gateway()?;
+    let mut central = local.rados.map().config_for("client.rgw");
+    central.extend(args.options.iter().cloned());
+    let mut gateway_config = Config::from_settings(&central)?.gateway()?;
     gateway_config.pool_size = 1;
     let handles =
         connect_handles(local.rados.clone(), network, local.mon_addr(), gateway_config.num_rados_handles).await?;
@@ -133,8 +138,7 @@ async fn admin_keys(gateway: &Gateway, dir: &Path) -> Result<AdminKeys> {
 /// Runs `shoal gateway` until SIGTERM or Ctrl-C.
 pub async fn run_gateway(args: GatewayArgs) -> Result<()> {
     let session = args.cluster.open().await?;
-    let config = args.cluster.config()?;
-    let gateway_config = config.gateway()?;
+    let gateway_config = args.cluster.config_for(&session.rados, &format!("client.{}", args.name))?.gateway()?;
     let mut handles = vec![session.rados.clone()];
     for _ in 1..gateway_config.num_rados_handles {
         handles.push(args.cluster.open().await?.rados);
@@ -302,7 +306,7 @@ fn key_from(access_key: Option<String>, secret_key: Option<String>) -> AccessKey
 /// Runs `shoal admin …`.
 pub async fn run_admin(args: AdminArgs) -> Result<()> {
     let session = args.cluster.open().await?;
-    let mut config = args.cluster.config()?.gateway()?;
+    let mut config = args.cluster.config_for(&session.rados, "client.rgw")?.gateway()?;
     // Admin commands change records once: no cache to keep.
     config.cache_enabled = false;
     let gateway = Gateway::open(vec![session.rados.clone()], config).await?;

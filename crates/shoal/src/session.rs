@@ -38,13 +38,21 @@ pub struct Session {
 }
 
 impl ClusterArgs {
-    /// The configuration: the file's options (if any), then `-o` options.
-    pub fn config(&self) -> Result<Config> {
+    /// The settings given locally: the file's options (if any), then `-o` options.
+    pub fn settings(&self) -> Result<Vec<String>> {
         let mut settings = match &self.conf {
             Some(path) => ConfFile::read(path)?.options(),
             None => Vec::new(),
         };
         settings.extend(self.options.iter().cloned());
+        Ok(settings)
+    }
+
+    /// The configuration: the central settings for `who` from the cluster map, overridden
+    /// by the local ones.
+    pub fn config_for(&self, rados: &Rados, who: &str) -> Result<Config> {
+        let mut settings = rados.map().config_for(who);
+        settings.extend(self.settings()?);
         Config::from_settings(&settings)
     }
 
