@@ -22,7 +22,11 @@ def client(endpoint=None, access_key=None, secret_key=None, **config):
         aws_access_key_id=access_key or os.environ["SHOAL_S3_ACCESS_KEY"],
         aws_secret_access_key=secret_key or os.environ["SHOAL_S3_SECRET_KEY"],
         region_name="us-east-1",
-        config=botocore.config.Config(retries={"max_attempts": 1}, s3={"addressing_style": "path"}, **config),
+        # Retries as SDKs do by default (standard mode retries connection errors and 5xx,
+        # never the 4xx answers the tests check): a server may close a connection after an
+        # error answered before the request body was read.
+        config=botocore.config.Config(retries={"max_attempts": 3, "mode": "standard"},
+                                      s3={"addressing_style": "path"}, **config),
     )
 
 
