@@ -100,18 +100,18 @@ impl S3Client {
         self.send_with(method, path, query, &[], body).await
     }
 
-    /// Like [`S3Client::send`] with extra (unsigned) headers.
-    pub async fn send_with(
+    /// Signs a request for `path` (`/bucket/key`, unencoded) with `query` pairs and a body
+    /// whose SHA-256 is `payload_hash`: returns the path-and-query to send and the headers
+    /// (host, x-amz-date, x-amz-content-sha256, authorization).
+    pub fn sign(
         &self,
-        method: Method,
+        method: &Method,
         path: &str,
         query: &[(&str, &str)],
-        headers: &[(&str, String)],
-        body: Bytes,
-    ) -> Result<S3Response> {
+        payload_hash: &str,
+    ) -> (String, Vec<(&'static str, String)>) {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let (date, stamp) = amz_dates(now);
-        let payload_hash = hex(&Sha256::digest(&body));
         let canonical_uri = uri_encode(path, true);
         let mut pairs: Vec<(String, String)> =
             query.iter().map(|(k, v)| (uri_encode(k, false), uri_encode(v, false))).collect();
@@ -133,24 +133,32 @@ impl S3Client {
             "AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={signed_headers}, Signature={signature}",
             self.access_key
         );
-        let url = if canonical_query.is_empty() {
-            format!("{}{canonical_uri}", self.base)
-        } else {
-            format!("{}{canonical_uri}?{canonical_query}", self.base)
-        };
-        let mut request = Request::builder();
-        for (name, value) in headers {
+        let target =
+            if canonical_query.is_empty() { canonical_uri } else { format!("{canonical_uri}?{canonical_query}") };
+        let headers = vec![
+            ("host", self.host.clone()),
+            ("x-amz-date", stamp),
+            ("x-amz-content-sha256", payload_hash.to_owned()),
+            ("authorization", authorization),
+        ];
+        (target, headers)
+    }
+
+    /// Like [`S3Client::send`] with extra (unsigned) headers.
+    pub async fn send_with(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        headers: &[(&str, String)],
+        body: Bytes,
+    ) -> Result<S3Response> {
+        let (target, signed) = self.sign(&method, path, query, &hex(&Sha256::digest(&body)));
+        let mut request = Request::builder().method(method).uri(format!("{}{target}", self.base));
+        for (name, value) in headers.iter().chain(signed.iter()) {
             request = request.header(*name, value);
         }
-        let request = request
-            .method(method)
-            .uri(url)
-            .header("host", &self.host)
-            .header("x-amz-date", stamp)
-            .header("x-amz-content-sha256", payload_hash)
-            .header("authorization", authorization)
-            .body(Full::new(body))
-            .map_err(|e| err::invalid(format!("building the request: {e}")))?;
+        let request = request.body(Full::new(body)).map_err(|e| err::invalid(format!("building the request: {e}")))?;
         let response = self.http.request(request).await.map_err(|e| err::not_connected(format!("S3 request: {e}")))?;
         let (parts, body) = response.into_parts();
         let body = body.collect().await.map_err(|e| err::not_connected(format!("reading the response: {e}")))?;

@@ -42,6 +42,21 @@ fn spawn(args: &[&str], log: &Path) -> Daemon {
     Daemon(child)
 }
 
+fn start_server(dir: &Path, options: &[&str]) -> (Daemon, u16, serde_json::Value) {
+    let port = free_port();
+    let data = dir.join("data");
+    let mut args = vec!["server", "--data", data.to_str().unwrap(), "--bind", "127.0.0.1"];
+    let port_text = port.to_string();
+    args.extend(["--port", &port_text]);
+    for option in options {
+        args.extend(["-o", option]);
+    }
+    let server = spawn(&args, &dir.join("server.log"));
+    wait_listening(port);
+    let keys = serde_json::from_str(&std::fs::read_to_string(data.join("admin.json")).unwrap()).unwrap();
+    (server, port, keys)
+}
+
 fn wait_listening(port: u16) {
     let up = wait_for(|| std::net::TcpStream::connect(("127.0.0.1", port)).ok());
     assert!(up.is_some(), "nothing listens on port {port}");
@@ -65,15 +80,8 @@ fn run_suite(env: &[(&str, String)]) {
 #[test]
 fn s3_suite_against_shoal_server() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let (_server, port, keys) = start_server(dir.path(), &[]);
     let data = dir.path().join("data");
-    let _server = spawn(
-        &["server", "--data", data.to_str().unwrap(), "--port", &port.to_string(), "--bind", "127.0.0.1"],
-        &dir.path().join("server.log"),
-    );
-    wait_listening(port);
-    let keys: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(data.join("admin.json")).unwrap()).unwrap();
     run_suite(&[
         ("SHOAL_S3_ENDPOINT", format!("http://127.0.0.1:{port}")),
         ("SHOAL_S3_ACCESS_KEY", keys["access_key"].as_str().unwrap().to_owned()),
@@ -107,4 +115,79 @@ fn s3_suite_against_vstart_with_two_gateways() {
         ("SHOAL_CONF", conf.clone()),
     ]);
     drop(gateways);
+}
+
+/// Requests beyond `rgw_max_concurrent_requests` get 503 SlowDown at once; a body over
+/// `rgw_max_put_size` gets EntityTooLarge; several cluster handles serve requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_answer_slow_down_and_entity_too_large() {
+    use bytes::Bytes;
+    use http::Method;
+    let dir = tempfile::tempdir().unwrap();
+    let options = [
+        "rgw_max_concurrent_requests=4",
+        "rgw_thread_pool_size=2",
+        "rgw_max_put_size=100000",
+        "rgw_num_rados_handles=3",
+    ];
+    let (_server, port, keys) = start_server(dir.path(), &options);
+    let s3 = shoal::s3client::S3Client::new(
+        &format!("http://127.0.0.1:{port}"),
+        keys["access_key"].as_str().unwrap(),
+        keys["secret_key"].as_str().unwrap(),
+    )
+    .unwrap();
+    s3.expect_ok(Method::PUT, "/limits", &[], Bytes::new()).await.unwrap();
+    let big = s3.send(Method::PUT, "/limits/big", &[], Bytes::from(vec![7u8; 100_001])).await.unwrap();
+    assert_eq!(big.status.as_u16(), 400);
+    assert!(String::from_utf8_lossy(&big.body).contains("<Code>EntityTooLarge</Code>"));
+    // Four requests whose bodies never come fill the admission limit; the next is refused.
+    use std::io::{Read, Write};
+    let raw = |path: &str, hash: &str, extra: &str| {
+        let (target, headers) = s3.sign(&Method::PUT, path, &[], hash);
+        let mut head = format!("PUT {target} HTTP/1.1\r\nContent-Length: 1\r\n{extra}");
+        for (name, value) in headers {
+            head += &format!("{name}: {value}\r\n");
+        }
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+        stream.write_all(format!("{head}\r\n").as_bytes()).unwrap();
+        stream
+    };
+    // Signed for a one-byte body that is never sent.
+    let stalled: Vec<_> = (0..4).map(|i| raw(&format!("/limits/stalled{i}"), &format!("{:064x}", i + 1), "")).collect();
+    let mut refused = None;
+    for _ in 0..100 {
+        let one_byte_hash = "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb";
+        let mut probe = raw("/limits/probe", one_byte_hash, "Connection: close\r\n");
+        probe.write_all(b"a").unwrap();
+        let mut response = String::new();
+        let _ = probe.read_to_string(&mut response);
+        if response.starts_with("HTTP/1.1 503") {
+            refused = Some(response);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let body = refused.expect("a request beyond rgw_max_concurrent_requests was admitted");
+    assert!(body.contains("<Code>SlowDown</Code>") && body.contains("<RequestId>"), "{body}");
+    drop(stalled);
+    // Once the stalled requests end, requests are admitted again (served by three cluster handles).
+    let mut ok = 0;
+    for _ in 0..100 {
+        let response =
+            s3.send(Method::PUT, &format!("/limits/k{ok}"), &[], Bytes::from(vec![1u8; 50_000])).await.unwrap();
+        if response.status.is_success() {
+            ok += 1;
+            if ok == 8 {
+                break;
+            }
+        } else {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    assert_eq!(ok, 8, "requests are admitted again after the stalled ones end");
+    let listed = s3.expect_ok(Method::GET, "/limits", &[("list-type", "2")], Bytes::new()).await.unwrap();
+    let count = String::from_utf8_lossy(&listed.body).matches("<Key>").count();
+    assert_eq!(count, ok, "exactly the acknowledged PUTs are stored");
 }
