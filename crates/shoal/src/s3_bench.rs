@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 use http::Method;
 use rand::Rng;
 use serde_json::Value;
-use shoal_types::{Result, err};
+use shoal_types::{Errno, Result, err};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -194,6 +194,7 @@ impl Shared {
                 match response.status.as_u16() {
                     200 if response.body.len() == self.payload.len() => Ok(Some(response.body.len() as u64)),
                     404 => Ok(Some(0)), // deleted meanwhile by another client
+                    503 => Err(err::again(format!("GET {key}: HTTP 503"))),
                     status => Err(err::io(format!("GET {key}: HTTP {status}, {} bytes", response.body.len()))),
                 }
             }
@@ -202,6 +203,7 @@ impl Shared {
                 let response = self.client.send(Method::HEAD, &path(&key), &[], Bytes::new()).await?;
                 match response.status.as_u16() {
                     200 | 404 => Ok(Some(0)),
+                    503 => Err(err::again(format!("HEAD {key}: HTTP 503"))),
                     status => Err(err::io(format!("HEAD {key}: HTTP {status}"))),
                 }
             }
@@ -309,7 +311,7 @@ pub async fn run(args: S3BenchArgs) -> Result<()> {
                 let (shared, next, bar, total) = (shared.clone(), next.clone(), bar.clone(), args.objects as u64);
                 tokio::spawn(async move {
                     while next.fetch_add(1, Ordering::Relaxed) < total {
-                        shared.put().await?;
+                        retrying(|| shared.put()).await?;
                         bar.inc(1);
                     }
                     Ok::<_, shoal_types::RadosError>(())
@@ -338,10 +340,11 @@ pub async fn run(args: S3BenchArgs) -> Result<()> {
         })
     };
     let random_delete = args.workload == Workload::Mixed;
+    let slowdowns = Arc::new(AtomicU64::new(0));
     let tasks: Vec<_> = (0..args.concurrent.max(1))
         .map(|_| {
-            let (shared, choose, stop, done, duration) =
-                (shared.clone(), choose.clone(), stop.clone(), done.clone(), args.duration);
+            let (shared, choose, stop, done, duration, slowdowns) =
+                (shared.clone(), choose.clone(), stop.clone(), done.clone(), args.duration, slowdowns.clone());
             tokio::spawn(async move {
                 let mut recorded = Recorded::default();
                 while !stop.load(Ordering::Relaxed) && start.elapsed() < duration {
@@ -357,6 +360,11 @@ pub async fn run(args: S3BenchArgs) -> Result<()> {
                         Ok(None) if op == Op::Delete && !random_delete => break,
                         Ok(None) => {
                             shared.put().await?;
+                        }
+                        // Throttled (503): counted, and tried again a little later, as warp does.
+                        Err(e) if e.errno == Errno::Again => {
+                            slowdowns.fetch_add(1, Ordering::Relaxed);
+                            tokio::time::sleep(Duration::from_millis(10)).await;
                         }
                         Err(e) => {
                             stop.store(true, Ordering::Relaxed);
@@ -391,7 +399,8 @@ pub async fn run(args: S3BenchArgs) -> Result<()> {
     if let Some(e) = failure {
         return Err(e);
     }
-    print_rows(&rows(&args, &all, elapsed, client_cpu, server_cpu), args.json);
+    let slowdowns = slowdowns.load(Ordering::Relaxed);
+    print_rows(&rows(&args, &all, elapsed, client_cpu, server_cpu, slowdowns), args.json);
     Ok(())
 }
 
@@ -414,6 +423,7 @@ fn rows(
     elapsed: Duration,
     client_cpu: f64,
     server_cpu: Option<f64>,
+    slowdowns: u64,
 ) -> Vec<Vec<(&'static str, Value)>> {
     // CPU is measured for the whole run, so every row carries the same figures.
     let row = |name: &str, stats: &RunStats| {
@@ -427,6 +437,7 @@ fn rows(
             ("p50_ms", round(stats.percentile_ms(0.50), 3)),
             ("p90_ms", round(stats.percentile_ms(0.90), 3)),
             ("p99_ms", round(stats.percentile_ms(0.99), 3)),
+            ("slowdowns", Value::from(slowdowns)),
             ("client_cpu_s", round(client_cpu, 2)),
             ("server_cpu_s", server_cpu.map_or(Value::Null, |c| round(c, 2))),
         ]
@@ -441,6 +452,20 @@ fn rows(
         rows.push(row("TOTAL", &stats_of(all, None, elapsed)));
     }
     rows
+}
+
+/// Runs `op` until it does not answer EAGAIN (503 SlowDown), pausing 10 ms between tries.
+async fn retrying<T, F, Fut>(op: F) -> Result<T>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    loop {
+        match op().await {
+            Err(e) if e.errno == Errno::Again => tokio::time::sleep(Duration::from_millis(10)).await,
+            other => return other,
+        }
+    }
 }
 
 /// Deletes every object the run wrote, 1000 per DeleteObjects request.
@@ -458,7 +483,9 @@ async fn cleanup(shared: &Arc<Shared>, show: bool) -> Result<()> {
             let body = Bytes::from(format!("<Delete><Quiet>true</Quiet>{objects}</Delete>"));
             let md5 = base64::engine::general_purpose::STANDARD.encode(md5::Md5::digest(&body));
             let path = format!("/{}", shared.bucket);
-            shared.client.expect_ok_with(Method::POST, &path, &[("delete", "")], &[("content-md5", md5)], body).await?;
+            let headers = [("content-md5", md5)];
+            retrying(|| shared.client.expect_ok_with(Method::POST, &path, &[("delete", "")], &headers, body.clone()))
+                .await?;
             bar.inc(batch.len() as u64);
             Ok::<_, shoal_types::RadosError>(())
         }

@@ -165,7 +165,8 @@ impl S3Client {
         Ok(S3Response { status: parts.status, headers: parts.headers, body: body.to_bytes() })
     }
 
-    /// Like [`S3Client::send`], failing on a non-2xx status with the S3 error code.
+    /// Like [`S3Client::send`], failing on a non-2xx status with the S3 error code (EAGAIN
+    /// for 503).
     pub async fn expect_ok(
         &self,
         method: Method,
@@ -191,7 +192,9 @@ impl S3Client {
         }
         let text = String::from_utf8_lossy(&response.body);
         let code = text.split("<Code>").nth(1).and_then(|r| r.split("</Code>").next()).unwrap_or("?");
-        Err(err::io(format!("{method} {path}: HTTP {} {code}", response.status.as_u16())))
+        let message = format!("{method} {path}: HTTP {} {code}", response.status.as_u16());
+        // 503 (SlowDown, ServiceUnavailable) asks the client to come back later.
+        Err(if response.status == StatusCode::SERVICE_UNAVAILABLE { err::again(message) } else { err::io(message) })
     }
 }
 
