@@ -546,17 +546,7 @@ impl S3 for ShoalS3 {
         if stats.entries > 0 {
             return Err(s3_error!(BucketNotEmpty));
         }
-        let (uploads, _) =
-            self.objects.list_uploads(&self.uploads, &bucket, "", usize::MAX).await.map_err(rados_error)?;
-        for upload in uploads {
-            self.objects
-                .abort_upload(&self.uploads, &bucket, &upload.key, &upload.upload_id)
-                .await
-                .map_err(rados_error)?;
-        }
-        self.meta.remove_bucket(&bucket).await.map_err(rados_error)?;
-        self.objects.remove_index(&bucket).await.map_err(rados_error)?;
-        crate::meta::remove_ignoring_missing(&self.uploads, &bucket.id).await.map_err(rados_error)?;
+        self.remove_bucket(&bucket).await.map_err(rados_error)?;
         Ok(S3Response::new(DeleteBucketOutput::default()))
     }
 
@@ -1137,6 +1127,18 @@ impl S3 for ShoalS3 {
 }
 
 impl ShoalS3 {
+    /// Removes an (empty) bucket: aborts its uploads, then removes its record, index shards
+    /// and upload object.
+    pub async fn remove_bucket(&self, bucket: &BucketInfo) -> shoal_types::Result<()> {
+        let (uploads, _) = self.objects.list_uploads(&self.uploads, bucket, "", usize::MAX).await?;
+        for upload in uploads {
+            self.objects.abort_upload(&self.uploads, bucket, &upload.key, &upload.upload_id).await?;
+        }
+        self.meta.remove_bucket(bucket).await?;
+        self.objects.remove_index(bucket).await?;
+        crate::meta::remove_ignoring_missing(&self.uploads, &bucket.id).await
+    }
+
     /// Changes an object's metadata in place (ACL, tags); the object's owner or the
     /// bucket's owner only.
     async fn change_object_meta(

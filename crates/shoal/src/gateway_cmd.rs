@@ -386,8 +386,7 @@ async fn admin(gateway: &Gateway, command: AdminCommand) -> Result<()> {
             } else if objects.bucket_stats(&info).await?.entries > 0 {
                 return Err(err::busy(format!("bucket '{bucket}' is not empty (use --purge-objects)")));
             }
-            meta.remove_bucket(&info).await?;
-            objects.remove_index(&info).await
+            gateway.s3.remove_bucket(&info).await
         }
         AdminCommand::Gc(GcCommand::Process { include_all }) => print_json(&gateway.gc.process(include_all).await?),
         AdminCommand::Gc(GcCommand::List) => print_json(&serde_json::json!({ "pending": gateway.gc.pending().await? })),
