@@ -195,6 +195,26 @@ macro_rules! new_object {
     };
 }
 
+/// The `x-amz-copy-source-if-*` conditions of a copy.
+struct CopyConditions<'a> {
+    if_match: Option<&'a ETagCondition>,
+    if_none_match: Option<&'a ETagCondition>,
+    if_modified_since: Option<&'a Timestamp>,
+    if_unmodified_since: Option<&'a Timestamp>,
+}
+
+/// The [`CopyConditions`] of a CopyObject or UploadPartCopy input.
+macro_rules! copy_conditions {
+    ($input:expr) => {
+        CopyConditions {
+            if_match: $input.copy_source_if_match.as_ref(),
+            if_none_match: $input.copy_source_if_none_match.as_ref(),
+            if_modified_since: $input.copy_source_if_modified_since.as_ref(),
+            if_unmodified_since: $input.copy_source_if_unmodified_since.as_ref(),
+        }
+    };
+}
+
 /// Sets the standard response fields of GET and HEAD from an object's metadata.
 macro_rules! describe_object {
     ($out:expr, $meta:expr) => {{
@@ -421,10 +441,12 @@ impl ShoalS3 {
         Ok((contents, prefixes, truncated, last))
     }
 
+    /// The source of a copy, readable by the requester and meeting the copy conditions.
     async fn copy_source(
         &self,
         source: &CopySource,
         who: &Option<Arc<UserInfo>>,
+        conditions: CopyConditions<'_>,
     ) -> S3Result<(Arc<BucketInfo>, String, ObjectMeta, Bytes)> {
         let CopySource::Bucket { bucket, key, version_id } = source else {
             return Err(s3_error!(NotImplemented, "access point copy sources are not supported"));
@@ -433,7 +455,17 @@ impl ShoalS3 {
             return Err(s3_error!(NoSuchVersion, "versioning is not enabled"));
         }
         let (bucket, meta, inline) = self.readable_object(bucket, key, who).await?;
+        let CopyConditions { if_match, if_none_match, if_modified_since, if_unmodified_since } = conditions;
+        check_conditions(&meta, if_match, if_none_match, if_modified_since, if_unmodified_since, true)?;
         Ok((bucket, key.to_string(), meta, inline))
+    }
+
+    /// Fails with NoSuchUpload unless the upload exists.
+    async fn require_upload(&self, bucket: &BucketInfo, key: &str, upload_id: &str) -> S3Result<()> {
+        match self.objects.upload(&self.uploads, bucket, key, upload_id).await.map_err(rados_error)? {
+            Some(_) => Ok(()),
+            None => Err(s3_error!(NoSuchUpload)),
+        }
     }
 
     fn validate_part_number(number: i32) -> S3Result<u32> {
@@ -789,15 +821,8 @@ impl S3 for ShoalS3 {
     async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
         let who = self.requester(&req.credentials).await?;
         let input = req.input;
-        let (src_bucket, src_key, src_meta, inline) = self.copy_source(&input.copy_source, &who).await?;
-        check_conditions(
-            &src_meta,
-            input.copy_source_if_match.as_ref(),
-            input.copy_source_if_none_match.as_ref(),
-            input.copy_source_if_modified_since.as_ref(),
-            input.copy_source_if_unmodified_since.as_ref(),
-            true,
-        )?;
+        let (src_bucket, src_key, src_meta, inline) =
+            self.copy_source(&input.copy_source, &who, copy_conditions!(input)).await?;
         let (bucket, owner) = self.writable_bucket(&input.bucket, &who).await?;
         let replace = match input.metadata_directive.as_ref().map(|d| d.as_str()) {
             None | Some(MetadataDirective::COPY) => false,
@@ -911,15 +936,7 @@ impl S3 for ShoalS3 {
         let input = req.input;
         let (bucket, _) = self.writable_bucket(&input.bucket, &who).await?;
         let number = Self::validate_part_number(input.part_number)?;
-        if self
-            .objects
-            .upload(&self.uploads, &bucket, &input.key, &input.upload_id)
-            .await
-            .map_err(rados_error)?
-            .is_none()
-        {
-            return Err(s3_error!(NoSuchUpload));
-        }
+        self.require_upload(&bucket, &input.key, &input.upload_id).await?;
         let body = input.body.map(|b| b.boxed()).unwrap_or_else(|| futures::stream::empty().boxed());
         let written = self
             .objects
@@ -941,26 +958,10 @@ impl S3 for ShoalS3 {
     ) -> S3Result<S3Response<UploadPartCopyOutput>> {
         let who = self.requester(&req.credentials).await?;
         let input = req.input;
-        let (_, _, src_meta, inline) = self.copy_source(&input.copy_source, &who).await?;
-        check_conditions(
-            &src_meta,
-            input.copy_source_if_match.as_ref(),
-            input.copy_source_if_none_match.as_ref(),
-            input.copy_source_if_modified_since.as_ref(),
-            input.copy_source_if_unmodified_since.as_ref(),
-            true,
-        )?;
+        let (_, _, src_meta, inline) = self.copy_source(&input.copy_source, &who, copy_conditions!(input)).await?;
         let (bucket, _) = self.writable_bucket(&input.bucket, &who).await?;
         let number = Self::validate_part_number(input.part_number)?;
-        if self
-            .objects
-            .upload(&self.uploads, &bucket, &input.key, &input.upload_id)
-            .await
-            .map_err(rados_error)?
-            .is_none()
-        {
-            return Err(s3_error!(NoSuchUpload));
-        }
+        self.require_upload(&bucket, &input.key, &input.upload_id).await?;
         let span = match &input.copy_source_range {
             None => 0..src_meta.size,
             Some(r) => copy_range(r, src_meta.size)
