@@ -540,6 +540,62 @@ impl IoCtx {
         }
     }
 
+    /// Up to `max` omap keys after `start_after` that start with `prefix`, and whether more follow.
+    pub async fn omap_keys(
+        &self,
+        name: &str,
+        start_after: &[u8],
+        prefix: &[u8],
+        max: u32,
+    ) -> Result<(Vec<Bytes>, bool)> {
+        let op = ReadOp::new().omap_get_keys(Bytes::copy_from_slice(start_after), Bytes::copy_from_slice(prefix), max);
+        match self.read(name, op).await?.outputs.into_iter().next() {
+            Some(StepOutput::OmapKeys { keys, more }) => Ok((keys, more)),
+            other => Err(err::io(format!("unexpected omap_get_keys output {other:?}"))),
+        }
+    }
+
+    /// Up to `max` omap entries after `start_after` whose keys start with `prefix`, and
+    /// whether more follow.
+    pub async fn omap_vals(
+        &self,
+        name: &str,
+        start_after: &[u8],
+        prefix: &[u8],
+        max: u32,
+    ) -> Result<(Vec<(Bytes, Bytes)>, bool)> {
+        let op = ReadOp::new().omap_get_vals(Bytes::copy_from_slice(start_after), Bytes::copy_from_slice(prefix), max);
+        match self.read(name, op).await?.outputs.into_iter().next() {
+            Some(StepOutput::OmapVals { entries, more }) => Ok((entries, more)),
+            other => Err(err::io(format!("unexpected omap_get_vals output {other:?}"))),
+        }
+    }
+
+    /// The omap entries of `keys` that exist.
+    pub async fn omap_vals_by_keys(
+        &self,
+        name: &str,
+        keys: impl IntoIterator<Item = Bytes>,
+    ) -> Result<Vec<(Bytes, Bytes)>> {
+        match self.read(name, ReadOp::new().omap_get_vals_by_keys(keys)).await?.outputs.into_iter().next() {
+            Some(StepOutput::OmapVals { entries, .. }) => Ok(entries),
+            other => Err(err::io(format!("unexpected omap_get_vals_by_keys output {other:?}"))),
+        }
+    }
+
+    /// Every omap entry whose key starts with `prefix`, read a page at a time.
+    pub async fn omap_vals_all(&self, name: &str, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+        let mut all: Vec<(Bytes, Bytes)> = Vec::new();
+        loop {
+            let after = all.last().map(|(k, _)| k.clone()).unwrap_or_default();
+            let (page, more) = self.omap_vals(name, &after, prefix, 1000).await?;
+            all.extend(page);
+            if !more {
+                return Ok(all);
+            }
+        }
+    }
+
     /// Size, mtime and version.
     pub async fn stat(&self, name: &str) -> Result<ObjectStat> {
         let reply = self.read(name, ReadOp::new().stat()).await?;

@@ -12,13 +12,14 @@
 //! Either way a segment the key's head object refers to is never deleted.
 
 use crate::layout::{self, GC_OBJECT};
-use crate::objects::{ObjectMeta, new_tag, now_ns};
+use crate::meta::absent_as_empty;
+use crate::objects::{new_tag, now_ns, read_meta};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use shoal_client::{IoCtx, ReadOp, WriteOp};
+use shoal_client::{IoCtx, WriteOp};
 use shoal_objclass::bucket_index::Segment;
 use shoal_objclass::lock::{LockRequest, LockType, UnlockRequest};
-use shoal_types::{Errno, Result, StepOutput, Versioned, err};
+use shoal_types::{Errno, Result, Versioned};
 use std::time::Duration;
 
 const LOCK_NAME: &str = "gc_process";
@@ -138,11 +139,7 @@ impl Gc {
         let mut report = GcReport::default();
         let cutoff = if include_all { u64::MAX.to_string() } else { format!("{:020}", now_ns()) };
         loop {
-            let op = ReadOp::new().omap_get_vals(Bytes::new(), Bytes::new(), BATCH);
-            let entries = match self.queue.read(GC_OBJECT, op).await?.outputs.into_iter().next() {
-                Some(StepOutput::OmapVals { entries, .. }) => entries,
-                _ => return Err(err::io("gc queue read returned no entries")),
-            };
+            let (entries, _) = self.queue.omap_vals(GC_OBJECT, b"", b"", BATCH).await?;
             let due: Vec<_> = entries.into_iter().filter(|(k, _)| k.as_ref() < cutoff.as_bytes()).collect();
             if due.is_empty() {
                 return Ok(report);
@@ -161,7 +158,7 @@ impl Gc {
     async fn handle(&self, entry: &GcEntry, report: &mut GcReport) -> Result<()> {
         // Whatever queued it, data the key's head refers to is never deleted (a writer's
         // intent that succeeded, or an abort racing a completion that linked the parts).
-        let meta = self.read_head_meta(&entry.head).await?;
+        let meta = read_meta(&self.data, &entry.head).await?;
         let in_use = |prefix: &str| meta.as_ref().is_some_and(|m| m.tail.iter().any(|s| s.prefix == prefix));
         for segment in &entry.segments {
             if in_use(&segment.prefix) {
@@ -186,39 +183,9 @@ impl Gc {
         Ok(())
     }
 
-    async fn read_head_meta(&self, head: &str) -> Result<Option<ObjectMeta>> {
-        match self.data.read(head, ReadOp::new().get_xattr("rgw.meta")).await {
-            Ok(reply) => match reply.outputs.into_iter().next() {
-                Some(StepOutput::Data(bytes)) => Ok(Some(ObjectMeta::decode(&bytes)?)),
-                _ => Ok(None),
-            },
-            Err(e) if matches!(e.errno, Errno::NotFound | Errno::NoData) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
     /// Entries waiting in the queue (due or not).
     pub async fn pending(&self) -> Result<u64> {
-        let mut count = 0u64;
-        let mut after = Bytes::new();
-        loop {
-            let op = ReadOp::new().omap_get_keys(after.clone(), Bytes::new(), 1000);
-            let reply = match self.queue.read(GC_OBJECT, op).await {
-                Ok(r) => r,
-                Err(e) if e.errno == Errno::NotFound => return Ok(count),
-                Err(e) => return Err(e),
-            };
-            match reply.outputs.into_iter().next() {
-                Some(StepOutput::OmapKeys { keys, more }) => {
-                    count += keys.len() as u64;
-                    match (more, keys.last()) {
-                        (true, Some(last)) => after = last.clone(),
-                        _ => return Ok(count),
-                    }
-                }
-                _ => return Err(err::io("gc queue read returned no keys")),
-            }
-        }
+        Ok(absent_as_empty(self.queue.omap_vals_all(GC_OBJECT, b"").await)?.len() as u64)
     }
 
     /// Runs a pass every `period` until the process ends.

@@ -274,13 +274,28 @@ impl Meta {
     /// Creates a user; EEXIST if the uid or an access key is taken.
     pub async fn create_user(&self, user: &UserInfo) -> Result<()> {
         validate_uid(&user.uid)?;
+        let mut claimed = Vec::new();
+        let mut result = Ok(());
         for key in &user.keys {
-            self.claim_key(&user.uid, key).await?;
+            result = self.claim_key(&user.uid, key).await;
+            if result.is_err() {
+                break;
+            }
+            claimed.push(key.access_key.as_str());
         }
-        self.write_json(NS_USERS, &user.uid, user, true).await.map_err(|e| match e.errno {
-            Errno::Exists => err::exists(format!("user '{}' exists", user.uid)),
-            _ => e,
-        })
+        if result.is_ok() {
+            result = self.write_json(NS_USERS, &user.uid, user, true).await.map_err(|e| match e.errno {
+                Errno::Exists => err::exists(format!("user '{}' exists", user.uid)),
+                _ => e,
+            });
+        }
+        if result.is_err() {
+            // Leave no key claimed for a user that was not created.
+            for access_key in claimed {
+                remove_ignoring_missing(&self.ns(NS_KEYS), access_key).await?;
+            }
+        }
+        result
     }
 
     async fn claim_key(&self, uid: &str, key: &AccessKey) -> Result<()> {
@@ -375,27 +390,8 @@ impl Meta {
 
     /// Names of the buckets `uid` owns, in order.
     pub async fn user_buckets(&self, uid: &str) -> Result<Vec<String>> {
-        let io = self.ns(NS_USER_BUCKETS);
-        let mut names = Vec::new();
-        let mut after = Bytes::new();
-        loop {
-            let op = shoal_client::ReadOp::new().omap_get_keys(after.clone(), Bytes::new(), 1000);
-            let reply = match io.read(uid, op).await {
-                Ok(r) => r,
-                Err(e) if e.errno == Errno::NotFound => return Ok(names),
-                Err(e) => return Err(e),
-            };
-            let Some(shoal_types::StepOutput::OmapKeys { keys, more }) = reply.outputs.into_iter().next() else {
-                return Err(err::io("omap_get_keys returned no keys"));
-            };
-            if let Some(last) = keys.last() {
-                after = last.clone();
-            }
-            names.extend(keys.iter().map(|k| String::from_utf8_lossy(k).into_owned()));
-            if !more {
-                return Ok(names);
-            }
-        }
+        let entries = absent_as_empty(self.ns(NS_USER_BUCKETS).omap_vals_all(uid, b"").await)?;
+        Ok(entries.into_iter().map(|(k, _)| String::from_utf8_lossy(&k).into_owned()).collect())
     }
 
     /// Every bucket name.
@@ -403,6 +399,14 @@ impl Meta {
         let mut names: Vec<String> = self.ns(NS_BUCKETS).list_all(false).await?.into_iter().map(|o| o.name).collect();
         names.sort();
         Ok(names)
+    }
+}
+
+/// A read of an object that may not exist yet: ENOENT reads as empty.
+pub fn absent_as_empty<T: Default>(result: Result<T>) -> Result<T> {
+    match result {
+        Err(e) if e.errno == Errno::NotFound => Ok(T::default()),
+        other => other,
     }
 }
 

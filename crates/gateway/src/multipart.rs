@@ -2,14 +2,14 @@
 //! bucket's upload object in the metadata pool; part data in chunk objects like tails.
 
 use crate::layout;
-use crate::meta::BucketInfo;
+use crate::meta::{BucketInfo, absent_as_empty};
 use crate::objects::{ObjectMeta, Objects, StreamError, Written, new_tag, now_ns};
 use bytes::Bytes;
 use futures::Stream;
 use serde::{Deserialize, Serialize};
-use shoal_client::{IoCtx, OpBuilder, ReadOp, WriteOp};
+use shoal_client::{IoCtx, OpBuilder, WriteOp};
 use shoal_objclass::bucket_index::Segment;
-use shoal_types::{CmpMode, CmpOp, Errno, Result, StepOutput, Versioned, err};
+use shoal_types::{CmpMode, CmpOp, Errno, Result, Versioned, err};
 use std::collections::BTreeMap;
 
 /// An upload in progress.
@@ -95,16 +95,8 @@ impl Objects {
         upload_id: &str,
     ) -> Result<Option<UploadInfo>> {
         let k = Bytes::from(layout::upload_key(key, upload_id));
-        match uploads.read(&Self::uploads_object(bucket), ReadOp::new().omap_get_vals_by_keys([k])).await {
-            Ok(reply) => match reply.outputs.into_iter().next() {
-                Some(StepOutput::OmapVals { entries, .. }) => {
-                    entries.first().map(|(_, v)| UploadInfo::decode(v)).transpose()
-                }
-                _ => Err(err::io("omap read returned nothing")),
-            },
-            Err(e) if e.errno == Errno::NotFound => Ok(None),
-            Err(e) => Err(e),
-        }
+        let entries = absent_as_empty(uploads.omap_vals_by_keys(&Self::uploads_object(bucket), [k]).await)?;
+        entries.first().map(|(_, v)| UploadInfo::decode(v)).transpose()
     }
 
     /// Stores one part's data and record, replacing an earlier upload of the same number.
@@ -124,7 +116,10 @@ impl Objects {
         let prefix = layout::part_prefix(&bucket.id, key, upload_id, number, &new_tag());
         let head = layout::head_object(&bucket.id, key);
         let written = self.write_data(body, &head, &prefix, false).await?;
-        let previous = self.parts(uploads, bucket, key, upload_id).await?.remove(&number);
+        let part_key = Bytes::from(layout::part_key(key, upload_id, number));
+        let earlier =
+            absent_as_empty(uploads.omap_vals_by_keys(&Self::uploads_object(bucket), [part_key.clone()]).await)?;
+        let previous = earlier.first().map(|(_, v)| PartInfo::decode(v)).transpose()?;
         let part = PartInfo {
             number,
             size: written.size,
@@ -136,7 +131,7 @@ impl Objects {
         let upload = Bytes::from(layout::upload_key(key, upload_id));
         let op = WriteOp::new()
             .omap_cmp(BTreeMap::from([(upload, (CmpOp::Ge, CmpMode::Bytes, Bytes::new()))]))
-            .omap_set([(Bytes::from(layout::part_key(key, upload_id, number)), Bytes::from(part.encode()))]);
+            .omap_set([(part_key, Bytes::from(part.encode()))]);
         let stored = uploads.operate(&Self::uploads_object(bucket), op).await;
         if let Some(intent) = &written.intent {
             self.gc.forget(intent).await?;
@@ -160,52 +155,27 @@ impl Objects {
         key: &str,
         upload_id: &str,
     ) -> Result<BTreeMap<u32, PartInfo>> {
-        let prefix = Bytes::from(format!("{}\0", layout::upload_key(key, upload_id)));
-        let mut parts = BTreeMap::new();
-        let mut after = Bytes::new();
-        loop {
-            let op = ReadOp::new().omap_get_vals(after.clone(), prefix.clone(), 1000);
-            let reply = match uploads.read(&Self::uploads_object(bucket), op).await {
-                Ok(r) => r,
-                Err(e) if e.errno == Errno::NotFound => return Ok(parts),
-                Err(e) => return Err(e),
-            };
-            let Some(StepOutput::OmapVals { entries, more }) = reply.outputs.into_iter().next() else {
-                return Err(err::io("omap read returned nothing"));
-            };
-            for (k, v) in &entries {
-                let part = PartInfo::decode(v)?;
-                parts.insert(part.number, part);
-                after = k.clone();
-            }
-            if !more {
-                return Ok(parts);
-            }
-        }
+        let prefix = format!("{}\0", layout::upload_key(key, upload_id));
+        let entries = absent_as_empty(uploads.omap_vals_all(&Self::uploads_object(bucket), prefix.as_bytes()).await)?;
+        entries.iter().map(|(_, v)| PartInfo::decode(v).map(|p| (p.number, p))).collect()
     }
 
-    /// Uploads of the bucket, in key then upload-id order, from `after` (an omap key).
+    /// Uploads of the bucket whose keys start with `prefix`, in key then upload-id order,
+    /// after `after` (an omap key); at most `max`, and whether more follow.
     pub async fn list_uploads(
         &self,
         uploads: &IoCtx,
         bucket: &BucketInfo,
         after: &str,
+        prefix: &str,
         max: usize,
     ) -> Result<(Vec<UploadInfo>, bool)> {
         let mut out = Vec::new();
         let mut cursor = Bytes::from(after.to_owned());
         loop {
-            let op = ReadOp::new().omap_get_vals(cursor.clone(), Bytes::new(), 1000);
-            let reply = match uploads.read(&Self::uploads_object(bucket), op).await {
-                Ok(r) => r,
-                Err(e) if e.errno == Errno::NotFound => return Ok((out, false)),
-                Err(e) => return Err(e),
-            };
-            let Some(StepOutput::OmapVals { entries, more }) = reply.outputs.into_iter().next() else {
-                return Err(err::io("omap read returned nothing"));
-            };
+            let page = uploads.omap_vals(&Self::uploads_object(bucket), &cursor, prefix.as_bytes(), 1000).await;
+            let (entries, more) = absent_as_empty(page)?;
             for (k, v) in entries {
-                cursor = k.clone();
                 // Upload records have one NUL; part records two.
                 if k.iter().filter(|&&b| b == 0).count() == 1 {
                     if out.len() == max {
@@ -213,6 +183,7 @@ impl Objects {
                     }
                     out.push(UploadInfo::decode(&v)?);
                 }
+                cursor = k;
             }
             if !more {
                 return Ok((out, false));
@@ -263,6 +234,9 @@ impl Objects {
             return Err(CompleteError::NoSuchUpload);
         };
         let parts = self.parts(uploads, bucket, key, upload_id).await?;
+        if listed.is_empty() {
+            return Err(CompleteError::InvalidPart(0));
+        }
         if listed.windows(2).any(|w| w[0].0 >= w[1].0) {
             return Err(CompleteError::InvalidPartOrder);
         }
@@ -275,9 +249,6 @@ impl Objects {
             }
             md5s.extend(unhex(&part.etag));
             tail.push(Segment { prefix: part.prefix.clone(), size: part.size });
-        }
-        if listed.is_empty() {
-            return Err(CompleteError::InvalidPart(0));
         }
         use md5::Digest;
         let mtime_ns = now_ns();

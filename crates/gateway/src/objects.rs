@@ -104,6 +104,18 @@ pub fn order_of(mtime_ns: u64, tag: &str) -> String {
     format!("{mtime_ns:020}.{tag}")
 }
 
+/// Only the metadata of a head object (`None` when there is no such object).
+pub async fn read_meta(data: &IoCtx, head: &str) -> Result<Option<ObjectMeta>> {
+    match data.read(head, ReadOp::new().get_xattr(META_XATTR)).await {
+        Ok(reply) => match reply.outputs.into_iter().next() {
+            Some(StepOutput::Data(meta)) => Ok(Some(ObjectMeta::decode(&meta)?)),
+            _ => Err(err::io("xattr read returned no data")),
+        },
+        Err(e) if matches!(e.errno, Errno::NotFound | Errno::NoData) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// What a data stream failed with.
 #[derive(Debug)]
 pub enum StreamError {
@@ -251,18 +263,6 @@ impl Objects {
                 Ok(Some((ObjectMeta::decode(&meta)?, data)))
             }
             _ => Err(err::io("head read returned unexpected outputs")),
-        }
-    }
-
-    /// Only the metadata of the head.
-    pub async fn read_meta(&self, head: &str) -> Result<Option<ObjectMeta>> {
-        match self.pools.data().read(head, ReadOp::new().get_xattr(META_XATTR)).await {
-            Ok(reply) => match reply.outputs.into_iter().next() {
-                Some(StepOutput::Data(meta)) => Ok(Some(ObjectMeta::decode(&meta)?)),
-                _ => Err(err::io("xattr read returned no data")),
-            },
-            Err(e) if matches!(e.errno, Errno::NotFound | Errno::NoData) => Ok(None),
-            Err(e) => Err(e),
         }
     }
 
@@ -438,19 +438,19 @@ impl Objects {
             for result in futures::future::join_all(refills).await {
                 result?;
             }
-            let smallest = cursors
-                .iter()
-                .enumerate()
-                .filter_map(|(i, c)| c.buffer.front().map(|item| (item.name().to_owned(), i)))
-                .min();
-            let Some((name, at)) = smallest else { return Ok((items, false)) };
+            let Some(at) = (0..cursors.len())
+                .filter(|&i| !cursors[i].buffer.is_empty())
+                .min_by(|&a, &b| cursors[a].buffer[0].name().cmp(cursors[b].buffer[0].name()))
+            else {
+                return Ok((items, false));
+            };
             if items.len() == max {
                 return Ok((items, true));
             }
-            let item = cursors[at].buffer.pop_front().expect("front exists");
+            let Some(item) = cursors[at].buffer.pop_front() else { continue };
             // A common prefix may come from several shards: keep one.
             for cursor in &mut cursors {
-                while cursor.buffer.front().is_some_and(|i| i.name() == name) {
+                while cursor.buffer.front().is_some_and(|i| i.name() == item.name()) {
                     cursor.buffer.pop_front();
                 }
             }

@@ -417,13 +417,19 @@ impl ShoalS3 {
         let last = items.last().map(|i| i.name().to_owned());
         let encode = |s: &str| if url { url_encode(s) } else { s.to_owned() };
         let (mut contents, mut prefixes) = (Vec::new(), Vec::new());
+        // Owners' display names, looked up once per page.
+        let mut names: std::collections::HashMap<String, Option<String>> = Default::default();
         for item in items {
             match item {
                 ListItem::Entry(key, entry) => {
-                    let owner = if with_owner {
-                        Some(owner_of(&entry.owner, self.display_name(&entry.owner).await.as_deref()))
-                    } else {
-                        None
+                    let owner = match with_owner {
+                        true => {
+                            if !names.contains_key(&entry.owner) {
+                                names.insert(entry.owner.clone(), self.display_name(&entry.owner).await);
+                            }
+                            Some(owner_of(&entry.owner, names[&entry.owner].as_deref()))
+                        }
+                        false => None,
                     };
                     contents.push(Object {
                         key: Some(encode(&key)),
@@ -1039,13 +1045,10 @@ impl S3 for ShoalS3 {
             _ => String::new(),
         };
         let prefix = input.prefix.clone().unwrap_or_default();
-        let (all, _) =
-            self.objects.list_uploads(&self.uploads, &bucket, &after, usize::MAX).await.map_err(rados_error)?;
-        let matching: Vec<_> = all.into_iter().filter(|u| u.key.starts_with(&prefix)).collect();
-        let truncated = matching.len() > max;
-        let uploads: Vec<MultipartUpload> = matching
+        let (page, truncated) =
+            self.objects.list_uploads(&self.uploads, &bucket, &after, &prefix, max).await.map_err(rados_error)?;
+        let uploads: Vec<MultipartUpload> = page
             .iter()
-            .take(max)
             .map(|u| MultipartUpload {
                 key: Some(u.key.clone()),
                 upload_id: Some(u.upload_id.clone()),
@@ -1131,7 +1134,7 @@ impl ShoalS3 {
     /// Removes an (empty) bucket: aborts its uploads, then removes its record, index shards
     /// and upload object.
     pub async fn remove_bucket(&self, bucket: &BucketInfo) -> shoal_types::Result<()> {
-        let (uploads, _) = self.objects.list_uploads(&self.uploads, bucket, "", usize::MAX).await?;
+        let (uploads, _) = self.objects.list_uploads(&self.uploads, bucket, "", "", usize::MAX).await?;
         for upload in uploads {
             self.objects.abort_upload(&self.uploads, bucket, &upload.key, &upload.upload_id).await?;
         }

@@ -137,6 +137,9 @@ async fn admin_keys(gateway: &Gateway, dir: &Path) -> Result<AdminKeys> {
 
 /// Runs `shoal gateway` until SIGTERM or Ctrl-C.
 pub async fn run_gateway(args: GatewayArgs) -> Result<()> {
+    if args.cluster.data.is_some() {
+        return Err(err::invalid("shoal gateway serves a cluster (-c CONF); with a local --data DIR use shoal server"));
+    }
     let session = args.cluster.open().await?;
     let gateway_config = args.cluster.config_for(&session.rados, &format!("client.{}", args.name))?.gateway()?;
     let mut handles = vec![session.rados.clone()];

@@ -216,12 +216,8 @@ impl Shared {
     }
 }
 
-/// Per-operation results of one worker.
-#[derive(Default)]
-struct Recorded {
-    latencies_us: Vec<(Op, u64)>,
-    bytes: Vec<(Op, u64)>,
-}
+/// One completed operation: what it was, its latency in µs and the payload bytes it moved.
+type Sample = (Op, u64, u64);
 
 fn choose(args: &S3BenchArgs) -> Result<impl Fn() -> Op + Send + Sync + 'static> {
     let weights = [
@@ -346,14 +342,13 @@ pub async fn run(args: S3BenchArgs) -> Result<()> {
             let (shared, choose, stop, done, duration, slowdowns) =
                 (shared.clone(), choose.clone(), stop.clone(), done.clone(), args.duration, slowdowns.clone());
             tokio::spawn(async move {
-                let mut recorded = Recorded::default();
+                let mut recorded: Vec<Sample> = Vec::new();
                 while !stop.load(Ordering::Relaxed) && start.elapsed() < duration {
                     let op = choose();
                     let t = Instant::now();
                     match shared.run(op, random_delete).await {
                         Ok(Some(bytes)) => {
-                            recorded.latencies_us.push((op, t.elapsed().as_micros() as u64));
-                            recorded.bytes.push((op, bytes));
+                            recorded.push((op, t.elapsed().as_micros() as u64, bytes));
                             done.fetch_add(1, Ordering::Relaxed);
                         }
                         // Nothing left to read or delete: a delete run is over; mixed puts instead.
@@ -376,13 +371,12 @@ pub async fn run(args: S3BenchArgs) -> Result<()> {
             })
         })
         .collect();
-    let mut all = Recorded::default();
+    let mut all: Vec<Sample> = Vec::new();
     let mut failure = None;
     for t in tasks {
         match t.await.map_err(|e| err::io(e.to_string()))? {
             Ok(r) => {
-                all.latencies_us.extend(r.latencies_us);
-                all.bytes.extend(r.bytes);
+                all.extend(r);
             }
             Err(e) => failure = failure.or(Some(e)),
         }
@@ -404,13 +398,13 @@ pub async fn run(args: S3BenchArgs) -> Result<()> {
     Ok(())
 }
 
-fn stats_of(all: &Recorded, op: Option<Op>, elapsed: Duration) -> RunStats {
+fn stats_of(all: &[Sample], op: Option<Op>, elapsed: Duration) -> RunStats {
     let wanted = |o: &Op| op.is_none_or(|w| w == *o);
-    let mut latencies_us: Vec<u64> = all.latencies_us.iter().filter(|(o, _)| wanted(o)).map(|(_, l)| *l).collect();
+    let mut latencies_us: Vec<u64> = all.iter().filter(|(o, ..)| wanted(o)).map(|(_, l, _)| *l).collect();
     latencies_us.sort_unstable();
     RunStats {
         ops: latencies_us.len() as u64,
-        bytes: all.bytes.iter().filter(|(o, _)| wanted(o)).map(|(_, b)| *b).sum(),
+        bytes: all.iter().filter(|(o, ..)| wanted(o)).map(|(.., b)| *b).sum(),
         elapsed,
         latencies_us,
         cpu_secs: 0.0,
@@ -419,7 +413,7 @@ fn stats_of(all: &Recorded, op: Option<Op>, elapsed: Duration) -> RunStats {
 
 fn rows(
     args: &S3BenchArgs,
-    all: &Recorded,
+    all: &[Sample],
     elapsed: Duration,
     client_cpu: f64,
     server_cpu: Option<f64>,
