@@ -540,21 +540,6 @@ impl IoCtx {
         }
     }
 
-    /// Up to `max` omap keys after `start_after` that start with `prefix`, and whether more follow.
-    pub async fn omap_keys(
-        &self,
-        name: &str,
-        start_after: &[u8],
-        prefix: &[u8],
-        max: u32,
-    ) -> Result<(Vec<Bytes>, bool)> {
-        let op = ReadOp::new().omap_get_keys(Bytes::copy_from_slice(start_after), Bytes::copy_from_slice(prefix), max);
-        match self.read(name, op).await?.outputs.into_iter().next() {
-            Some(StepOutput::OmapKeys { keys, more }) => Ok((keys, more)),
-            other => Err(err::io(format!("unexpected omap_get_keys output {other:?}"))),
-        }
-    }
-
     /// Up to `max` omap entries after `start_after` whose keys start with `prefix`, and
     /// whether more follow.
     pub async fn omap_vals(

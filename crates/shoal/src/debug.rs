@@ -11,7 +11,6 @@ use bytes::Bytes;
 use clap::Subcommand;
 use shoal_client::{IoCtx, ReadOp, WriteOp};
 use shoal_types::{Errno, PoolSpec, Result, StepOutput, err};
-use std::collections::BTreeMap;
 use std::io::Write;
 
 const POOL: &str = "crash";
@@ -127,22 +126,10 @@ async fn verify(session: &Session, writers: u64) -> Result<()> {
                 return Err(err::io(format!("{object}: record {} is wrong", i + 1)));
             }
         }
-        let mut keys = BTreeMap::new();
-        let mut after = Bytes::new();
-        loop {
-            let reply = io.read(&object, ReadOp::new().omap_get_keys(after.clone(), Bytes::new(), 1000)).await?;
-            let Some(StepOutput::OmapKeys { keys: page, more }) = reply.outputs.into_iter().next() else {
-                return Err(err::io("unexpected output"));
-            };
-            after = page.last().cloned().unwrap_or_default();
-            keys.extend(page.into_iter().map(|k| (k, ())));
-            if !more {
-                break;
-            }
-        }
+        let keys: Vec<Bytes> = io.omap_vals_all(&object, b"").await?.into_iter().map(|(k, _)| k).collect();
         let records = (data.len() / RECORD) as u64;
         let expected_keys: Vec<Bytes> = (1..=records).map(|s| Bytes::from(format!("{s:020}"))).collect();
-        if keys.keys().cloned().collect::<Vec<_>>() != expected_keys || records != last {
+        if keys != expected_keys || records != last {
             return Err(err::io(format!(
                 "{object}: half-applied state: last {last}, {records} records, {} keys",
                 keys.len()
