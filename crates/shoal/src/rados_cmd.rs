@@ -247,11 +247,9 @@ fn single(outputs: Vec<StepOutput>) -> Result<StepOutput> {
     outputs.into_iter().next().ok_or_else(|| err::io("the OSD returned no output"))
 }
 
-/// `YYYY-MM-DDTHH:MM:SS.ffffffZ` for nanoseconds since the epoch.
-pub fn format_time(ns: u64) -> String {
-    let secs = ns / 1_000_000_000;
-    let (days, rem) = (secs / 86400, secs % 86400);
-    // Civil-from-days (proleptic Gregorian), after Howard Hinnant's algorithm.
+/// `(year, month, day)` of a day counted from 1970-01-01 (proleptic Gregorian, after
+/// Howard Hinnant's civil-from-days algorithm).
+pub fn civil_date(days: u64) -> (i64, i64, i64) {
     let z = days as i64 + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -260,7 +258,14 @@ pub fn format_time(ns: u64) -> String {
     let mp = (5 * doy + 2) / 153;
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.ffffffZ` for nanoseconds since the epoch.
+pub fn format_time(ns: u64) -> String {
+    let secs = ns / 1_000_000_000;
+    let (days, rem) = (secs / 86400, secs % 86400);
+    let (year, month, day) = civil_date(days);
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
         rem / 3600,

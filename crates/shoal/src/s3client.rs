@@ -58,18 +58,8 @@ pub fn uri_encode(s: &str, keep_slash: bool) -> String {
 
 /// `(YYYYMMDD, YYYYMMDDTHHMMSSZ)` for seconds since the Unix epoch (UTC).
 pub fn amz_dates(unix_secs: u64) -> (String, String) {
-    let days = (unix_secs / 86_400) as i64;
-    let rem = unix_secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (days, rem) = (unix_secs / 86_400, unix_secs % 86_400);
+    let (year, month, day) = crate::rados_cmd::civil_date(days);
     let date = format!("{year:04}{month:02}{day:02}");
     let stamp = format!("{date}T{:02}{:02}{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60);
     (date, stamp)
