@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sourced by scripts/test.sh: a Python venv with boto3, pytest, requests and the aws CLI
-# for the S3 suite in tests/s3 (Debian's python3-venv provides the venv module).
+# Sourced by scripts/test.sh: a Python venv with boto3, pytest, requests, the aws CLI, pika
+# and kafka-python for the suites in tests/s3 (Debian's python3-venv provides the venv
+# module), and the test brokers (RabbitMQ, Kafka) the notification suite pushes to.
 set -euo pipefail
 
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
@@ -10,10 +11,14 @@ if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
 fi
 VENV="${SHOAL_VENV:-$HOME/.cache/shoal/venv}"
-if ! "$VENV/bin/python" -c 'import boto3, pytest, requests, awscli' >/dev/null 2>&1; then
+if ! "$VENV/bin/python" -c 'import boto3, pytest, requests, awscli, pika, kafka' >/dev/null 2>&1; then
   echo "[setup] creating the test venv in $VENV" >&2
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q boto3 pytest requests awscli
+  "$VENV/bin/pip" install -q boto3 pytest requests awscli pika kafka-python
 fi
 export SHOAL_PYTHON="$VENV/bin/python"
+
+scripts/brokers.sh install
+eval "export $(scripts/brokers.sh start)"
+trap 'scripts/brokers.sh stop' EXIT

@@ -25,7 +25,7 @@ def client(endpoint=None, access_key=None, secret_key=None, **config):
         # Retries as SDKs do by default (standard mode retries connection errors and 5xx,
         # never the 4xx answers the tests check): a server may close a connection after an
         # error answered before the request body was read.
-        config=botocore.config.Config(retries={"max_attempts": 3, "mode": "standard"},
+        config=botocore.config.Config(retries=config.pop("retries", {"max_attempts": 3, "mode": "standard"}),
                                       s3={"addressing_style": "path"}, **config),
     )
 

@@ -34,6 +34,43 @@ pub struct GatewayConfig {
     pub max_xml_size: usize,
     /// Greatest allowed difference between a request's time and ours.
     pub max_clock_skew: Duration,
+    /// Bucket notifications and topics.
+    pub notify: NotifyConfig,
+    /// Port of the Prometheus metrics listener (`rgw_metrics_port`; 0 = none).
+    pub metrics_port: u16,
+}
+
+/// Options of topics and bucket notifications.
+#[derive(Clone, Debug)]
+pub struct NotifyConfig {
+    /// The zonegroup named in ARNs and events (`rgw_zonegroup`).
+    pub zonegroup: String,
+    /// Queue shards of new persistent topics (`rgw_bucket_persistent_notif_num_shards`).
+    pub num_shards: u32,
+    /// Bytes a persistent topic's queue holds when the topic does not say (`rgw_topic_persistent_queue_size`).
+    pub queue_size: u64,
+    /// How long a request waits for room in a full queue before 503 SlowDown (`rgw_notify_reserve_wait`).
+    pub reserve_wait: Duration,
+    /// Longest a push may take (`rgw_notify_push_timeout`).
+    pub push_timeout: Duration,
+    /// Accept and store topic passwords over plain HTTP (`rgw_allow_notification_secrets_in_cleartext`).
+    pub secrets_in_cleartext: bool,
+    /// Delivery timing and defaults.
+    pub manager: shoal_notify::manager::ManagerConfig,
+}
+
+impl Default for NotifyConfig {
+    fn default() -> Self {
+        NotifyConfig {
+            zonegroup: "default".into(),
+            num_shards: 11,
+            queue_size: 128 << 20,
+            reserve_wait: Duration::from_secs(5),
+            push_timeout: Duration::from_secs(5),
+            secrets_in_cleartext: false,
+            manager: shoal_notify::manager::ManagerConfig::default(),
+        }
+    }
 }
 
 impl Default for GatewayConfig {
@@ -53,6 +90,8 @@ impl Default for GatewayConfig {
             max_header_size: 16 << 10,
             max_xml_size: 20 << 20,
             max_clock_skew: Duration::from_secs(900),
+            notify: NotifyConfig::default(),
+            metrics_port: 0,
         }
     }
 }

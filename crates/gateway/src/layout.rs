@@ -9,6 +9,8 @@ pub const META_POOL: &str = ".rgw.meta";
 pub const INDEX_POOL: &str = ".rgw.buckets.index";
 /// Head objects, tail chunks and multipart parts.
 pub const DATA_POOL: &str = ".rgw.buckets.data";
+/// Persistent notification queues (namespace `notif`, see `shoal_notify::queue`).
+pub const LOG_POOL: &str = ".rgw.log";
 
 /// Namespace of user records (`<uid>` → JSON).
 pub const NS_USERS: &str = "users";
@@ -22,6 +24,8 @@ pub const NS_BUCKETS: &str = "buckets";
 pub const NS_UPLOADS: &str = "uploads";
 /// Namespace of the garbage-collection queue.
 pub const NS_GC: &str = "gc";
+/// Namespace of topic records (`<topic key>` → JSON).
+pub const NS_TOPICS: &str = "topics";
 /// Namespace of the cache control object that gateways watch.
 pub const NS_CONTROL: &str = "control";
 

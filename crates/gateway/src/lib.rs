@@ -10,18 +10,28 @@ pub mod gc;
 pub mod layout;
 pub mod meta;
 pub mod multipart;
+pub mod notifications;
 pub mod objects;
 pub mod s3;
 pub mod server;
+pub mod sigv4;
+pub mod sns;
 
 use crate::config::GatewayConfig;
 use crate::gc::Gc;
 use crate::meta::Meta;
+use crate::notifications::{HeadResolver, Notifier, Topics};
 use crate::objects::{Objects, Pools};
 use crate::s3::ShoalS3;
+use crate::sns::Routes;
 use s3s::auth::{S3Auth, SecretKey};
 use s3s::{S3Result, s3_error};
 use shoal_client::Rados;
+use shoal_notify::endpoint::Pusher;
+use shoal_notify::manager::Manager;
+use shoal_notify::metrics::Metrics;
+use shoal_notify::publish::Publisher;
+use shoal_notify::queue::Queues;
 use shoal_types::{Errno, PoolSpec, Result, err};
 use std::sync::Arc;
 
@@ -34,6 +44,10 @@ pub struct Gateway {
     pub s3: Arc<ShoalS3>,
     /// The garbage collector.
     pub gc: Arc<Gc>,
+    /// The topic API and notification configurations.
+    pub routes: Arc<Routes>,
+    /// Delivery of persistent topics.
+    pub manager: Arc<Manager>,
     /// Options.
     pub config: GatewayConfig,
 }
@@ -43,7 +57,7 @@ pub struct Gateway {
 pub async fn ensure_pools(rados: &Rados, size: u32) -> Result<()> {
     let size = if size == 0 { (rados.map().osds.len() as u32).clamp(1, 3) } else { size };
     let existing: Vec<String> = rados.pool_list().await?.into_iter().map(|p| p.name).collect();
-    for name in [layout::META_POOL, layout::INDEX_POOL, layout::DATA_POOL] {
+    for name in [layout::META_POOL, layout::INDEX_POOL, layout::DATA_POOL, layout::LOG_POOL] {
         if existing.iter().any(|p| p == name) {
             continue;
         }
@@ -77,8 +91,23 @@ impl Gateway {
         let mut uploads = meta_pool.clone();
         uploads.set_namespace(layout::NS_UPLOADS);
         let meta = Meta::new(meta_pool, config.cache_enabled, config.cache_lru_size);
-        let s3 = Arc::new(ShoalS3 { meta, objects, uploads, config: config.clone() });
-        Ok(Gateway { s3, gc, config })
+        let queues = Queues::new(first.ioctx(layout::LOG_POOL).await?);
+        let publisher = Arc::new(Publisher {
+            queues: queues.clone(),
+            pusher: Arc::new(Pusher::new(config.notify.push_timeout)),
+            metrics: Arc::new(Metrics::default()),
+            reserve_wait: config.notify.reserve_wait,
+        });
+        let notifier = Arc::new(Notifier::new(publisher.clone(), meta.clone(), config.notify.zonegroup.clone()));
+        let manager = Manager::new(
+            publisher,
+            Arc::new(Topics(meta.clone())),
+            Arc::new(HeadResolver(first.ioctx(layout::DATA_POOL).await?)),
+            config.notify.manager.clone(),
+        );
+        let routes = Arc::new(Routes { meta: meta.clone(), queues, config: config.clone() });
+        let s3 = Arc::new(ShoalS3 { meta, objects, uploads, notifier, config: config.clone() });
+        Ok(Gateway { s3, gc, routes, manager, config })
     }
 
     /// Starts the background work (cache coherence, garbage collection) and returns the
@@ -86,14 +115,60 @@ impl Gateway {
     pub fn start(&self) -> Arc<Front> {
         tokio::spawn(self.s3.meta.clone().follow_invalidations());
         tokio::spawn(self.gc.clone().run(self.config.gc_period));
+        tokio::spawn(self.manager.clone().run());
         let mut builder = s3s::service::S3ServiceBuilder::new((*self.s3).clone());
+        builder.set_route(RouteHandle(self.routes.clone()));
         builder.set_auth(Auth(self.s3.meta.clone()));
         builder.set_access(AllowAll);
         let mut s3_config = s3s::config::S3Config::default();
         s3_config.xml_max_body_size = self.config.max_xml_size;
         s3_config.presigned_url_max_skew_time_secs = self.config.max_clock_skew.as_secs() as u32;
         builder.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(s3_config))));
-        Front::new(builder.build(), &self.config)
+        Front::new(builder.build(), self.routes.clone(), &self.config)
+    }
+}
+
+impl Gateway {
+    /// The gateway's counters in the Prometheus text format: requests, throttling, the
+    /// metadata cache, and per-topic notification counters.
+    pub fn prometheus(&self, front: &Front) -> String {
+        use std::sync::atomic::Ordering::Relaxed;
+        let cache = &self.s3.meta.stats;
+        let mut out = String::new();
+        for (name, kind, value) in [
+            ("shoal_rgw_requests_total", "counter", front.stats.requests.load(Relaxed)),
+            ("shoal_rgw_throttled_total", "counter", front.stats.throttled.load(Relaxed)),
+            ("shoal_rgw_cache_hits_total", "counter", cache.hits.load(Relaxed)),
+            ("shoal_rgw_cache_misses_total", "counter", cache.misses.load(Relaxed)),
+            ("shoal_rgw_cache_invalidations_total", "counter", cache.invalidations.load(Relaxed)),
+            ("shoal_notify_owned_shards", "gauge", self.manager.owned_shards().len() as u64),
+        ] {
+            out.push_str(&format!("# TYPE {name} {kind}\n{name} {value}\n"));
+        }
+        out + &self.s3.notifier.publisher.metrics.prometheus()
+    }
+
+    /// Answers every request on `listener` with [`Gateway::prometheus`] until it fails.
+    pub async fn serve_metrics(self: Arc<Self>, front: Arc<Front>, listener: tokio::net::TcpListener) {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { return };
+            let (gateway, front) = (self.clone(), front.clone());
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |_req| {
+                    let body = gateway.prometheus(&front);
+                    async move {
+                        let mut response = http::Response::new(http_body_util::Full::new(bytes::Bytes::from(body)));
+                        response.headers_mut().insert(
+                            http::header::CONTENT_TYPE,
+                            http::HeaderValue::from_static("text/plain; version=0.0.4"),
+                        );
+                        Ok::<_, std::convert::Infallible>(response)
+                    }
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+            });
+        }
     }
 }
 
@@ -116,5 +191,29 @@ struct AllowAll;
 impl s3s::access::S3Access for AllowAll {
     async fn check(&self, _cx: &mut s3s::access::S3AccessContext<'_>) -> S3Result<()> {
         Ok(())
+    }
+}
+
+/// The custom routes as s3s takes them (by value).
+struct RouteHandle(Arc<Routes>);
+
+#[async_trait::async_trait]
+impl s3s::route::S3Route for RouteHandle {
+    fn is_match(
+        &self,
+        method: &http::Method,
+        uri: &http::Uri,
+        headers: &http::HeaderMap,
+        extensions: &mut http::Extensions,
+    ) -> bool {
+        self.0.is_match(method, uri, headers, extensions)
+    }
+
+    async fn check_access(&self, req: &mut s3s::S3Request<s3s::Body>) -> S3Result<()> {
+        self.0.check_access(req).await
+    }
+
+    async fn call(&self, req: s3s::S3Request<s3s::Body>) -> S3Result<s3s::S3Response<s3s::Body>> {
+        self.0.call(req).await
     }
 }

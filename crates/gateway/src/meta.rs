@@ -2,12 +2,14 @@
 //! cached in an LRU that every gateway keeps coherent through watch/notify on one control
 //! object: a gateway that changes a record notifies the others, which drop their copy.
 
-use crate::layout::{CONTROL_OBJECT, NS_BUCKETS, NS_CONTROL, NS_KEYS, NS_USER_BUCKETS, NS_USERS};
+use crate::layout::{CONTROL_OBJECT, NS_BUCKETS, NS_CONTROL, NS_KEYS, NS_TOPICS, NS_USER_BUCKETS, NS_USERS};
 use bytes::Bytes;
 use lru::LruCache;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use shoal_client::{IoCtx, WatchEvent, WriteOp};
+use shoal_notify::filter::NotificationConfig;
+use shoal_notify::topic::Topic;
 use shoal_types::{Errno, Result, err};
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -97,6 +99,9 @@ pub struct BucketInfo {
     /// The bucket's canned ACL.
     #[serde(default)]
     pub acl: CannedAcl,
+    /// Notification configurations, by Id.
+    #[serde(default)]
+    pub notifications: Vec<NotificationConfig>,
 }
 
 #[derive(Clone)]
@@ -104,6 +109,7 @@ enum Cached {
     User(Arc<UserInfo>),
     Uid(String),
     Bucket(Arc<BucketInfo>),
+    Topic(Arc<Topic>),
 }
 
 /// Counters of the metadata cache.
@@ -133,6 +139,9 @@ fn access_key_key(access_key: &str) -> String {
 }
 fn bucket_key(name: &str) -> String {
     format!("bucket:{name}")
+}
+fn topic_cache_key(key: &str) -> String {
+    format!("topic:{key}")
 }
 
 impl Meta {
@@ -397,6 +406,42 @@ impl Meta {
     /// Every bucket name.
     pub async fn list_buckets(&self) -> Result<Vec<String>> {
         let mut names: Vec<String> = self.ns(NS_BUCKETS).list_all(false).await?.into_iter().map(|o| o.name).collect();
+        names.sort();
+        Ok(names)
+    }
+
+    // ---- topics ----
+
+    /// The topic with `key` (`Topic::key(tenant, name)`).
+    pub async fn topic(&self, key: &str) -> Result<Option<Arc<Topic>>> {
+        if let Some(Cached::Topic(t)) = self.cache_get(&topic_cache_key(key)) {
+            return Ok(Some(t));
+        }
+        let topic = self.read_json::<Topic>(NS_TOPICS, key).await?.map(Arc::new);
+        if let Some(t) = &topic {
+            self.cache_put(topic_cache_key(key), Cached::Topic(t.clone()));
+        }
+        Ok(topic)
+    }
+
+    /// Stores a topic record (new or changed).
+    pub async fn put_topic(&self, topic: &Topic) -> Result<()> {
+        let key = topic.own_key();
+        self.write_json(NS_TOPICS, &key, topic, false).await?;
+        self.invalidate(vec![topic_cache_key(&key)]).await;
+        Ok(())
+    }
+
+    /// Removes a topic record; a missing one is fine.
+    pub async fn remove_topic(&self, key: &str) -> Result<()> {
+        remove_ignoring_missing(&self.ns(NS_TOPICS), key).await?;
+        self.invalidate(vec![topic_cache_key(key)]).await;
+        Ok(())
+    }
+
+    /// Every topic key, in order.
+    pub async fn list_topics(&self) -> Result<Vec<String>> {
+        let mut names: Vec<String> = self.ns(NS_TOPICS).list_all(false).await?.into_iter().map(|o| o.name).collect();
         names.sort();
         Ok(names)
     }

@@ -229,6 +229,7 @@ impl Objects {
         key: &str,
         upload_id: &str,
         listed: &[(u32, String)],
+        tag: &str,
     ) -> std::result::Result<ObjectMeta, CompleteError> {
         let Some(info) = self.upload(uploads, bucket, key, upload_id).await? else {
             return Err(CompleteError::NoSuchUpload);
@@ -256,7 +257,7 @@ impl Objects {
             size: tail.iter().map(|s| s.size).sum(),
             etag: format!("{}-{}", hex(&md5::Md5::digest(&md5s).into()), listed.len()),
             mtime_ns,
-            order: crate::objects::order_of(mtime_ns, &new_tag()),
+            order: crate::objects::order_of(mtime_ns, tag),
             parts: Some(listed.len() as u32),
             tail: tail.clone(),
             ..info.meta.clone()

@@ -5,14 +5,15 @@ use crate::config::GatewayConfig;
 use crate::layout;
 use crate::meta::{BucketInfo, CannedAcl, Meta, UserInfo};
 use crate::multipart::{CompleteError, hex};
-use crate::objects::{ObjectMeta, Objects, StreamError, new_tag, now_ns, order_of};
+use crate::notifications::{Done, Operation, Origin};
+use crate::objects::{ObjectMeta, Objects, StreamError, new_tag, now_ns, order_of, read_meta};
 use bytes::Bytes;
 use futures::StreamExt;
 use s3s::auth::Credentials;
 use s3s::dto::*;
 use s3s::{S3, S3Error, S3Request, S3Response, S3Result, s3_error};
 use shoal_client::IoCtx;
-use shoal_objclass::bucket_index::ListItem;
+use shoal_objclass::bucket_index::{IndexEntry, ListItem};
 use shoal_types::{Errno, RadosError};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,6 +28,8 @@ pub struct ShoalS3 {
     pub objects: Arc<Objects>,
     /// The metadata pool in the uploads namespace.
     pub uploads: IoCtx,
+    /// Bucket notifications.
+    pub notifier: Arc<crate::notifications::Notifier>,
     /// Options.
     pub config: GatewayConfig,
 }
@@ -271,6 +274,16 @@ fn check_conditions(
     Ok(())
 }
 
+/// The request's origin as the front recorded it.
+fn origin_of(extensions: &http::Extensions) -> Origin {
+    extensions.get::<Origin>().cloned().unwrap_or_default()
+}
+
+/// What a written object tells its events.
+fn done_of(meta: &ObjectMeta) -> Done {
+    Done { size: meta.size, etag: meta.etag.clone(), order_ns: meta.mtime_ns }
+}
+
 impl ShoalS3 {
     /// The authenticated user (None for anonymous requests); suspended users are refused.
     async fn requester(&self, credentials: &Option<Credentials>) -> S3Result<Option<Arc<UserInfo>>> {
@@ -363,14 +376,14 @@ impl ShoalS3 {
         mut meta: ObjectMeta,
         body: S,
         content_md5: Option<&str>,
+        tag: &str,
     ) -> S3Result<ObjectMeta>
     where
         S: futures::Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
-        let tag = new_tag();
         let head = layout::head_object(&bucket.id, key);
-        let prefix = layout::tail_prefix(&bucket.id, key, &tag);
+        let prefix = layout::tail_prefix(&bucket.id, key, tag);
         let written = self.objects.write_data(body, &head, &prefix, true).await.map_err(stream_error)?;
         if let Some(expected) = content_md5 {
             use base64::Engine;
@@ -388,11 +401,72 @@ impl ShoalS3 {
         meta.size = written.size;
         meta.etag = hex(&written.md5);
         meta.mtime_ns = now_ns();
-        meta.order = order_of(meta.mtime_ns, &tag);
+        meta.order = order_of(meta.mtime_ns, tag);
         meta.tail = written.segment.into_iter().collect();
         meta.parts = None;
         self.commit(bucket, key, &meta, written.inline.unwrap_or_default(), written.intent).await?;
         Ok(meta)
+    }
+
+    /// Runs `work` between reserving the events of `op` and publishing them (or dropping
+    /// them if it fails).
+    async fn with_events<T>(
+        &self,
+        op: &Operation<'_>,
+        origin: &Origin,
+        who: &Option<Arc<UserInfo>>,
+        work: impl std::future::Future<Output = S3Result<T>>,
+        done: impl FnOnce(&T) -> Done,
+    ) -> S3Result<T> {
+        let pending = self.notifier.prepare(op, origin, who).await?;
+        match work.await {
+            Ok(value) => {
+                self.notifier.finish(pending, Some(done(&value))).await;
+                Ok(value)
+            }
+            Err(e) => {
+                self.notifier.finish(pending, None).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Deletes `key` (with its ObjectRemoved:Delete events).
+    async fn delete_key(
+        &self,
+        bucket: &BucketInfo,
+        key: &str,
+        origin: &Origin,
+        who: &Option<Arc<UserInfo>>,
+    ) -> S3Result<()> {
+        let tag = new_tag();
+        let order_ns = now_ns();
+        let order = order_of(order_ns, &tag);
+        // Filters and events need the removed object's metadata: read it only if someone listens.
+        let stored = match bucket.notifications.is_empty() {
+            true => None,
+            false => {
+                let head = layout::head_object(&bucket.id, key);
+                read_meta(self.objects.pools.data(), &head).await.map_err(rados_error)?
+            }
+        };
+        let (metadata, tags) = stored.as_ref().map(|m| (m.user_meta.clone(), m.tags.clone())).unwrap_or_default();
+        let op = Operation {
+            bucket,
+            key,
+            event: "ObjectRemoved:Delete",
+            tag: &tag,
+            metadata: &metadata,
+            tags: &tags,
+            order_ns: Some(order_ns),
+        };
+        let work = async { self.objects.delete(bucket, key, &order).await.map_err(rados_error) };
+        let done = |removed: &Option<IndexEntry>| Done {
+            size: removed.as_ref().map_or(0, |e| e.size),
+            etag: removed.as_ref().map_or(String::new(), |e| e.etag.clone()),
+            order_ns,
+        };
+        self.with_events(&op, origin, who, work, done).await.map(|_| ())
     }
 
     async fn display_name(&self, uid: &str) -> Option<String> {
@@ -559,6 +633,7 @@ impl S3 for ShoalS3 {
             created_ns: now_ns(),
             num_shards: self.config.bucket_index_shards.max(1),
             acl,
+            notifications: Vec::new(),
         };
         self.objects.init_index(&info).await.map_err(rados_error)?;
         if let Err(e) = self.meta.create_bucket(&info).await {
@@ -724,7 +799,18 @@ impl S3 for ShoalS3 {
             return Err(s3_error!(EntityTooLarge));
         }
         let body = input.body.map(|b| b.boxed()).unwrap_or_else(|| futures::stream::empty().boxed());
-        let meta = self.store_object(&bucket, &input.key, meta, body, input.content_md5.as_deref()).await?;
+        let tag = new_tag();
+        let op = Operation {
+            bucket: &bucket,
+            key: &input.key,
+            event: "ObjectCreated:Put",
+            tag: &tag,
+            metadata: &meta.user_meta,
+            tags: &meta.tags,
+            order_ns: None,
+        };
+        let work = self.store_object(&bucket, &input.key, meta.clone(), body, input.content_md5.as_deref(), &tag);
+        let meta = self.with_events(&op, &origin_of(&req.extensions), &who, work, done_of).await?;
         if input.content_length.is_some_and(|l| l as u64 != meta.size) {
             tracing::warn!(key = %input.key, "body length differs from Content-Length");
         }
@@ -783,8 +869,7 @@ impl S3 for ShoalS3 {
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
         let who = self.requester(&req.credentials).await?;
         let (bucket, _) = self.writable_bucket(&req.input.bucket, &who).await?;
-        let order = order_of(now_ns(), &new_tag());
-        self.objects.delete(&bucket, &req.input.key, &order).await.map_err(rados_error)?;
+        self.delete_key(&bucket, &req.input.key, &origin_of(&req.extensions), &who).await?;
         Ok(S3Response::new(DeleteObjectOutput::default()))
     }
 
@@ -797,12 +882,12 @@ impl S3 for ShoalS3 {
         }
         let quiet = input.delete.quiet == Some(true);
         let (mut deleted, mut errors) = (Vec::new(), Vec::new());
+        let origin = origin_of(&req.extensions);
         let results = futures::stream::iter(input.delete.objects)
             .map(|object| {
-                let bucket = bucket.clone();
+                let (bucket, origin, who) = (bucket.clone(), &origin, &who);
                 async move {
-                    let order = order_of(now_ns(), &new_tag());
-                    let result = self.objects.delete(&bucket, &object.key, &order).await;
+                    let result = self.delete_key(&bucket, &object.key, origin, who).await;
                     (object.key, result)
                 }
             })
@@ -815,8 +900,8 @@ impl S3 for ShoalS3 {
                 Ok(_) => deleted.push(DeletedObject { key: Some(key), ..Default::default() }),
                 Err(e) => errors.push(Error {
                     key: Some(key),
-                    code: Some("InternalError".into()),
-                    message: Some(e.to_string()),
+                    code: Some(e.code().as_str().to_owned()),
+                    message: e.message().map(str::to_owned),
                     version_id: None,
                 }),
             }
@@ -851,7 +936,18 @@ impl S3 for ShoalS3 {
             }
         };
         let data = self.objects.read_range(&src_meta, inline, 0..src_meta.size);
-        let meta = self.store_object(&bucket, &input.key, meta, Box::pin(data), None).await?;
+        let tag = new_tag();
+        let op = Operation {
+            bucket: &bucket,
+            key: &input.key,
+            event: "ObjectCreated:Copy",
+            tag: &tag,
+            metadata: &meta.user_meta,
+            tags: &meta.tags,
+            order_ns: None,
+        };
+        let work = self.store_object(&bucket, &input.key, meta.clone(), Box::pin(data), None, &tag);
+        let meta = self.with_events(&op, &origin_of(&req.extensions), &who, work, done_of).await?;
         Ok(S3Response::new(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
                 e_tag: Some(etag(&meta.etag)),
@@ -1092,16 +1188,36 @@ impl S3 for ShoalS3 {
                 Ok((Self::validate_part_number(number)?, tag.into_value()))
             })
             .collect::<S3Result<_>>()?;
-        let meta =
-            self.objects.complete_upload(&self.uploads, &bucket, &input.key, &input.upload_id, &listed).await.map_err(
-                |e| match e {
-                    CompleteError::NoSuchUpload => s3_error!(NoSuchUpload),
-                    CompleteError::InvalidPart(n) => s3_error!(InvalidPart, "part {n} is missing or its ETag differs"),
-                    CompleteError::InvalidPartOrder => s3_error!(InvalidPartOrder),
-                    CompleteError::EntityTooSmall(n) => s3_error!(EntityTooSmall, "part {n} is smaller than 5 MiB"),
-                    CompleteError::Rados(e) => rados_error(e),
-                },
-            )?;
+        // The completed object's metadata comes from the upload record: read it only if someone listens.
+        let initial = match bucket.notifications.is_empty() {
+            true => None,
+            false => {
+                self.objects.upload(&self.uploads, &bucket, &input.key, &input.upload_id).await.map_err(rados_error)?
+            }
+        };
+        let (metadata, tags) = initial.map(|u| (u.meta.user_meta, u.meta.tags)).unwrap_or_default();
+        let tag = new_tag();
+        let op = Operation {
+            bucket: &bucket,
+            key: &input.key,
+            event: "ObjectCreated:CompleteMultipartUpload",
+            tag: &tag,
+            metadata: &metadata,
+            tags: &tags,
+            order_ns: None,
+        };
+        let work = async {
+            let completed =
+                self.objects.complete_upload(&self.uploads, &bucket, &input.key, &input.upload_id, &listed, &tag);
+            completed.await.map_err(|e| match e {
+                CompleteError::NoSuchUpload => s3_error!(NoSuchUpload),
+                CompleteError::InvalidPart(n) => s3_error!(InvalidPart, "part {n} is missing or its ETag differs"),
+                CompleteError::InvalidPartOrder => s3_error!(InvalidPartOrder),
+                CompleteError::EntityTooSmall(n) => s3_error!(EntityTooSmall, "part {n} is smaller than 5 MiB"),
+                CompleteError::Rados(e) => rados_error(e),
+            })
+        };
+        let meta = self.with_events(&op, &origin_of(&req.extensions), &who, work, done_of).await?;
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(input.bucket.clone()),
             key: Some(input.key.clone()),

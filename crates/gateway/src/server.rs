@@ -3,6 +3,7 @@
 //! completed with `Resource` and `RequestId` (s3s leaves them out).
 
 use crate::config::GatewayConfig;
+use crate::notifications::Origin;
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
@@ -13,6 +14,10 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use tokio::sync::Semaphore;
+
+/// The client's address, put in each request's extensions.
+#[derive(Clone, Debug)]
+struct Peer(String);
 
 /// Counters of the front end.
 #[derive(Debug, Default)]
@@ -26,6 +31,7 @@ pub struct FrontStats {
 /// Serves one S3 service over HTTP/1.1 with the gateway's limits.
 pub struct Front {
     service: S3Service,
+    routes: Arc<crate::sns::Routes>,
     workers: Semaphore,
     admitted: AtomicUsize,
     max_admitted: usize,
@@ -105,10 +111,11 @@ fn default_message(status: StatusCode, body: &str) -> String {
 }
 
 impl Front {
-    /// A front for `service` with `config`'s limits.
-    pub fn new(service: S3Service, config: &GatewayConfig) -> Arc<Front> {
+    /// A front for `service` (and the SNS topic API of `routes`) with `config`'s limits.
+    pub fn new(service: S3Service, routes: Arc<crate::sns::Routes>, config: &GatewayConfig) -> Arc<Front> {
         Arc::new(Front {
             service,
+            routes,
             workers: Semaphore::new(config.thread_pool_size.max(1)),
             admitted: AtomicUsize::new(0),
             max_admitted: config.max_concurrent_requests.max(1),
@@ -122,12 +129,13 @@ impl Front {
     /// Accepts connections until the listener fails.
     pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) -> std::io::Result<()> {
         loop {
-            let (stream, _) = listener.accept().await?;
+            let (stream, peer) = listener.accept().await?;
             let _ = stream.set_nodelay(true);
             let front = self.clone();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req| {
+                let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
                     let front = front.clone();
+                    req.extensions_mut().insert(Peer(peer.ip().to_string()));
                     async move { Ok::<_, Infallible>(front.handle(req).await) }
                 });
                 let io = hyper_util::rt::TokioIo::new(stream);
@@ -141,9 +149,11 @@ impl Front {
     }
 
     /// Handles one request.
-    pub async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
+    pub async fn handle(&self, mut req: Request<Incoming>) -> Response<Body> {
         let id = format!("tx{:012x}-{:08x}", self.id_base, self.next_id.fetch_add(1, Ordering::Relaxed));
         let resource = req.uri().path().to_owned();
+        let source_ip = req.extensions().get::<Peer>().map(|p| p.0.clone()).unwrap_or_default();
+        req.extensions_mut().insert(Origin { request_id: id.clone(), source_ip });
         let mut response = self.admit(req, &resource, &id).await;
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         let headers = response.headers_mut();
@@ -177,6 +187,9 @@ impl Front {
             );
         }
         let response = match self.workers.acquire().await {
+            Ok(_permit) if crate::sns::is_sns(req.method(), req.uri(), req.headers()) => {
+                Ok(self.routes.sns_request(req.map(Body::from)).await)
+            }
             Ok(_permit) => self.service.call(req.map(Body::from)).await,
             Err(_) => Err(s3s::HttpError::new(Box::new(std::io::Error::other("worker pool closed")))),
         };

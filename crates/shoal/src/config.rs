@@ -117,6 +117,63 @@ pub const OPTIONS: &[OptionSpec] = &[
         default: "900",
         help: "seconds a signed request's time may differ from the gateway's",
     },
+    OptionSpec {
+        name: "rgw_metrics_port",
+        default: "0",
+        help: "port of the gateway's Prometheus metrics listener (same bind address; 0 = none)",
+    },
+    OptionSpec { name: "rgw_zonegroup", default: "default", help: "zonegroup named in topic ARNs and events" },
+    OptionSpec {
+        name: "rgw_bucket_persistent_notif_num_shards",
+        default: "11",
+        help: "queue shards of a persistent topic, read when the topic is created",
+    },
+    OptionSpec {
+        name: "rgw_topic_persistent_queue_size",
+        default: "134217728",
+        help: "bytes a persistent topic's queue holds over all shards unless the topic sets persistent_queue_size",
+    },
+    OptionSpec {
+        name: "rgw_notify_reserve_wait",
+        default: "5",
+        help: "seconds a request waits for room in a full notification queue before 503 SlowDown",
+    },
+    OptionSpec { name: "rgw_notify_push_timeout", default: "5", help: "seconds one push to an endpoint may take" },
+    OptionSpec {
+        name: "rgw_allow_notification_secrets_in_cleartext",
+        default: "false",
+        help: "accept topic passwords over plain HTTP",
+    },
+    OptionSpec {
+        name: "rgw_topic_persistency_time_to_live",
+        default: "0",
+        help: "seconds a queued event may wait unless its topic says (0 = forever)",
+    },
+    OptionSpec {
+        name: "rgw_topic_persistency_max_retries",
+        default: "0",
+        help: "failed pushes before a queued event expires unless its topic says (0 = unlimited)",
+    },
+    OptionSpec {
+        name: "rgw_topic_persistency_sleep_duration",
+        default: "0",
+        help: "least seconds between two pushes of one queued event unless its topic says",
+    },
+    OptionSpec {
+        name: "rgw_notify_lock_duration",
+        default: "90",
+        help: "seconds a gateway's ownership lease of a notification queue shard lasts",
+    },
+    OptionSpec {
+        name: "rgw_notify_poll_interval",
+        default: "30",
+        help: "seconds between a gateway's passes that take, renew and give up queue shards",
+    },
+    OptionSpec {
+        name: "rgw_notify_stale_reservation",
+        default: "120",
+        help: "seconds after which a queue reservation is resolved by the queue's owner",
+    },
 ];
 
 /// Option values: defaults overridden by `key=value` settings.
@@ -234,6 +291,25 @@ impl Config {
             pool_size: self.u64("rgw_pool_size")?.min(16) as u32,
             max_header_size: usize_of("rgw_max_header_size")?,
             max_clock_skew: self.seconds("rgw_max_clock_skew")?,
+            metrics_port: u16::try_from(self.u64("rgw_metrics_port")?)
+                .map_err(|_| err::invalid("rgw_metrics_port must be a port number"))?,
+            notify: shoal_gateway::config::NotifyConfig {
+                zonegroup: self.get("rgw_zonegroup").to_owned(),
+                num_shards: self.u64("rgw_bucket_persistent_notif_num_shards")?.clamp(1, 1024) as u32,
+                queue_size: self.u64("rgw_topic_persistent_queue_size")?.max(4096),
+                reserve_wait: self.seconds("rgw_notify_reserve_wait")?,
+                push_timeout: self.seconds("rgw_notify_push_timeout")?.max(std::time::Duration::from_millis(10)),
+                secrets_in_cleartext: self.bool("rgw_allow_notification_secrets_in_cleartext")?,
+                manager: shoal_notify::manager::ManagerConfig {
+                    lease: self.seconds("rgw_notify_lock_duration")?.max(std::time::Duration::from_secs(1)),
+                    poll: self.seconds("rgw_notify_poll_interval")?.max(std::time::Duration::from_millis(100)),
+                    stale_after: self.seconds("rgw_notify_stale_reservation")?.max(std::time::Duration::from_secs(1)),
+                    time_to_live: self.u64("rgw_topic_persistency_time_to_live")?,
+                    max_retries: self.u64("rgw_topic_persistency_max_retries")?,
+                    retry_sleep: self.u64("rgw_topic_persistency_sleep_duration")?,
+                    ..Default::default()
+                },
+            },
             ..Default::default()
         })
     }

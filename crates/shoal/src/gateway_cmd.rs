@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use shoal_client::Rados;
 use shoal_gateway::Gateway;
 use shoal_gateway::meta::{AccessKey, UserInfo, generate_key};
+use shoal_notify::topic::Topic;
 use shoal_types::{Result, err};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -78,10 +79,21 @@ async fn serve(gateway: &Gateway, listen: &ListenArgs) -> Result<()> {
         tokio::net::TcpListener::bind(&addr).await.map_err(|e| err::io(format!("cannot listen on {addr}: {e}")))?;
     let front = gateway.start();
     eprintln!("S3 endpoint: http://{addr}");
-    tokio::select! {
+    if gateway.config.metrics_port > 0 {
+        let metrics_addr = format!("{}:{}", listen.bind, gateway.config.metrics_port);
+        let metrics = tokio::net::TcpListener::bind(&metrics_addr)
+            .await
+            .map_err(|e| err::io(format!("cannot listen on {metrics_addr}: {e}")))?;
+        eprintln!("metrics: http://{metrics_addr}/metrics");
+        tokio::spawn(Arc::new(gateway.clone()).serve_metrics(front.clone(), metrics));
+    }
+    let result = tokio::select! {
         result = front.serve(listener) => result.map_err(|e| err::io(format!("accepting connections: {e}"))),
         () = crate::daemon::until_terminated() => Ok(()),
-    }
+    };
+    // Hand the notification queues this gateway owns to the others at once.
+    gateway.manager.shutdown().await;
+    result
 }
 
 /// Runs `shoal server` until SIGTERM or Ctrl-C.
@@ -178,6 +190,81 @@ pub enum AdminCommand {
     /// Garbage collection of replaced object data.
     #[command(subcommand)]
     Gc(GcCommand),
+    /// SNS topics and their persistent queues.
+    #[command(subcommand)]
+    Topic(TopicCommand),
+    /// Bucket notification configurations.
+    #[command(subcommand)]
+    Notification(NotificationCommand),
+}
+
+/// Topic commands.
+#[derive(Subcommand, Debug)]
+pub enum TopicCommand {
+    /// Lists topics as JSON (with each one's subscribed buckets).
+    List,
+    /// Shows a topic's record as JSON (passwords left out).
+    Get {
+        /// Topic name.
+        #[arg(long)]
+        topic: String,
+    },
+    /// Queue totals summed over the shards: reservations, entries, bytes, oldest age.
+    Stats {
+        /// Topic name.
+        #[arg(long)]
+        topic: String,
+    },
+    /// The queued events, as JSON.
+    Dump {
+        /// Topic name.
+        #[arg(long)]
+        topic: String,
+    },
+    /// Removes a topic and its queues.
+    Rm {
+        /// Topic name.
+        #[arg(long)]
+        topic: String,
+    },
+    /// Spreads a persistent topic over a new number of shards, keeping per-key order.
+    Reshard {
+        /// Topic name.
+        #[arg(long)]
+        topic: String,
+        /// New shard count.
+        #[arg(long)]
+        shards: u32,
+    },
+}
+
+/// Notification configuration commands.
+#[derive(Subcommand, Debug)]
+pub enum NotificationCommand {
+    /// A bucket's configurations as JSON.
+    List {
+        /// Bucket name.
+        #[arg(long)]
+        bucket: String,
+    },
+    /// One configuration as JSON.
+    Get {
+        /// Bucket name.
+        #[arg(long)]
+        bucket: String,
+        /// Configuration Id.
+        #[arg(long)]
+        notification_id: String,
+    },
+    /// Removes one configuration, or all without --notification-id.
+    Rm {
+        /// Bucket name.
+        #[arg(long)]
+        bucket: String,
+        /// Configuration Id.
+        #[arg(long)]
+        notification_id: Option<String>,
+    },
 }
 
 /// User commands.
@@ -294,7 +381,7 @@ pub enum GcCommand {
     List,
 }
 
-fn print_json(value: &impl serde::Serialize) -> Result<()> {
+fn print_json(value: &(impl serde::Serialize + ?Sized)) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(value).map_err(|e| err::io(e.to_string()))?);
     Ok(())
 }
@@ -393,5 +480,71 @@ async fn admin(gateway: &Gateway, command: AdminCommand) -> Result<()> {
         }
         AdminCommand::Gc(GcCommand::Process { include_all }) => print_json(&gateway.gc.process(include_all).await?),
         AdminCommand::Gc(GcCommand::List) => print_json(&serde_json::json!({ "pending": gateway.gc.pending().await? })),
+        AdminCommand::Topic(command) => topic(gateway, command).await,
+        AdminCommand::Notification(command) => notification(gateway, command).await,
+    }
+}
+
+/// A topic as `topic get` shows it: the record without passwords.
+fn topic_json(topic: &Topic) -> serde_json::Value {
+    let mut value = serde_json::to_value(topic).unwrap_or_default();
+    value["dest"]["push_endpoint"] = topic.endpoint_without_secret().into();
+    if let Some(args) = value["dest"]["args"].as_object_mut() {
+        args.remove("password");
+    }
+    value["has_stored_secret"] = topic.has_secret().into();
+    value
+}
+
+async fn topic(gateway: &Gateway, command: TopicCommand) -> Result<()> {
+    let routes = &gateway.routes;
+    match command {
+        TopicCommand::List => {
+            let buckets = gateway.s3.meta.list_buckets().await?;
+            let mut subscribed: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+            for name in buckets {
+                if let Some(bucket) = gateway.s3.meta.bucket(&name).await? {
+                    for config in &bucket.notifications {
+                        subscribed.entry(config.topic_arn.clone()).or_default().push(name.clone());
+                    }
+                }
+            }
+            let mut out = Vec::new();
+            for key in gateway.s3.meta.list_topics().await? {
+                if let Some(topic) = gateway.s3.meta.topic(&key).await? {
+                    let mut value = topic_json(&topic);
+                    let mut buckets = subscribed.remove(&topic.arn).unwrap_or_default();
+                    buckets.dedup();
+                    value["subscribed_buckets"] = buckets.into();
+                    out.push(value);
+                }
+            }
+            print_json(&out)
+        }
+        TopicCommand::Get { topic } => print_json(&topic_json(&*routes.existing_topic(&topic).await?)),
+        TopicCommand::Stats { topic } => print_json(&routes.topic_stats(&topic).await?),
+        TopicCommand::Dump { topic } => print_json(&routes.topic_dump(&topic).await?),
+        TopicCommand::Rm { topic } => routes.delete_topic(&topic).await,
+        TopicCommand::Reshard { topic, shards } => print_json(&topic_json(&routes.reshard(&topic, shards).await?)),
+    }
+}
+
+async fn notification(gateway: &Gateway, command: NotificationCommand) -> Result<()> {
+    let meta = &gateway.s3.meta;
+    let bucket_of = |name: String| async move {
+        meta.bucket(&name).await?.ok_or_else(|| err::not_found(format!("no bucket '{name}'")))
+    };
+    match command {
+        NotificationCommand::List { bucket } => print_json(&bucket_of(bucket).await?.notifications),
+        NotificationCommand::Get { bucket, notification_id } => {
+            let bucket = bucket_of(bucket).await?;
+            let config = bucket.notifications.iter().find(|c| c.id == notification_id);
+            print_json(config.ok_or_else(|| err::not_found(format!("no notification '{notification_id}'")))?)
+        }
+        NotificationCommand::Rm { bucket, notification_id } => {
+            let mut updated = (*bucket_of(bucket).await?).clone();
+            updated.notifications.retain(|c| notification_id.as_ref().is_some_and(|id| &c.id != id));
+            meta.update_bucket(&updated).await
+        }
     }
 }

@@ -2,13 +2,12 @@
 //! Signature V4 in headers, path-style addressing.
 
 use bytes::Bytes;
-use hmac::{Hmac, KeyInit, Mac};
 use http::{HeaderMap, Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use sha2::{Digest, Sha256};
+use shoal_gateway::sigv4::{sha256_hex, signature, string_to_sign, uri_encode};
 use shoal_types::{Result, err};
 
 /// An S3 endpoint and the credentials to sign with.
@@ -30,30 +29,6 @@ pub struct S3Response {
     pub headers: HeaderMap,
     /// Body bytes.
     pub body: Bytes,
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes keys of any length");
-    mac.update(data);
-    mac.finalize().into_bytes().to_vec()
-}
-
-/// Percent-encodes as SigV4 canonical requests do (unreserved characters kept; `/` kept
-/// when `keep_slash`).
-pub fn uri_encode(s: &str, keep_slash: bool) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
-            b'/' if keep_slash => out.push('/'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
 }
 
 /// `(YYYYMMDD, YYYYMMDDTHHMMSSZ)` for seconds since the Unix epoch (UTC).
@@ -113,12 +88,8 @@ impl S3Client {
             self.host
         );
         let scope = format!("{date}/{}/s3/aws4_request", self.region);
-        let to_sign = format!("AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{}", hex(&Sha256::digest(canonical.as_bytes())));
-        let mut key = hmac(format!("AWS4{}", self.secret_key).as_bytes(), date.as_bytes());
-        for part in [self.region.as_str(), "s3", "aws4_request"] {
-            key = hmac(&key, part.as_bytes());
-        }
-        let signature = hex(&hmac(&key, to_sign.as_bytes()));
+        let to_sign = string_to_sign(&stamp, &scope, &canonical);
+        let signature = signature(&self.secret_key, &date, &self.region, "s3", &to_sign);
         let authorization = format!(
             "AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={signed_headers}, Signature={signature}",
             self.access_key
@@ -143,7 +114,7 @@ impl S3Client {
         headers: &[(&str, String)],
         body: Bytes,
     ) -> Result<S3Response> {
-        let (target, signed) = self.sign(&method, path, query, &hex(&Sha256::digest(&body)));
+        let (target, signed) = self.sign(&method, path, query, &sha256_hex(&body));
         let mut request = Request::builder().method(method).uri(format!("{}{target}", self.base));
         for (name, value) in headers.iter().chain(signed.iter()) {
             request = request.header(*name, value);

@@ -126,6 +126,84 @@ fn s3_suite_against_vstart_with_two_gateways() {
     drop(gateways);
 }
 
+/// Gateway options for the notification suite: short leases, polls and stale ages so
+/// takeovers and crash recovery happen within seconds.
+const NOTIFY_OPTIONS: &[&str] = &[
+    "rgw_notify_lock_duration=3",
+    "rgw_notify_poll_interval=0.5",
+    "rgw_notify_stale_reservation=3",
+    "rgw_notify_reserve_wait=1",
+    "rgw_notify_push_timeout=2",
+];
+
+/// The test brokers' ports, which scripts/test.sh exports after starting them.
+fn broker_env() -> Vec<(&'static str, String)> {
+    ["SHOAL_AMQP_PORT", "SHOAL_KAFKA_PORT"]
+        .into_iter()
+        .map(|name| {
+            let port = std::env::var(name).unwrap_or_else(|_| {
+                panic!("{name} is not set: run the suite through scripts/test.sh, which starts the brokers")
+            });
+            (name, port)
+        })
+        .collect()
+}
+
+#[test]
+fn notification_suite_against_shoal_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, port, keys) = start_server(dir.path(), NOTIFY_OPTIONS);
+    let data = dir.path().join("data");
+    let mut env = vec![
+        ("SHOAL_S3_ENDPOINT", format!("http://127.0.0.1:{port}")),
+        ("SHOAL_S3_ACCESS_KEY", keys["access_key"].as_str().unwrap().to_owned()),
+        ("SHOAL_S3_SECRET_KEY", keys["secret_key"].as_str().unwrap().to_owned()),
+        ("SHOAL_CONF", data.join("shoal.conf").to_str().unwrap().to_owned()),
+    ];
+    env.extend(broker_env());
+    run_suite(&["test_notify.py"], &env);
+}
+
+/// The notification suite against two gateways of a 3-OSD cluster, plus SIGKILLs of a
+/// gateway during PUTs and during delivery (`test_notify_crash.py`, which restarts it).
+#[test]
+fn notification_suite_against_vstart_with_two_gateways() {
+    let cluster = Vstart::start("3", "3");
+    let conf = cluster.conf();
+    let (p1, p2) = (free_port(), free_port());
+    let gateway_args = |port: u16| {
+        let mut args: Vec<String> = ["gateway", "-c", &conf, "--port", &port.to_string(), "--bind", "127.0.0.1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for option in NOTIFY_OPTIONS {
+            args.extend(["-o".to_string(), option.to_string()]);
+        }
+        args
+    };
+    let args1 = gateway_args(p1);
+    let first = spawn(&args1.iter().map(String::as_str).collect::<Vec<_>>(), &cluster.path().join("gateway.0.log"));
+    let args2 = gateway_args(p2);
+    let second = spawn(&args2.iter().map(String::as_str).collect::<Vec<_>>(), &cluster.path().join("gateway.1.log"));
+    wait_listening(p1);
+    wait_listening(p2);
+    let out = common::ok(&conf, &["admin", "user", "create", "--uid", "tester", "--display-name", "Tester"]);
+    let user: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mut env = vec![
+        ("SHOAL_S3_ENDPOINT", format!("http://127.0.0.1:{p1}")),
+        ("SHOAL_S3_ENDPOINT2", format!("http://127.0.0.1:{p2}")),
+        ("SHOAL_S3_ACCESS_KEY", user["keys"][0]["access_key"].as_str().unwrap().to_owned()),
+        ("SHOAL_S3_SECRET_KEY", user["keys"][0]["secret_key"].as_str().unwrap().to_owned()),
+        ("SHOAL_CONF", conf.clone()),
+        ("SHOAL_GATEWAY2_PID", second.0.id().to_string()),
+        ("SHOAL_GATEWAY2_ARGS", serde_json::to_string(&args2).unwrap()),
+        ("SHOAL_GATEWAY2_LOG", cluster.path().join("gateway.1.restarted.log").to_str().unwrap().to_owned()),
+    ];
+    env.extend(broker_env());
+    run_suite(&["test_notify.py", "test_notify_crash.py"], &env);
+    drop((first, second));
+}
+
 /// Requests beyond `rgw_max_concurrent_requests` get 503 SlowDown at once; a body over
 /// `rgw_max_put_size` gets EntityTooLarge; several cluster handles serve requests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,224 @@
+"""Bucket notification benchmark: 4 KiB PUT and DELETE ops/s at 32 clients through one
+gateway of a vstart cluster (3 and 6 OSDs, pools of size 3) with no notification, with a
+persistent topic of 1 shard and of 11 shards (HTTP receiver), and of 11 shards to Kafka;
+then end-to-end delivery: events per second (first event time to last arrival) and
+p50/p99 delivery latency (arrival, or the Kafka record time, minus eventTime).
+
+Usage (bench/notify.sh runs it with the test venv and brokers):
+  python bench/notify.py [--seconds 20] [--osds 3,6] [--kafka-port P] [--json]
+Prints a table, or one JSON object per row with --json."""
+import argparse
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime
+
+import boto3
+
+SHOAL = os.environ.get("SHOAL") or os.path.join(
+    os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/shoal/target")), "release", "shoal")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port):
+    for _ in range(300):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("nothing listens on %d" % port)
+
+
+def event_ts(record):
+    return datetime.strptime(record["eventTime"], "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+
+
+class Receiver:
+    def __init__(self):
+        self.arrivals = []  # (arrival time, event time)
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                now = time.time()
+                for r in json.loads(body)["Records"]:
+                    outer.arrivals.append((now, event_ts(r)))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def pct(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] if values else 0.0
+
+
+def delivery_row(pairs):
+    if not pairs:
+        return {"delivered": 0}
+    first = min(e for _, e in pairs)
+    last = max(a for a, _ in pairs)
+    lat = [(a - e) * 1000 for a, e in pairs]
+    return {"delivered": len(pairs), "delivered_per_sec": round(len(pairs) / max(last - first, 1e-6), 1),
+            "delivery_p50_ms": round(pct(lat, 0.5), 1), "delivery_p99_ms": round(pct(lat, 0.99), 1)}
+
+
+class Setup:
+    def __init__(self, work, osds):
+        self.work, self.osds = work, osds
+        self.cluster = os.path.join(work, "cluster%d" % osds)
+        subprocess.run([SHOAL, "vstart", "--dir", self.cluster, "--osds", str(osds), "--hosts", str(osds)],
+                       check=True, stdout=subprocess.DEVNULL)
+        self.conf = os.path.join(self.cluster, "shoal.conf")
+        self.gateway = None
+
+    def start_gateway(self, shards):
+        self.stop_gateway()
+        self.port = free_port()
+        log = open(os.path.join(self.work, "gateway.log"), "a")
+        self.gateway = subprocess.Popen(
+            [SHOAL, "gateway", "-c", self.conf, "--port", str(self.port), "--bind", "127.0.0.1",
+             "-o", "rgw_bucket_persistent_notif_num_shards=%d" % shards, "-o", "rgw_notify_poll_interval=1"],
+            stdout=log, stderr=log)
+        wait_port(self.port)
+        if not hasattr(self, "keys"):
+            out = subprocess.run([SHOAL, "admin", "-c", self.conf, "user", "create", "--uid", "bench",
+                                  "--display-name", "Bench"], check=True, capture_output=True, text=True).stdout
+            self.keys = json.loads(out)["keys"][0]
+            self.keys_file = os.path.join(self.work, "keys.json")
+            json.dump(self.keys, open(self.keys_file, "w"))
+        self.endpoint = "http://127.0.0.1:%d" % self.port
+        kw = dict(endpoint_url=self.endpoint, aws_access_key_id=self.keys["access_key"],
+                  aws_secret_access_key=self.keys["secret_key"], region_name="default")
+        self.s3, self.sns = boto3.client("s3", **kw), boto3.client("sns", **kw)
+
+    def stop_gateway(self):
+        if self.gateway:
+            self.gateway.terminate()
+            self.gateway.wait()
+            self.gateway = None
+
+    def stop(self):
+        self.stop_gateway()
+        subprocess.run([SHOAL, "vstart", "--dir", self.cluster, "--stop"], stdout=subprocess.DEVNULL)
+
+    def bench(self, bucket, workload, seconds):
+        args = [SHOAL, "bench", "s3", "--endpoint", self.endpoint, "--keys-file", self.keys_file,
+                "--server-pid", str(self.gateway.pid), "--bucket", bucket, "--workload", workload,
+                "--obj-size", "4KiB", "--concurrent", "32", "--duration", "%ds" % seconds, "--json", "--no-progress"]
+        if workload == "delete":
+            args += ["--objects", "20000"]
+        out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+        return json.loads(out.strip().splitlines()[-1])
+
+    def drained(self, topic, timeout=300):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            s = json.loads(subprocess.run([SHOAL, "admin", "-c", self.conf, "topic", "stats", "--topic", topic],
+                                          check=True, capture_output=True, text=True).stdout)
+            if s["entries"] == 0 and s["reservations"] == 0:
+                return
+            time.sleep(0.5)
+
+
+class KafkaTail:
+    """Reads a Kafka topic from the start, a batch at a time."""
+
+    def __init__(self, topic, port):
+        from kafka import KafkaConsumer
+        self.consumer = KafkaConsumer(topic, bootstrap_servers="127.0.0.1:%d" % port,
+                                      auto_offset_reset="earliest", consumer_timeout_ms=3000)
+
+    def take(self):
+        """Every (record time, event time) until the topic is idle for 3 s."""
+        pairs = []
+        for m in self.consumer:
+            pairs.extend((m.timestamp / 1000.0, event_ts(r)) for r in json.loads(m.value)["Records"])
+        return pairs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=int, default=20)
+    ap.add_argument("--osds", default="3,6")
+    ap.add_argument("--kafka-port", type=int, default=int(os.environ.get("SHOAL_KAFKA_PORT", "0")))
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    rows = []
+    work = tempfile.mkdtemp(prefix="notify-bench-")
+    for osds in [int(o) for o in args.osds.split(",")]:
+        setup = Setup(work, osds)
+        cases = [("none", 11, None), ("persistent 1 shard", 1, "http"), ("persistent 11 shards", 11, "http")]
+        if args.kafka_port:
+            cases.append(("persistent 11 shards kafka", 11, "kafka"))
+        try:
+            for i, (case, shards, kind) in enumerate(cases):
+                setup.start_gateway(shards)
+                bucket = "bench-%d-%d" % (osds, i)
+                setup.s3.create_bucket(Bucket=bucket)
+                receiver, tail, topic = None, None, "bench-%d-%d-%d" % (osds, i, int(time.time()))
+                if kind:
+                    if kind == "http":
+                        receiver = Receiver()
+                        endpoint = receiver.url
+                    else:
+                        endpoint = "kafka://127.0.0.1:%d" % args.kafka_port
+                    arn = setup.sns.create_topic(Name=topic, Attributes={
+                        "push-endpoint": endpoint, "persistent": "true", "kafka-ack-level": "broker"})["TopicArn"]
+                    setup.s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration={
+                        "TopicConfigurations": [{"Id": "bench", "TopicArn": arn, "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]}]})
+                    if kind == "kafka":
+                        tail = KafkaTail(topic, args.kafka_port)
+                for workload in ("put", "delete"):
+                    r = setup.bench(bucket, workload, args.seconds)
+                    row = {"osds": osds, "case": case, "workload": workload, "ops_per_sec": r["ops_per_sec"],
+                           "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "gateway_cpu_secs": r.get("server_cpu_secs")}
+                    if kind:
+                        setup.drained(topic)
+                        if receiver:
+                            time.sleep(1)
+                            pairs, receiver.arrivals = receiver.arrivals, []
+                        else:
+                            pairs = tail.take()
+                        row.update(delivery_row(pairs))
+                    rows.append(row)
+                    print(json.dumps(row) if args.json else row, file=sys.stderr if not args.json else sys.stdout,
+                          flush=True)
+                if receiver:
+                    receiver.server.shutdown()
+        finally:
+            setup.stop()
+    if not args.json:
+        cols = ["osds", "case", "workload", "ops_per_sec", "p50_ms", "p99_ms", "delivered", "delivered_per_sec",
+                "delivery_p50_ms", "delivery_p99_ms"]
+        print(" | ".join(cols))
+        for r in rows:
+            print(" | ".join(str(r.get(c, "")) for c in cols))
+
+
+if __name__ == "__main__":
+    main()

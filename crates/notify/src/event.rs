@@ -1,0 +1,188 @@
+//! The event record, in the AWS S3 event structure (`{"Records":[…]}`) with Ceph's
+//! extensions (`opaqueData`, `eventId`, object metadata and tags), and the queued form
+//! that carries it to a topic.
+
+use serde::{Deserialize, Serialize};
+
+/// One S3 event record.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventRecord {
+    /// "2.1".
+    pub event_version: String,
+    /// "ceph:s3".
+    pub event_source: String,
+    /// The zonegroup.
+    pub aws_region: String,
+    /// ISO 8601 with microseconds.
+    pub event_time: String,
+    /// E.g. `ObjectCreated:Put` (no `s3:` prefix).
+    pub event_name: String,
+    /// Who made the request.
+    pub user_identity: Principal,
+    /// The request's origin.
+    pub request_parameters: RequestParameters,
+    /// Request and host ids.
+    pub response_elements: ResponseElements,
+    /// Bucket and object.
+    pub s3: S3Entity,
+    /// Unique per event and the same on every delivery of it.
+    pub event_id: String,
+    /// The topic's `OpaqueData`.
+    pub opaque_data: String,
+}
+
+/// A principal.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Principal {
+    /// The user's id.
+    pub principal_id: String,
+}
+
+/// `requestParameters`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestParameters {
+    /// The client's address.
+    #[serde(rename = "sourceIPAddress")]
+    pub source_ip_address: String,
+}
+
+/// `responseElements`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponseElements {
+    /// The request id the client saw.
+    #[serde(rename = "x-amz-request-id")]
+    pub request_id: String,
+    /// The gateway's host id.
+    #[serde(rename = "x-amz-id-2")]
+    pub host_id: String,
+}
+
+/// `s3`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct S3Entity {
+    /// "1.0".
+    pub s3_schema_version: String,
+    /// The notification configuration's Id.
+    pub configuration_id: String,
+    /// The bucket.
+    pub bucket: BucketEntity,
+    /// The object.
+    pub object: ObjectEntity,
+}
+
+/// `s3.bucket`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BucketEntity {
+    /// Name.
+    pub name: String,
+    /// Owner.
+    pub owner_identity: Principal,
+    /// `arn:aws:s3:<zonegroup>::<bucket>`.
+    pub arn: String,
+    /// The bucket instance id.
+    pub id: String,
+}
+
+/// `s3.object`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectEntity {
+    /// Key.
+    pub key: String,
+    /// Size in bytes (of the removed object for removals, 0 if unknown).
+    pub size: u64,
+    /// ETag without quotes.
+    pub e_tag: String,
+    /// Version id ("" while versioning is not supported).
+    pub version_id: String,
+    /// 16 hex digits increasing with the order of writes to this key.
+    pub sequencer: String,
+    /// User metadata as `x-amz-meta-…` names.
+    pub metadata: Vec<KeyVal>,
+    /// Tags.
+    pub tags: Vec<KeyVal>,
+}
+
+/// A name and value.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyVal {
+    /// Name.
+    pub key: String,
+    /// Value.
+    pub val: String,
+}
+
+/// `eventTime` for `ns` since the Unix epoch: `YYYY-MM-DDTHH:MM:SS.uuuuuuZ`.
+pub fn event_time(ns: u64) -> String {
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(ns as i128).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
+        t.year(),
+        t.month() as u8,
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.microsecond()
+    )
+}
+
+/// The sequencer of a write ordered at `order_ns`: fixed-width hex, so it compares as a string too.
+pub fn sequencer(order_ns: u64) -> String {
+    format!("{order_ns:016X}")
+}
+
+/// An event on its way to a topic: the record plus what delivery and crash recovery need.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuedEvent {
+    /// Key of the topic it goes to (re-read at delivery, so endpoint changes apply).
+    pub topic: String,
+    /// When it was queued, ns since the epoch (for `time_to_live`).
+    pub created_ns: u64,
+    /// The data object whose write or removal the event reports.
+    pub head: String,
+    /// The operation's tag: the head carries it once a write happened.
+    pub tag: String,
+    /// The record (size, ETag and time filled in once the operation is done).
+    pub record: EventRecord,
+}
+
+impl QueuedEvent {
+    /// Encodes for the queue.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Decodes a queue entry or reservation.
+    pub fn decode(bytes: &[u8]) -> Result<QueuedEvent, String> {
+        serde_json::from_slice(bytes).map_err(|e| format!("corrupt queued event: {e}"))
+    }
+
+    /// The message pushed to endpoints: `{"Records":[record]}`.
+    pub fn message(&self) -> String {
+        serde_json::json!({ "Records": [&self.record] }).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_and_sequencers_have_fixed_width() {
+        assert_eq!(event_time(1_709_547_072_123_456_789), "2024-03-04T10:11:12.123456Z");
+        assert_eq!(sequencer(255), "00000000000000FF");
+        assert!(sequencer(1_000) < sequencer(1_001) && sequencer(0xFFFF) < sequencer(0x1_0000));
+        let record = EventRecord { event_name: "ObjectCreated:Put".into(), ..Default::default() };
+        let q = QueuedEvent { topic: "t".into(), created_ns: 1, head: "h".into(), tag: "x".into(), record };
+        assert_eq!(QueuedEvent::decode(&q.encode()).unwrap(), q);
+        let msg: serde_json::Value = serde_json::from_str(&q.message()).unwrap();
+        assert_eq!(msg["Records"][0]["eventName"], "ObjectCreated:Put");
+        assert!(msg["Records"][0]["requestParameters"].get("sourceIPAddress").is_some());
+        assert!(msg["Records"][0]["responseElements"].get("x-amz-request-id").is_some());
+    }
+}

@@ -1,0 +1,421 @@
+//! Delivery of persistent topics. Every gateway runs a manager; each queue shard is owned
+//! by one gateway at a time through a `lock`-class lease, renewed on every ownership pass,
+//! so the shards of a topic are delivered in parallel by several gateways and a dead
+//! gateway's shards are taken over once its lease runs out.
+//!
+//! A shard is delivered in commit order per object key: entries of different keys are
+//! pushed concurrently, entries of one key one after another, and a failed entry holds
+//! back the later entries of its key only. Entries are trimmed from the queue as a
+//! prefix once delivered (or expired); entries delivered beyond a held-back one are
+//! remembered so they are not pushed again while this gateway owns the shard.
+//!
+//! Expiry (`time_to_live`, `max_retries`) sends the event to the topic's dead-letter
+//! topic when it has one, else drops it; both are counted and logged, never silent.
+//! Reservations older than the stale age belong to a gateway that died between its
+//! reservation and its commit: the [`Resolver`] says whether the operation happened,
+//! and the reservation is committed (with the event it carries) or dropped accordingly.
+//! After a reshard, a generation's shards are delivered only once every older
+//! generation has drained, which keeps per-key order across the change.
+
+use crate::endpoint::Pusher;
+use crate::event::QueuedEvent;
+use crate::metrics::Metrics;
+use crate::publish::Publisher;
+use crate::queue::{Queues, shard_name, shard_names, topic_of_shard};
+use crate::topic::Topic;
+use bytes::Bytes;
+use futures::StreamExt;
+use shoal_types::{Errno, Result};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Where the manager reads topics.
+#[async_trait::async_trait]
+pub trait TopicSource: Send + Sync {
+    /// The topic with `key`, read fresh enough that endpoint changes apply to queued events.
+    async fn topic(&self, key: &str) -> Result<Option<Arc<Topic>>>;
+    /// Every shard of `generation` (an old one, after a reshard) is empty: forget it.
+    async fn generation_drained(&self, key: &str, generation: u32) -> Result<()>;
+}
+
+/// Decides what became of the operation of a stale reservation.
+#[async_trait::async_trait]
+pub trait Resolver: Send + Sync {
+    /// The final event when the operation happened, `None` when it did not.
+    async fn resolve(&self, pending: &QueuedEvent) -> Result<Option<QueuedEvent>>;
+}
+
+/// Manager timing and defaults.
+#[derive(Clone, Debug)]
+pub struct ManagerConfig {
+    /// Length of a shard ownership lease.
+    pub lease: Duration,
+    /// Time between ownership passes (lease renewals, new shards, takeovers).
+    pub poll: Duration,
+    /// A reservation this old is resolved by the shard's owner.
+    pub stale_after: Duration,
+    /// Default `time_to_live` in seconds (0 = forever).
+    pub time_to_live: u64,
+    /// Default `max_retries` (0 = unlimited).
+    pub max_retries: u64,
+    /// Default `retry_sleep_duration` in seconds.
+    pub retry_sleep: u64,
+    /// Entries read per pass.
+    pub batch: u32,
+    /// Keys pushed at once per shard.
+    pub parallel: usize,
+}
+
+impl Default for ManagerConfig {
+    fn default() -> Self {
+        ManagerConfig {
+            lease: Duration::from_secs(90),
+            poll: Duration::from_secs(30),
+            stale_after: Duration::from_secs(120),
+            time_to_live: 0,
+            max_retries: 0,
+            retry_sleep: 0,
+            batch: 256,
+            parallel: 64,
+        }
+    }
+}
+
+/// Delivers the persistent topics' queues this gateway owns.
+pub struct Manager {
+    queues: Queues,
+    pusher: Arc<Pusher>,
+    publisher: Arc<Publisher>,
+    topics: Arc<dyn TopicSource>,
+    resolver: Arc<dyn Resolver>,
+    metrics: Arc<Metrics>,
+    config: ManagerConfig,
+    cookie: String,
+    owned: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
+}
+
+/// What one gateway remembers about a shard while it owns it.
+#[derive(Default)]
+struct ShardState {
+    /// Failed pushes and the time of the last one, by marker.
+    attempts: HashMap<u64, (u64, Instant)>,
+    /// Entries handled but not yet trimmed (a held-back entry precedes them).
+    done: BTreeSet<u64>,
+    /// When stale reservations were last looked for.
+    stale_check: Option<Instant>,
+}
+
+enum Outcome {
+    Done,
+    Failed,
+    Later,
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+impl Manager {
+    /// A manager over `publisher`'s queues and pusher.
+    pub fn new(
+        publisher: Arc<Publisher>,
+        topics: Arc<dyn TopicSource>,
+        resolver: Arc<dyn Resolver>,
+        config: ManagerConfig,
+    ) -> Arc<Manager> {
+        Arc::new(Manager {
+            queues: publisher.queues.clone(),
+            pusher: publisher.pusher.clone(),
+            metrics: publisher.metrics.clone(),
+            publisher,
+            topics,
+            resolver,
+            config,
+            cookie: format!("{:016x}", rand::random::<u64>()),
+            owned: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Shards this gateway owns now.
+    pub fn owned_shards(&self) -> Vec<String> {
+        let owned = self.owned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut names: Vec<String> = owned.iter().filter(|(_, h)| !h.is_finished()).map(|(n, _)| n.clone()).collect();
+        names.sort();
+        names
+    }
+
+    /// Runs ownership passes until the process ends; each also publishes this gateway's
+    /// counters for `topic stats`.
+    pub async fn run(self: Arc<Self>) {
+        loop {
+            if let Err(e) = self.ownership_pass().await {
+                tracing::warn!(error = %e, "notification ownership pass failed");
+            }
+            if let Err(e) = self.queues.publish_counters(&self.cookie, &self.metrics.snapshot()).await {
+                tracing::debug!(error = %e, "publishing notification counters failed");
+            }
+            let jitter = Duration::from_millis(rand::random::<u64>() % 100);
+            tokio::time::sleep(self.config.poll + jitter).await;
+        }
+    }
+
+    /// Takes, renews or gives up shards once.
+    pub async fn ownership_pass(self: &Arc<Self>) -> Result<()> {
+        let shards = self.queues.registry().await?;
+        for shard in &shards {
+            let result = self.queues.own(shard, &self.cookie, self.config.lease).await;
+            let mut owned = self.owned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match result {
+                Ok(()) => {
+                    if owned.get(shard).is_none_or(|h| h.is_finished()) {
+                        let task = tokio::spawn(self.clone().deliver(shard.clone()));
+                        owned.insert(shard.clone(), task);
+                    }
+                }
+                Err(e) => {
+                    if let Some(task) = owned.remove(shard) {
+                        tracing::info!(%shard, error = %e, "lost ownership of a notification queue");
+                        task.abort();
+                    }
+                }
+            }
+        }
+        let mut owned = self.owned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        owned.retain(|name, task| {
+            let keep = shards.contains(name);
+            if !keep {
+                task.abort();
+            }
+            keep
+        });
+        Ok(())
+    }
+
+    /// Gives every owned shard up, so other gateways take over at once.
+    pub async fn shutdown(&self) {
+        let owned: Vec<(String, tokio::task::JoinHandle<()>)> =
+            self.owned.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drain().collect();
+        for (shard, task) in owned {
+            task.abort();
+            let _ = self.queues.disown(&shard, &self.cookie).await;
+        }
+    }
+
+    async fn deliver(self: Arc<Self>, shard: String) {
+        let mut state = ShardState::default();
+        let mut idle = Duration::from_millis(5);
+        loop {
+            match self.pass(&shard, &mut state).await {
+                Ok(true) => idle = Duration::from_millis(5),
+                Ok(false) => {
+                    tokio::time::sleep(idle).await;
+                    idle = (idle * 2).min(Duration::from_millis(250));
+                }
+                Err(e) if e.errno == Errno::Busy => {
+                    tracing::info!(%shard, "another gateway owns this queue now");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(%shard, error = %e, "notification delivery pass failed");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+
+    /// One pass over a shard; true when it made progress.
+    async fn pass(&self, shard: &str, state: &mut ShardState) -> Result<bool> {
+        let (key, generation) = topic_of_shard(shard);
+        let Some(topic) = self.topics.topic(&key).await? else { return Ok(false) };
+        let current = topic.dest.queue;
+        let known = current.generation == generation || topic.dest.draining.iter().any(|g| g.generation == generation);
+        let older_pending = topic.dest.draining.iter().any(|g| g.generation < generation);
+        if !topic.dest.persistent || !known || older_pending {
+            return Ok(false);
+        }
+        let mut progress = self.resolve_stale(shard, state).await?;
+        let listing = self.queues.list(shard, None, self.config.batch).await?;
+        if listing.entries.is_empty() {
+            if generation != current.generation && shard == shard_name(&key, generation, 0) {
+                progress |= self.finish_generation(&key, &topic, generation).await?;
+            }
+            return Ok(progress);
+        }
+        let mut groups: BTreeMap<(String, String), Vec<(u64, Bytes)>> = BTreeMap::new();
+        let mut order = Vec::new();
+        for entry in &listing.entries {
+            order.push(entry.marker);
+            if state.done.contains(&entry.marker) {
+                continue;
+            }
+            let group = match QueuedEvent::decode(&entry.data) {
+                Ok(e) => (e.record.s3.bucket.name, e.record.s3.object.key),
+                Err(_) => (String::new(), String::new()),
+            };
+            groups.entry(group).or_default().push((entry.marker, entry.data.clone()));
+        }
+        let topic_ref = &topic;
+        let attempts = &state.attempts;
+        let results: Vec<Vec<(u64, Outcome)>> = futures::stream::iter(groups.into_values())
+            .map(|entries| async move {
+                let mut outcomes = Vec::new();
+                for (marker, data) in entries {
+                    let outcome = self.handle(topic_ref, marker, &data, attempts.get(&marker).copied()).await;
+                    let stop = !matches!(outcome, Outcome::Done);
+                    outcomes.push((marker, outcome));
+                    if stop {
+                        break;
+                    }
+                }
+                outcomes
+            })
+            .buffer_unordered(self.config.parallel)
+            .collect()
+            .await;
+        for (marker, outcome) in results.into_iter().flatten() {
+            match outcome {
+                Outcome::Done => {
+                    state.done.insert(marker);
+                    state.attempts.remove(&marker);
+                    progress = true;
+                }
+                Outcome::Failed => {
+                    let a = state.attempts.entry(marker).or_insert((0, Instant::now()));
+                    *a = (a.0 + 1, Instant::now());
+                }
+                Outcome::Later => {}
+            }
+        }
+        let up_to = order.iter().take_while(|m| state.done.contains(m)).last().copied();
+        if let Some(up_to) = up_to {
+            self.queues.trim(shard, &self.cookie, up_to).await?;
+            state.done.retain(|m| *m > up_to);
+        }
+        Ok(progress)
+    }
+
+    async fn handle(&self, topic: &Topic, marker: u64, data: &[u8], attempts: Option<(u64, Instant)>) -> Outcome {
+        let counters = self.metrics.topic(&topic.name);
+        let event = match QueuedEvent::decode(data) {
+            Ok(event) => event,
+            Err(e) => {
+                tracing::error!(topic = %topic.name, marker, error = %e, "dropping an unreadable queue entry");
+                counters.expired.inc();
+                return Outcome::Done;
+            }
+        };
+        let ttl = topic.dest.time_to_live.unwrap_or(self.config.time_to_live);
+        let max_retries = topic.dest.max_retries.unwrap_or(self.config.max_retries);
+        let sleep = Duration::from_secs(topic.dest.retry_sleep_duration.unwrap_or(self.config.retry_sleep));
+        let (tried, last) = attempts.map_or((0, None), |(n, at)| (n, Some(at)));
+        let age = Duration::from_nanos(now_ns().saturating_sub(event.created_ns));
+        if ttl > 0 && age > Duration::from_secs(ttl) {
+            self.expire(topic, &event, &format!("older than time_to_live {ttl}s")).await;
+            return Outcome::Done;
+        }
+        if max_retries > 0 && tried >= max_retries {
+            self.expire(topic, &event, &format!("{tried} failed pushes (max_retries {max_retries})")).await;
+            return Outcome::Done;
+        }
+        if last.is_some_and(|at| at.elapsed() < sleep) {
+            return Outcome::Later;
+        }
+        match self.pusher.push(topic, &event).await {
+            Ok(()) => {
+                counters.delivered.inc();
+                counters.latency.record(age);
+                Outcome::Done
+            }
+            Err(e) => {
+                counters.failures.inc();
+                tracing::debug!(topic = %topic.name, event = %event.record.event_id, error = %e, "push failed; will retry");
+                Outcome::Failed
+            }
+        }
+    }
+
+    /// Sends an expired event to the dead-letter topic, or drops it; counted and logged either way.
+    async fn expire(&self, topic: &Topic, event: &QueuedEvent, why: &str) {
+        let counters = self.metrics.topic(&topic.name);
+        let dlq_name = &topic.dest.dead_letter_topic;
+        if !dlq_name.is_empty() {
+            match self.dead_letter(topic, event).await {
+                Ok(()) => {
+                    counters.dead_lettered.inc();
+                    tracing::info!(topic = %topic.name, event = %event.record.event_id, dead_letter_topic = %dlq_name, "{why}: dead-lettered");
+                    return;
+                }
+                Err(e) => tracing::error!(topic = %topic.name, error = %e, "dead-lettering failed"),
+            }
+        }
+        counters.expired.inc();
+        tracing::warn!(topic = %topic.name, event = %event.record.event_id, key = %event.record.s3.object.key, "{why}: event dropped");
+    }
+
+    async fn dead_letter(&self, topic: &Topic, event: &QueuedEvent) -> std::result::Result<(), String> {
+        let key = Topic::key(&topic.tenant, &topic.dest.dead_letter_topic);
+        let dlq = self.topics.topic(&key).await.map_err(|e| e.to_string())?;
+        let dlq = dlq.ok_or_else(|| format!("dead-letter topic {key} does not exist"))?;
+        let moved = QueuedEvent { topic: key, created_ns: now_ns(), ..event.clone() };
+        if dlq.dest.persistent {
+            let reserved = self.publisher.reserve(dlq.clone(), &moved).await.map_err(|e| e.to_string())?;
+            self.publisher.commit(reserved, &moved).await.map_err(|e| e.to_string())
+        } else {
+            self.pusher.push(&dlq, &moved).await
+        }
+    }
+
+    /// Resolves reservations older than the stale age (at most every half of it).
+    async fn resolve_stale(&self, shard: &str, state: &mut ShardState) -> Result<bool> {
+        let period = self.config.stale_after / 2;
+        if state.stale_check.is_some_and(|at| at.elapsed() < period) {
+            return Ok(false);
+        }
+        state.stale_check = Some(Instant::now());
+        let cutoff = now_ns().saturating_sub(self.config.stale_after.as_nanos() as u64);
+        let mut progress = false;
+        for (id, reservation) in self.queues.reservations(shard).await? {
+            if reservation.timestamp_ns >= cutoff {
+                continue;
+            }
+            let pending = QueuedEvent::decode(&reservation.info).ok();
+            let resolved = match &pending {
+                Some(p) => self.resolver.resolve(p).await?,
+                None => None,
+            };
+            let topic_name = pending.as_ref().map_or(String::new(), |p| topic_of_shard(&p.topic).0);
+            let counters = self.metrics.topic(topic_name.rsplit(':').next().unwrap_or_default());
+            match resolved {
+                Some(event) => {
+                    tracing::info!(%shard, id, event = %event.record.event_id, "committing a stale reservation: its operation happened");
+                    self.queues.resolve(shard, &self.cookie, id, Some(Bytes::from(event.encode()))).await?;
+                    counters.recovered.inc();
+                }
+                None => {
+                    self.queues.resolve(shard, &self.cookie, id, None).await?;
+                    counters.abandoned.inc();
+                }
+            }
+            progress = true;
+        }
+        Ok(progress)
+    }
+
+    /// Once every shard of an old generation is empty, removes them and tells the topic.
+    async fn finish_generation(&self, key: &str, topic: &Topic, generation: u32) -> Result<bool> {
+        let Some(old) = topic.dest.draining.iter().find(|g| g.generation == generation).copied() else {
+            return Ok(false);
+        };
+        for name in shard_names(key, old) {
+            let h = self.queues.header(&name).await?;
+            if h.committed_entries > 0 || h.reservations > 0 {
+                return Ok(false);
+            }
+        }
+        self.topics.generation_drained(key, generation).await?;
+        self.queues.remove(key, old).await?;
+        tracing::info!(topic = %key, generation, "old queue generation drained and removed");
+        Ok(true)
+    }
+}
