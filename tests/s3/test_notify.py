@@ -55,6 +55,7 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
+        http.server.ThreadingHTTPServer.request_queue_size = 256
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()

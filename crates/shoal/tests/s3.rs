@@ -68,7 +68,7 @@ fn run_suite(files: &[&str], env: &[(&str, String)]) {
     let bin_dir = Path::new(&python).parent().map(|p| p.to_path_buf()).unwrap_or_default();
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
     let status = Command::new(&python)
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"])
+        .args(["-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-x"])
         .args(files)
         .current_dir(suite_dir())
         .env("PATH", path)
