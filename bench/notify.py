@@ -132,6 +132,8 @@ class Setup:
                 "--obj-size", "4KiB", "--concurrent", "32", "--duration", "%ds" % seconds, "--json", "--no-progress"]
         if workload == "delete":
             args += ["--objects", "20000"]
+        else:
+            args += ["--noclear"]
         out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
         return json.loads(out.strip().splitlines()[-1])
 
@@ -161,6 +163,11 @@ class KafkaTail:
         return pairs
 
 
+def stats(setup, topic):
+    return json.loads(subprocess.run([SHOAL, "admin", "-c", setup.conf, "topic", "stats", "--topic", topic],
+                                     check=True, capture_output=True, text=True).stdout)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=20)
@@ -169,52 +176,74 @@ def main():
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     rows = []
+
+    def emit(row):
+        rows.append(row)
+        print(json.dumps(row) if args.json else row, file=sys.stdout if args.json else sys.stderr, flush=True)
+
     work = tempfile.mkdtemp(prefix="notify-bench-")
     for osds in [int(o) for o in args.osds.split(",")]:
         setup = Setup(work, osds)
         cases = [("none", 11, None), ("persistent 1 shard", 1, "http"), ("persistent 11 shards", 11, "http")]
         if args.kafka_port:
-            cases.append(("persistent 11 shards kafka", 11, "kafka"))
+            cases.append(("persistent 11 shards", 11, "kafka"))
         try:
             for i, (case, shards, kind) in enumerate(cases):
                 setup.start_gateway(shards)
                 bucket = "bench-%d-%d" % (osds, i)
                 setup.s3.create_bucket(Bucket=bucket)
-                receiver, tail, topic = None, None, "bench-%d-%d-%d" % (osds, i, int(time.time()))
-                if kind:
-                    if kind == "http":
-                        receiver = Receiver()
-                        endpoint = receiver.url
-                    else:
-                        endpoint = "kafka://127.0.0.1:%d" % args.kafka_port
-                    arn = setup.sns.create_topic(Name=topic, Attributes={
-                        "push-endpoint": endpoint, "persistent": "true", "kafka-ack-level": "broker"})["TopicArn"]
-                    setup.s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration={
-                        "TopicConfigurations": [{"Id": "bench", "TopicArn": arn, "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]}]})
-                    if kind == "kafka":
-                        tail = KafkaTail(topic, args.kafka_port)
-                for workload in ("put", "delete"):
+                base = {"osds": osds, "case": case, "endpoint": kind or "-"}
+
+                def load(workload, phase):
                     r = setup.bench(bucket, workload, args.seconds)
-                    row = {"osds": osds, "case": case, "workload": workload, "ops_per_sec": r["ops_per_sec"],
-                           "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "gateway_cpu_secs": r.get("server_cpu_secs")}
-                    if kind:
-                        setup.drained(topic)
-                        if receiver:
-                            time.sleep(1)
-                            pairs, receiver.arrivals = receiver.arrivals, []
-                        else:
-                            pairs = tail.take()
-                        row.update(delivery_row(pairs))
-                    rows.append(row)
-                    print(json.dumps(row) if args.json else row, file=sys.stderr if not args.json else sys.stdout,
-                          flush=True)
+                    return dict(base, workload=workload, phase=phase, ops_per_sec=r["ops_per_sec"],
+                                p50_ms=r["p50_ms"], p99_ms=r["p99_ms"], gateway_cpu_s=r.get("server_cpu_s"))
+
+                if not kind:
+                    emit(load("put", "no notification"))
+                    emit(load("delete", "no notification"))
+                    continue
+                topic = "bench-%d-%d-%d" % (osds, i, int(time.time()))
+                receiver = Receiver() if kind == "http" else None
+                live = receiver.url if receiver else "kafka://127.0.0.1:%d" % args.kafka_port
+                down = "http://127.0.0.1:9" if receiver else "kafka://127.0.0.1:9"
+                arn = setup.sns.create_topic(Name=topic, Attributes={
+                    "push-endpoint": down, "persistent": "true", "kafka-ack-level": "broker"})["TopicArn"]
+                setup.s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration={
+                    "TopicConfigurations": [{"Id": "bench", "TopicArn": arn,
+                                             "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]}]})
+                # 1. The write path alone: events queue while the endpoint is down.
+                emit(load("put", "queueing (endpoint down)"))
+                emit(load("delete", "queueing (endpoint down)"))
+                # 2. Delivery of the backlog once the endpoint is fixed.
+                tail = KafkaTail(topic, args.kafka_port) if kind == "kafka" else None
+                backlog = stats(setup, topic)["entries"]
+                started = time.time()
+                setup.sns.set_topic_attributes(TopicArn=arn, AttributeName="push-endpoint", AttributeValue=live)
+                setup.drained(topic)
+                drain = time.time() - started
+                emit(dict(base, phase="backlog delivery", delivered=backlog,
+                          delivered_per_sec=round(backlog / max(drain, 1e-6), 1)))
                 if receiver:
+                    receiver.arrivals = []
+                else:
+                    tail.take()
+                # 3. Writes with live delivery: PUT rate and end-to-end latency.
+                row = load("put", "live delivery")
+                setup.drained(topic)
+                time.sleep(1)
+                if receiver:
+                    pairs, receiver.arrivals = receiver.arrivals, []
                     receiver.server.shutdown()
+                else:
+                    pairs = tail.take()
+                row.update(delivery_row(pairs))
+                emit(row)
         finally:
             setup.stop()
     if not args.json:
-        cols = ["osds", "case", "workload", "ops_per_sec", "p50_ms", "p99_ms", "delivered", "delivered_per_sec",
-                "delivery_p50_ms", "delivery_p99_ms"]
+        cols = ["osds", "case", "endpoint", "phase", "workload", "ops_per_sec", "p50_ms", "p99_ms", "gateway_cpu_s",
+                "delivered", "delivered_per_sec", "delivery_p50_ms", "delivery_p99_ms"]
         print(" | ".join(cols))
         for r in rows:
             print(" | ".join(str(r.get(c, "")) for c in cols))

@@ -77,7 +77,7 @@ impl Default for ManagerConfig {
             max_retries: 0,
             retry_sleep: 0,
             batch: 256,
-            parallel: 64,
+            parallel: 16,
         }
     }
 }
@@ -104,6 +104,8 @@ struct ShardState {
     done: BTreeSet<u64>,
     /// When stale reservations were last looked for.
     stale_check: Option<Instant>,
+    /// The last pass's pushes failed and none succeeded.
+    endpoint_down: bool,
 }
 
 enum Outcome {
@@ -206,11 +208,14 @@ impl Manager {
         let mut state = ShardState::default();
         let mut idle = Duration::from_millis(5);
         loop {
+            let failing = state.endpoint_down;
             match self.pass(&shard, &mut state).await {
                 Ok(true) => idle = Duration::from_millis(5),
                 Ok(false) => {
                     tokio::time::sleep(idle).await;
-                    idle = (idle * 2).min(Duration::from_millis(250));
+                    // An unreachable endpoint is retried less and less often (up to 2 s).
+                    let ceiling = if failing { Duration::from_secs(2) } else { Duration::from_millis(250) };
+                    idle = (idle * 2).min(ceiling);
                 }
                 Err(e) if e.errno == Errno::Busy => {
                     tracing::info!(%shard, "another gateway owns this queue now");
@@ -257,11 +262,15 @@ impl Manager {
         }
         let topic_ref = &topic;
         let attempts = &state.attempts;
+        // Once a push fails, the rest of this pass does not hammer the endpoint: the
+        // entries not yet tried wait for the next pass (their retry count unchanged).
+        let failed = &std::sync::atomic::AtomicBool::new(false);
         let results: Vec<Vec<(u64, Outcome)>> = futures::stream::iter(groups.into_values())
             .map(|entries| async move {
                 let mut outcomes = Vec::new();
                 for (marker, data) in entries {
-                    let outcome = self.handle(topic_ref, marker, &data, attempts.get(&marker).copied()).await;
+                    let previous = attempts.get(&marker).copied();
+                    let outcome = self.handle(topic_ref, marker, &data, previous, failed).await;
                     let stop = !matches!(outcome, Outcome::Done);
                     outcomes.push((marker, outcome));
                     if stop {
@@ -273,9 +282,11 @@ impl Manager {
             .buffer_unordered(self.config.parallel)
             .collect()
             .await;
+        let mut pushed = false;
         for (marker, outcome) in results.into_iter().flatten() {
             match outcome {
                 Outcome::Done => {
+                    pushed = true;
                     state.done.insert(marker);
                     state.attempts.remove(&marker);
                     progress = true;
@@ -287,6 +298,7 @@ impl Manager {
                 Outcome::Later => {}
             }
         }
+        state.endpoint_down = failed.load(std::sync::atomic::Ordering::Relaxed) && !pushed;
         let up_to = order.iter().take_while(|m| state.done.contains(m)).last().copied();
         if let Some(up_to) = up_to {
             self.queues.trim(shard, &self.cookie, up_to).await?;
@@ -295,7 +307,14 @@ impl Manager {
         Ok(progress)
     }
 
-    async fn handle(&self, topic: &Topic, marker: u64, data: &[u8], attempts: Option<(u64, Instant)>) -> Outcome {
+    async fn handle(
+        &self,
+        topic: &Topic,
+        marker: u64,
+        data: &[u8],
+        attempts: Option<(u64, Instant)>,
+        failed: &std::sync::atomic::AtomicBool,
+    ) -> Outcome {
         let counters = self.metrics.topic(&topic.name);
         let event = match QueuedEvent::decode(data) {
             Ok(event) => event,
@@ -318,7 +337,7 @@ impl Manager {
             self.expire(topic, &event, &format!("{tried} failed pushes (max_retries {max_retries})")).await;
             return Outcome::Done;
         }
-        if last.is_some_and(|at| at.elapsed() < sleep) {
+        if last.is_some_and(|at| at.elapsed() < sleep) || failed.load(std::sync::atomic::Ordering::Relaxed) {
             return Outcome::Later;
         }
         match self.pusher.push(topic, &event).await {
@@ -328,6 +347,7 @@ impl Manager {
                 Outcome::Done
             }
             Err(e) => {
+                failed.store(true, std::sync::atomic::Ordering::Relaxed);
                 counters.failures.inc();
                 tracing::debug!(topic = %topic.name, event = %event.record.event_id, error = %e, "push failed; will retry");
                 Outcome::Failed
@@ -384,8 +404,9 @@ impl Manager {
                 Some(p) => self.resolver.resolve(p).await?,
                 None => None,
             };
-            let topic_name = pending.as_ref().map_or(String::new(), |p| topic_of_shard(&p.topic).0);
-            let counters = self.metrics.topic(topic_name.rsplit(':').next().unwrap_or_default());
+            // Counters are kept by topic name (the key without its tenant).
+            let topic_name = pending.as_ref().and_then(|p| p.topic.rsplit(':').next()).unwrap_or_default();
+            let counters = self.metrics.topic(topic_name);
             match resolved {
                 Some(event) => {
                     tracing::info!(%shard, id, event = %event.record.event_id, "committing a stale reservation: its operation happened");

@@ -152,7 +152,10 @@ fn broker_env() -> Vec<(&'static str, String)> {
 #[test]
 fn notification_suite_against_shoal_server() {
     let dir = tempfile::tempdir().unwrap();
-    let (_server, port, keys) = start_server(dir.path(), NOTIFY_OPTIONS);
+    let metrics_port = free_port();
+    let metrics_option = format!("rgw_metrics_port={metrics_port}");
+    let options: Vec<&str> = NOTIFY_OPTIONS.iter().copied().chain([metrics_option.as_str()]).collect();
+    let (_server, port, keys) = start_server(dir.path(), &options);
     let data = dir.path().join("data");
     let mut env = vec![
         ("SHOAL_S3_ENDPOINT", format!("http://127.0.0.1:{port}")),
@@ -162,6 +165,18 @@ fn notification_suite_against_shoal_server() {
     ];
     env.extend(broker_env());
     run_suite(&["test_notify.py"], &env);
+    // The Prometheus listener shows the requests and the per-topic counters the suite made.
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", metrics_port)).unwrap();
+    std::io::Write::write_all(&mut stream, b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut stream, &mut text).unwrap();
+    let delivered: u64 = text
+        .lines()
+        .filter(|l| l.starts_with("shoal_notify_delivered_total{topic="))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert!(delivered >= 512, "per-topic delivery counters on the metrics endpoint: {text}");
+    assert!(text.contains("shoal_notify_expired_total{topic=") && text.contains("shoal_rgw_requests_total"), "{text}");
 }
 
 /// The notification suite against two gateways of a 3-OSD cluster, plus SIGKILLs of a
