@@ -432,6 +432,12 @@ def test_queue_full_waits_then_answers_slow_down(s3, bucket):
     with pytest.raises(botocore.exceptions.ClientError):
         s3.head_object(Bucket=bucket, Key=refused_key)
     assert stats(topic)["entries"] == status[0]
+    # The refused request waited for room first (counters are published every poll).
+    deadline = time.time() + 10
+    while stats(topic)["counters"]["full"] < 1 and time.time() < deadline:
+        time.sleep(0.2)
+    counters = stats(topic)["counters"]
+    assert counters["full"] >= 1 and counters["waits"] >= 1, counters
     admin("topic", "rm", "--topic", topic)
 
 

@@ -106,7 +106,23 @@ struct ShardState {
     stale_check: Option<Instant>,
     /// The last pass's pushes failed and none succeeded.
     endpoint_down: bool,
+    /// The last pass read a whole batch (more may be waiting).
+    full_batch: bool,
+    /// Every entry up to this marker is handled (delivered or expired).
+    cursor: Option<u64>,
+    /// The queue is trimmed up to this marker.
+    trimmed: Option<u64>,
+    /// When the queue was last trimmed.
+    last_trim: Option<Instant>,
 }
+
+/// Handled entries are trimmed in batches of this many, or after [`TRIM_PERIOD`].
+const TRIM_BATCH: u64 = 256;
+/// Longest a handled entry waits to be trimmed.
+const TRIM_PERIOD: Duration = Duration::from_secs(1);
+
+/// Pause after a pass that found fewer entries than a batch.
+const BATCH_PAUSE: Duration = Duration::from_millis(20);
 
 enum Outcome {
     Done,
@@ -210,7 +226,13 @@ impl Manager {
         loop {
             let failing = state.endpoint_down;
             match self.pass(&shard, &mut state).await {
-                Ok(true) => idle = Duration::from_millis(5),
+                Ok(true) if state.full_batch => idle = Duration::from_millis(5),
+                Ok(true) => {
+                    // A short batch: let a few more events arrive, so list and trim
+                    // operations are shared by several events.
+                    idle = Duration::from_millis(5);
+                    tokio::time::sleep(BATCH_PAUSE).await;
+                }
                 Ok(false) => {
                     tokio::time::sleep(idle).await;
                     // An unreachable endpoint is retried less and less often (up to 2 s).
@@ -240,8 +262,11 @@ impl Manager {
             return Ok(false);
         }
         let mut progress = self.resolve_stale(shard, state).await?;
-        let listing = self.queues.list(shard, None, self.config.batch).await?;
+        // Entries up to the cursor are handled: read only what follows.
+        let listing = self.queues.list(shard, state.cursor, self.config.batch).await?;
+        state.full_batch = listing.truncated;
         if listing.entries.is_empty() {
+            self.trim(shard, state, true).await?;
             if generation != current.generation && shard == shard_name(&key, generation, 0) {
                 progress |= self.finish_generation(&key, &topic, generation).await?;
             }
@@ -299,12 +324,30 @@ impl Manager {
             }
         }
         state.endpoint_down = failed.load(std::sync::atomic::Ordering::Relaxed) && !pushed;
-        let up_to = order.iter().take_while(|m| state.done.contains(m)).last().copied();
-        if let Some(up_to) = up_to {
-            self.queues.trim(shard, &self.cookie, up_to).await?;
+        if let Some(up_to) = order.iter().take_while(|m| state.done.contains(m)).last().copied() {
+            state.cursor = Some(up_to);
             state.done.retain(|m| *m > up_to);
         }
+        self.trim(shard, state, false).await?;
         Ok(progress)
+    }
+
+    /// Removes handled entries from the queue: in batches, since every trim is a
+    /// replicated write (`now` trims whatever is handled). Entries handled but not yet
+    /// trimmed are delivered again only if another gateway takes the shard over.
+    async fn trim(&self, shard: &str, state: &mut ShardState, now: bool) -> Result<()> {
+        let Some(cursor) = state.cursor else { return Ok(()) };
+        if state.trimmed.is_some_and(|t| t >= cursor) {
+            return Ok(());
+        }
+        let pending = cursor + 1 - state.trimmed.map_or(0, |t| t + 1);
+        let due = now || pending >= TRIM_BATCH || state.last_trim.is_none_or(|at| at.elapsed() >= TRIM_PERIOD);
+        if due {
+            self.queues.trim(shard, &self.cookie, cursor).await?;
+            state.trimmed = Some(cursor);
+            state.last_trim = Some(Instant::now());
+        }
+        Ok(())
     }
 
     async fn handle(
