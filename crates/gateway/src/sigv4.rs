@@ -187,20 +187,11 @@ fn parse_stamp(s: &str) -> Option<u64> {
     if b.len() != 16 || b[8] != b'T' || b[15] != b'Z' {
         return None;
     }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, m, d) = (num(0..4)?, num(4..6)?, num(6..8)?);
-    let (hh, mm, ss) = (num(9..11)?, num(11..13)?, num(13..15)?);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
-        return None;
-    }
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss).ok()
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<u8>().ok();
+    let month = time::Month::try_from(num(4..6)?).ok()?;
+    let date = time::Date::from_calendar_date(s.get(0..4)?.parse().ok()?, month, num(6..8)?).ok()?;
+    let at = date.with_hms(num(9..11)?, num(11..13)?, num(13..15)?).ok()?;
+    u64::try_from(at.assume_utc().unix_timestamp()).ok()
 }
 
 #[cfg(test)]

@@ -84,14 +84,15 @@ fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-fn xml_response(status: StatusCode, body: String) -> S3Response<Body> {
-    let mut response = S3Response::with_status(Body::from(body), status);
-    response.headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/xml"));
+fn xml_response(status: StatusCode, body: String) -> http::Response<Body> {
+    let mut response = http::Response::new(Body::from(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/xml"));
     response
 }
 
 /// An SNS error answer.
-fn sns_error(status: StatusCode, code: &str, message: &str, request_id: &str) -> S3Response<Body> {
+fn sns_error(status: StatusCode, code: &str, message: &str, request_id: &str) -> http::Response<Body> {
     let kind = if status.is_server_error() { "Receiver" } else { "Sender" };
     xml_response(
         status,
@@ -103,7 +104,7 @@ fn sns_error(status: StatusCode, code: &str, message: &str, request_id: &str) ->
 }
 
 /// An SNS success answer for `action` with `result` inside its `<ActionResult>` (if any).
-fn sns_ok(action: &str, result: Option<String>, request_id: &str) -> S3Response<Body> {
+fn sns_ok(action: &str, result: Option<String>, request_id: &str) -> http::Response<Body> {
     let result = result.map(|r| format!("<{action}Result>{r}</{action}Result>")).unwrap_or_default();
     xml_response(
         StatusCode::OK,
@@ -182,16 +183,12 @@ impl Routes {
     pub async fn sns_request(&self, req: http::Request<Body>) -> http::Response<Body> {
         let (parts, body) = req.into_parts();
         let origin = parts.extensions.get::<Origin>().cloned().unwrap_or_default();
-        let response = match self.sns_authenticated(parts, body).await {
+        match self.sns_authenticated(parts, body).await {
             Ok((action, Ok(result))) => sns_ok(&action, result, &origin.request_id),
             Ok((_, Err(SnsFailure(status, code, message)))) | Err(SnsFailure(status, code, message)) => {
                 sns_error(status, code, &message, &origin.request_id)
             }
-        };
-        let mut out = http::Response::new(response.output);
-        *out.status_mut() = response.status.unwrap_or(StatusCode::OK);
-        *out.headers_mut() = response.headers;
-        out
+        }
     }
 
     async fn sns_authenticated(

@@ -121,6 +121,9 @@ const TRIM_BATCH: u64 = 256;
 /// Longest a handled entry waits to be trimmed.
 const TRIM_PERIOD: Duration = Duration::from_secs(1);
 
+/// A queue entry as read: the event, or why it could not be decoded.
+type Decoded = std::result::Result<QueuedEvent, String>;
+
 /// Pause after a pass that found fewer entries than a batch.
 const BATCH_PAUSE: Duration = Duration::from_millis(20);
 
@@ -272,18 +275,20 @@ impl Manager {
             }
             return Ok(progress);
         }
-        let mut groups: BTreeMap<(String, String), Vec<(u64, Bytes)>> = BTreeMap::new();
+        // Decoded once here; an unreadable entry gets a group of its own and is dropped (counted).
+        let mut groups: BTreeMap<(String, String), Vec<(u64, Decoded)>> = BTreeMap::new();
         let mut order = Vec::new();
         for entry in &listing.entries {
             order.push(entry.marker);
             if state.done.contains(&entry.marker) {
                 continue;
             }
-            let group = match QueuedEvent::decode(&entry.data) {
-                Ok(e) => (e.record.s3.bucket.name, e.record.s3.object.key),
-                Err(_) => (String::new(), String::new()),
+            let event = QueuedEvent::decode(&entry.data);
+            let group = match &event {
+                Ok(e) => (e.record.s3.bucket.name.clone(), e.record.s3.object.key.clone()),
+                Err(_) => (String::new(), entry.marker.to_string()),
             };
-            groups.entry(group).or_default().push((entry.marker, entry.data.clone()));
+            groups.entry(group).or_default().push((entry.marker, event));
         }
         let topic_ref = &topic;
         let attempts = &state.attempts;
@@ -293,9 +298,9 @@ impl Manager {
         let results: Vec<Vec<(u64, Outcome)>> = futures::stream::iter(groups.into_values())
             .map(|entries| async move {
                 let mut outcomes = Vec::new();
-                for (marker, data) in entries {
+                for (marker, event) in entries {
                     let previous = attempts.get(&marker).copied();
-                    let outcome = self.handle(topic_ref, marker, &data, previous, failed).await;
+                    let outcome = self.handle(topic_ref, marker, event, previous, failed).await;
                     let stop = !matches!(outcome, Outcome::Done);
                     outcomes.push((marker, outcome));
                     if stop {
@@ -354,12 +359,12 @@ impl Manager {
         &self,
         topic: &Topic,
         marker: u64,
-        data: &[u8],
+        event: Decoded,
         attempts: Option<(u64, Instant)>,
         failed: &std::sync::atomic::AtomicBool,
     ) -> Outcome {
         let counters = self.metrics.topic(&topic.name);
-        let event = match QueuedEvent::decode(data) {
+        let event = match event {
             Ok(event) => event,
             Err(e) => {
                 tracing::error!(topic = %topic.name, marker, error = %e, "dropping an unreadable queue entry");
