@@ -143,7 +143,7 @@ class Setup:
         while time.time() < deadline:
             s = json.loads(subprocess.run([SHOAL, "admin", "-c", self.conf, "topic", "stats", "--topic", topic],
                                           check=True, capture_output=True, text=True).stdout)
-            if s["entries"] == 0 and s["reservations"] == 0:
+            if s["entries"] == 0 and s["reservations"] == 0 and s["pending"] == 0:
                 return
             time.sleep(0.5)
 
@@ -218,7 +218,11 @@ def main():
                 emit(load("delete", "queueing (endpoint down)"))
                 # 2. Delivery of the backlog once the endpoint is fixed.
                 tail = KafkaTail(topic, args.kafka_port) if kind == "kafka" else None
-                backlog = stats(setup, topic)["entries"]
+                s = stats(setup, topic)
+                while s["pending"]:  # events still on their way from the bucket index logs
+                    time.sleep(0.2)
+                    s = stats(setup, topic)
+                backlog = s["entries"]
                 started = time.time()
                 setup.sns.set_topic_attributes(TopicArn=arn, AttributeName="push-endpoint", AttributeValue=live)
                 setup.drained(topic)

@@ -20,7 +20,7 @@ pub mod sns;
 use crate::config::GatewayConfig;
 use crate::gc::Gc;
 use crate::meta::Meta;
-use crate::notifications::{HeadResolver, Notifier, Topics};
+use crate::notifications::{Notifier, Topics};
 use crate::objects::{Objects, Pools};
 use crate::s3::ShoalS3;
 use crate::sns::Routes;
@@ -28,6 +28,7 @@ use s3s::auth::{S3Auth, SecretKey};
 use s3s::{S3Result, s3_error};
 use shoal_client::Rados;
 use shoal_notify::endpoint::Pusher;
+use shoal_notify::eventlog::EventLogs;
 use shoal_notify::manager::Manager;
 use shoal_notify::metrics::Metrics;
 use shoal_notify::publish::Publisher;
@@ -91,21 +92,20 @@ impl Gateway {
         let mut uploads = meta_pool.clone();
         uploads.set_namespace(layout::NS_UPLOADS);
         let meta = Meta::new(meta_pool, config.cache_enabled, config.cache_lru_size);
-        let queues = Queues::new(first.ioctx(layout::LOG_POOL).await?);
-        let publisher = Arc::new(Publisher {
-            queues: queues.clone(),
-            pusher: Arc::new(Pusher::new(config.notify.push_timeout)),
-            metrics: Arc::new(Metrics::default()),
-            reserve_wait: config.notify.reserve_wait,
-        });
+        let log_pool = first.ioctx(layout::LOG_POOL).await?;
+        let queues = Queues::new(log_pool.clone());
+        let logs = EventLogs::new(first.ioctx(layout::INDEX_POOL).await?, log_pool);
+        let publisher = Arc::new(Publisher::new(
+            queues.clone(),
+            logs.clone(),
+            Arc::new(Pusher::new(config.notify.push_timeout)),
+            Arc::new(Metrics::default()),
+            config.notify.reserve_wait,
+        ));
         let notifier = Arc::new(Notifier::new(publisher.clone(), meta.clone(), config.notify.zonegroup.clone()));
-        let manager = Manager::new(
-            publisher,
-            Arc::new(Topics(meta.clone())),
-            Arc::new(HeadResolver(first.ioctx(layout::DATA_POOL).await?)),
-            config.notify.manager.clone(),
-        );
-        let routes = Arc::new(Routes { meta: meta.clone(), queues, config: config.clone() });
+        let manager = Manager::new(publisher, Arc::new(Topics(meta.clone())), config.notify.manager.clone());
+        let routes =
+            Arc::new(Routes { meta: meta.clone(), queues, logs, manager: manager.clone(), config: config.clone() });
         let s3 = Arc::new(ShoalS3 { meta, objects, uploads, notifier, config: config.clone() });
         Ok(Gateway { s3, gc, routes, manager, config })
     }

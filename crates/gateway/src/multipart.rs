@@ -221,7 +221,9 @@ impl Objects {
         Ok(true)
     }
 
-    /// Completes an upload from the listed (number, etag) parts; returns the object's metadata.
+    /// Completes an upload from the listed (number, etag) parts, logging the events
+    /// `events` gives for the completed object; returns the object's metadata.
+    #[allow(clippy::too_many_arguments)]
     pub async fn complete_upload(
         &self,
         uploads: &IoCtx,
@@ -230,6 +232,7 @@ impl Objects {
         upload_id: &str,
         listed: &[(u32, String)],
         tag: &str,
+        events: &crate::notifications::Pending,
     ) -> std::result::Result<ObjectMeta, CompleteError> {
         let Some(info) = self.upload(uploads, bucket, key, upload_id).await? else {
             return Err(CompleteError::NoSuchUpload);
@@ -264,11 +267,13 @@ impl Objects {
         };
         let head = layout::head_object(&bucket.id, key);
         let kept: Vec<String> = tail.iter().map(|s| s.prefix.clone()).collect();
+        let logged = events.logged(&crate::notifications::Done::of(&meta));
         if self.write_head(&head, &meta, Bytes::new()).await? {
-            self.link(bucket, key, &meta).await?;
+            self.link(bucket, key, &meta, logged).await?;
             self.drop_upload(uploads, bucket, &info, &kept).await?;
         } else {
             // A newer write of the key won: this upload's data is garbage.
+            self.log_events(bucket, key, logged).await?;
             self.drop_upload(uploads, bucket, &info, &[]).await?;
         }
         Ok(meta)

@@ -1,18 +1,18 @@
 //! The gateway's side of bucket notifications: which configurations an operation
-//! matches, the events it reserves before acting and commits (or pushes) after, and how
-//! the queue owner learns whether a dead gateway's operation happened.
+//! matches, the events admitted before it acts, the persistent ones written into its
+//! bucket index transaction ([`Pending::logged`]) and the synchronous ones pushed after.
 
 use crate::meta::{BucketInfo, Meta, UserInfo};
-use crate::objects::read_meta;
+use crate::objects::ObjectMeta;
+use bytes::Bytes;
 use s3s::{S3Error, S3Result, s3_error};
-use shoal_client::IoCtx;
 use shoal_notify::event::{
     BucketEntity, EventRecord, KeyVal, ObjectEntity, Principal, QueuedEvent, RequestParameters, ResponseElements,
     S3Entity, event_time, sequencer,
 };
 use shoal_notify::filter::Subject;
-use shoal_notify::manager::{Resolver, TopicSource};
-use shoal_notify::publish::{Publisher, Reserved};
+use shoal_notify::manager::TopicSource;
+use shoal_notify::publish::Publisher;
 use shoal_notify::topic::{Topic, parse_arn};
 use shoal_types::{Errno, Result};
 use std::collections::BTreeMap;
@@ -41,12 +41,9 @@ pub struct Operation<'a> {
     pub metadata: &'a BTreeMap<String, String>,
     /// Tags.
     pub tags: &'a [(String, String)],
-    /// The order time, when known before the operation (removals): the event is then
-    /// complete but for the removed object's size and ETag.
-    pub order_ns: Option<u64>,
 }
 
-/// What an operation produced.
+/// What an operation produced (for removals: what it removed).
 pub struct Done {
     /// Object size (of the removed object for removals).
     pub size: u64,
@@ -56,10 +53,25 @@ pub struct Done {
     pub order_ns: u64,
 }
 
+impl Done {
+    /// What writing `meta` produced.
+    pub fn of(meta: &ObjectMeta) -> Done {
+        Done { size: meta.size, etag: meta.etag.clone(), order_ns: meta.mtime_ns }
+    }
+}
+
 /// Events of one operation waiting for its outcome.
 #[derive(Default)]
 pub struct Pending {
-    events: Vec<(Arc<Topic>, QueuedEvent, Option<Reserved>)>,
+    events: Vec<(Arc<Topic>, QueuedEvent)>,
+}
+
+impl Pending {
+    /// The persistent events, completed with `done` and encoded for the bucket index log.
+    pub fn logged(&self, done: &Done) -> Vec<Bytes> {
+        let persistent = self.events.iter().filter(|(topic, _)| topic.dest.persistent);
+        persistent.map(|(_, event)| Bytes::from(complete(event.clone(), done).encode())).collect()
+    }
 }
 
 /// Matches operations against bucket notification configurations and publishes events.
@@ -88,8 +100,8 @@ impl Notifier {
         Notifier { publisher, meta, zonegroup }
     }
 
-    /// The events `op` produces; persistent ones are reserved now. A queue that stays
-    /// full answers 503 SlowDown (nothing is reserved then).
+    /// The events `op` produces; persistent ones are admitted to their queues now. A queue
+    /// that stays full answers 503 SlowDown.
     pub async fn prepare(&self, op: &Operation<'_>, origin: &Origin, who: &Option<Arc<UserInfo>>) -> S3Result<Pending> {
         let mut pending = Pending::default();
         if op.bucket.notifications.is_empty() {
@@ -103,10 +115,7 @@ impl Notifier {
                 Ok(Some(topic)) => topic,
                 // A topic deleted under its notification no longer fails the bucket's writes.
                 Ok(None) => continue,
-                Err(e) => {
-                    self.finish(pending, None).await;
-                    return Err(crate::s3::rados_error(e));
-                }
+                Err(e) => return Err(crate::s3::rados_error(e)),
             };
             let record = EventRecord {
                 event_version: "2.1".into(),
@@ -142,52 +151,33 @@ impl Notifier {
                 opaque_data: topic.opaque_data.clone(),
                 ..Default::default()
             };
-            let mut event = QueuedEvent {
+            let event = QueuedEvent {
                 topic: key,
                 created_ns: crate::objects::now_ns(),
                 head: crate::layout::head_object(&op.bucket.id, op.key),
                 tag: op.tag.to_owned(),
                 record,
             };
-            if let Some(order_ns) = op.order_ns {
-                event = complete(event, &Done { size: 0, etag: String::new(), order_ns });
+            if topic.dest.persistent {
+                self.publisher.admit(&topic, &event).await.map_err(admit_error)?;
             }
-            let reserved = if topic.dest.persistent {
-                match self.publisher.reserve(topic.clone(), &event).await {
-                    Ok(r) => Some(r),
-                    Err(e) => {
-                        self.finish(pending, None).await;
-                        return Err(reserve_error(e));
-                    }
-                }
-            } else {
-                None
-            };
-            pending.events.push((topic, event, reserved));
+            pending.events.push((topic, event));
         }
         Ok(pending)
     }
 
-    /// Publishes the events of an operation that succeeded (`done`), or drops them.
+    /// Counts the logged events of an operation that succeeded and pushes its
+    /// synchronous ones (`done` is `None` when it failed: nothing was logged).
     pub async fn finish(&self, pending: Pending, done: Option<Done>) {
-        let Some(done) = done else {
-            for reserved in pending.events.into_iter().filter_map(|(_, _, r)| r) {
-                self.publisher.abort(reserved).await;
-            }
-            return;
-        };
+        let Some(done) = done else { return };
         let publisher = &self.publisher;
-        let work = pending.events.into_iter().map(|(topic, event, reserved)| {
+        let work = pending.events.into_iter().map(|(topic, event)| {
             let event = complete(event, &done);
             async move {
-                match reserved {
-                    Some(reserved) => {
-                        if let Err(e) = publisher.commit(reserved, &event).await {
-                            // The reservation stays; the queue's owner commits it once stale.
-                            tracing::warn!(topic = %topic.name, error = %e, "committing a notification failed");
-                        }
-                    }
-                    None => publisher.push_now(&topic, &event).await,
+                if topic.dest.persistent {
+                    publisher.metrics.topic(&topic.name).queued.inc();
+                } else {
+                    publisher.push_now(&topic, &event).await;
                 }
             }
         });
@@ -195,7 +185,7 @@ impl Notifier {
     }
 }
 
-fn reserve_error(e: shoal_types::RadosError) -> S3Error {
+fn admit_error(e: shoal_types::RadosError) -> S3Error {
     if e.errno == Errno::NoSpace {
         s3_error!(SlowDown, "a notification queue of this bucket is full; retry later")
     } else {
@@ -217,23 +207,5 @@ impl TopicSource for Topics {
         let mut changed = (*topic).clone();
         changed.dest.draining.retain(|g| g.generation != generation);
         self.0.put_topic(&changed).await
-    }
-}
-
-/// Says whether a dead gateway's operation happened, from the head object it left.
-pub struct HeadResolver(pub IoCtx);
-
-#[async_trait::async_trait]
-impl Resolver for HeadResolver {
-    async fn resolve(&self, pending: &QueuedEvent) -> Result<Option<QueuedEvent>> {
-        let meta = read_meta(&self.0, &pending.head).await?;
-        if pending.record.event_name.starts_with("ObjectRemoved:") {
-            // A removal happened if the head is gone (its event already has its time).
-            return Ok(meta.is_none().then(|| pending.clone()));
-        }
-        Ok(meta.filter(|m| m.order.ends_with(&format!(".{}", pending.tag))).map(|m| {
-            let done = Done { size: m.size, etag: m.etag.clone(), order_ns: m.mtime_ns };
-            complete(pending.clone(), &done)
-        }))
     }
 }

@@ -311,8 +311,15 @@ impl Objects {
     }
 
     /// Removes the head unless it holds a newer write than `order`; unlinks the index
-    /// entry; queues the removed tail for GC. Returns the removed entry.
-    pub async fn delete(&self, bucket: &BucketInfo, key: &str, order: &str) -> Result<Option<IndexEntry>> {
+    /// entry, logging `events` with it; queues the removed tail for GC. Returns the
+    /// removed entry.
+    pub async fn delete(
+        &self,
+        bucket: &BucketInfo,
+        key: &str,
+        order: &str,
+        events: Vec<Bytes>,
+    ) -> Result<Option<IndexEntry>> {
         let head = layout::head_object(&bucket.id, key);
         let op = WriteOp::new().cmp_xattr(ORDER_XATTR, CmpOp::Le, CmpMode::Bytes, order.to_owned()).remove();
         match self.pools.data().operate(&head, op).await {
@@ -320,7 +327,7 @@ impl Objects {
             Err(e) if matches!(e.errno, Errno::NotFound | Errno::Canceled) => {}
             Err(e) => return Err(e),
         }
-        let input = UnlinkInput { key: key.to_owned(), order: order.to_owned() };
+        let input = UnlinkInput { key: key.to_owned(), order: order.to_owned(), events };
         let out = self.index_call(bucket, key, "unlink", input.encode()).await?;
         if out.applied
             && let Some(previous) = &out.previous
@@ -330,9 +337,9 @@ impl Objects {
         Ok(out.previous.filter(|_| out.applied))
     }
 
-    /// Links the entry for `key`; queues whichever object lost (the replaced one, or this
-    /// one if a newer write got there first) for GC.
-    pub async fn link(&self, bucket: &BucketInfo, key: &str, meta: &ObjectMeta) -> Result<()> {
+    /// Links the entry for `key`, logging `events` with it; queues whichever object lost
+    /// (the replaced one, or this one if a newer write got there first) for GC.
+    pub async fn link(&self, bucket: &BucketInfo, key: &str, meta: &ObjectMeta, events: Vec<Bytes>) -> Result<()> {
         let entry = IndexEntry {
             size: meta.size,
             etag: meta.etag.clone(),
@@ -343,7 +350,8 @@ impl Objects {
             tail: meta.tail.clone(),
         };
         let head = layout::head_object(&bucket.id, key);
-        let out = self.index_call(bucket, key, "link", LinkInput { key: key.to_owned(), entry }.encode()).await?;
+        let input = LinkInput { key: key.to_owned(), entry, events };
+        let out = self.index_call(bucket, key, "link", input.encode()).await?;
         match (out.applied, out.previous) {
             (true, Some(previous)) => self.gc.retire(&head, &previous.tail).await,
             (false, _) => self.gc.retire(&head, &meta.tail).await,
@@ -351,10 +359,26 @@ impl Objects {
         }
     }
 
+    /// Logs `events` in `key`'s index shard without linking anything (a newer write of
+    /// the key won the head, but this write happened and is acknowledged).
+    pub async fn log_events(&self, bucket: &BucketInfo, key: &str, events: Vec<Bytes>) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let shard = layout::index_shard(&bucket.id, layout::shard_of(key, bucket.num_shards));
+        let input = bucket_index::LogInput { events }.encode();
+        self.pools.index().exec(&shard, bucket_index::CLASS, "log", input).await.map(|_| ())
+    }
+
     async fn index_call(&self, bucket: &BucketInfo, key: &str, method: &str, input: Vec<u8>) -> Result<ChangeOutput> {
         let shard = layout::index_shard(&bucket.id, layout::shard_of(key, bucket.num_shards));
         let out = self.pools.index().exec(&shard, bucket_index::CLASS, method, input).await?;
         ChangeOutput::decode(&out)
+    }
+
+    /// The names of the bucket's index shards (its event logs).
+    pub fn index_shards(bucket: &BucketInfo) -> Vec<String> {
+        (0..bucket.num_shards).map(|shard| layout::index_shard(&bucket.id, shard)).collect()
     }
 
     /// Creates the bucket's index shards.

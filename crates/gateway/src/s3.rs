@@ -5,7 +5,7 @@ use crate::config::GatewayConfig;
 use crate::layout;
 use crate::meta::{BucketInfo, CannedAcl, Meta, UserInfo};
 use crate::multipart::{CompleteError, hex};
-use crate::notifications::{Done, Operation, Origin};
+use crate::notifications::{Done, Operation, Origin, Pending};
 use crate::objects::{ObjectMeta, Objects, StreamError, new_tag, now_ns, order_of, read_meta};
 use bytes::Bytes;
 use futures::StreamExt;
@@ -13,7 +13,7 @@ use s3s::auth::Credentials;
 use s3s::dto::*;
 use s3s::{S3, S3Error, S3Request, S3Response, S3Result, s3_error};
 use shoal_client::IoCtx;
-use shoal_objclass::bucket_index::{IndexEntry, ListItem};
+use shoal_objclass::bucket_index::ListItem;
 use shoal_types::{Errno, RadosError};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -58,6 +58,9 @@ fn stream_error(e: StreamError) -> S3Error {
         StreamError::Rados(e) => rados_error(e),
     }
 }
+
+/// Longest a bucket removal waits for the bucket's logged events to be moved to their queues.
+const LOG_DRAIN_WAIT: Duration = Duration::from_secs(10);
 
 fn timestamp(ns: u64) -> Timestamp {
     Timestamp::from(UNIX_EPOCH + Duration::from_nanos(ns))
@@ -280,10 +283,6 @@ fn origin_of(extensions: &http::Extensions) -> Origin {
 }
 
 /// What a written object tells its events.
-fn done_of(meta: &ObjectMeta) -> Done {
-    Done { size: meta.size, etag: meta.etag.clone(), order_ns: meta.mtime_ns }
-}
-
 impl ShoalS3 {
     /// The authenticated user (None for anonymous requests); suspended users are refused.
     async fn requester(&self, credentials: &Option<Credentials>) -> S3Result<Option<Arc<UserInfo>>> {
@@ -346,7 +345,8 @@ impl ShoalS3 {
         }
     }
 
-    /// Writes the head and links the index entry, then forgets the writer's GC intent.
+    /// Writes the head and links the index entry with the persistent `events`, then
+    /// forgets the writer's GC intent.
     async fn commit(
         &self,
         bucket: &BucketInfo,
@@ -354,13 +354,16 @@ impl ShoalS3 {
         meta: &ObjectMeta,
         data: Bytes,
         intent: Option<String>,
+        events: &Pending,
     ) -> S3Result<()> {
         let head = layout::head_object(&bucket.id, key);
         let objects = &self.objects;
+        let logged = events.logged(&Done::of(meta));
         if objects.write_head(&head, meta, data).await.map_err(rados_error)? {
-            objects.link(bucket, key, meta).await.map_err(rados_error)?;
+            objects.link(bucket, key, meta, logged).await.map_err(rados_error)?;
         } else {
             objects.gc.retire(&head, &meta.tail).await.map_err(rados_error)?;
+            objects.log_events(bucket, key, logged).await.map_err(rados_error)?;
         }
         if let Some(intent) = intent {
             objects.gc.forget(&intent).await.map_err(rados_error)?;
@@ -368,7 +371,9 @@ impl ShoalS3 {
         Ok(())
     }
 
-    /// Streams `body` into a new object `key` with `meta` (size, etag and order filled in).
+    /// Streams `body` into a new object `key` with `meta` (size, etag and order filled in),
+    /// logging the persistent `events`.
+    #[allow(clippy::too_many_arguments)]
     async fn store_object<S, E>(
         &self,
         bucket: &BucketInfo,
@@ -377,6 +382,7 @@ impl ShoalS3 {
         body: S,
         content_md5: Option<&str>,
         tag: &str,
+        events: &Pending,
     ) -> S3Result<ObjectMeta>
     where
         S: futures::Stream<Item = Result<Bytes, E>> + Unpin,
@@ -404,22 +410,22 @@ impl ShoalS3 {
         meta.order = order_of(meta.mtime_ns, tag);
         meta.tail = written.segment.into_iter().collect();
         meta.parts = None;
-        self.commit(bucket, key, &meta, written.inline.unwrap_or_default(), written.intent).await?;
+        self.commit(bucket, key, &meta, written.inline.unwrap_or_default(), written.intent, events).await?;
         Ok(meta)
     }
 
-    /// Runs `work` between reserving the events of `op` and publishing them (or dropping
-    /// them if it fails).
+    /// Admits the events of `op`, runs `work` (which logs the persistent ones in its
+    /// bucket index change), then pushes the synchronous ones if it succeeded.
     async fn with_events<T>(
         &self,
         op: &Operation<'_>,
         origin: &Origin,
         who: &Option<Arc<UserInfo>>,
-        work: impl std::future::Future<Output = S3Result<T>>,
+        work: impl AsyncFnOnce(&Pending) -> S3Result<T>,
         done: impl FnOnce(&T) -> Done,
     ) -> S3Result<T> {
         let pending = self.notifier.prepare(op, origin, who).await?;
-        match work.await {
+        match work(&pending).await {
             Ok(value) => {
                 self.notifier.finish(pending, Some(done(&value))).await;
                 Ok(value)
@@ -451,22 +457,17 @@ impl ShoalS3 {
             }
         };
         let (metadata, tags) = stored.as_ref().map(|m| (m.user_meta.clone(), m.tags.clone())).unwrap_or_default();
-        let op = Operation {
-            bucket,
-            key,
-            event: "ObjectRemoved:Delete",
-            tag: &tag,
-            metadata: &metadata,
-            tags: &tags,
-            order_ns: Some(order_ns),
-        };
-        let work = async { self.objects.delete(bucket, key, &order).await.map_err(rados_error) };
-        let done = |removed: &Option<IndexEntry>| Done {
-            size: removed.as_ref().map_or(0, |e| e.size),
-            etag: removed.as_ref().map_or(String::new(), |e| e.etag.clone()),
+        let op = Operation { bucket, key, event: "ObjectRemoved:Delete", tag: &tag, metadata: &metadata, tags: &tags };
+        // The event reports the object as read before the removal.
+        let done = || Done {
+            size: stored.as_ref().map_or(0, |m| m.size),
+            etag: stored.as_ref().map_or(String::new(), |m| m.etag.clone()),
             order_ns,
         };
-        self.with_events(&op, origin, who, work, done).await.map(|_| ())
+        let work = async |events: &Pending| {
+            self.objects.delete(bucket, key, &order, events.logged(&done())).await.map_err(rados_error)
+        };
+        self.with_events(&op, origin, who, work, |_| done()).await.map(|_| ())
     }
 
     async fn display_name(&self, uid: &str) -> Option<String> {
@@ -807,10 +808,12 @@ impl S3 for ShoalS3 {
             tag: &tag,
             metadata: &meta.user_meta,
             tags: &meta.tags,
-            order_ns: None,
         };
-        let work = self.store_object(&bucket, &input.key, meta.clone(), body, input.content_md5.as_deref(), &tag);
-        let meta = self.with_events(&op, &origin_of(&req.extensions), &who, work, done_of).await?;
+        let md5 = input.content_md5.as_deref();
+        let work = async |events: &Pending| {
+            self.store_object(&bucket, &input.key, meta.clone(), body, md5, &tag, events).await
+        };
+        let meta = self.with_events(&op, &origin_of(&req.extensions), &who, work, Done::of).await?;
         if input.content_length.is_some_and(|l| l as u64 != meta.size) {
             tracing::warn!(key = %input.key, "body length differs from Content-Length");
         }
@@ -944,10 +947,11 @@ impl S3 for ShoalS3 {
             tag: &tag,
             metadata: &meta.user_meta,
             tags: &meta.tags,
-            order_ns: None,
         };
-        let work = self.store_object(&bucket, &input.key, meta.clone(), Box::pin(data), None, &tag);
-        let meta = self.with_events(&op, &origin_of(&req.extensions), &who, work, done_of).await?;
+        let work = async |events: &Pending| {
+            self.store_object(&bucket, &input.key, meta.clone(), Box::pin(data), None, &tag, events).await
+        };
+        let meta = self.with_events(&op, &origin_of(&req.extensions), &who, work, Done::of).await?;
         Ok(S3Response::new(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
                 e_tag: Some(etag(&meta.etag)),
@@ -1204,11 +1208,17 @@ impl S3 for ShoalS3 {
             tag: &tag,
             metadata: &metadata,
             tags: &tags,
-            order_ns: None,
         };
-        let work = async {
-            let completed =
-                self.objects.complete_upload(&self.uploads, &bucket, &input.key, &input.upload_id, &listed, &tag);
+        let work = async |events: &Pending| {
+            let completed = self.objects.complete_upload(
+                &self.uploads,
+                &bucket,
+                &input.key,
+                &input.upload_id,
+                &listed,
+                &tag,
+                events,
+            );
             completed.await.map_err(|e| match e {
                 CompleteError::NoSuchUpload => s3_error!(NoSuchUpload),
                 CompleteError::InvalidPart(n) => s3_error!(InvalidPart, "part {n} is missing or its ETag differs"),
@@ -1217,7 +1227,7 @@ impl S3 for ShoalS3 {
                 CompleteError::Rados(e) => rados_error(e),
             })
         };
-        let meta = self.with_events(&op, &origin_of(&req.extensions), &who, work, done_of).await?;
+        let meta = self.with_events(&op, &origin_of(&req.extensions), &who, work, Done::of).await?;
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(input.bucket.clone()),
             key: Some(input.key.clone()),
@@ -1247,15 +1257,31 @@ impl S3 for ShoalS3 {
 }
 
 impl ShoalS3 {
-    /// Removes an (empty) bucket: aborts its uploads, then removes its record, index shards
-    /// and upload object.
+    /// Removes an (empty) bucket: aborts its uploads, waits for its logged events to reach
+    /// their queues (EAGAIN if they do not within [`LOG_DRAIN_WAIT`]), then removes its
+    /// record, index shards and upload object.
     pub async fn remove_bucket(&self, bucket: &BucketInfo) -> shoal_types::Result<()> {
         let (uploads, _) = self.objects.list_uploads(&self.uploads, bucket, "", "", usize::MAX).await?;
         for upload in uploads {
             self.objects.abort_upload(&self.uploads, bucket, &upload.key, &upload.upload_id).await?;
         }
+        let logs = Objects::index_shards(bucket);
+        let publisher = &self.notifier.publisher;
+        let deadline = std::time::Instant::now() + LOG_DRAIN_WAIT;
+        for log in &logs {
+            while !publisher.logs.is_empty(log).await? {
+                if std::time::Instant::now() > deadline {
+                    return Err(shoal_types::err::again(format!(
+                        "bucket {} still has notification events on their way to their queues; retry",
+                        bucket.name
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
         self.meta.remove_bucket(bucket).await?;
         self.objects.remove_index(bucket).await?;
+        publisher.logs.unregister(&logs).await?;
         crate::meta::remove_ignoring_missing(&self.uploads, &bucket.id).await
     }
 

@@ -15,7 +15,9 @@ use http_body_util::BodyExt;
 use s3s::route::S3Route;
 use s3s::{Body, S3Request, S3Response, S3Result, s3_error};
 use shoal_notify::event::QueuedEvent;
+use shoal_notify::eventlog::EventLogs;
 use shoal_notify::filter::{self, NotificationConfig};
+use shoal_notify::manager::Manager;
 use shoal_notify::queue::{Queues, shard_names};
 use shoal_notify::topic::{QueueGeneration, Topic, parse_arn, valid_name};
 use std::collections::BTreeMap;
@@ -28,8 +30,11 @@ const MAX_BODY: usize = 1 << 20;
 /// A topic's queue totals, summed over its shards.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct TopicStats {
-    /// Reservations not yet committed or aborted.
+    /// Reservations not yet committed or aborted (`2pc_queue` producers; the gateway's own
+    /// events enter the queue without one).
     pub reservations: u64,
+    /// Events logged in bucket index shards, not yet moved to the queue.
+    pub pending: u64,
     /// Committed events waiting for delivery.
     pub entries: u64,
     /// Bytes of those events.
@@ -54,6 +59,10 @@ pub struct Routes {
     pub meta: Arc<Meta>,
     /// Persistent topics' queues.
     pub queues: Queues,
+    /// Bucket index event logs.
+    pub logs: EventLogs,
+    /// Delivery (woken when queue shards or logs appear).
+    pub manager: Arc<Manager>,
     /// Options.
     pub config: GatewayConfig,
 }
@@ -278,6 +287,7 @@ impl Routes {
                 topic.dest.draining.clear();
                 let size = self.queue_size(topic);
                 self.queues.create(&key, topic.dest.queue, size).await.map_err(internal)?;
+                self.manager.wake();
             }
             (Some(old), false) => {
                 self.remove_queues(&key, old).await.map_err(internal)?;
@@ -331,6 +341,27 @@ impl Routes {
                 {
                     let age = now.saturating_sub(event.created_ns) as f64 / 1e9;
                     stats.oldest_age_secs = stats.oldest_age_secs.max(age);
+                }
+            }
+        }
+        for log in self.logs.registry().await? {
+            let mut after = None;
+            loop {
+                let page = match self.logs.list(&log, after, 1000).await {
+                    Ok(page) => page,
+                    Err(e) if e.errno == shoal_types::Errno::NotFound => break,
+                    Err(e) => return Err(e),
+                };
+                for event in page.events.iter().filter_map(|(_, bytes)| QueuedEvent::decode(bytes).ok()) {
+                    if event.topic == key {
+                        stats.pending += 1;
+                        let age = now.saturating_sub(event.created_ns) as f64 / 1e9;
+                        stats.oldest_age_secs = stats.oldest_age_secs.max(age);
+                    }
+                }
+                match page.events.last() {
+                    Some((seq, _)) if page.more => after = Some(*seq),
+                    _ => break,
                 }
             }
         }
@@ -524,6 +555,9 @@ impl Routes {
                 } else {
                     updated.notifications.retain(|c| !parsed.iter().any(|p| p.id == c.id));
                     updated.notifications.extend(parsed);
+                    // Movers must know the bucket's logs before any write logs an event.
+                    self.logs.register(&crate::objects::Objects::index_shards(&info)).await.map_err(rados_error)?;
+                    self.manager.wake();
                 }
                 self.meta.update_bucket(&updated).await.map_err(rados_error)?;
                 Ok(S3Response::new(Body::empty()))

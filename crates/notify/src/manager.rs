@@ -11,10 +11,8 @@
 //!
 //! Expiry (`time_to_live`, `max_retries`) sends the event to the topic's dead-letter
 //! topic when it has one, else drops it; both are counted and logged, never silent.
-//! Reservations older than the stale age belong to a gateway that died between its
-//! reservation and its commit: the [`Resolver`] says whether the operation happened,
-//! and the reservation is committed (with the event it carries) or dropped accordingly.
-//! After a reshard, a generation's shards are delivered only once every older
+//! The same ownership passes take the mover leases of bucket index event logs, whose
+//! events the [`mover`] takes to the topic queues. After a reshard, a generation's shards are delivered only once every older
 //! generation has drained, which keeps per-key order across the change.
 
 use crate::endpoint::Pusher;
@@ -23,7 +21,6 @@ use crate::metrics::Metrics;
 use crate::publish::Publisher;
 use crate::queue::{Queues, shard_name, shard_names, topic_of_shard};
 use crate::topic::Topic;
-use bytes::Bytes;
 use futures::StreamExt;
 use shoal_types::{Errno, Result};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -39,13 +36,6 @@ pub trait TopicSource: Send + Sync {
     async fn generation_drained(&self, key: &str, generation: u32) -> Result<()>;
 }
 
-/// Decides what became of the operation of a stale reservation.
-#[async_trait::async_trait]
-pub trait Resolver: Send + Sync {
-    /// The final event when the operation happened, `None` when it did not.
-    async fn resolve(&self, pending: &QueuedEvent) -> Result<Option<QueuedEvent>>;
-}
-
 /// Manager timing and defaults.
 #[derive(Clone, Debug)]
 pub struct ManagerConfig {
@@ -53,8 +43,6 @@ pub struct ManagerConfig {
     pub lease: Duration,
     /// Time between ownership passes (lease renewals, new shards, takeovers).
     pub poll: Duration,
-    /// A reservation this old is resolved by the shard's owner.
-    pub stale_after: Duration,
     /// Default `time_to_live` in seconds (0 = forever).
     pub time_to_live: u64,
     /// Default `max_retries` (0 = unlimited).
@@ -72,7 +60,6 @@ impl Default for ManagerConfig {
         ManagerConfig {
             lease: Duration::from_secs(90),
             poll: Duration::from_secs(30),
-            stale_after: Duration::from_secs(120),
             time_to_live: 0,
             max_retries: 0,
             retry_sleep: 0,
@@ -88,12 +75,17 @@ pub struct Manager {
     pusher: Arc<Pusher>,
     publisher: Arc<Publisher>,
     topics: Arc<dyn TopicSource>,
-    resolver: Arc<dyn Resolver>,
     metrics: Arc<Metrics>,
     config: ManagerConfig,
     cookie: String,
     owned: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
+    /// Event logs this gateway moves, with when each is read next.
+    logs: Mutex<HashMap<String, mover::LogSchedule>>,
+    /// Wakes the ownership loop early (a bucket got notifications, a topic was created).
+    wake: tokio::sync::Notify,
 }
+
+mod mover;
 
 /// What one gateway remembers about a shard while it owns it.
 #[derive(Default)]
@@ -102,8 +94,6 @@ struct ShardState {
     attempts: HashMap<u64, (u64, Instant)>,
     /// Entries handled but not yet trimmed (a held-back entry precedes them).
     done: BTreeSet<u64>,
-    /// When stale reservations were last looked for.
-    stale_check: Option<Instant>,
     /// The last pass's pushes failed and none succeeded.
     endpoint_down: bool,
     /// The last pass read a whole batch (more may be waiting).
@@ -133,28 +123,33 @@ enum Outcome {
     Later,
 }
 
+/// Aborts a task when dropped (the mover stops with the ownership loop).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 fn now_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
 impl Manager {
     /// A manager over `publisher`'s queues and pusher.
-    pub fn new(
-        publisher: Arc<Publisher>,
-        topics: Arc<dyn TopicSource>,
-        resolver: Arc<dyn Resolver>,
-        config: ManagerConfig,
-    ) -> Arc<Manager> {
+    pub fn new(publisher: Arc<Publisher>, topics: Arc<dyn TopicSource>, config: ManagerConfig) -> Arc<Manager> {
         Arc::new(Manager {
             queues: publisher.queues.clone(),
             pusher: publisher.pusher.clone(),
             metrics: publisher.metrics.clone(),
             publisher,
             topics,
-            resolver,
             config,
             cookie: format!("{:016x}", rand::random::<u64>()),
             owned: Mutex::new(HashMap::new()),
+            logs: Mutex::new(HashMap::new()),
+            wake: tokio::sync::Notify::new(),
         })
     }
 
@@ -166,9 +161,16 @@ impl Manager {
         names
     }
 
+    /// Asks for an ownership pass now (new queue shards or event logs were registered).
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
     /// Runs ownership passes until the process ends; each also publishes this gateway's
-    /// counters for `topic stats`.
+    /// counters for `topic stats`. Moves events from the owned logs meanwhile.
     pub async fn run(self: Arc<Self>) {
+        let mover = tokio::spawn(self.clone().move_events());
+        let _stop_mover = AbortOnDrop(mover);
         loop {
             if let Err(e) = self.ownership_pass().await {
                 tracing::warn!(error = %e, "notification ownership pass failed");
@@ -177,12 +179,16 @@ impl Manager {
                 tracing::debug!(error = %e, "publishing notification counters failed");
             }
             let jitter = Duration::from_millis(rand::random::<u64>() % 100);
-            tokio::time::sleep(self.config.poll + jitter).await;
+            tokio::select! {
+                _ = tokio::time::sleep(self.config.poll + jitter) => {}
+                _ = self.wake.notified() => {}
+            }
         }
     }
 
-    /// Takes, renews or gives up shards once.
+    /// Takes, renews or gives up shards and event logs once.
     pub async fn ownership_pass(self: &Arc<Self>) -> Result<()> {
+        self.own_logs().await?;
         let shards = self.queues.registry().await?;
         for shard in &shards {
             let result = self.queues.own(shard, &self.cookie, self.config.lease).await;
@@ -213,8 +219,9 @@ impl Manager {
         Ok(())
     }
 
-    /// Gives every owned shard up, so other gateways take over at once.
+    /// Gives every owned shard and log up, so other gateways take over at once.
     pub async fn shutdown(&self) {
+        self.disown_logs().await;
         let owned: Vec<(String, tokio::task::JoinHandle<()>)> =
             self.owned.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drain().collect();
         for (shard, task) in owned {
@@ -264,7 +271,7 @@ impl Manager {
         if !topic.dest.persistent || !known || older_pending {
             return Ok(false);
         }
-        let mut progress = self.resolve_stale(shard, state).await?;
+        let mut progress = false;
         // Entries up to the cursor are handled: read only what follows.
         let listing = self.queues.list(shard, state.cursor, self.config.batch).await?;
         state.full_batch = listing.truncated;
@@ -427,48 +434,10 @@ impl Manager {
         let dlq = dlq.ok_or_else(|| format!("dead-letter topic {key} does not exist"))?;
         let moved = QueuedEvent { topic: key, created_ns: now_ns(), ..event.clone() };
         if dlq.dest.persistent {
-            let reserved = self.publisher.reserve(dlq.clone(), &moved).await.map_err(|e| e.to_string())?;
-            self.publisher.commit(reserved, &moved).await.map_err(|e| e.to_string())
+            self.publisher.enqueue_now(&dlq, &moved).await.map_err(|e| e.to_string())
         } else {
             self.pusher.push(&dlq, &moved).await
         }
-    }
-
-    /// Resolves reservations older than the stale age (at most every half of it).
-    async fn resolve_stale(&self, shard: &str, state: &mut ShardState) -> Result<bool> {
-        let period = self.config.stale_after / 2;
-        if state.stale_check.is_some_and(|at| at.elapsed() < period) {
-            return Ok(false);
-        }
-        state.stale_check = Some(Instant::now());
-        let cutoff = now_ns().saturating_sub(self.config.stale_after.as_nanos() as u64);
-        let mut progress = false;
-        for (id, reservation) in self.queues.reservations(shard).await? {
-            if reservation.timestamp_ns >= cutoff {
-                continue;
-            }
-            let pending = QueuedEvent::decode(&reservation.info).ok();
-            let resolved = match &pending {
-                Some(p) => self.resolver.resolve(p).await?,
-                None => None,
-            };
-            // Counters are kept by topic name (the key without its tenant).
-            let topic_name = pending.as_ref().and_then(|p| p.topic.rsplit(':').next()).unwrap_or_default();
-            let counters = self.metrics.topic(topic_name);
-            match resolved {
-                Some(event) => {
-                    tracing::info!(%shard, id, event = %event.record.event_id, "committing a stale reservation: its operation happened");
-                    self.queues.resolve(shard, &self.cookie, id, Some(Bytes::from(event.encode()))).await?;
-                    counters.recovered.inc();
-                }
-                None => {
-                    self.queues.resolve(shard, &self.cookie, id, None).await?;
-                    counters.abandoned.inc();
-                }
-            }
-            progress = true;
-        }
-        Ok(progress)
     }
 
     /// Once every shard of an old generation is empty, removes them and tells the topic.

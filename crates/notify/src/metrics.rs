@@ -65,8 +65,10 @@ impl Latency {
 /// One topic's counters.
 #[derive(Debug, Default)]
 pub struct TopicCounters {
-    /// Events committed to the queue by this gateway.
+    /// Events this gateway's writes logged (or dead-lettered) for the queue.
     pub queued: Counter,
+    /// Events this gateway moved from bucket index logs into the queue.
+    pub moved: Counter,
     /// Events delivered.
     pub delivered: Counter,
     /// Failed pushes.
@@ -81,10 +83,6 @@ pub struct TopicCounters {
     pub waits: Counter,
     /// Requests refused with 503 because the queue stayed full.
     pub full: Counter,
-    /// Stale reservations committed because their operation had happened.
-    pub recovered: Counter,
-    /// Stale reservations dropped because their operation had not happened.
-    pub abandoned: Counter,
     /// Time from the operation to the endpoint's acknowledgement.
     pub latency: Latency,
 }
@@ -94,6 +92,9 @@ pub struct TopicCounters {
 pub struct CounterSnapshot {
     /// See [`TopicCounters`].
     pub queued: u64,
+    /// See [`TopicCounters`].
+    #[serde(default)]
+    pub moved: u64,
     /// See [`TopicCounters`].
     pub delivered: u64,
     /// See [`TopicCounters`].
@@ -108,10 +109,6 @@ pub struct CounterSnapshot {
     pub waits: u64,
     /// See [`TopicCounters`].
     pub full: u64,
-    /// See [`TopicCounters`].
-    pub recovered: u64,
-    /// See [`TopicCounters`].
-    pub abandoned: u64,
     /// Median delivery latency in ms.
     pub latency_p50_ms: f64,
     /// 99th percentile delivery latency in ms.
@@ -124,6 +121,7 @@ impl CounterSnapshot {
         let mut t = CounterSnapshot::default();
         for c in all {
             t.queued += c.queued;
+            t.moved += c.moved;
             t.delivered += c.delivered;
             t.failures += c.failures;
             t.dead_lettered += c.dead_lettered;
@@ -131,8 +129,6 @@ impl CounterSnapshot {
             t.lost += c.lost;
             t.waits += c.waits;
             t.full += c.full;
-            t.recovered += c.recovered;
-            t.abandoned += c.abandoned;
             t.latency_p50_ms = t.latency_p50_ms.max(c.latency_p50_ms);
             t.latency_p99_ms = t.latency_p99_ms.max(c.latency_p99_ms);
         }
@@ -164,6 +160,7 @@ impl Metrics {
             .map(|(name, c)| {
                 let snap = CounterSnapshot {
                     queued: c.queued.get(),
+                    moved: c.moved.get(),
                     delivered: c.delivered.get(),
                     failures: c.failures.get(),
                     dead_lettered: c.dead_lettered.get(),
@@ -171,8 +168,6 @@ impl Metrics {
                     lost: c.lost.get(),
                     waits: c.waits.get(),
                     full: c.full.get(),
-                    recovered: c.recovered.get(),
-                    abandoned: c.abandoned.get(),
                     latency_p50_ms: c.latency.quantile_ms(0.5),
                     latency_p99_ms: c.latency.quantile_ms(0.99),
                 };
@@ -185,7 +180,7 @@ impl Metrics {
     pub fn prometheus(&self) -> String {
         let mut out = String::new();
         let snaps = self.snapshot();
-        let series: [(&str, Field); 12] = [
+        let series: [(&str, Field); 11] = [
             ("queued_total", |s| s.queued as f64),
             ("delivered_total", |s| s.delivered as f64),
             ("push_failures_total", |s| s.failures as f64),
@@ -194,8 +189,7 @@ impl Metrics {
             ("lost_total", |s| s.lost as f64),
             ("reserve_waits_total", |s| s.waits as f64),
             ("queue_full_total", |s| s.full as f64),
-            ("recovered_total", |s| s.recovered as f64),
-            ("abandoned_total", |s| s.abandoned as f64),
+            ("moved_total", |s| s.moved as f64),
             ("delivery_latency_p50_ms", |s| s.latency_p50_ms),
             ("delivery_latency_p99_ms", |s| s.latency_p99_ms),
         ];

@@ -1,105 +1,122 @@
-//! The write path: reserve before the object operation, commit after it (or abort), for
-//! persistent topics; push before the reply for synchronous ones.
+//! The write path. A persistent event is first admitted against its queue shard's fill
+//! level, then written by the gateway into the bucket index transaction of its operation
+//! (see [`crate::eventlog`]), from where the log's mover takes it to the queue. A
+//! synchronous event is pushed before the S3 reply.
+//!
+//! Admission reads a shard's header at most every [`FILL_REFRESH`] and counts what this
+//! gateway admitted since, so it costs no write; the limit is therefore soft by what the
+//! bucket index logs hold that has not reached the queue yet. Events that do not fit wait
+//! in their log until the queue has room.
 
 use crate::endpoint::Pusher;
 use crate::event::QueuedEvent;
+use crate::eventlog::EventLogs;
 use crate::metrics::Metrics;
 use crate::queue::{Queues, shard_name, shard_of};
 use crate::topic::Topic;
 use bytes::Bytes;
-use shoal_types::{Errno, Result};
-use std::sync::Arc;
+use shoal_types::{Result, err};
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Room left in a reservation for what is known only after the operation (size, ETag, time).
-const RESERVATION_SLACK: u64 = 512;
+/// Room counted for what is known only after the operation (size, ETag, time, event id).
+pub const EVENT_SLACK: u64 = 512;
+/// Longest a shard's fill level is used without reading it again.
+pub const FILL_REFRESH: Duration = Duration::from_millis(200);
 
-/// An event reserved in a persistent topic's queue, waiting for its operation.
-pub struct Reserved {
-    shard: String,
-    id: u64,
-    bytes: u64,
-    topic: Arc<Topic>,
+/// A shard's free bytes as last read, less what was admitted since.
+struct Fill {
+    room: u64,
+    read_at: Instant,
 }
 
 /// Publishes events of S3 operations.
 pub struct Publisher {
     /// The queue shards.
     pub queues: Queues,
+    /// The bucket index event logs.
+    pub logs: EventLogs,
     /// Endpoint connections.
-    pub pusher: Arc<Pusher>,
+    pub pusher: std::sync::Arc<Pusher>,
     /// Per-topic counters.
-    pub metrics: Arc<Metrics>,
+    pub metrics: std::sync::Arc<Metrics>,
     /// How long a request waits for room in a full queue before failing with 503 SlowDown.
     pub reserve_wait: Duration,
+    fill: Mutex<HashMap<String, Fill>>,
 }
 
 impl Publisher {
+    /// A publisher over `queues` and `logs`.
+    pub fn new(
+        queues: Queues,
+        logs: EventLogs,
+        pusher: std::sync::Arc<Pusher>,
+        metrics: std::sync::Arc<Metrics>,
+        reserve_wait: Duration,
+    ) -> Publisher {
+        Publisher { queues, logs, pusher, metrics, reserve_wait, fill: Mutex::new(HashMap::new()) }
+    }
+
     /// The shard of `event` in `topic`'s current generation.
-    fn shard(topic: &Topic, event: &QueuedEvent) -> String {
+    pub fn shard(topic: &Topic, event: &QueuedEvent) -> String {
         let q = topic.dest.queue;
         let index = shard_of(&event.record.s3.bucket.name, &event.record.s3.object.key, q.shards);
         shard_name(&topic.own_key(), q.generation, index)
     }
 
-    /// Reserves room for `event` (carried in the reservation, so the queue's owner can
-    /// commit it if this gateway dies after the operation). Waits up to `reserve_wait`
-    /// while the shard is full, then fails with ENOSPC.
-    pub async fn reserve(&self, topic: Arc<Topic>, event: &QueuedEvent) -> Result<Reserved> {
-        let shard = Self::shard(&topic, event);
-        let info = Bytes::from(event.encode());
-        let bytes = info.len() as u64 + RESERVATION_SLACK;
-        let id = self.reserve_bytes(&topic, &shard, info, bytes).await?;
-        Ok(Reserved { shard, id, bytes, topic })
-    }
-
-    async fn reserve_bytes(&self, topic: &Topic, shard: &str, info: Bytes, bytes: u64) -> Result<u64> {
+    /// Admits `event` into `topic`'s queue. While its shard is full, waits up to
+    /// `reserve_wait` (reading the fill level again each time), then fails with ENOSPC.
+    pub async fn admit(&self, topic: &Topic, event: &QueuedEvent) -> Result<()> {
+        let shard = Self::shard(topic, event);
+        let bytes = event.encode().len() as u64 + EVENT_SLACK;
         let deadline = Instant::now() + self.reserve_wait;
         let mut pause = Duration::from_millis(5);
+        let mut fresh = false;
         loop {
-            match self.queues.reserve(shard, bytes, info.clone()).await {
-                Err(e) if e.errno == Errno::NoSpace && Instant::now() + pause < deadline => {
-                    self.metrics.topic(&topic.name).waits.inc();
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(200));
-                }
-                Err(e) if e.errno == Errno::NoSpace => {
-                    self.metrics.topic(&topic.name).full.inc();
-                    return Err(e);
-                }
-                other => return other,
+            if self.take_room(&shard, bytes, fresh).await? {
+                return Ok(());
             }
+            let counters = self.metrics.topic(&topic.name);
+            if Instant::now() + pause >= deadline {
+                counters.full.inc();
+                return Err(err::no_space(format!("notification queue {shard} is full")));
+            }
+            counters.waits.inc();
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(200));
+            fresh = true;
         }
     }
 
-    /// Commits the final `event` into its reservation. A reservation that vanished (the
-    /// owner judged it stale) or that is too small is replaced by a fresh one.
-    pub async fn commit(&self, reserved: Reserved, event: &QueuedEvent) -> Result<()> {
-        let entry = Bytes::from(event.encode());
-        let Reserved { shard, id, bytes, topic } = reserved;
-        if entry.len() as u64 <= bytes {
-            match self.queues.commit(&shard, id, entry.clone()).await {
-                Ok(()) => {
-                    self.metrics.topic(&topic.name).queued.inc();
-                    return Ok(());
-                }
-                Err(e) if e.errno != Errno::NotFound => return Err(e),
-                Err(_) => tracing::warn!(%shard, id, "reservation vanished; reserving again"),
+    /// Takes `bytes` of a shard's room if it has them, reading its header when the cached
+    /// level is older than [`FILL_REFRESH`] (or `fresh` asks for it).
+    async fn take_room(&self, shard: &str, bytes: u64, fresh: bool) -> Result<bool> {
+        let lock = || self.fill.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !fresh && let Some(fill) = lock().get_mut(shard).filter(|f| f.read_at.elapsed() < FILL_REFRESH) {
+            let fits = fill.room >= bytes;
+            if fits {
+                fill.room -= bytes;
             }
-        } else {
-            self.queues.abort(&shard, id).await?;
+            return Ok(fits);
         }
-        let id = self.reserve_bytes(&topic, &shard, entry.clone(), entry.len() as u64).await?;
-        self.queues.commit(&shard, id, entry).await?;
-        self.metrics.topic(&topic.name).queued.inc();
-        Ok(())
+        let h = self.queues.header(shard).await?;
+        let room = h.capacity_bytes.saturating_sub(h.committed_bytes + h.reserved_bytes);
+        let fits = room >= bytes;
+        let room = if fits { room - bytes } else { room };
+        lock().insert(shard.to_owned(), Fill { room, read_at: Instant::now() });
+        Ok(fits)
     }
 
-    /// Drops a reservation whose operation failed.
-    pub async fn abort(&self, reserved: Reserved) {
-        if let Err(e) = self.queues.abort(&reserved.shard, reserved.id).await {
-            // The owner expires it as stale, finding the operation did not happen.
-            tracing::warn!(error = %e, shard = %reserved.shard, "aborting a reservation failed");
+    /// Appends `event` to `topic`'s queue at once (dead-lettering); ENOSPC when it is full.
+    pub async fn enqueue_now(&self, topic: &Topic, event: &QueuedEvent) -> Result<()> {
+        let shard = Self::shard(topic, event);
+        match self.queues.enqueue(&shard, vec![Bytes::from(event.encode())]).await? {
+            0 => Err(err::no_space(format!("notification queue {shard} is full"))),
+            _ => {
+                self.metrics.topic(&topic.name).queued.inc();
+                Ok(())
+            }
         }
     }
 

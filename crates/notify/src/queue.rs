@@ -8,13 +8,12 @@
 //! portable string hash (lookup2, seed 0), so every gateway on every platform picks the
 //! same shard and events of one key stay in one FIFO.
 
+use crate::lease;
 use crate::topic::QueueGeneration;
 use bytes::Bytes;
 use shoal_client::{IoCtx, OpBuilder, WriteOp};
-use shoal_objclass::lock::{AssertRequest, LockRequest, LockType, UnlockRequest};
 use shoal_objclass::queue2pc::{
-    self, AbortRequest, CommitRequest, InitRequest, ListReply, ListRequest, QueueHeader, RemoveRequest, Reservation,
-    ReservationList, ReserveReply, ReserveRequest,
+    self, EnqueueReply, EnqueueRequest, InitRequest, ListReply, ListRequest, QueueHeader, RemoveRequest,
 };
 use shoal_types::{Errno, Result, Versioned};
 
@@ -100,30 +99,13 @@ impl Queues {
 
     /// Every registered shard.
     pub async fn registry(&self) -> Result<Vec<String>> {
-        match self.io.omap_vals_all(REGISTRY, b"").await {
-            Ok(rows) => Ok(rows.into_iter().map(|(k, _)| String::from_utf8_lossy(&k).into_owned()).collect()),
-            Err(e) if e.errno == Errno::NotFound => Ok(Vec::new()),
-            Err(e) => Err(e),
-        }
+        lease::registry_keys(&self.io, REGISTRY).await
     }
 
-    /// Reserves `bytes` for one entry, storing `info` (the pending event) with the reservation.
-    /// Fails with ENOSPC when the shard is full.
-    pub async fn reserve(&self, shard: &str, bytes: u64, info: Bytes) -> Result<u64> {
-        let req = ReserveRequest { bytes, entries: 1, info };
-        let out = self.io.exec(shard, queue2pc::CLASS, "reserve", req.encode()).await?;
-        Ok(ReserveReply::decode(&out)?.id)
-    }
-
-    /// Commits `entry` into reservation `id`.
-    pub async fn commit(&self, shard: &str, id: u64, entry: Bytes) -> Result<()> {
-        let req = CommitRequest { id, entries: vec![entry] };
-        self.io.exec(shard, queue2pc::CLASS, "commit", req.encode()).await.map(|_| ())
-    }
-
-    /// Drops reservation `id` (unknown ids succeed).
-    pub async fn abort(&self, shard: &str, id: u64) -> Result<()> {
-        self.io.exec(shard, queue2pc::CLASS, "abort", AbortRequest { id }.encode()).await.map(|_| ())
+    /// Appends as many of `entries` (in order) as fit; returns how many did.
+    pub async fn enqueue(&self, shard: &str, entries: Vec<Bytes>) -> Result<u64> {
+        let out = self.io.exec(shard, queue2pc::CLASS, "enqueue", EnqueueRequest { entries }.encode()).await?;
+        Ok(EnqueueReply::decode(&out)?.appended)
     }
 
     /// A shard's accounting.
@@ -137,25 +119,9 @@ impl Queues {
         ListReply::decode(&out)
     }
 
-    /// A shard's live reservations.
-    pub async fn reservations(&self, shard: &str) -> Result<Vec<(u64, Reservation)>> {
-        let out = self.io.exec(shard, queue2pc::CLASS, "list_reservations", Vec::new()).await?;
-        Ok(ReservationList::decode(&out)?.reservations)
-    }
-
-    fn assert_owner(cookie: &str) -> Vec<u8> {
-        let req = AssertRequest {
-            name: OWNER_LOCK.into(),
-            lock_type: LockType::Exclusive,
-            cookie: cookie.into(),
-            tag: String::new(),
-        };
-        req.encode()
-    }
-
     /// Removes entries up to `up_to`, only while `cookie` still owns the shard.
     pub async fn trim(&self, shard: &str, cookie: &str, up_to: u64) -> Result<()> {
-        let op = WriteOp::new().exec(shoal_objclass::lock::CLASS, "assert_locked", Self::assert_owner(cookie)).exec(
+        let op = lease::assert_owner(OWNER_LOCK, cookie).exec(
             queue2pc::CLASS,
             "remove_entries",
             RemoveRequest { up_to }.encode(),
@@ -163,33 +129,10 @@ impl Queues {
         self.io.operate(shard, op).await.map(|_| ())
     }
 
-    /// Resolves a stale reservation while owning the shard: commits `entry` into it, or
-    /// aborts it when `entry` is `None`.
-    pub async fn resolve(&self, shard: &str, cookie: &str, id: u64, entry: Option<Bytes>) -> Result<()> {
-        let op = WriteOp::new().exec(shoal_objclass::lock::CLASS, "assert_locked", Self::assert_owner(cookie));
-        let op = match entry {
-            Some(entry) => op.exec(queue2pc::CLASS, "commit", CommitRequest { id, entries: vec![entry] }.encode()),
-            None => op.exec(queue2pc::CLASS, "abort", AbortRequest { id }.encode()),
-        };
-        self.io.operate(shard, op).await.map(|_| ())
-    }
-
     /// Takes or renews ownership of a shard for `lease`. Fails with EBUSY when another
     /// gateway owns it, ENOENT when the shard is gone.
     pub async fn own(&self, shard: &str, cookie: &str, lease: std::time::Duration) -> Result<()> {
-        let req = LockRequest {
-            name: OWNER_LOCK.into(),
-            lock_type: LockType::Exclusive,
-            cookie: cookie.into(),
-            tag: String::new(),
-            description: "notification queue owner".into(),
-            duration_ns: lease.as_nanos() as u64,
-            may_renew: true,
-            must_renew: false,
-        };
-        // The shard must exist: locking a missing object would create it.
-        let op = WriteOp::new().assert_exists().exec(shoal_objclass::lock::CLASS, "lock", req.encode());
-        self.io.operate(shard, op).await.map(|_| ())
+        lease::own(&self.io, shard, OWNER_LOCK, cookie, lease).await
     }
 
     /// Publishes one gateway's per-topic counters.
@@ -219,8 +162,7 @@ impl Queues {
 
     /// Gives up ownership so another gateway can take over at once.
     pub async fn disown(&self, shard: &str, cookie: &str) -> Result<()> {
-        let req = UnlockRequest { name: OWNER_LOCK.into(), cookie: cookie.into() };
-        self.io.exec(shard, shoal_objclass::lock::CLASS, "unlock", req.encode()).await.map(|_| ())
+        lease::disown(&self.io, shard, OWNER_LOCK, cookie).await
     }
 }
 

@@ -5,6 +5,12 @@
 //! Every change carries an *order* (the writer's timestamp and upload tag): an entry is only
 //! replaced or removed by a change of a higher order, so concurrent writers of one key end
 //! with the index naming the same winner as the head object, whatever the arrival order.
+//!
+//! A change may carry opaque *events* (bucket notifications): they are appended to the
+//! shard's event log in the change's transaction, so an event exists exactly when its
+//! change happened, in the order the shard applied the changes. Log keys start with a byte
+//! no UTF-8 key has and sort after every object key; `log_list` reads the log in order and
+//! `log_trim` removes what a reader has moved elsewhere.
 
 use crate::{ClassRegistry, MethodContext, MethodFlags, decode_input, decode_stored, versioned_v1};
 use bytes::Bytes;
@@ -58,6 +64,8 @@ pub struct LinkInput {
     pub key: String,
     /// The new entry; its `order` must be above the stored one's.
     pub entry: IndexEntry,
+    /// Events logged with the change, whether or not a newer entry keeps it from applying.
+    pub events: Vec<Bytes>,
 }
 
 /// Input of `bucket_index.unlink`: remove one entry.
@@ -67,6 +75,40 @@ pub struct UnlinkInput {
     pub key: String,
     /// The remover's order: a stored entry of a higher order stays.
     pub order: String,
+    /// Events logged with the change, whether or not there was an entry to remove.
+    pub events: Vec<Bytes>,
+}
+
+/// Input of `bucket_index.log`: log events without changing any entry.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogInput {
+    /// The events, in order.
+    pub events: Vec<Bytes>,
+}
+
+/// Input of `bucket_index.log_list`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogListInput {
+    /// Only events after this sequence number; `None` starts at the oldest.
+    pub after: Option<u64>,
+    /// At most this many events (capped at 1000).
+    pub max: u32,
+}
+
+/// Output of `bucket_index.log_list`: the oldest logged events.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogListOutput {
+    /// (sequence number, event) in log order.
+    pub events: Vec<(u64, Bytes)>,
+    /// More events follow.
+    pub more: bool,
+}
+
+/// Input of `bucket_index.log_trim`: events to remove (unknown ones are ignored).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogTrimInput {
+    /// Sequence numbers as `log_list` gave them.
+    pub seqs: Vec<u64>,
 }
 
 /// Output of `link` and `unlink`: what happened to the stored entry.
@@ -127,6 +169,10 @@ versioned_v1! {
     ChangeOutput => "bucket_index change output",
     ListInput => "bucket_index.list input",
     ListOutput => "bucket_index.list output",
+    LogInput => "bucket_index.log input",
+    LogListInput => "bucket_index.log_list input",
+    LogListOutput => "bucket_index.log_list output",
+    LogTrimInput => "bucket_index.log_trim input",
 }
 
 /// Registers the class's methods.
@@ -136,10 +182,45 @@ pub fn register(r: &mut ClassRegistry) {
     r.register(CLASS, "unlink", MethodFlags::RDWR, unlink);
     r.register(CLASS, "list", MethodFlags::RD, list);
     r.register(CLASS, "stats", MethodFlags::RD, stats);
+    r.register(CLASS, "log", MethodFlags::RDWR, log);
+    r.register(CLASS, "log_list", MethodFlags::RD, log_list);
+    r.register(CLASS, "log_trim", MethodFlags::RDWR, log_trim);
 }
 
 /// The byte after every UTF-8 byte: `prefix + SKIP` sorts after every key starting with `prefix`.
 const SKIP: u8 = 0xff;
+/// Prefix of event log keys (`LOG` + sequence number, big-endian).
+const LOG: [u8; 2] = [SKIP, b'e'];
+/// Key of the next event's sequence number.
+const LOG_NEXT: [u8; 2] = [SKIP, b'n'];
+/// Most events one `log_list` returns.
+const MAX_LOG_LIST: u32 = 1000;
+
+fn log_key(seq: u64) -> Bytes {
+    let mut k = LOG.to_vec();
+    k.extend_from_slice(&seq.to_be_bytes());
+    Bytes::from(k)
+}
+
+/// Appends `events` to the shard's event log.
+fn append_events(ctx: &mut MethodContext<'_>, events: Vec<Bytes>) -> Result<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let stored = ctx.object.omap_get(&LOG_NEXT)?;
+    let mut next = match stored.as_deref().map(<[u8; 8]>::try_from) {
+        None => 0,
+        Some(Ok(n)) => u64::from_be_bytes(n),
+        Some(Err(_)) => return Err(err::io("corrupt bucket index event log counter")),
+    };
+    let mut rows = Vec::with_capacity(events.len() + 1);
+    for event in events {
+        rows.push((log_key(next), event));
+        next += 1;
+    }
+    rows.push((Bytes::copy_from_slice(&LOG_NEXT), Bytes::copy_from_slice(&next.to_be_bytes())));
+    ctx.object.omap_set(rows)
+}
 
 fn load_stats(ctx: &mut MethodContext<'_>) -> Result<IndexStats> {
     let header = ctx.object.omap_get_header()?;
@@ -168,10 +249,11 @@ fn init(ctx: &mut MethodContext<'_>, _input: &[u8]) -> Result<Vec<u8>> {
 }
 
 fn link(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
-    let LinkInput { key, entry } = decode_input("bucket_index.link", input)?;
+    let LinkInput { key, entry, events } = decode_input("bucket_index.link", input)?;
     if key.is_empty() {
         return Err(err::invalid("bucket_index.link: empty key"));
     }
+    append_events(ctx, events)?;
     let mut stats = load_stats(ctx)?;
     let previous = load_entry(ctx, &key)?;
     if let Some(old) = &previous {
@@ -189,7 +271,8 @@ fn link(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
 }
 
 fn unlink(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
-    let UnlinkInput { key, order } = decode_input("bucket_index.unlink", input)?;
+    let UnlinkInput { key, order, events } = decode_input("bucket_index.unlink", input)?;
+    append_events(ctx, events)?;
     let Some(old) = load_entry(ctx, &key)? else { return change_output(false, None) };
     if old.order > order {
         return change_output(false, Some(old));
@@ -221,6 +304,10 @@ fn list(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
         let (page, page_more) = ctx.object.omap_get_vals(&cursor, prefix.as_bytes(), max + 1)?;
         let mut skipped = false;
         for (key, value) in page {
+            if key.first() == Some(&SKIP) {
+                // The event log follows every object key.
+                return Ok(ListOutput { items, more: false }.encode());
+            }
             if items.len() == max {
                 return Ok(ListOutput { items, more: true }.encode());
             }
@@ -247,7 +334,8 @@ fn list(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
         if items.len() == max {
             // Whether anything follows is only known by looking once more.
             let (next, _) = ctx.object.omap_get_vals(&cursor, prefix.as_bytes(), 1)?;
-            return Ok(ListOutput { items, more: !next.is_empty() }.encode());
+            let more = next.first().is_some_and(|(key, _)| key.first() != Some(&SKIP));
+            return Ok(ListOutput { items, more }.encode());
         }
     }
 }
@@ -257,6 +345,38 @@ fn stats(ctx: &mut MethodContext<'_>, _input: &[u8]) -> Result<Vec<u8>> {
         return Err(err::not_found("no such bucket index shard"));
     }
     Ok(load_stats(ctx)?.encode())
+}
+
+fn log(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
+    let LogInput { events } = decode_input("bucket_index.log", input)?;
+    append_events(ctx, events)?;
+    Ok(Vec::new())
+}
+
+fn log_list(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
+    let LogListInput { after, max } = decode_input("bucket_index.log_list", input)?;
+    if !ctx.object.exists()? {
+        return Err(err::not_found("no such bucket index shard"));
+    }
+    let start = after.map_or(Bytes::copy_from_slice(&LOG), log_key);
+    let (rows, more) = ctx.object.omap_get_vals(&start, &LOG, max.clamp(1, MAX_LOG_LIST) as usize)?;
+    let events = rows
+        .into_iter()
+        .map(|(k, v)| match <[u8; 8]>::try_from(&k[LOG.len()..]) {
+            Ok(seq) => Ok((u64::from_be_bytes(seq), v)),
+            Err(_) => Err(err::io(format!("corrupt bucket index event log key {k:02x?}"))),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(LogListOutput { events, more }.encode())
+}
+
+fn log_trim(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
+    let LogTrimInput { seqs } = decode_input("bucket_index.log_trim", input)?;
+    let keys: Vec<Bytes> = seqs.into_iter().map(log_key).collect();
+    if !keys.is_empty() {
+        ctx.object.omap_rm_keys(&keys)?;
+    }
+    Ok(Vec::new())
 }
 
 #[cfg(test)]
@@ -270,7 +390,7 @@ mod tests {
     }
 
     fn link_at(o: &mut MemObject, key: &str, size: u64, order: &str) -> ChangeOutput {
-        let input = LinkInput { key: key.into(), entry: entry(size, order) };
+        let input = LinkInput { key: key.into(), entry: entry(size, order), events: Vec::new() };
         ChangeOutput::decode(&o.call(CLASS, "link", 1, 0, &input.encode()).unwrap()).unwrap()
     }
 
@@ -299,7 +419,7 @@ mod tests {
         link_at(&mut o, "j", 7, "1");
         assert_eq!(stats_of(&mut o), IndexStats { entries: 2, bytes: 12 });
         let unlink = |o: &mut MemObject, order: &str| {
-            let input = UnlinkInput { key: "k".into(), order: order.into() };
+            let input = UnlinkInput { key: "k".into(), order: order.into(), events: Vec::new() };
             ChangeOutput::decode(&o.call(CLASS, "unlink", 1, 0, &input.encode()).unwrap()).unwrap()
         };
         assert!(!unlink(&mut o, "2").applied, "an older delete keeps the newer entry");
@@ -321,6 +441,46 @@ mod tests {
         assert_eq!(list_of(&mut o, "", "a/", "/", 10).0, vec!["a/1", "a/2", "a/b/"]);
         assert_eq!(list_of(&mut o, "a/1", "a/", "", 10).0, vec!["a/2", "a/b/3"]);
         assert_eq!(list_of(&mut o, "c/", "", "/", 1), (vec!["d".into()], false));
+    }
+
+    fn log_of(o: &mut MemObject, max: u32) -> (Vec<(u64, String)>, bool) {
+        let out = o.call(CLASS, "log_list", 1, 0, &LogListInput { after: None, max }.encode()).unwrap();
+        let out = LogListOutput::decode(&out).unwrap();
+        (out.events.into_iter().map(|(seq, e)| (seq, String::from_utf8(e.to_vec()).unwrap())).collect(), out.more)
+    }
+
+    #[test]
+    fn changes_log_their_events_in_order_whether_or_not_they_apply() {
+        let mut o = MemObject::default();
+        o.call(CLASS, "init", 1, 0, &[]).unwrap();
+        let events = |names: &[&str]| names.iter().map(|n| Bytes::from(n.to_string())).collect::<Vec<_>>();
+        let link = |o: &mut MemObject, order: &str, names: &[&str]| {
+            let input = LinkInput { key: "k".into(), entry: entry(1, order), events: events(names) };
+            ChangeOutput::decode(&o.call(CLASS, "link", 1, 0, &input.encode()).unwrap()).unwrap()
+        };
+        assert!(link(&mut o, "2", &["put2a", "put2b"]).applied);
+        assert!(!link(&mut o, "1", &["put1"]).applied, "a losing writer's event is logged all the same");
+        let unlink = UnlinkInput { key: "gone".into(), order: "9".into(), events: events(&["rm-gone"]) };
+        o.call(CLASS, "unlink", 1, 0, &unlink.encode()).unwrap();
+        o.call(CLASS, "log", 1, 0, &LogInput { events: events(&["raced"]) }.encode()).unwrap();
+        let expect = |seqs: &[u64], names: &[&str]| -> Vec<(u64, String)> {
+            seqs.iter().zip(names).map(|(s, n)| (*s, n.to_string())).collect()
+        };
+        assert_eq!(
+            log_of(&mut o, 10),
+            (expect(&[0, 1, 2, 3, 4], &["put2a", "put2b", "put1", "rm-gone", "raced"]), false)
+        );
+        assert_eq!(log_of(&mut o, 2), (expect(&[0, 1], &["put2a", "put2b"]), true));
+        let page = o.call(CLASS, "log_list", 1, 0, &LogListInput { after: Some(2), max: 10 }.encode()).unwrap();
+        assert_eq!(LogListOutput::decode(&page).unwrap().events.iter().map(|e| e.0).collect::<Vec<_>>(), [3, 4]);
+        assert_eq!(list_of(&mut o, "", "", "", 10), (vec!["k".into()], false), "the log is not listed");
+        assert_eq!(stats_of(&mut o), IndexStats { entries: 1, bytes: 1 });
+        // Trimming any subset; numbering continues after the removed tail.
+        o.call(CLASS, "log_trim", 1, 0, &LogTrimInput { seqs: vec![0, 2, 4, 77] }.encode()).unwrap();
+        assert_eq!(log_of(&mut o, 10).0, expect(&[1, 3], &["put2b", "rm-gone"]));
+        o.call(CLASS, "log", 1, 0, &LogInput { events: events(&["later"]) }.encode()).unwrap();
+        assert_eq!(log_of(&mut o, 10).0, expect(&[1, 3, 5], &["put2b", "rm-gone", "later"]));
+        assert_eq!(list_of(&mut o, "", "", "", 1), (vec!["k".into()], false), "no phantom page for the log");
     }
 
     #[test]
@@ -365,7 +525,9 @@ mod tests {
             let mut o = MemObject::default();
             o.call(CLASS, "init", 1, 0, &[]).unwrap();
             for key in &keys {
-                link_at(&mut o, key, 1, "1");
+                // Every change logs an event: listings must never show the log.
+                let input = LinkInput { key: key.clone(), entry: entry(1, "1"), events: vec![Bytes::from(key.clone())] };
+                o.call(CLASS, "link", 1, 0, &input.encode()).unwrap();
             }
             let mut listed = Vec::new();
             let mut marker = start_after.clone();

@@ -134,6 +134,20 @@ pub struct RemoveRequest {
     pub up_to: u64,
 }
 
+/// Input of `enqueue`: entries appended without a reservation, as many as fit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnqueueRequest {
+    /// Entries in order.
+    pub entries: Vec<Bytes>,
+}
+
+/// Output of `enqueue`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnqueueReply {
+    /// How many of the entries (a prefix) were appended; the rest did not fit.
+    pub appended: u64,
+}
+
 /// Output of `list_reservations`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReservationList {
@@ -167,6 +181,8 @@ versioned_v1! {
     ListReply => "2pc_queue.list_entries output",
     RemoveRequest => "2pc_queue.remove_entries input",
     ReservationList => "2pc_queue.list_reservations output",
+    EnqueueRequest => "2pc_queue.enqueue input",
+    EnqueueReply => "2pc_queue.enqueue output",
     ExpireRequest => "2pc_queue.expire_reservations input",
     ExpireReply => "2pc_queue.expire_reservations output",
 }
@@ -177,6 +193,7 @@ pub fn register(r: &mut ClassRegistry) {
     r.register(CLASS, "reserve", MethodFlags::RDWR, reserve);
     r.register(CLASS, "commit", MethodFlags::RDWR, commit);
     r.register(CLASS, "abort", MethodFlags::RDWR, abort);
+    r.register(CLASS, "enqueue", MethodFlags::RDWR, enqueue);
     r.register(CLASS, "list_entries", MethodFlags::RD, list_entries);
     r.register(CLASS, "remove_entries", MethodFlags::RDWR, remove_entries);
     r.register(CLASS, "get_capacity", MethodFlags::RD, get_capacity);
@@ -283,16 +300,41 @@ fn commit(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
             r.bytes
         )));
     }
-    let mut rows = Vec::with_capacity(req.entries.len());
-    for data in req.entries {
+    append(ctx, &mut h, req.entries)?;
+    save(ctx, h)?;
+    Ok(Vec::new())
+}
+
+/// Appends committed entries to the queue's tail.
+fn append(ctx: &mut MethodContext<'_>, h: &mut QueueHeader, entries: Vec<Bytes>) -> Result<()> {
+    let mut rows = Vec::with_capacity(entries.len());
+    for data in entries {
+        h.committed_bytes += data.len() as u64;
         rows.push((key(ENTRY, h.next_entry), data));
         h.next_entry += 1;
     }
     h.committed_entries += rows.len() as u64;
-    h.committed_bytes += bytes;
-    ctx.object.omap_set(rows)?;
-    save(ctx, h)?;
-    Ok(Vec::new())
+    ctx.object.omap_set(rows)
+}
+
+fn enqueue(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
+    let req: EnqueueRequest = decode_input("2pc_queue.enqueue", input)?;
+    let mut h = load(ctx)?;
+    let mut room = h.capacity_bytes.saturating_sub(h.committed_bytes + h.reserved_bytes);
+    let fitting = req
+        .entries
+        .iter()
+        .take_while(|e| {
+            let fits = e.len() as u64 <= room;
+            room = room.saturating_sub(e.len() as u64);
+            fits
+        })
+        .count();
+    if fitting > 0 {
+        append(ctx, &mut h, req.entries.into_iter().take(fitting).collect())?;
+        save(ctx, h)?;
+    }
+    Ok(EnqueueReply { appended: fitting as u64 }.encode())
 }
 
 fn abort(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
@@ -482,6 +524,7 @@ mod tests {
         Abort(usize),
         Remove(usize),
         Expire(u64),
+        Enqueue(Vec<u8>),
     }
 
     fn action() -> impl Strategy<Value = Action> {
@@ -491,6 +534,7 @@ mod tests {
             (0usize..8).prop_map(Action::Abort),
             (0usize..8).prop_map(Action::Remove),
             (0u64..50).prop_map(Action::Expire),
+            proptest::collection::vec(0u8..30, 0..4).prop_map(Action::Enqueue),
         ]
     }
 
@@ -516,6 +560,18 @@ mod tests {
                         if let Some(m) = page.entries.get(i).map(|e| e.marker) { call(&mut o, "remove_entries", now, &RemoveRequest { up_to: m }).unwrap(); }
                     }
                     Action::Expire(t) => { call(&mut o, "expire_reservations", now, &ExpireRequest { older_than_ns: t }).unwrap(); }
+                    Action::Enqueue(lens) => {
+                        let before = header(&mut o);
+                        let entries: Vec<Bytes> = lens.iter().map(|&n| Bytes::from(vec![7u8; n as usize])).collect();
+                        let out = EnqueueReply::decode(&call(&mut o, "enqueue", now, &EnqueueRequest { entries: entries.clone() }).unwrap()).unwrap();
+                        let n = out.appended as usize;
+                        let added: u64 = entries[..n].iter().map(|e| e.len() as u64).sum();
+                        let after = header(&mut o);
+                        prop_assert_eq!(after.committed_bytes, before.committed_bytes + added);
+                        let room = before.capacity_bytes - before.committed_bytes - before.reserved_bytes;
+                        // Appends stop only at the first entry that does not fit.
+                        prop_assert!(n == entries.len() || added + entries[n].len() as u64 > room);
+                    }
                 }
                 let h = header(&mut o);
                 prop_assert!(h.committed_bytes + h.reserved_bytes <= h.capacity_bytes, "{:?}", h);

@@ -162,17 +162,12 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "rgw_notify_lock_duration",
         default: "90",
-        help: "seconds a gateway's ownership lease of a notification queue shard lasts",
+        help: "seconds a gateway's lease of a notification queue shard or bucket event log lasts",
     },
     OptionSpec {
         name: "rgw_notify_poll_interval",
         default: "30",
-        help: "seconds between a gateway's passes that take, renew and give up queue shards",
-    },
-    OptionSpec {
-        name: "rgw_notify_stale_reservation",
-        default: "120",
-        help: "seconds after which a queue reservation is resolved by the queue's owner",
+        help: "seconds between a gateway's passes that take, renew and give up queue shards and event logs",
     },
 ];
 
@@ -303,7 +298,6 @@ impl Config {
                 manager: shoal_notify::manager::ManagerConfig {
                     lease: self.seconds("rgw_notify_lock_duration")?.max(std::time::Duration::from_secs(1)),
                     poll: self.seconds("rgw_notify_poll_interval")?.max(std::time::Duration::from_millis(100)),
-                    stale_after: self.seconds("rgw_notify_stale_reservation")?.max(std::time::Duration::from_secs(1)),
                     time_to_live: self.u64("rgw_topic_persistency_time_to_live")?,
                     max_retries: self.u64("rgw_topic_persistency_max_retries")?,
                     retry_sleep: self.u64("rgw_topic_persistency_sleep_duration")?,

@@ -470,7 +470,7 @@ async fn admin(gateway: &Gateway, command: AdminCommand) -> Result<()> {
                     }
                     for item in items {
                         let order = shoal_gateway::objects::order_of(shoal_gateway::objects::now_ns(), "~admin");
-                        objects.delete(&info, item.name(), &order).await?;
+                        objects.delete(&info, item.name(), &order, Vec::new()).await?;
                     }
                 }
             } else if objects.bucket_stats(&info).await?.entries > 0 {

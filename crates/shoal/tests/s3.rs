@@ -126,12 +126,11 @@ fn s3_suite_against_vstart_with_two_gateways() {
     drop(gateways);
 }
 
-/// Gateway options for the notification suite: short leases, polls and stale ages so
+/// Gateway options for the notification suite: short leases and polls so
 /// takeovers and crash recovery happen within seconds.
 const NOTIFY_OPTIONS: &[&str] = &[
     "rgw_notify_lock_duration=3",
     "rgw_notify_poll_interval=0.5",
-    "rgw_notify_stale_reservation=3",
     "rgw_notify_reserve_wait=1",
     "rgw_notify_push_timeout=2",
 ];
