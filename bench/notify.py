@@ -1,6 +1,7 @@
 """Bucket notification benchmark: 4 KiB PUT and DELETE ops/s at 32 clients through one
-gateway of a vstart cluster (3 and 6 OSDs, pools of size 3) with no notification, with a
-persistent topic of 1 shard and of 11 shards (HTTP receiver), and of 11 shards to Kafka;
+gateway of a vstart cluster (3 and 6 OSDs, pools of size 3) with a persistent topic of 1
+shard and of 11 shards (HTTP receiver), and of 11 shards to Kafka, each paired with the
+same load on a bucket without notifications run just before (`ratio` = with / without);
 then end-to-end delivery: events per second (first event time to last arrival) and
 p50/p99 delivery latency (arrival, or the Kafka record time, minus eventTime).
 
@@ -185,25 +186,30 @@ def main():
     work = tempfile.mkdtemp(prefix="notify-bench-")
     for osds in [int(o) for o in args.osds.split(",")]:
         setup = Setup(work, osds)
-        cases = [("none", 11, None), ("persistent 1 shard", 1, "http"), ("persistent 11 shards", 11, "http")]
+        cases = [("persistent 1 shard", 1, "http"), ("persistent 11 shards", 11, "http")]
         if args.kafka_port:
             cases.append(("persistent 11 shards", 11, "kafka"))
         try:
             for i, (case, shards, kind) in enumerate(cases):
                 setup.start_gateway(shards)
-                bucket = "bench-%d-%d" % (osds, i)
+                bucket, plain = "bench-%d-%d" % (osds, i), "plain-%d-%d" % (osds, i)
                 setup.s3.create_bucket(Bucket=bucket)
-                base = {"osds": osds, "case": case, "endpoint": kind or "-"}
+                setup.s3.create_bucket(Bucket=plain)
+                base = {"osds": osds, "case": case, "endpoint": kind}
 
-                def load(workload, phase):
-                    r = setup.bench(bucket, workload, args.seconds)
-                    return dict(base, workload=workload, phase=phase, ops_per_sec=r["ops_per_sec"],
-                                p50_ms=r["p50_ms"], p99_ms=r["p99_ms"], gateway_cpu_s=r.get("server_cpu_s"))
+                def load(b, workload, phase, baseline=None):
+                    r = setup.bench(b, workload, args.seconds)
+                    row = dict(base, workload=workload, phase=phase, ops_per_sec=r["ops_per_sec"],
+                               p50_ms=r["p50_ms"], p99_ms=r["p99_ms"], gateway_cpu_s=r.get("server_cpu_s"))
+                    if baseline:
+                        row["ratio"] = round(r["ops_per_sec"] / baseline["ops_per_sec"], 3)
+                    return row
 
-                if not kind:
-                    emit(load("put", "no notification"))
-                    emit(load("delete", "no notification"))
-                    continue
+                # The write path alone (events queue while the endpoint is down), measured
+                # between two runs of the same load on a bucket without notifications: the
+                # store slows as it fills, so the ratio is taken against their mean.
+                plain_before = load(plain, "put", "no notification (before)")
+                emit(plain_before)
                 topic = "bench-%d-%d-%d" % (osds, i, int(time.time()))
                 receiver = Receiver() if kind == "http" else None
                 live = receiver.url if receiver else "kafka://127.0.0.1:%d" % args.kafka_port
@@ -213,10 +219,16 @@ def main():
                 setup.s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration={
                     "TopicConfigurations": [{"Id": "bench", "TopicArn": arn,
                                              "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]}]})
-                # 1. The write path alone: events queue while the endpoint is down.
-                emit(load("put", "queueing (endpoint down)"))
-                emit(load("delete", "queueing (endpoint down)"))
-                # 2. Delivery of the backlog once the endpoint is fixed.
+                queueing = load(bucket, "put", "queueing (endpoint down)")
+                plain_after = load(plain, "put", "no notification (after)")
+                plain_put = dict(ops_per_sec=(plain_before["ops_per_sec"] + plain_after["ops_per_sec"]) / 2)
+                queueing["ratio"] = round(queueing["ops_per_sec"] / plain_put["ops_per_sec"], 3)
+                emit(queueing)
+                emit(plain_after)
+                plain_delete = load(plain, "delete", "no notification")
+                emit(plain_delete)
+                emit(load(bucket, "delete", "queueing (endpoint down)", plain_delete))
+                # Delivery of the backlog once the endpoint is fixed.
                 tail = KafkaTail(topic, args.kafka_port) if kind == "kafka" else None
                 s = stats(setup, topic)
                 while s["pending"]:  # events still on their way from the bucket index logs
@@ -233,8 +245,8 @@ def main():
                     receiver.arrivals = []
                 else:
                     tail.take()
-                # 3. Writes with live delivery: PUT rate and end-to-end latency.
-                row = load("put", "live delivery")
+                # Writes with live delivery: PUT rate and end-to-end latency.
+                row = load(bucket, "put", "live delivery", plain_put)
                 setup.drained(topic)
                 time.sleep(1)
                 if receiver:
@@ -244,11 +256,14 @@ def main():
                     pairs = tail.take()
                 row.update(delivery_row(pairs))
                 emit(row)
+                # An idle topic still costs polls: remove it before the next case.
+                setup.s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration={})
+                setup.sns.delete_topic(TopicArn=arn)
         finally:
             setup.stop()
     if not args.json:
-        cols = ["osds", "case", "endpoint", "phase", "workload", "ops_per_sec", "p50_ms", "p99_ms", "gateway_cpu_s",
-                "delivered", "delivered_per_sec", "delivery_p50_ms", "delivery_p99_ms"]
+        cols = ["osds", "case", "endpoint", "phase", "workload", "ops_per_sec", "ratio", "p50_ms", "p99_ms",
+                "gateway_cpu_s", "delivered", "delivered_per_sec", "delivery_p50_ms", "delivery_p99_ms"]
         print(" | ".join(cols))
         for r in rows:
             print(" | ".join(str(r.get(c, "")) for c in cols))

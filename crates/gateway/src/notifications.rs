@@ -151,13 +151,8 @@ impl Notifier {
                 opaque_data: topic.opaque_data.clone(),
                 ..Default::default()
             };
-            let event = QueuedEvent {
-                topic: key,
-                created_ns: crate::objects::now_ns(),
-                head: crate::layout::head_object(&op.bucket.id, op.key),
-                tag: op.tag.to_owned(),
-                record,
-            };
+            let event =
+                QueuedEvent { topic: key, created_ns: crate::objects::now_ns(), tag: op.tag.to_owned(), record };
             if topic.dest.persistent {
                 self.publisher.admit(&topic, &event).await.map_err(admit_error)?;
             }

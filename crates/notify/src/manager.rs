@@ -53,6 +53,9 @@ pub struct ManagerConfig {
     pub batch: u32,
     /// Keys pushed at once per shard.
     pub parallel: usize,
+    /// Time between passes that move logged events to the queues (longer: fewer writes
+    /// shared by more events; shorter: lower delivery latency).
+    pub move_interval: Duration,
 }
 
 impl Default for ManagerConfig {
@@ -65,6 +68,7 @@ impl Default for ManagerConfig {
             retry_sleep: 0,
             batch: 256,
             parallel: 16,
+            move_interval: Duration::from_millis(250),
         }
     }
 }
@@ -272,8 +276,10 @@ impl Manager {
             return Ok(false);
         }
         let mut progress = false;
-        // Entries up to the cursor are handled: read only what follows.
-        let listing = self.queues.list(shard, state.cursor, self.config.batch).await?;
+        // Entries up to the cursor are handled: read only what follows. An endpoint that
+        // was down is probed with one entry rather than a whole batch.
+        let batch = if state.endpoint_down { 1 } else { self.config.batch };
+        let listing = self.queues.list(shard, state.cursor, batch).await?;
         state.full_batch = listing.truncated;
         if listing.entries.is_empty() {
             self.trim(shard, state, true).await?;

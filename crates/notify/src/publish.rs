@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Room counted for what is known only after the operation (size, ETag, time, event id).
-pub const EVENT_SLACK: u64 = 512;
+pub const EVENT_SLACK: u64 = 256;
 /// Longest a shard's fill level is used without reading it again.
 pub const FILL_REFRESH: Duration = Duration::from_millis(200);
 
@@ -58,17 +58,20 @@ impl Publisher {
         Publisher { queues, logs, pusher, metrics, reserve_wait, fill: Mutex::new(HashMap::new()) }
     }
 
-    /// The shard of `event` in `topic`'s current generation.
-    pub fn shard(topic: &Topic, event: &QueuedEvent) -> String {
+    /// The shard of events about `key` in `bucket` in `topic`'s current generation.
+    pub fn shard(topic: &Topic, bucket: &str, key: &str) -> String {
         let q = topic.dest.queue;
-        let index = shard_of(&event.record.s3.bucket.name, &event.record.s3.object.key, q.shards);
-        shard_name(&topic.own_key(), q.generation, index)
+        shard_name(&topic.own_key(), q.generation, shard_of(bucket, key, q.shards))
+    }
+
+    fn shard_of_event(topic: &Topic, event: &QueuedEvent) -> String {
+        Self::shard(topic, &event.record.s3.bucket.name, &event.record.s3.object.key)
     }
 
     /// Admits `event` into `topic`'s queue. While its shard is full, waits up to
     /// `reserve_wait` (reading the fill level again each time), then fails with ENOSPC.
     pub async fn admit(&self, topic: &Topic, event: &QueuedEvent) -> Result<()> {
-        let shard = Self::shard(topic, event);
+        let shard = Self::shard_of_event(topic, event);
         let bytes = event.encode().len() as u64 + EVENT_SLACK;
         let deadline = Instant::now() + self.reserve_wait;
         let mut pause = Duration::from_millis(5);
@@ -110,7 +113,7 @@ impl Publisher {
 
     /// Appends `event` to `topic`'s queue at once (dead-lettering); ENOSPC when it is full.
     pub async fn enqueue_now(&self, topic: &Topic, event: &QueuedEvent) -> Result<()> {
-        let shard = Self::shard(topic, event);
+        let shard = Self::shard_of_event(topic, event);
         match self.queues.enqueue(&shard, vec![Bytes::from(event.encode())]).await? {
             0 => Err(err::no_space(format!("notification queue {shard} is full"))),
             _ => {

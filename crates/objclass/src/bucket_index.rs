@@ -48,13 +48,28 @@ pub struct IndexEntry {
     pub tail: Vec<Segment>,
 }
 
-/// The shard's totals.
+/// The shard's totals, and the next event log sequence number.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexStats {
     /// Entries in the shard.
     pub entries: u64,
     /// Sum of the entries' sizes.
     pub bytes: u64,
+    /// Sequence number of the next logged event (kept here because every change rewrites
+    /// the header anyway).
+    pub next_event: u64,
+}
+
+impl Versioned for IndexStats {
+    const NAME: &'static str = "bucket index stats";
+    const VERSION: u8 = 2;
+
+    fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
+        (version == 1).then(|| {
+            let (entries, bytes) = shoal_types::encoding::decode_body::<(u64, u64)>("bucket index stats v1", body)?;
+            Ok(IndexStats { entries, bytes, next_event: 0 })
+        })
+    }
 }
 
 /// Input of `bucket_index.link`: add or replace one entry.
@@ -163,7 +178,6 @@ pub struct ListOutput {
 
 versioned_v1! {
     IndexEntry => "bucket index entry",
-    IndexStats => "bucket index stats",
     LinkInput => "bucket_index.link input",
     UnlinkInput => "bucket_index.unlink input",
     ChangeOutput => "bucket_index change output",
@@ -191,8 +205,6 @@ pub fn register(r: &mut ClassRegistry) {
 const SKIP: u8 = 0xff;
 /// Prefix of event log keys (`LOG` + sequence number, big-endian).
 const LOG: [u8; 2] = [SKIP, b'e'];
-/// Key of the next event's sequence number.
-const LOG_NEXT: [u8; 2] = [SKIP, b'n'];
 /// Most events one `log_list` returns.
 const MAX_LOG_LIST: u32 = 1000;
 
@@ -202,23 +214,16 @@ fn log_key(seq: u64) -> Bytes {
     Bytes::from(k)
 }
 
-/// Appends `events` to the shard's event log.
-fn append_events(ctx: &mut MethodContext<'_>, events: Vec<Bytes>) -> Result<()> {
+/// Appends `events` to the shard's event log, numbering them from `stats`.
+fn append_events(ctx: &mut MethodContext<'_>, stats: &mut IndexStats, events: Vec<Bytes>) -> Result<()> {
     if events.is_empty() {
         return Ok(());
     }
-    let stored = ctx.object.omap_get(&LOG_NEXT)?;
-    let mut next = match stored.as_deref().map(<[u8; 8]>::try_from) {
-        None => 0,
-        Some(Ok(n)) => u64::from_be_bytes(n),
-        Some(Err(_)) => return Err(err::io("corrupt bucket index event log counter")),
-    };
-    let mut rows = Vec::with_capacity(events.len() + 1);
+    let mut rows = Vec::with_capacity(events.len());
     for event in events {
-        rows.push((log_key(next), event));
-        next += 1;
+        rows.push((log_key(stats.next_event), event));
+        stats.next_event += 1;
     }
-    rows.push((Bytes::copy_from_slice(&LOG_NEXT), Bytes::copy_from_slice(&next.to_be_bytes())));
     ctx.object.omap_set(rows)
 }
 
@@ -253,11 +258,15 @@ fn link(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
     if key.is_empty() {
         return Err(err::invalid("bucket_index.link: empty key"));
     }
-    append_events(ctx, events)?;
     let mut stats = load_stats(ctx)?;
+    let logs = !events.is_empty();
+    append_events(ctx, &mut stats, events)?;
     let previous = load_entry(ctx, &key)?;
     if let Some(old) = &previous {
         if old.order >= entry.order {
+            if logs {
+                save_stats(ctx, stats)?;
+            }
             return change_output(false, previous);
         }
         stats.entries -= 1;
@@ -272,12 +281,18 @@ fn link(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
 
 fn unlink(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
     let UnlinkInput { key, order, events } = decode_input("bucket_index.unlink", input)?;
-    append_events(ctx, events)?;
-    let Some(old) = load_entry(ctx, &key)? else { return change_output(false, None) };
-    if old.order > order {
-        return change_output(false, Some(old));
-    }
     let mut stats = load_stats(ctx)?;
+    let logs = !events.is_empty();
+    append_events(ctx, &mut stats, events)?;
+    let old = match load_entry(ctx, &key)? {
+        Some(old) if old.order <= order => old,
+        kept => {
+            if logs {
+                save_stats(ctx, stats)?;
+            }
+            return change_output(false, kept);
+        }
+    };
     stats.entries -= 1;
     stats.bytes -= old.size;
     ctx.object.omap_rm_keys(&[Bytes::from(key.into_bytes())])?;
@@ -349,7 +364,9 @@ fn stats(ctx: &mut MethodContext<'_>, _input: &[u8]) -> Result<Vec<u8>> {
 
 fn log(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
     let LogInput { events } = decode_input("bucket_index.log", input)?;
-    append_events(ctx, events)?;
+    let mut stats = load_stats(ctx)?;
+    append_events(ctx, &mut stats, events)?;
+    save_stats(ctx, stats)?;
     Ok(Vec::new())
 }
 
@@ -417,7 +434,7 @@ mod tests {
         let newer = link_at(&mut o, "k", 5, "3");
         assert_eq!((newer.applied, newer.previous.map(|e| e.size)), (true, Some(10)));
         link_at(&mut o, "j", 7, "1");
-        assert_eq!(stats_of(&mut o), IndexStats { entries: 2, bytes: 12 });
+        assert_eq!(stats_of(&mut o), IndexStats { entries: 2, bytes: 12, next_event: 0 });
         let unlink = |o: &mut MemObject, order: &str| {
             let input = UnlinkInput { key: "k".into(), order: order.into(), events: Vec::new() };
             ChangeOutput::decode(&o.call(CLASS, "unlink", 1, 0, &input.encode()).unwrap()).unwrap()
@@ -425,7 +442,7 @@ mod tests {
         assert!(!unlink(&mut o, "2").applied, "an older delete keeps the newer entry");
         assert!(unlink(&mut o, "4").applied);
         assert_eq!(unlink(&mut o, "5"), ChangeOutput { applied: false, previous: None });
-        assert_eq!(stats_of(&mut o), IndexStats { entries: 1, bytes: 7 });
+        assert_eq!(stats_of(&mut o), IndexStats { entries: 1, bytes: 7, next_event: 0 });
     }
 
     #[test]
@@ -474,13 +491,25 @@ mod tests {
         let page = o.call(CLASS, "log_list", 1, 0, &LogListInput { after: Some(2), max: 10 }.encode()).unwrap();
         assert_eq!(LogListOutput::decode(&page).unwrap().events.iter().map(|e| e.0).collect::<Vec<_>>(), [3, 4]);
         assert_eq!(list_of(&mut o, "", "", "", 10), (vec!["k".into()], false), "the log is not listed");
-        assert_eq!(stats_of(&mut o), IndexStats { entries: 1, bytes: 1 });
+        assert_eq!(stats_of(&mut o), IndexStats { entries: 1, bytes: 1, next_event: 5 });
         // Trimming any subset; numbering continues after the removed tail.
         o.call(CLASS, "log_trim", 1, 0, &LogTrimInput { seqs: vec![0, 2, 4, 77] }.encode()).unwrap();
         assert_eq!(log_of(&mut o, 10).0, expect(&[1, 3], &["put2b", "rm-gone"]));
         o.call(CLASS, "log", 1, 0, &LogInput { events: events(&["later"]) }.encode()).unwrap();
         assert_eq!(log_of(&mut o, 10).0, expect(&[1, 3, 5], &["put2b", "rm-gone", "later"]));
         assert_eq!(list_of(&mut o, "", "", "", 1), (vec!["k".into()], false), "no phantom page for the log");
+    }
+
+    #[test]
+    fn version_1_stats_still_decode() {
+        #[derive(Serialize, Deserialize)]
+        struct V1 {
+            entries: u64,
+            bytes: u64,
+        }
+        versioned_v1! { V1 => "stats as version 1 wrote them" }
+        let v1 = V1 { entries: 3, bytes: 700 }.encode();
+        assert_eq!(IndexStats::decode(&v1).unwrap(), IndexStats { entries: 3, bytes: 700, next_event: 0 });
     }
 
     #[test]

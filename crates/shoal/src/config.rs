@@ -165,6 +165,11 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "seconds a gateway's lease of a notification queue shard or bucket event log lasts",
     },
     OptionSpec {
+        name: "rgw_notify_move_interval",
+        default: "0.25",
+        help: "seconds between a gateway's passes that move logged events from bucket index shards to topic queues",
+    },
+    OptionSpec {
         name: "rgw_notify_poll_interval",
         default: "30",
         help: "seconds between a gateway's passes that take, renew and give up queue shards and event logs",
@@ -298,6 +303,7 @@ impl Config {
                 manager: shoal_notify::manager::ManagerConfig {
                     lease: self.seconds("rgw_notify_lock_duration")?.max(std::time::Duration::from_secs(1)),
                     poll: self.seconds("rgw_notify_poll_interval")?.max(std::time::Duration::from_millis(100)),
+                    move_interval: self.seconds("rgw_notify_move_interval")?.max(std::time::Duration::from_millis(10)),
                     time_to_live: self.u64("rgw_topic_persistency_time_to_live")?,
                     max_retries: self.u64("rgw_topic_persistency_max_retries")?,
                     retry_sleep: self.u64("rgw_topic_persistency_sleep_duration")?,

@@ -1,6 +1,6 @@
 //! Moving logged events from bucket index logs into their topic queues.
 //!
-//! One task per gateway reads every owned log that is due, groups the events by queue
+//! One task per gateway reads, every `move_interval`, each owned log that is due, groups the events by queue
 //! shard (the topic's current generation), appends each group with one `enqueue` and then
 //! removes what was appended from each log with one `log_trim`, so a pass costs a few
 //! writes whatever the number of events. Events of one key come from one log in log order
@@ -20,9 +20,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Time between passes while logs receive events: events wait this long at most (on the
-/// logs this gateway moves) and each pass shares its writes among them.
-const MOVE_INTERVAL: Duration = Duration::from_millis(100);
 /// Longest pause before an empty (or blocked) log is read again.
 const IDLE_CEILING: Duration = Duration::from_secs(1);
 /// Events read from one log per pass.
@@ -30,15 +27,18 @@ const MOVE_BATCH: u32 = 1000;
 /// Logs read, queues appended and logs trimmed at once.
 const PARALLEL: usize = 16;
 
-/// When the mover reads an owned log next.
+/// When the mover reads an owned log next, and from where.
 pub(super) struct LogSchedule {
     next: Instant,
     idle: Duration,
+    /// Every event up to this sequence number is moved and trimmed: reads start after it,
+    /// so they seek past the trimmed keys' tombstones instead of walking them.
+    cursor: Option<u64>,
 }
 
 impl LogSchedule {
-    fn now() -> LogSchedule {
-        LogSchedule { next: Instant::now(), idle: MOVE_INTERVAL }
+    fn now(interval: Duration) -> LogSchedule {
+        LogSchedule { next: Instant::now(), idle: interval, cursor: None }
     }
 }
 
@@ -55,8 +55,10 @@ struct Moving {
 struct LogPass {
     /// Sequence numbers appended to their queues (or dropped, counted): trimmed.
     done: Vec<u64>,
-    /// Some events stay (a full queue, a failed read of their topic).
-    held: bool,
+    /// The first event that stays (a full queue, a failed read of its topic).
+    held: Option<u64>,
+    /// The last event read.
+    last: Option<u64>,
     /// The read returned a whole batch: more are waiting.
     more: bool,
     /// The log or its lease is gone.
@@ -72,7 +74,7 @@ impl Manager {
             let mut logs = self.logs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             match result {
                 Ok(()) => {
-                    logs.entry(log.clone()).or_insert_with(LogSchedule::now);
+                    logs.entry(log.clone()).or_insert_with(|| LogSchedule::now(self.config.move_interval));
                 }
                 Err(e) => {
                     if logs.remove(log).is_some() {
@@ -105,38 +107,47 @@ impl Manager {
 
     /// Moves events until the process ends.
     pub(super) async fn move_events(self: Arc<Self>) {
+        let interval = self.config.move_interval;
         loop {
             let started = Instant::now();
-            let due: Vec<String> = {
+            let due: Vec<(String, Option<u64>)> = {
                 let logs = self.logs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                logs.iter().filter(|(_, s)| s.next <= started).map(|(l, _)| l.clone()).collect()
+                logs.iter().filter(|(_, s)| s.next <= started).map(|(l, s)| (l.clone(), s.cursor)).collect()
             };
             if !due.is_empty() {
                 let passes = self.move_pass(&due).await;
                 let mut logs = self.logs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                for (log, pass) in due.iter().zip(passes) {
+                for ((log, _), pass) in due.iter().zip(passes) {
                     if pass.lost {
                         logs.remove(log);
                         continue;
                     }
                     let Some(schedule) = logs.get_mut(log) else { continue };
                     let found = !pass.done.is_empty();
-                    schedule.idle = match (found, pass.held) {
-                        (true, false) => MOVE_INTERVAL,
+                    let held = pass.held.is_some();
+                    schedule.idle = match (found, held) {
+                        (true, false) => interval,
                         _ => (schedule.idle * 2).min(IDLE_CEILING),
                     };
-                    schedule.next = if pass.more && !pass.held { started } else { started + schedule.idle };
+                    schedule.next = if pass.more && !held { started } else { started + schedule.idle };
+                    // Held events are read again; everything before the first of them is gone.
+                    match pass.held {
+                        Some(first) => schedule.cursor = first.checked_sub(1).max(schedule.cursor),
+                        None => schedule.cursor = pass.last.max(schedule.cursor),
+                    }
                 }
             }
-            tokio::time::sleep(MOVE_INTERVAL.saturating_sub(started.elapsed())).await;
+            tokio::time::sleep(interval.saturating_sub(started.elapsed())).await;
         }
     }
 
     /// One pass over `logs`: read, append to the queues, trim.
-    async fn move_pass(&self, logs: &[String]) -> Vec<LogPass> {
+    async fn move_pass(&self, due: &[(String, Option<u64>)]) -> Vec<LogPass> {
         // Futures are built first: closures inside the stream would not be `Send` for `spawn`.
-        let reads: Vec<_> = logs.iter().map(|log| self.publisher.logs.list(log, None, MOVE_BATCH)).collect();
+        let reads: Vec<_> =
+            due.iter().map(|(log, cursor)| self.publisher.logs.list(log, *cursor, MOVE_BATCH)).collect();
         let reads: Vec<_> = futures::stream::iter(reads).buffered(PARALLEL).collect().await;
+        let logs: Vec<&String> = due.iter().map(|(log, _)| log).collect();
         let mut passes: Vec<LogPass> = logs.iter().map(|_| LogPass::default()).collect();
         let mut groups: BTreeMap<String, Vec<Moving>> = BTreeMap::new();
         for (i, read) in reads.into_iter().enumerate() {
@@ -144,12 +155,12 @@ impl Manager {
                 Ok(out) => out,
                 Err(e) => {
                     passes[i].lost = e.errno == Errno::NotFound;
-                    passes[i].held = true;
                     tracing::warn!(log = %logs[i], error = %e, "reading an event log failed");
                     continue;
                 }
             };
             passes[i].more = out.more;
+            passes[i].last = out.events.last().map(|(seq, _)| *seq);
             for (seq, bytes) in out.events {
                 match self.destination(&bytes).await {
                     Ok(Some((shard, topic))) => {
@@ -159,7 +170,7 @@ impl Manager {
                     Err(e) => {
                         // The rest of this log waits, keeping its order.
                         tracing::warn!(log = %logs[i], error = %e, "reading a logged event's topic failed");
-                        passes[i].held = true;
+                        passes[i].held = Some(seq);
                         break;
                     }
                 }
@@ -180,7 +191,8 @@ impl Manager {
                     self.metrics.topic(&moving.topic.name).moved.inc();
                     passes[moving.log].done.push(moving.seq);
                 } else {
-                    passes[moving.log].held = true;
+                    let held = &mut passes[moving.log].held;
+                    *held = Some(held.map_or(moving.seq, |h| h.min(moving.seq)));
                 }
             }
         }
@@ -203,21 +215,23 @@ impl Manager {
     /// The queue shard a logged event goes to, or `None` when it is dropped (unreadable,
     /// or its topic is gone or no longer persistent; counted and logged).
     async fn destination(&self, bytes: &[u8]) -> Result<Option<(String, Arc<Topic>)>> {
-        let event = match QueuedEvent::decode(bytes) {
-            Ok(event) => event,
+        let route = match QueuedEvent::route(bytes) {
+            Ok(route) => route,
             Err(e) => {
                 tracing::error!(error = %e, "dropping an unreadable logged event");
                 return Ok(None);
             }
         };
-        let topic = self.topics.topic(&event.topic).await?;
+        let topic = self.topics.topic(&route.topic).await?;
         match topic {
-            Some(topic) if topic.dest.persistent => Ok(Some((Publisher::shard(&topic, &event), topic))),
+            Some(topic) if topic.dest.persistent => {
+                Ok(Some((Publisher::shard(&topic, &route.bucket, &route.key), topic)))
+            }
             other => {
-                let name = event.topic.rsplit(':').next().unwrap_or_default();
+                let name = route.topic.rsplit(':').next().unwrap_or_default();
                 self.metrics.topic(name).expired.inc();
                 let why = if other.is_some() { "is no longer persistent" } else { "was deleted" };
-                tracing::warn!(topic = %event.topic, event = %event.record.event_id, "dropping a logged event: its topic {why}");
+                tracing::warn!(topic = %route.topic, key = %route.key, "dropping a logged event: its topic {why}");
                 Ok(None)
             }
         }
