@@ -427,6 +427,25 @@ def test_live_reshard_keeps_per_key_order(s3, bucket, receiver):
     assert admin("topic", "get", "--topic", topic)["dest"]["draining"] == []
 
 
+def test_bucket_removal_waits_for_its_logged_events(s3):
+    topic = name("rmb")
+    arn = create_topic({"push-endpoint": dead_endpoint(), "persistent": "true"}, topic)
+    gone = name("gone")
+    s3.create_bucket(Bucket=gone)
+    notify(s3, gone, arn)
+    keys = ["k%d" % i for i in range(10)]
+    for k in keys:
+        s3.put_object(Bucket=gone, Key=k, Body=b"x")
+    s3.delete_objects(Bucket=gone, Delete={"Objects": [{"Key": k} for k in keys]})
+    # At once: the last events may still be in the bucket's index logs, which go with it.
+    s3.delete_bucket(Bucket=gone)
+    s = stats(topic)
+    assert s["pending"] == 0 and s["entries"] == 20, s
+    events = [e["record"] for e in admin("topic", "dump", "--topic", topic)]
+    assert sorted(e["eventName"] for e in events) == ["ObjectCreated:Put"] * 10 + ["ObjectRemoved:Delete"] * 10
+    admin("topic", "rm", "--topic", topic)
+
+
 def test_queue_full_waits_then_answers_slow_down(s3, bucket):
     topic = name("full")
     arn = create_topic({"push-endpoint": dead_endpoint(), "persistent": "true",

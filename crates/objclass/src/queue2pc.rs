@@ -1,6 +1,7 @@
 //! `2pc_queue`: a bounded queue in one object whose producers first reserve space, then
-//! commit entries into the reservation (or abort it). Persistent notifications use it:
-//! reserve before the object write, commit after.
+//! commit entries into the reservation (or abort it), as Ceph's; or `enqueue` entries at
+//! once, as many as fit. Persistent notifications hold their topics' queues here; their
+//! events arrive with `enqueue` from the bucket index logs (see `bucket_index`).
 //!
 //! Layout: the omap header holds the [`QueueHeader`] (capacity and exact accounting);
 //! omap keys `r<id:u64 BE>` hold reservations and `e<seq:u64 BE>` hold entries, so
