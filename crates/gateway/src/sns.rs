@@ -33,7 +33,8 @@ pub struct TopicStats {
     /// Reservations not yet committed or aborted (`2pc_queue` producers; the gateway's own
     /// events enter the queue without one).
     pub reservations: u64,
-    /// Events logged in bucket index shards, not yet moved to the queue.
+    /// Events logged in bucket index shards, not yet moved to the queue (read before the
+    /// shards, so an event moving meanwhile is in both counts, never in neither).
     pub pending: u64,
     /// Committed events waiting for delivery.
     pub entries: u64,
@@ -329,21 +330,7 @@ impl Routes {
             ..Default::default()
         };
         let now = crate::objects::now_ns();
-        for generation in topic.dest.draining.iter().chain([&topic.dest.queue]) {
-            for shard in shard_names(key, *generation) {
-                let h = self.queues.header(&shard).await?;
-                stats.reservations += h.reservations;
-                stats.entries += h.committed_entries;
-                stats.size += h.committed_bytes;
-                stats.capacity += h.capacity_bytes;
-                if let Some(first) = self.queues.list(&shard, None, 1).await?.entries.first()
-                    && let Ok(event) = QueuedEvent::decode(&first.data)
-                {
-                    let age = now.saturating_sub(event.created_ns) as f64 / 1e9;
-                    stats.oldest_age_secs = stats.oldest_age_secs.max(age);
-                }
-            }
-        }
+        // Logs first: an event moving to its queue meanwhile is counted twice, never missed.
         for log in self.logs.registry().await? {
             let mut after = None;
             loop {
@@ -362,6 +349,21 @@ impl Routes {
                 match page.events.last() {
                     Some((seq, _)) if page.more => after = Some(*seq),
                     _ => break,
+                }
+            }
+        }
+        for generation in topic.dest.draining.iter().chain([&topic.dest.queue]) {
+            for shard in shard_names(key, *generation) {
+                let h = self.queues.header(&shard).await?;
+                stats.reservations += h.reservations;
+                stats.entries += h.committed_entries;
+                stats.size += h.committed_bytes;
+                stats.capacity += h.capacity_bytes;
+                if let Some(first) = self.queues.list(&shard, None, 1).await?.entries.first()
+                    && let Ok(event) = QueuedEvent::decode(&first.data)
+                {
+                    let age = now.saturating_sub(event.created_ns) as f64 / 1e9;
+                    stats.oldest_age_secs = stats.oldest_age_secs.max(age);
                 }
             }
         }
