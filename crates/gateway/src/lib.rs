@@ -142,6 +142,7 @@ impl Gateway {
             ("shoal_rgw_cache_misses_total", "counter", cache.misses.load(Relaxed)),
             ("shoal_rgw_cache_invalidations_total", "counter", cache.invalidations.load(Relaxed)),
             ("shoal_notify_owned_shards", "gauge", self.manager.owned_shards().len() as u64),
+            ("shoal_notify_owned_event_logs", "gauge", self.manager.owned_logs().len() as u64),
         ] {
             out.push_str(&format!("# TYPE {name} {kind}\n{name} {value}\n"));
         }

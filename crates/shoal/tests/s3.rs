@@ -169,12 +169,16 @@ fn notification_suite_against_shoal_server() {
     std::io::Write::write_all(&mut stream, b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
     let mut text = String::new();
     std::io::Read::read_to_string(&mut stream, &mut text).unwrap();
-    let delivered: u64 = text
-        .lines()
-        .filter(|l| l.starts_with("shoal_notify_delivered_total{topic="))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum();
-    assert!(delivered >= 512, "per-topic delivery counters on the metrics endpoint: {text}");
+    let total = |series: &str| -> u64 {
+        let prefix = format!("{series}{{topic=");
+        text.lines().filter(|l| l.starts_with(&prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok()).sum()
+    };
+    assert!(
+        total("shoal_notify_delivered_total") >= 512,
+        "per-topic delivery counters on the metrics endpoint: {text}"
+    );
+    assert!(total("shoal_notify_moved_total") > 0, "events moved from the bucket index logs: {text}");
+    assert!(text.contains("\nshoal_notify_owned_event_logs "), "{text}");
     assert!(text.contains("shoal_notify_expired_total{topic=") && text.contains("shoal_rgw_requests_total"), "{text}");
 }
 
