@@ -265,15 +265,12 @@ impl Objects {
             tail: tail.clone(),
             ..info.meta.clone()
         };
-        let head = layout::head_object(&bucket.id, key);
         let kept: Vec<String> = tail.iter().map(|s| s.prefix.clone()).collect();
         let logged = events.logged(&crate::notifications::Done::of(&meta));
-        if self.write_head(&head, &meta, Bytes::new()).await? {
-            self.link(bucket, key, &meta, logged).await?;
+        if self.install(bucket, key, &meta, Bytes::new(), logged).await? {
             self.drop_upload(uploads, bucket, &info, &kept).await?;
         } else {
             // A newer write of the key won: this upload's data is garbage.
-            self.log_events(bucket, key, logged).await?;
             self.drop_upload(uploads, bucket, &info, &[]).await?;
         }
         Ok(meta)

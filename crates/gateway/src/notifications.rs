@@ -166,16 +166,16 @@ impl Notifier {
     pub async fn finish(&self, pending: Pending, done: Option<Done>) {
         let Some(done) = done else { return };
         let publisher = &self.publisher;
-        let work = pending.events.into_iter().map(|(topic, event)| {
-            let event = complete(event, &done);
-            async move {
-                if topic.dest.persistent {
-                    publisher.metrics.topic(&topic.name).queued.inc();
-                } else {
-                    publisher.push_now(&topic, &event).await;
-                }
+        let mut work = Vec::new();
+        for (topic, event) in pending.events {
+            if topic.dest.persistent {
+                // Already logged with the operation's index change.
+                publisher.metrics.topic(&topic.name).queued.inc();
+            } else {
+                let event = complete(event, &done);
+                work.push(async move { publisher.push_now(&topic, &event).await });
             }
-        });
+        }
         futures::future::join_all(work).await;
     }
 }

@@ -339,7 +339,7 @@ impl Objects {
 
     /// Links the entry for `key`, logging `events` with it; queues whichever object lost
     /// (the replaced one, or this one if a newer write got there first) for GC.
-    pub async fn link(&self, bucket: &BucketInfo, key: &str, meta: &ObjectMeta, events: Vec<Bytes>) -> Result<()> {
+    async fn link(&self, bucket: &BucketInfo, key: &str, meta: &ObjectMeta, events: Vec<Bytes>) -> Result<()> {
         let entry = IndexEntry {
             size: meta.size,
             etag: meta.etag.clone(),
@@ -359,19 +359,43 @@ impl Objects {
         }
     }
 
-    /// Logs `events` in `key`'s index shard without linking anything (a newer write of
-    /// the key won the head, but this write happened and is acknowledged).
-    pub async fn log_events(&self, bucket: &BucketInfo, key: &str, events: Vec<Bytes>) -> Result<()> {
+    /// Writes the head of a new version of `key` and, if no newer write got there first,
+    /// links its index entry with `events`; otherwise logs `events` alone (this write
+    /// happened and is acknowledged all the same). Returns whether this version won.
+    pub async fn install(
+        &self,
+        bucket: &BucketInfo,
+        key: &str,
+        meta: &ObjectMeta,
+        data: Bytes,
+        events: Vec<Bytes>,
+    ) -> Result<bool> {
+        let won = self.write_head(&layout::head_object(&bucket.id, key), meta, data).await?;
+        if won {
+            self.link(bucket, key, meta, events).await?;
+        } else {
+            self.log_events(bucket, key, events).await?;
+        }
+        Ok(won)
+    }
+
+    /// Logs `events` in `key`'s index shard without linking anything.
+    async fn log_events(&self, bucket: &BucketInfo, key: &str, events: Vec<Bytes>) -> Result<()> {
         if events.is_empty() {
             return Ok(());
         }
-        let shard = layout::index_shard(&bucket.id, layout::shard_of(key, bucket.num_shards));
         let input = bucket_index::LogInput { events }.encode();
+        let shard = Self::index_shard_of(bucket, key);
         self.pools.index().exec(&shard, bucket_index::CLASS, "log", input).await.map(|_| ())
     }
 
+    /// The index shard holding `key`'s entry (and its events).
+    fn index_shard_of(bucket: &BucketInfo, key: &str) -> String {
+        layout::index_shard(&bucket.id, layout::shard_of(key, bucket.num_shards))
+    }
+
     async fn index_call(&self, bucket: &BucketInfo, key: &str, method: &str, input: Vec<u8>) -> Result<ChangeOutput> {
-        let shard = layout::index_shard(&bucket.id, layout::shard_of(key, bucket.num_shards));
+        let shard = Self::index_shard_of(bucket, key);
         let out = self.pools.index().exec(&shard, bucket_index::CLASS, method, input).await?;
         ChangeOutput::decode(&out)
     }

@@ -356,14 +356,11 @@ impl ShoalS3 {
         intent: Option<String>,
         events: &Pending,
     ) -> S3Result<()> {
-        let head = layout::head_object(&bucket.id, key);
         let objects = &self.objects;
         let logged = events.logged(&Done::of(meta));
-        if objects.write_head(&head, meta, data).await.map_err(rados_error)? {
-            objects.link(bucket, key, meta, logged).await.map_err(rados_error)?;
-        } else {
+        if !objects.install(bucket, key, meta, data, logged).await.map_err(rados_error)? {
+            let head = layout::head_object(&bucket.id, key);
             objects.gc.retire(&head, &meta.tail).await.map_err(rados_error)?;
-            objects.log_events(bucket, key, logged).await.map_err(rados_error)?;
         }
         if let Some(intent) = intent {
             objects.gc.forget(&intent).await.map_err(rados_error)?;

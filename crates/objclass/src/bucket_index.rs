@@ -214,17 +214,19 @@ fn log_key(seq: u64) -> Bytes {
     Bytes::from(k)
 }
 
-/// Appends `events` to the shard's event log, numbering them from `stats`.
-fn append_events(ctx: &mut MethodContext<'_>, stats: &mut IndexStats, events: Vec<Bytes>) -> Result<()> {
+/// Appends `events` to the shard's event log, numbering them from `stats`; true when
+/// there were any (the header must then be saved).
+fn append_events(ctx: &mut MethodContext<'_>, stats: &mut IndexStats, events: Vec<Bytes>) -> Result<bool> {
     if events.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     let mut rows = Vec::with_capacity(events.len());
     for event in events {
         rows.push((log_key(stats.next_event), event));
         stats.next_event += 1;
     }
-    ctx.object.omap_set(rows)
+    ctx.object.omap_set(rows)?;
+    Ok(true)
 }
 
 fn load_stats(ctx: &mut MethodContext<'_>) -> Result<IndexStats> {
@@ -259,45 +261,39 @@ fn link(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
         return Err(err::invalid("bucket_index.link: empty key"));
     }
     let mut stats = load_stats(ctx)?;
-    let logs = !events.is_empty();
-    append_events(ctx, &mut stats, events)?;
+    let logged = append_events(ctx, &mut stats, events)?;
     let previous = load_entry(ctx, &key)?;
-    if let Some(old) = &previous {
-        if old.order >= entry.order {
-            if logs {
-                save_stats(ctx, stats)?;
-            }
-            return change_output(false, previous);
+    let applied = previous.as_ref().is_none_or(|old| old.order < entry.order);
+    if applied {
+        if let Some(old) = &previous {
+            stats.entries -= 1;
+            stats.bytes -= old.size;
         }
-        stats.entries -= 1;
-        stats.bytes -= old.size;
+        stats.entries += 1;
+        stats.bytes += entry.size;
+        ctx.object.omap_set(vec![(Bytes::from(key.into_bytes()), Bytes::from(entry.encode()))])?;
     }
-    stats.entries += 1;
-    stats.bytes += entry.size;
-    ctx.object.omap_set(vec![(Bytes::from(key.into_bytes()), Bytes::from(entry.encode()))])?;
-    save_stats(ctx, stats)?;
-    change_output(true, previous)
+    if applied || logged {
+        save_stats(ctx, stats)?;
+    }
+    change_output(applied, previous)
 }
 
 fn unlink(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
     let UnlinkInput { key, order, events } = decode_input("bucket_index.unlink", input)?;
     let mut stats = load_stats(ctx)?;
-    let logs = !events.is_empty();
-    append_events(ctx, &mut stats, events)?;
-    let old = match load_entry(ctx, &key)? {
-        Some(old) if old.order <= order => old,
-        kept => {
-            if logs {
-                save_stats(ctx, stats)?;
-            }
-            return change_output(false, kept);
-        }
-    };
-    stats.entries -= 1;
-    stats.bytes -= old.size;
-    ctx.object.omap_rm_keys(&[Bytes::from(key.into_bytes())])?;
-    save_stats(ctx, stats)?;
-    change_output(true, Some(old))
+    let logged = append_events(ctx, &mut stats, events)?;
+    let stored = load_entry(ctx, &key)?;
+    let applied = stored.as_ref().is_some_and(|old| old.order <= order);
+    if let Some(old) = stored.as_ref().filter(|_| applied) {
+        stats.entries -= 1;
+        stats.bytes -= old.size;
+        ctx.object.omap_rm_keys(&[Bytes::from(key.into_bytes())])?;
+    }
+    if applied || logged {
+        save_stats(ctx, stats)?;
+    }
+    change_output(applied, stored)
 }
 
 fn list(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
@@ -365,8 +361,9 @@ fn stats(ctx: &mut MethodContext<'_>, _input: &[u8]) -> Result<Vec<u8>> {
 fn log(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
     let LogInput { events } = decode_input("bucket_index.log", input)?;
     let mut stats = load_stats(ctx)?;
-    append_events(ctx, &mut stats, events)?;
-    save_stats(ctx, stats)?;
+    if append_events(ctx, &mut stats, events)? {
+        save_stats(ctx, stats)?;
+    }
     Ok(Vec::new())
 }
 

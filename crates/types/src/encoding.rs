@@ -21,6 +21,13 @@ pub trait Versioned: Serialize + DeserializeOwned {
         postcard::to_extend(self, vec![Self::VERSION]).expect("postcard encoding into a Vec cannot fail")
     }
 
+    /// The length [`Versioned::encode`] would produce, computed without encoding.
+    fn encoded_len(&self) -> usize {
+        let body =
+            postcard::serialize_with_flavor::<Self, postcard::ser_flavors::Size, usize>(self, Default::default());
+        1 + body.expect("measuring a postcard encoding cannot fail")
+    }
+
     /// Decodes the body of an older version into the current shape; `None` when the
     /// version is unknown. Types that changed shape keep their old shapes as modules and
     /// convert here.
@@ -79,6 +86,7 @@ mod tests {
         // version 1, varint 300 = ac 02, string length 2, "hi"
         assert_eq!(v.encode(), vec![1, 0xac, 0x02, 2, b'h', b'i']);
         assert_eq!(Sample::decode(&v.encode()).unwrap(), v);
+        assert_eq!(v.encoded_len(), v.encode().len());
     }
 
     #[test]
