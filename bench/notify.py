@@ -1,17 +1,24 @@
 """Bucket notification benchmark: 4 KiB PUT and DELETE ops/s at 32 clients through one
 gateway of a vstart cluster (3 and 6 OSDs, pools of size 3) with a persistent topic of 1
-shard and of 11 shards (HTTP receiver), and of 11 shards to Kafka, each paired with the
-same load on a bucket without notifications run just before (`ratio` = with / without);
-then end-to-end delivery: events per second (first event time to last arrival) and
-p50/p99 delivery latency (arrival, or the Kafka record time, minus eventTime).
+shard and of 11 shards (HTTP receiver), and of 11 shards to Kafka, each compared with the
+same load on a bucket without notifications (`ratio` = with / without); then end-to-end
+delivery: events per second (first event time to last arrival) and p50/p99 delivery
+latency (arrival, or the Kafka record time, minus eventTime).
+
+The PUT comparison alternates the two buckets in `--rounds` rounds of `--seconds` each
+(ABBA order), because this VM's rate drifts and jumps by a quarter between identical runs
+(RocksDB flushes and compactions land in some runs and not others); `ratio` is the mean
+rate with notifications over the mean rate without, and `ratio_min`/`ratio_max` the
+spread of the per-round ratios.
 
 Usage (bench/notify.sh runs it with the test venv and brokers):
-  python bench/notify.py [--seconds 20] [--osds 3,6] [--kafka-port P] [--json]
+  python bench/notify.py [--seconds 8] [--rounds 6] [--osds 3,6] [--kafka-port P] [--json]
 Prints a table, or one JSON object per row with --json."""
 import argparse
 import http.server
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -136,7 +143,10 @@ class Setup:
             args += ["--objects", "20000"]
         else:
             args += ["--noclear"]
-        out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+        p = subprocess.run(args, capture_output=True, text=True)
+        if p.returncode:
+            raise RuntimeError("shoal bench s3 failed: %s" % p.stderr.strip()[-2000:])
+        out = p.stdout
         return json.loads(out.strip().splitlines()[-1])
 
     def drained(self, topic, timeout=300):
@@ -165,6 +175,21 @@ class KafkaTail:
         return pairs
 
 
+def summary(runs):
+    """One row for equally long runs: their mean rate, median p50 and p99, summed CPU."""
+    mid = len(runs) // 2
+    return dict(runs[0], ops_per_sec=round(sum(r["ops_per_sec"] for r in runs) / len(runs), 1),
+                p50_ms=sorted(r["p50_ms"] for r in runs)[mid], p99_ms=sorted(r["p99_ms"] for r in runs)[mid],
+                gateway_cpu_s=round(sum(r["gateway_cpu_s"] or 0 for r in runs), 2), runs=len(runs))
+
+
+def moved(setup, topic, timeout=5):
+    """Waits (up to `timeout` s) until no event of `topic` is left in a bucket index log."""
+    deadline = time.time() + timeout
+    while stats(setup, topic)["pending"] and time.time() < deadline:
+        time.sleep(0.1)
+
+
 def stats(setup, topic):
     return json.loads(subprocess.run([SHOAL, "admin", "-c", setup.conf, "topic", "stats", "--topic", topic],
                                      check=True, capture_output=True, text=True).stdout)
@@ -172,7 +197,8 @@ def stats(setup, topic):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=int, default=20)
+    ap.add_argument("--seconds", type=int, default=8, help="length of one PUT run (DELETE and live runs: twice)")
+    ap.add_argument("--rounds", type=int, default=6, help="alternating rounds of the PUT comparison")
     ap.add_argument("--osds", default="3,6")
     ap.add_argument("--kafka-port", type=int, default=int(os.environ.get("SHOAL_KAFKA_PORT", "0")))
     ap.add_argument("--json", action="store_true")
@@ -197,19 +223,14 @@ def main():
                 setup.s3.create_bucket(Bucket=plain)
                 base = {"osds": osds, "case": case, "endpoint": kind}
 
-                def load(b, workload, phase, baseline=None):
-                    r = setup.bench(b, workload, args.seconds)
+                def load(b, workload, phase, baseline=None, seconds=2 * args.seconds):
+                    r = setup.bench(b, workload, seconds)
                     row = dict(base, workload=workload, phase=phase, ops_per_sec=r["ops_per_sec"],
                                p50_ms=r["p50_ms"], p99_ms=r["p99_ms"], gateway_cpu_s=r.get("server_cpu_s"))
                     if baseline:
                         row["ratio"] = round(r["ops_per_sec"] / baseline["ops_per_sec"], 3)
                     return row
 
-                # The write path alone (events queue while the endpoint is down), measured
-                # between two runs of the same load on a bucket without notifications: the
-                # store slows as it fills, so the ratio is taken against their mean.
-                plain_before = load(plain, "put", "no notification (before)")
-                emit(plain_before)
                 topic = "bench-%d-%d-%d" % (osds, i, int(time.time()))
                 receiver = Receiver() if kind == "http" else None
                 live = receiver.url if receiver else "kafka://127.0.0.1:%d" % args.kafka_port
@@ -219,12 +240,20 @@ def main():
                 setup.s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration={
                     "TopicConfigurations": [{"Id": "bench", "TopicArn": arn,
                                              "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]}]})
-                queueing = load(bucket, "put", "queueing (endpoint down)")
-                plain_after = load(plain, "put", "no notification (after)")
-                plain_put = dict(ops_per_sec=(plain_before["ops_per_sec"] + plain_after["ops_per_sec"]) / 2)
-                queueing["ratio"] = round(queueing["ops_per_sec"] / plain_put["ops_per_sec"], 3)
-                emit(queueing)
-                emit(plain_after)
+                # The write path alone (events queue while the endpoint is down), alternating
+                # with the same load on a bucket without notifications.
+                runs = {plain: [], bucket: []}
+                for r in range(args.rounds):
+                    for b in (plain, bucket) if r % 2 == 0 else (bucket, plain):
+                        runs[b].append(load(b, "put", "", seconds=args.seconds))
+                        if b == bucket:
+                            moved(setup, topic)  # the moving this run caused stays in it
+                plain_put, queueing = [summary(runs[b]) for b in (plain, bucket)]
+                emit(dict(plain_put, phase="no notification"))
+                rounds = [q["ops_per_sec"] / p["ops_per_sec"] for p, q in zip(runs[plain], runs[bucket])]
+                emit(dict(queueing, phase="queueing (endpoint down)",
+                          ratio=round(queueing["ops_per_sec"] / plain_put["ops_per_sec"], 3),
+                          ratio_min=round(min(rounds), 3), ratio_max=round(max(rounds), 3)))
                 plain_delete = load(plain, "delete", "no notification")
                 emit(plain_delete)
                 emit(load(bucket, "delete", "queueing (endpoint down)", plain_delete))
@@ -261,8 +290,11 @@ def main():
                 setup.sns.delete_topic(TopicArn=arn)
         finally:
             setup.stop()
+            shutil.rmtree(setup.cluster, ignore_errors=True)  # gigabytes of stores
+    shutil.rmtree(work, ignore_errors=True)
     if not args.json:
-        cols = ["osds", "case", "endpoint", "phase", "workload", "ops_per_sec", "ratio", "p50_ms", "p99_ms",
+        cols = ["osds", "case", "endpoint", "phase", "workload", "runs", "ops_per_sec", "ratio", "ratio_min",
+                "ratio_max", "p50_ms", "p99_ms",
                 "gateway_cpu_s", "delivered", "delivered_per_sec", "delivery_p50_ms", "delivery_p99_ms"]
         print(" | ".join(cols))
         for r in rows:

@@ -7,8 +7,8 @@ use crate::objects::ObjectMeta;
 use bytes::Bytes;
 use s3s::{S3Error, S3Result, s3_error};
 use shoal_notify::event::{
-    BucketEntity, EventRecord, KeyVal, ObjectEntity, Principal, QueuedEvent, RequestParameters, ResponseElements,
-    S3Entity, event_time, sequencer,
+    BucketEntity, EVENT_SOURCE, EVENT_VERSION, EventRecord, KeyVal, ObjectEntity, Principal, QueuedEvent,
+    RequestParameters, ResponseElements, S3_SCHEMA_VERSION, S3Entity, bucket_arn, event_id, event_time, sequencer,
 };
 use shoal_notify::filter::Subject;
 use shoal_notify::manager::TopicSource;
@@ -89,7 +89,7 @@ fn complete(mut event: QueuedEvent, done: &Done) -> QueuedEvent {
     r.event_time = event_time(done.order_ns);
     r.s3.object.size = done.size;
     r.s3.object.e_tag = done.etag.clone();
-    r.event_id = format!("{seq}.{}.{}", event.tag, r.s3.configuration_id);
+    r.event_id = event_id(&seq, &event.tag, &r.s3.configuration_id);
     r.s3.object.sequencer = seq;
     event
 }
@@ -118,8 +118,8 @@ impl Notifier {
                 Err(e) => return Err(crate::s3::rados_error(e)),
             };
             let record = EventRecord {
-                event_version: "2.1".into(),
-                event_source: "ceph:s3".into(),
+                event_version: EVENT_VERSION.into(),
+                event_source: EVENT_SOURCE.into(),
                 aws_region: self.zonegroup.clone(),
                 event_name: op.event.to_owned(),
                 user_identity: Principal { principal_id: who.as_ref().map_or("anonymous".into(), |u| u.uid.clone()) },
@@ -129,12 +129,12 @@ impl Notifier {
                     host_id: origin.request_id.clone(),
                 },
                 s3: S3Entity {
-                    s3_schema_version: "1.0".into(),
+                    s3_schema_version: S3_SCHEMA_VERSION.into(),
                     configuration_id: config.id.clone(),
                     bucket: BucketEntity {
                         name: op.bucket.name.clone(),
                         owner_identity: Principal { principal_id: op.bucket.owner.clone() },
-                        arn: format!("arn:aws:s3:{}::{}", self.zonegroup, op.bucket.name),
+                        arn: bucket_arn(&self.zonegroup, &op.bucket.name),
                         id: op.bucket.id.clone(),
                     },
                     object: ObjectEntity {

@@ -2,7 +2,12 @@
 //! extensions (`opaqueData`, `eventId`, object metadata and tags), and the queued form
 //! that carries it to a topic.
 
+mod stored;
+
 use serde::{Deserialize, Serialize};
+use shoal_types::Versioned;
+use stored::Stored;
+pub use stored::{EVENT_SOURCE, EVENT_VERSION, S3_SCHEMA_VERSION};
 
 /// One S3 event record.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,6 +141,16 @@ pub fn sequencer(order_ns: u64) -> String {
     format!("{order_ns:016X}")
 }
 
+/// `eventId`: unique per event and the same on every delivery of it.
+pub fn event_id(sequencer: &str, tag: &str, configuration_id: &str) -> String {
+    format!("{sequencer}.{tag}.{configuration_id}")
+}
+
+/// The ARN of a bucket in a zonegroup.
+pub fn bucket_arn(zonegroup: &str, bucket: &str) -> String {
+    format!("arn:aws:s3:{zonegroup}::{bucket}")
+}
+
 /// Where an event goes: its topic, and the bucket and key that pick the queue shard.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
@@ -160,25 +175,27 @@ pub struct QueuedEvent {
     pub record: EventRecord,
 }
 
-impl shoal_types::Versioned for QueuedEvent {
-    const NAME: &'static str = "queued event";
-    const VERSION: u8 = 1;
-}
-
 impl QueuedEvent {
-    /// Encodes for a log or queue: a version byte and postcard, about half the size of
-    /// JSON and much cheaper to write and read.
+    /// Encodes for a log or queue: a version byte and postcard of the compact form
+    /// ([`Stored`]), about a third of the JSON size.
     pub fn encode(&self) -> Vec<u8> {
-        shoal_types::Versioned::encode(self)
+        Stored::of(self).encode()
     }
 
-    /// Decodes a logged or queued event (JSON as earlier versions queued them, too).
+    /// The length of [`QueuedEvent::encode`], computed without encoding.
+    pub fn encoded_len(&self) -> usize {
+        Stored::of(self).encoded_len()
+    }
+
+    /// Decodes a logged or queued event (also JSON and the full postcard form, as earlier
+    /// versions queued them).
     pub fn decode(bytes: &[u8]) -> Result<QueuedEvent, String> {
         if bytes.first() == Some(&b'{') {
             return serde_json::from_slice(bytes).map_err(|e| format!("corrupt queued event: {e}"));
         }
-        <QueuedEvent as shoal_types::Versioned>::decode(bytes)
-            .map_err(|e| format!("corrupt queued event: {}", e.message))
+        let stored =
+            <Stored as Versioned>::decode(bytes).map_err(|e| format!("corrupt queued event: {}", e.message))?;
+        Ok(stored.into_event())
     }
 
     /// Where an encoded event goes.

@@ -72,7 +72,7 @@ impl Publisher {
     /// `reserve_wait` (reading the fill level again each time), then fails with ENOSPC.
     pub async fn admit(&self, topic: &Topic, event: &QueuedEvent) -> Result<()> {
         let shard = Self::shard_of_event(topic, event);
-        let bytes = shoal_types::Versioned::encoded_len(event) as u64 + EVENT_SLACK;
+        let bytes = event.encoded_len() as u64 + EVENT_SLACK;
         let deadline = Instant::now() + self.reserve_wait;
         let mut pause = Duration::from_millis(5);
         let mut fresh = false;
