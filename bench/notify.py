@@ -9,7 +9,7 @@ The PUT comparison alternates the two buckets in `--rounds` rounds of `--seconds
 (ABBA order), because this VM's rate drifts and jumps by a quarter between identical runs
 (RocksDB flushes and compactions land in some runs and not others); `ratio` is the mean
 rate with notifications over the mean rate without, and `ratio_min`/`ratio_max` the
-spread of the per-round ratios.
+spread of the per-round ratios (all of them in `round_ratios`, with their median).
 
 Usage (bench/notify.sh runs it with the test venv and brokers):
   python bench/notify.py [--seconds 8] [--rounds 6] [--osds 3,6] [--kafka-port P] [--json]
@@ -253,7 +253,9 @@ def main():
                 rounds = [q["ops_per_sec"] / p["ops_per_sec"] for p, q in zip(runs[plain], runs[bucket])]
                 emit(dict(queueing, phase="queueing (endpoint down)",
                           ratio=round(queueing["ops_per_sec"] / plain_put["ops_per_sec"], 3),
-                          ratio_min=round(min(rounds), 3), ratio_max=round(max(rounds), 3)))
+                          ratio_min=round(min(rounds), 3), ratio_max=round(max(rounds), 3),
+                          ratio_median=round(sorted(rounds)[len(rounds) // 2], 3),
+                          round_ratios=[round(x, 3) for x in rounds]))
                 plain_delete = load(plain, "delete", "no notification")
                 emit(plain_delete)
                 emit(load(bucket, "delete", "queueing (endpoint down)", plain_delete))
