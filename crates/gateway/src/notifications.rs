@@ -8,7 +8,7 @@ use bytes::Bytes;
 use s3s::{S3Error, S3Result, s3_error};
 use shoal_notify::event::{
     BucketEntity, EVENT_SOURCE, EVENT_VERSION, EventRecord, KeyVal, ObjectEntity, Principal, QueuedEvent,
-    RequestParameters, ResponseElements, S3_SCHEMA_VERSION, S3Entity, bucket_arn, event_id, event_time, sequencer,
+    RequestParameters, ResponseElements, S3_SCHEMA_VERSION, S3Entity, bucket_arn,
 };
 use shoal_notify::filter::Subject;
 use shoal_notify::manager::TopicSource;
@@ -82,15 +82,9 @@ pub struct Notifier {
     zonegroup: String,
 }
 
-/// Fills in what is known only once the operation is done.
+/// `event` completed with what the operation produced.
 fn complete(mut event: QueuedEvent, done: &Done) -> QueuedEvent {
-    let seq = sequencer(done.order_ns);
-    let r = &mut event.record;
-    r.event_time = event_time(done.order_ns);
-    r.s3.object.size = done.size;
-    r.s3.object.e_tag = done.etag.clone();
-    r.event_id = event_id(&seq, &event.tag, &r.s3.configuration_id);
-    r.s3.object.sequencer = seq;
+    event.complete(done.order_ns, done.size, &done.etag);
     event
 }
 

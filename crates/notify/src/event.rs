@@ -176,6 +176,18 @@ pub struct QueuedEvent {
 }
 
 impl QueuedEvent {
+    /// Fills in what is known only once the operation is done: its order time (which
+    /// `eventTime`, `sequencer` and `eventId` follow from), the object's size and ETag.
+    pub fn complete(&mut self, order_ns: u64, size: u64, etag: &str) {
+        let seq = sequencer(order_ns);
+        let r = &mut self.record;
+        r.event_time = event_time(order_ns);
+        r.s3.object.size = size;
+        r.s3.object.e_tag = etag.to_owned();
+        r.event_id = event_id(&seq, &self.tag, &r.s3.configuration_id);
+        r.s3.object.sequencer = seq;
+    }
+
     /// Encodes for a log or queue: a version byte and postcard of the compact form
     /// ([`Stored`]), about a third of the JSON size.
     pub fn encode(&self) -> Vec<u8> {

@@ -176,60 +176,46 @@ mod tests {
     fn built() -> impl Strategy<Value = QueuedEvent> {
         let ids = (text(), text(), text(), text(), text(), text(), text());
         let object = (text(), any::<u64>(), text(), text(), pairs(), pairs());
-        (ids, object, text(), any::<u64>(), any::<u64>(), text())
-            .prop_map(
-                |(
-                    (topic, tag, region, name, who, ip, request),
-                    (key, size, etag, version, metadata, tags),
-                    bucket,
-                    created,
-                    order,
-                    opaque,
-                )| {
-                    let seq = sequencer(order);
-                    QueuedEvent {
-                        created_ns: created,
-                        record: EventRecord {
-                            event_version: EVENT_VERSION.into(),
-                            event_source: EVENT_SOURCE.into(),
-                            event_time: event_time(order),
-                            event_name: name,
-                            user_identity: Principal { principal_id: who.clone() },
-                            request_parameters: RequestParameters { source_ip_address: ip },
-                            response_elements: ResponseElements { request_id: request.clone(), host_id: request },
-                            s3: S3Entity {
-                                s3_schema_version: S3_SCHEMA_VERSION.into(),
-                                configuration_id: opaque.chars().rev().collect(),
-                                bucket: BucketEntity {
-                                    arn: bucket_arn(&region, &bucket),
-                                    name: bucket,
-                                    owner_identity: Principal { principal_id: who },
-                                    id: topic.to_uppercase(),
-                                },
-                                object: ObjectEntity {
-                                    key,
-                                    size,
-                                    e_tag: etag,
-                                    version_id: version,
-                                    sequencer: seq.clone(),
-                                    metadata,
-                                    tags,
-                                },
+        (ids, object, text(), any::<u64>(), any::<u64>(), text()).prop_map(
+            |(
+                (topic, tag, region, name, who, ip, request),
+                (key, size, etag, version, metadata, tags),
+                bucket,
+                created,
+                order,
+                opaque,
+            )| {
+                let mut event = QueuedEvent {
+                    created_ns: created,
+                    record: EventRecord {
+                        event_version: EVENT_VERSION.into(),
+                        event_source: EVENT_SOURCE.into(),
+                        event_name: name,
+                        user_identity: Principal { principal_id: who.clone() },
+                        request_parameters: RequestParameters { source_ip_address: ip },
+                        response_elements: ResponseElements { request_id: request.clone(), host_id: request },
+                        s3: S3Entity {
+                            s3_schema_version: S3_SCHEMA_VERSION.into(),
+                            configuration_id: opaque.chars().rev().collect(),
+                            bucket: BucketEntity {
+                                arn: bucket_arn(&region, &bucket),
+                                name: bucket,
+                                owner_identity: Principal { principal_id: who },
+                                id: topic.to_uppercase(),
                             },
-                            event_id: String::new(),
-                            aws_region: region,
-                            opaque_data: opaque,
+                            object: ObjectEntity { key, version_id: version, metadata, tags, ..Default::default() },
                         },
-                        topic,
-                        tag,
-                    }
-                },
-            )
-            .prop_map(|mut e| {
-                let r = &mut e.record;
-                r.event_id = event_id(&r.s3.object.sequencer, &e.tag, &r.s3.configuration_id);
-                e
-            })
+                        aws_region: region,
+                        opaque_data: opaque,
+                        ..Default::default()
+                    },
+                    topic,
+                    tag,
+                };
+                event.complete(order, size, &etag);
+                event
+            },
+        )
     }
 
     /// Makes one derived field disagree with what it derives from.
