@@ -10,6 +10,9 @@ The PUT comparison alternates the two buckets in `--rounds` rounds of `--seconds
 (RocksDB flushes and compactions land in some runs and not others); `ratio` is the mean
 rate with notifications over the mean rate without, and `ratio_min`/`ratio_max` the
 spread of the per-round ratios (all of them in `round_ratios`, with their median).
+`osd_cpu_us` and `gateway_cpu_us` are the CPU time of all OSDs and of the gateway per
+operation (from /proc; for runs with the topic including the moving they caused), a
+measure of cost that does not depend on what else the VM runs at the time.
 
 Usage (bench/notify.sh runs it with the test venv and brokers):
   python bench/notify.py [--seconds 8] [--rounds 6] [--osds 3,6] [--kafka-port P] [--json]
@@ -125,6 +128,16 @@ class Setup:
                   aws_secret_access_key=self.keys["secret_key"], region_name="default")
         self.s3, self.sns = boto3.client("s3", **kw), boto3.client("sns", **kw)
 
+    def osd_cpu(self):
+        """CPU seconds used so far by the cluster's OSDs (utime + stime from /proc)."""
+        total = 0.0
+        for line in open(os.path.join(self.cluster, "pids")):
+            name, pid = line.split()
+            if name.startswith("osd."):
+                fields = open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
     def stop_gateway(self):
         if self.gateway:
             self.gateway.terminate()
@@ -176,11 +189,15 @@ class KafkaTail:
 
 
 def summary(runs):
-    """One row for equally long runs: their mean rate, median p50 and p99, summed CPU."""
+    """One row for equally long runs: their mean rate, median p50 and p99, CPU per operation."""
     mid = len(runs) // 2
+    ops = sum(r["ops"] for r in runs)
     return dict(runs[0], ops_per_sec=round(sum(r["ops_per_sec"] for r in runs) / len(runs), 1),
                 p50_ms=sorted(r["p50_ms"] for r in runs)[mid], p99_ms=sorted(r["p99_ms"] for r in runs)[mid],
-                gateway_cpu_s=round(sum(r["gateway_cpu_s"] or 0 for r in runs), 2), runs=len(runs))
+                ops=ops, osd_cpu_s=round(sum(r["osd_cpu_s"] for r in runs), 2),
+                gateway_cpu_s=round(sum(r["gateway_cpu_s"] or 0 for r in runs), 2),
+                osd_cpu_us=round(sum(r["osd_cpu_s"] for r in runs) / ops * 1e6),
+                gateway_cpu_us=round(sum(r["gateway_cpu_s"] or 0 for r in runs) / ops * 1e6), runs=len(runs))
 
 
 def moved(setup, topic, timeout=5):
@@ -223,10 +240,18 @@ def main():
                 setup.s3.create_bucket(Bucket=plain)
                 base = {"osds": osds, "case": case, "endpoint": kind}
 
-                def load(b, workload, phase, baseline=None, seconds=2 * args.seconds):
+                def load(b, workload, phase, baseline=None, seconds=2 * args.seconds, then=None):
+                    cpu = setup.osd_cpu()
                     r = setup.bench(b, workload, seconds)
+                    if then:
+                        then()
+                    ops = r["ops_per_sec"] * seconds
                     row = dict(base, workload=workload, phase=phase, ops_per_sec=r["ops_per_sec"],
-                               p50_ms=r["p50_ms"], p99_ms=r["p99_ms"], gateway_cpu_s=r.get("server_cpu_s"))
+                               p50_ms=r["p50_ms"], p99_ms=r["p99_ms"], ops=ops,
+                               osd_cpu_s=round(setup.osd_cpu() - cpu, 2), gateway_cpu_s=r.get("server_cpu_s"))
+                    if workload == "put":  # a DELETE run first creates its objects: no CPU per DELETE
+                        row["osd_cpu_us"] = round(row["osd_cpu_s"] / max(ops, 1) * 1e6)
+                        row["gateway_cpu_us"] = round((row["gateway_cpu_s"] or 0) / max(ops, 1) * 1e6)
                     if baseline:
                         row["ratio"] = round(r["ops_per_sec"] / baseline["ops_per_sec"], 3)
                     return row
@@ -245,9 +270,9 @@ def main():
                 runs = {plain: [], bucket: []}
                 for r in range(args.rounds):
                     for b in (plain, bucket) if r % 2 == 0 else (bucket, plain):
-                        runs[b].append(load(b, "put", "", seconds=args.seconds))
-                        if b == bucket:
-                            moved(setup, topic)  # the moving this run caused stays in it
+                        # The moving a run with the topic caused stays in it.
+                        then = (lambda: moved(setup, topic)) if b == bucket else None
+                        runs[b].append(load(b, "put", "", seconds=args.seconds, then=then))
                 plain_put, queueing = [summary(runs[b]) for b in (plain, bucket)]
                 emit(dict(plain_put, phase="no notification"))
                 rounds = [q["ops_per_sec"] / p["ops_per_sec"] for p, q in zip(runs[plain], runs[bucket])]
@@ -296,8 +321,8 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     if not args.json:
         cols = ["osds", "case", "endpoint", "phase", "workload", "runs", "ops_per_sec", "ratio", "ratio_min",
-                "ratio_max", "p50_ms", "p99_ms",
-                "gateway_cpu_s", "delivered", "delivered_per_sec", "delivery_p50_ms", "delivery_p99_ms"]
+                "ratio_max", "p50_ms", "p99_ms", "osd_cpu_us", "gateway_cpu_us", "delivered", "delivered_per_sec",
+                "delivery_p50_ms", "delivery_p99_ms"]
         print(" | ".join(cols))
         for r in rows:
             print(" | ".join(str(r.get(c, "")) for c in cols))

@@ -205,16 +205,20 @@ impl QueuedEvent {
         if bytes.first() == Some(&b'{') {
             return serde_json::from_slice(bytes).map_err(|e| format!("corrupt queued event: {e}"));
         }
-        let stored =
-            <Stored as Versioned>::decode(bytes).map_err(|e| format!("corrupt queued event: {}", e.message))?;
-        Ok(stored.into_event())
+        Ok(Stored::read(bytes)?.into_event())
     }
 
-    /// Where an encoded event goes.
+    /// Where an encoded event goes (its derived fields are not rebuilt for this).
     pub fn route(bytes: &[u8]) -> Result<Route, String> {
-        let event = QueuedEvent::decode(bytes)?;
-        let s3 = event.record.s3;
-        Ok(Route { topic: event.topic, bucket: s3.bucket.name, key: s3.object.key })
+        if bytes.first() == Some(&b'{') {
+            return Ok(QueuedEvent::decode(bytes)?.into_route());
+        }
+        Ok(Stored::read(bytes)?.route())
+    }
+
+    fn into_route(self) -> Route {
+        let s3 = self.record.s3;
+        Route { topic: self.topic, bucket: s3.bucket.name, key: s3.object.key }
     }
 
     /// The message pushed to endpoints: `{"Records":[record]}`.

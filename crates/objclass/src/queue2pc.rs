@@ -4,9 +4,15 @@
 //! events arrive with `enqueue` from the bucket index logs (see `bucket_index`).
 //!
 //! Layout: the omap header holds the [`QueueHeader`] (capacity and exact accounting);
-//! omap keys `r<id:u64 BE>` hold reservations and `e<seq:u64 BE>` hold entries, so
-//! entries list in commit order. The header is cached in memory per object and published
-//! only when a transaction commits, so a hot queue does not decode its header per call.
+//! omap keys `r<id:u64 BE>` hold reservations and `p<last:u64 BE>` hold *rows*: the
+//! entries one call appended (at most [`ROW_ENTRIES`] or [`ROW_BYTES`] each), consecutive
+//! markers ending at `last`. A row is one key for many entries, so appending a batch costs
+//! one store insert rather than one per entry; keyed by its last marker, the row holding
+//! any marker is found with a forward seek, and a partly removed row keeps its key. Queues
+//! written before rows existed hold one entry per key `e<marker:u64 BE>`; those sort before
+//! every row and still list and remove. The header is cached in memory per object and
+//! published only when a transaction commits, so a hot queue does not decode its header
+//! per call.
 //!
 //! Accounting: `committed_bytes` is the sum of the lengths of live entries and
 //! `reserved_bytes` the sum of live reservations; every path that removes an entry or a
@@ -21,8 +27,18 @@ use std::sync::Arc;
 
 /// The class name.
 pub const CLASS: &str = "2pc_queue";
+/// Key prefix of a single entry (the layout before rows).
 const ENTRY: u8 = b'e';
+/// Key prefix of a row of entries; sorts after every [`ENTRY`] and before [`RESERVATION`].
+const ROW: u8 = b'p';
 const RESERVATION: u8 = b'r';
+/// Most entries one row holds.
+pub const ROW_ENTRIES: usize = 256;
+/// A row takes no entry that would make it larger than this (an entry larger on its own
+/// is a row of its own).
+pub const ROW_BYTES: usize = 64 << 10;
+/// Rows read at a time (a row may hold up to [`ROW_BYTES`]).
+const ROWS_PER_READ: usize = 64;
 /// Most entries one `list_entries` call returns.
 pub const MAX_LIST: u32 = 1000;
 
@@ -149,6 +165,12 @@ pub struct EnqueueReply {
     pub appended: u64,
 }
 
+/// The stored form of a row: consecutive entries, the last one's marker in the key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct RowEntries {
+    entries: Vec<Bytes>,
+}
+
 /// Output of `list_reservations`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReservationList {
@@ -186,6 +208,7 @@ versioned_v1! {
     EnqueueReply => "2pc_queue.enqueue output",
     ExpireRequest => "2pc_queue.expire_reservations input",
     ExpireReply => "2pc_queue.expire_reservations output",
+    RowEntries => "2pc_queue row",
 }
 
 /// Registers the class's methods.
@@ -290,7 +313,7 @@ fn commit(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
     let mut h = load(ctx)?;
     let r = take_reservation(ctx, &mut h, req.id)?
         .ok_or_else(|| err::not_found(format!("2pc_queue.commit: no reservation {}", req.id)))?;
-    let bytes: u64 = req.entries.iter().map(|e| e.len() as u64).sum();
+    let bytes = total_len(&req.entries);
     if bytes > r.bytes || req.entries.len() as u64 > r.entries {
         return Err(err::too_big(format!(
             "2pc_queue.commit: {} entries of {} bytes exceed reservation {} ({} entries, {} bytes)",
@@ -306,16 +329,95 @@ fn commit(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
     Ok(Vec::new())
 }
 
-/// Appends committed entries to the queue's tail.
+/// Appends committed entries to the queue's tail, in as few rows as the row limits allow.
 fn append(ctx: &mut MethodContext<'_>, h: &mut QueueHeader, entries: Vec<Bytes>) -> Result<()> {
-    let mut rows = Vec::with_capacity(entries.len());
+    let mut rows = Vec::new();
+    let mut row: Vec<Bytes> = Vec::new();
+    let mut row_bytes = 0;
     for data in entries {
+        if row.len() == ROW_ENTRIES || (!row.is_empty() && row_bytes + data.len() > ROW_BYTES) {
+            rows.push(Row::stored(h.next_entry - 1, std::mem::take(&mut row)));
+            row_bytes = 0;
+        }
         h.committed_bytes += data.len() as u64;
-        rows.push((key(ENTRY, h.next_entry), data));
+        h.committed_entries += 1;
         h.next_entry += 1;
+        row_bytes += data.len();
+        row.push(data);
     }
-    h.committed_entries += rows.len() as u64;
+    if !row.is_empty() {
+        rows.push(Row::stored(h.next_entry - 1, row));
+    }
     ctx.object.omap_set(rows)
+}
+
+/// Bytes of `entries`, as the accounting counts them.
+fn total_len(entries: &[Bytes]) -> u64 {
+    entries.iter().map(|e| e.len() as u64).sum()
+}
+
+/// Consecutive committed entries under one omap key: a row, or a single entry of the
+/// layout before rows.
+struct Row {
+    key: Bytes,
+    first: u64,
+    entries: Vec<Bytes>,
+}
+
+impl Row {
+    /// The omap key and value of a row whose last entry has marker `last`.
+    fn stored(last: u64, entries: Vec<Bytes>) -> (Bytes, Bytes) {
+        (key(ROW, last), Bytes::from(RowEntries { entries }.encode()))
+    }
+
+    fn read(key: Bytes, value: Bytes) -> Result<Row> {
+        let number = key_number(&key)?;
+        if key.first() == Some(&ENTRY) {
+            return Ok(Row { key, first: number, entries: vec![value] });
+        }
+        let RowEntries { entries } = decode_stored("2pc_queue row", &value)?;
+        let first = (number.checked_add(1))
+            .and_then(|end| end.checked_sub(entries.len() as u64))
+            .filter(|_| !entries.is_empty())
+            .ok_or_else(|| err::io(format!("corrupt 2pc_queue row {key:02x?}: {} entries", entries.len())))?;
+        Ok(Row { key, first, entries })
+    }
+
+    fn last(&self) -> u64 {
+        self.first + self.entries.len() as u64 - 1
+    }
+
+    /// Entries with their markers.
+    fn markers(self) -> impl Iterator<Item = (u64, Bytes)> {
+        (self.first..).zip(self.entries)
+    }
+}
+
+/// Up to `max` rows (single entries first) holding markers after `after` (all if `None`),
+/// in marker order, and whether more follow.
+fn rows_after(ctx: &mut MethodContext<'_>, after: Option<u64>, max: usize) -> Result<(Vec<Row>, bool)> {
+    let mut rows = Vec::new();
+    let mut more = false;
+    for kind in [ENTRY, ROW] {
+        let start_after = match after {
+            Some(m) => key(kind, m),
+            None => Bytes::copy_from_slice(&[kind]),
+        };
+        let wanted = max - rows.len();
+        let (found, truncated) = ctx.object.omap_get_vals(&start_after, &[kind], wanted.max(1))?;
+        if wanted == 0 {
+            more = !found.is_empty();
+            break;
+        }
+        more = truncated;
+        for (k, v) in found {
+            rows.push(Row::read(k, v)?);
+        }
+        if more {
+            break;
+        }
+    }
+    Ok((rows, more))
 }
 
 fn enqueue(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
@@ -350,43 +452,61 @@ fn abort(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
 fn list_entries(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
     let req: ListRequest = decode_input("2pc_queue.list_entries", input)?;
     load(ctx)?;
-    let start_after = match req.after {
-        Some(m) => key(ENTRY, m),
-        None => Bytes::from_static(&[ENTRY]),
-    };
     let max = req.max.clamp(1, MAX_LIST) as usize;
-    let (rows, truncated) = ctx.object.omap_get_vals(&start_after, &[ENTRY], max)?;
-    let entries = rows
-        .into_iter()
-        .map(|(k, data)| Ok(QueueEntry { marker: key_number(&k)?, data }))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(ListReply { entries, truncated }.encode())
+    let mut entries = Vec::new();
+    let mut after = req.after;
+    loop {
+        // Every row holds an entry after `after`: never read more rows than entries wanted.
+        let wanted = (max - entries.len()).min(ROWS_PER_READ);
+        let (rows, more) = rows_after(ctx, after, wanted)?;
+        for row in rows {
+            after = Some(row.last());
+            for (marker, data) in row.markers().filter(|(m, _)| req.after.is_none_or(|a| *m > a)) {
+                if entries.len() == max {
+                    return Ok(ListReply { entries, truncated: true }.encode());
+                }
+                entries.push(QueueEntry { marker, data });
+            }
+        }
+        if !more || entries.len() == max {
+            return Ok(ListReply { entries, truncated: more }.encode());
+        }
+    }
 }
 
 fn remove_entries(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
     let req: RemoveRequest = decode_input("2pc_queue.remove_entries", input)?;
     let mut h = load(ctx)?;
-    let mut after = Bytes::from_static(&[ENTRY]);
     let (mut bytes, mut count) = (0u64, 0u64);
+    // Rows wholly removed are the keys before `end`: the first row that keeps an entry,
+    // rewritten without the removed ones, or the end of the entries.
+    let mut end = Bytes::from_static(&[ROW + 1]);
+    let mut after = None;
     'scan: loop {
-        let (rows, more) = ctx.object.omap_get_vals(&after, &[ENTRY], MAX_LIST as usize)?;
-        for (k, v) in &rows {
-            if key_number(k)? > req.up_to {
-                break 'scan;
+        let (rows, more) = rows_after(ctx, after, ROWS_PER_READ)?;
+        for row in rows {
+            after = Some(row.last());
+            if row.last() <= req.up_to {
+                bytes += total_len(&row.entries);
+                count += row.entries.len() as u64;
+                continue;
             }
-            bytes += v.len() as u64;
-            count += 1;
+            end = row.key.clone();
+            if row.first <= req.up_to {
+                let last = row.last();
+                let mut gone = row.entries;
+                let kept = gone.split_off((req.up_to + 1 - row.first) as usize);
+                bytes += total_len(&gone);
+                count += gone.len() as u64;
+                ctx.object.omap_set(vec![Row::stored(last, kept)])?;
+            }
+            break 'scan;
         }
-        match rows.last() {
-            Some((k, _)) if more => after = k.clone(),
-            _ => break,
+        if !more {
+            break;
         }
     }
     if count > 0 {
-        let end = match req.up_to.checked_add(1) {
-            Some(n) => key(ENTRY, n),
-            None => Bytes::from_static(&[ENTRY + 1]),
-        };
         ctx.object.omap_rm_range(&[ENTRY], &end)?;
         h.committed_bytes -= bytes;
         h.committed_entries -= count;
@@ -539,7 +659,108 @@ mod tests {
         ]
     }
 
+    /// Every entry the queue lists, paging `page` at a time.
+    fn list_all(o: &mut MemObject, mut after: Option<u64>, page: u32) -> Vec<(u64, Bytes)> {
+        let mut out = Vec::new();
+        loop {
+            let reply =
+                ListReply::decode(&call(o, "list_entries", 0, &ListRequest { after, max: page }).unwrap()).unwrap();
+            assert!(reply.entries.len() <= page as usize);
+            out.extend(reply.entries.iter().map(|e| (e.marker, e.data.clone())));
+            after = reply.entries.last().map(|e| e.marker).or(after);
+            if !reply.truncated {
+                return out;
+            }
+            assert!(!reply.entries.is_empty(), "truncated but empty");
+        }
+    }
+
+    /// A queue written before rows existed: `n` single entries `e<marker>`.
+    fn legacy_queue(n: u8) -> MemObject {
+        let mut o = MemObject::default();
+        o.exists = true;
+        let mut h = QueueHeader { capacity_bytes: 100_000, ..QueueHeader::default() };
+        for m in 0..u64::from(n) {
+            let data = Bytes::from(vec![m as u8; 3]);
+            h.committed_bytes += data.len() as u64;
+            h.committed_entries += 1;
+            o.omap.insert(key(ENTRY, m), data);
+        }
+        h.next_entry = u64::from(n);
+        o.header = Bytes::from(h.encode());
+        o
+    }
+
+    #[test]
+    fn a_batch_is_one_row_within_the_limits() {
+        let mut o = MemObject::default();
+        call(&mut o, "init", 0, &InitRequest { capacity_bytes: 10 << 20 }).unwrap();
+        let entries: Vec<Bytes> = (0..ROW_ENTRIES as u32 + 10).map(|i| Bytes::from(i.to_be_bytes().to_vec())).collect();
+        call(&mut o, "enqueue", 0, &EnqueueRequest { entries: entries.clone() }).unwrap();
+        let keys: Vec<u64> = o.omap.keys().map(|k| key_number(k).unwrap()).collect();
+        assert_eq!(keys, vec![ROW_ENTRIES as u64 - 1, ROW_ENTRIES as u64 + 9], "rows keyed by their last marker");
+        let big = vec![Bytes::from(vec![1; ROW_BYTES]), Bytes::from_static(b"x"), Bytes::from_static(b"y")];
+        call(&mut o, "enqueue", 0, &EnqueueRequest { entries: big }).unwrap();
+        assert_eq!(o.omap.len(), 4, "a row takes no entry that would make it exceed ROW_BYTES");
+        let listed = list_all(&mut o, None, 100);
+        assert_eq!(listed.len(), entries.len() + 3);
+        assert!(listed.iter().zip(&entries).all(|((_, a), b)| a == b));
+    }
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Enqueue(Vec<u8>),
+        Remove(usize),
+        List(usize, u32),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            3 => proptest::collection::vec(0u8..30, 0..300).prop_map(Step::Enqueue),
+            1 => (0usize..400).prop_map(Step::Remove),
+            1 => (0usize..400, 1u32..40).prop_map(|(i, p)| Step::List(i, p)),
+        ]
+    }
+
     proptest! {
+        /// Whatever was appended in whatever batches, to a queue of rows or of older
+        /// single entries: the queue lists exactly the entries not removed, in order with
+        /// their markers, from any marker and in pages of any size; removal counts
+        /// exactly what it removes.
+        #[test]
+        fn rows_list_and_remove_like_a_plain_queue(legacy in 0u8..5, steps in proptest::collection::vec(step(), 1..20)) {
+            let mut o = legacy_queue(legacy);
+            let mut model: Vec<(u64, Bytes)> = (0..u64::from(legacy)).map(|m| (m, Bytes::from(vec![m as u8; 3]))).collect();
+            let mut next = u64::from(legacy);
+            for s in steps {
+                match s {
+                    Step::Enqueue(lens) => {
+                        let entries: Vec<Bytes> = lens.iter().enumerate().map(|(i, &n)| Bytes::from(vec![i as u8; n as usize])).collect();
+                        let out = EnqueueReply::decode(&call(&mut o, "enqueue", 0, &EnqueueRequest { entries: entries.clone() }).unwrap()).unwrap();
+                        prop_assert_eq!(out.appended as usize, entries.len());
+                        for e in entries {
+                            model.push((next, e));
+                            next += 1;
+                        }
+                    }
+                    Step::Remove(i) => {
+                        let up_to = model.get(i).map_or(next + 3, |(m, _)| *m);
+                        call(&mut o, "remove_entries", 0, &RemoveRequest { up_to }).unwrap();
+                        model.retain(|(m, _)| *m > up_to);
+                    }
+                    Step::List(i, page) => {
+                        let after = model.get(i).map(|(m, _)| *m);
+                        let expected: Vec<_> = model.iter().filter(|(m, _)| after.is_none_or(|a| *m > a)).cloned().collect();
+                        prop_assert_eq!(list_all(&mut o, after, page), expected);
+                    }
+                }
+                let h = header(&mut o);
+                prop_assert_eq!(h.committed_entries, model.len() as u64);
+                prop_assert_eq!(h.committed_bytes, total_len(&model.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>()));
+                prop_assert_eq!(list_all(&mut o, None, 1000), model.clone());
+            }
+        }
+
         /// Ceph shipped an accounting leak here: after any mix of calls, draining every
         /// reservation and entry must bring the counters back to exactly zero.
         #[test]
@@ -566,7 +787,7 @@ mod tests {
                         let entries: Vec<Bytes> = lens.iter().map(|&n| Bytes::from(vec![7u8; n as usize])).collect();
                         let out = EnqueueReply::decode(&call(&mut o, "enqueue", now, &EnqueueRequest { entries: entries.clone() }).unwrap()).unwrap();
                         let n = out.appended as usize;
-                        let added: u64 = entries[..n].iter().map(|e| e.len() as u64).sum();
+                        let added = total_len(&entries[..n]);
                         let after = header(&mut o);
                         prop_assert_eq!(after.committed_bytes, before.committed_bytes + added);
                         let room = before.capacity_bytes - before.committed_bytes - before.reserved_bytes;

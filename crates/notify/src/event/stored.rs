@@ -5,7 +5,7 @@
 
 use super::{
     BucketEntity, EventRecord, KeyVal, ObjectEntity, Principal, QueuedEvent, RequestParameters, ResponseElements,
-    S3Entity, bucket_arn, event_id, event_time, sequencer,
+    Route, S3Entity, bucket_arn, event_id, event_time, sequencer,
 };
 use serde::{Deserialize, Serialize};
 use shoal_types::Versioned;
@@ -91,6 +91,21 @@ impl<'a> Stored<'a> {
             tags: Cow::Borrowed(&object.tags),
             opaque_data: Cow::Borrowed(&r.opaque_data),
         })
+    }
+
+    /// Decodes the postcard forms (versions 1 and 2).
+    pub(super) fn read(bytes: &[u8]) -> Result<Stored<'static>, String> {
+        <Stored as Versioned>::decode(bytes).map_err(|e| format!("corrupt queued event: {}", e.message))
+    }
+
+    /// Where the event goes.
+    pub(super) fn route(self) -> Route {
+        match self {
+            Stored::Full(event) => event.into_owned().into_route(),
+            Stored::Compact(c) => {
+                Route { topic: c.topic.into_owned(), bucket: c.bucket.into_owned(), key: c.key.into_owned() }
+            }
+        }
     }
 
     /// The event, with its derived fields rebuilt.
