@@ -376,7 +376,8 @@ impl Row {
             return Ok(Row { key, first: number, entries: vec![value] });
         }
         let RowEntries { entries } = decode_stored("2pc_queue row", &value)?;
-        let first = (number.checked_add(1))
+        let first = number
+            .checked_add(1)
             .and_then(|end| end.checked_sub(entries.len() as u64))
             .filter(|_| !entries.is_empty())
             .ok_or_else(|| err::io(format!("corrupt 2pc_queue row {key:02x?}: {} entries", entries.len())))?;
