@@ -202,17 +202,11 @@ impl QueuedEvent {
     /// Decodes a logged or queued event (also JSON and the full postcard form, as earlier
     /// versions queued them).
     pub fn decode(bytes: &[u8]) -> Result<QueuedEvent, String> {
-        if bytes.first() == Some(&b'{') {
-            return serde_json::from_slice(bytes).map_err(|e| format!("corrupt queued event: {e}"));
-        }
         Ok(Stored::read(bytes)?.into_event())
     }
 
     /// Where an encoded event goes (its derived fields are not rebuilt for this).
     pub fn route(bytes: &[u8]) -> Result<Route, String> {
-        if bytes.first() == Some(&b'{') {
-            return Ok(QueuedEvent::decode(bytes)?.into_route());
-        }
         Ok(Stored::read(bytes)?.route())
     }
 

@@ -93,8 +93,13 @@ impl<'a> Stored<'a> {
         })
     }
 
-    /// Decodes the postcard forms (versions 1 and 2).
+    /// Decodes any stored form: postcard (versions 1 and 2) or, as the first version
+    /// queued events, JSON.
     pub(super) fn read(bytes: &[u8]) -> Result<Stored<'static>, String> {
+        if bytes.first() == Some(&b'{') {
+            let event = serde_json::from_slice(bytes).map_err(|e| format!("corrupt queued event: {e}"))?;
+            return Ok(Stored::Full(Cow::Owned(event)));
+        }
         <Stored as Versioned>::decode(bytes).map_err(|e| format!("corrupt queued event: {}", e.message))
     }
 
