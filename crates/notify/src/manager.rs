@@ -82,7 +82,7 @@ pub struct Manager {
     metrics: Arc<Metrics>,
     config: ManagerConfig,
     cookie: String,
-    owned: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
+    owned: Mutex<HashMap<String, Delivery>>,
     /// Event logs this gateway moves, with when each is read next.
     logs: Mutex<HashMap<String, mover::LogSchedule>>,
     /// Wakes the ownership loop early (a bucket got notifications, a topic was created).
@@ -90,6 +90,12 @@ pub struct Manager {
 }
 
 mod mover;
+
+/// A shard this gateway delivers: its task, and the signal that the mover appended to it.
+struct Delivery {
+    task: tokio::task::JoinHandle<()>,
+    appended: Arc<tokio::sync::Notify>,
+}
 
 /// What one gateway remembers about a shard while it owns it.
 #[derive(Default)]
@@ -118,14 +124,17 @@ const TRIM_PERIOD: Duration = Duration::from_secs(1);
 /// A queue entry as read: the event, or why it could not be decoded.
 type Decoded = std::result::Result<QueuedEvent, String>;
 
-/// Pause after a pass that found fewer entries than a batch.
-const BATCH_PAUSE: Duration = Duration::from_millis(20);
+/// Longest pause between probes of an unreachable endpoint.
+const DOWN_CEILING: Duration = Duration::from_secs(2);
 
 enum Outcome {
     Done,
     Failed,
     Later,
 }
+
+/// Longest a stopping gateway spends handing its leases back.
+const HAND_BACK_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Aborts a task when dropped (the mover stops with the ownership loop).
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -160,7 +169,8 @@ impl Manager {
     /// Shards this gateway owns now.
     pub fn owned_shards(&self) -> Vec<String> {
         let owned = self.owned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut names: Vec<String> = owned.iter().filter(|(_, h)| !h.is_finished()).map(|(n, _)| n.clone()).collect();
+        let mut names: Vec<String> =
+            owned.iter().filter(|(_, d)| !d.task.is_finished()).map(|(n, _)| n.clone()).collect();
         names.sort();
         names
     }
@@ -199,24 +209,25 @@ impl Manager {
             let mut owned = self.owned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             match result {
                 Ok(()) => {
-                    if owned.get(shard).is_none_or(|h| h.is_finished()) {
-                        let task = tokio::spawn(self.clone().deliver(shard.clone()));
-                        owned.insert(shard.clone(), task);
+                    if owned.get(shard).is_none_or(|d| d.task.is_finished()) {
+                        let appended = Arc::new(tokio::sync::Notify::new());
+                        let task = tokio::spawn(self.clone().deliver(shard.clone(), appended.clone()));
+                        owned.insert(shard.clone(), Delivery { task, appended });
                     }
                 }
                 Err(e) => {
-                    if let Some(task) = owned.remove(shard) {
+                    if let Some(delivery) = owned.remove(shard) {
                         tracing::info!(%shard, error = %e, "lost ownership of a notification queue");
-                        task.abort();
+                        delivery.task.abort();
                     }
                 }
             }
         }
         let mut owned = self.owned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        owned.retain(|name, task| {
+        owned.retain(|name, delivery| {
             let keep = shards.contains(name);
             if !keep {
-                task.abort();
+                delivery.task.abort();
             }
             keep
         });
@@ -224,34 +235,53 @@ impl Manager {
     }
 
     /// Gives every owned shard and log up, so other gateways take over at once.
+    /// The leases are handed back concurrently and for at most [`HAND_BACK_TIMEOUT`]: with
+    /// the cluster unreachable they are left to expire, and the gateway still stops.
     pub async fn shutdown(&self) {
-        self.disown_logs().await;
-        let owned: Vec<(String, tokio::task::JoinHandle<()>)> =
+        let owned: Vec<(String, Delivery)> =
             self.owned.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drain().collect();
-        for (shard, task) in owned {
-            task.abort();
-            let _ = self.queues.disown(&shard, &self.cookie).await;
+        for (_, delivery) in &owned {
+            delivery.task.abort();
+        }
+        let shards = futures::future::join_all(owned.iter().map(|(shard, _)| self.queues.disown(shard, &self.cookie)));
+        let hand_back = futures::future::join(self.disown_logs(), shards);
+        if tokio::time::timeout(HAND_BACK_TIMEOUT, hand_back).await.is_err() {
+            tracing::warn!("could not hand notification leases back in time; they will expire");
         }
     }
 
-    async fn deliver(self: Arc<Self>, shard: String) {
+    /// Wakes the delivery of `shard` if this gateway owns it: the mover appended to it.
+    fn appended(&self, shard: &str) {
+        if let Some(delivery) = self.owned.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(shard) {
+            delivery.appended.notify_one();
+        }
+    }
+
+    /// Delivers `shard` until its lease is lost. Entries arrive in bursts, one per mover pass
+    /// (every `move_interval` per gateway): this gateway's mover wakes the task, and a poll at
+    /// that interval (stretching to four while nothing comes) finds other gateways' appends.
+    /// An unreachable endpoint is probed less and less often, appends or not.
+    async fn deliver(self: Arc<Self>, shard: String, appended: Arc<tokio::sync::Notify>) {
+        let interval = self.config.move_interval;
         let mut state = ShardState::default();
-        let mut idle = Duration::from_millis(5);
+        let mut idle = interval;
         loop {
-            let failing = state.endpoint_down;
             match self.pass(&shard, &mut state).await {
-                Ok(true) if state.full_batch => idle = Duration::from_millis(5),
-                Ok(true) => {
-                    // A short batch: let a few more events arrive, so list and trim
-                    // operations are shared by several events.
-                    idle = Duration::from_millis(5);
-                    tokio::time::sleep(BATCH_PAUSE).await;
-                }
-                Ok(false) => {
-                    tokio::time::sleep(idle).await;
-                    // An unreachable endpoint is retried less and less often (up to 2 s).
-                    let ceiling = if failing { Duration::from_secs(2) } else { Duration::from_millis(250) };
-                    idle = (idle * 2).min(ceiling);
+                Ok(true) if state.full_batch => idle = interval,
+                Ok(progress) => {
+                    if progress {
+                        idle = interval;
+                    }
+                    if state.endpoint_down {
+                        tokio::time::sleep(idle).await;
+                        idle = (idle * 2).min(DOWN_CEILING);
+                    } else {
+                        tokio::select! {
+                            () = tokio::time::sleep(idle) => {}
+                            () = appended.notified() => {}
+                        }
+                        idle = (idle * 2).min(interval * 4);
+                    }
                 }
                 Err(e) if e.errno == Errno::Busy => {
                     tracing::info!(%shard, "another gateway owns this queue now");
@@ -282,7 +312,8 @@ impl Manager {
         let listing = self.queues.list(shard, state.cursor, batch).await?;
         state.full_batch = listing.truncated;
         if listing.entries.is_empty() {
-            self.trim(shard, state, true).await?;
+            // A drained old generation is trimmed at once, so it can be retired.
+            self.trim(shard, state, generation != current.generation).await?;
             if generation != current.generation && shard == shard_name(&key, generation, 0) {
                 progress |= self.finish_generation(&key, &topic, generation).await?;
             }

@@ -3,9 +3,10 @@
 //! (see [`crate::eventlog`]), from where the log's mover takes it to the queue. A
 //! synchronous event is pushed before the S3 reply.
 //!
-//! Admission reads a shard's header at most every [`FILL_REFRESH`] and counts what this
-//! gateway admitted since, so it costs no write; the limit is therefore soft by what the
-//! bucket index logs hold that has not reached the queue yet. Events that do not fit wait
+//! Admission reads a shard's header at most every [`FILL_REFRESH`] ([`ROOMY_REFRESH`] while
+//! more than half of it is free) and counts what this gateway admitted since, so it costs
+//! no write; the limit is therefore soft by what the bucket index logs hold that has not
+//! reached the queue yet, and by what other gateways admitted since the last read. Events that do not fit wait
 //! in their log until the queue has room.
 
 use crate::endpoint::Pusher;
@@ -24,11 +25,23 @@ use std::time::{Duration, Instant};
 pub const EVENT_SLACK: u64 = 256;
 /// Longest a shard's fill level is used without reading it again.
 pub const FILL_REFRESH: Duration = Duration::from_millis(200);
+/// The same while more than half of the shard is free: far from full, a later read costs
+/// nothing but a looser limit.
+pub const ROOMY_REFRESH: Duration = Duration::from_secs(2);
 
 /// A shard's free bytes as last read, less what was admitted since.
 struct Fill {
     room: u64,
+    capacity: u64,
     read_at: Instant,
+}
+
+impl Fill {
+    /// The level can still be used without reading the header again.
+    fn fresh(&self) -> bool {
+        let refresh = if self.room > self.capacity / 2 { ROOMY_REFRESH } else { FILL_REFRESH };
+        self.read_at.elapsed() < refresh
+    }
 }
 
 /// Publishes events of S3 operations.
@@ -93,10 +106,10 @@ impl Publisher {
     }
 
     /// Takes `bytes` of a shard's room if it has them, reading its header when the cached
-    /// level is older than [`FILL_REFRESH`] (or `fresh` asks for it).
+    /// level is stale (see [`Fill::fresh`]) or `fresh` asks for it.
     async fn take_room(&self, shard: &str, bytes: u64, fresh: bool) -> Result<bool> {
         let lock = || self.fill.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !fresh && let Some(fill) = lock().get_mut(shard).filter(|f| f.read_at.elapsed() < FILL_REFRESH) {
+        if !fresh && let Some(fill) = lock().get_mut(shard).filter(|f| f.fresh()) {
             let fits = fill.room >= bytes;
             if fits {
                 fill.room -= bytes;
@@ -107,7 +120,7 @@ impl Publisher {
         let room = h.capacity_bytes.saturating_sub(h.committed_bytes + h.reserved_bytes);
         let fits = room >= bytes;
         let room = if fits { room - bytes } else { room };
-        lock().insert(shard.to_owned(), Fill { room, read_at: Instant::now() });
+        lock().insert(shard.to_owned(), Fill { room, capacity: h.capacity_bytes, read_at: Instant::now() });
         Ok(fits)
     }
 

@@ -19,6 +19,7 @@ pub struct S3Client {
     access_key: String,
     secret_key: String,
     region: String,
+    service: &'static str,
 }
 
 /// A response: status, headers and the whole body.
@@ -57,7 +58,22 @@ impl S3Client {
             access_key: access_key.to_owned(),
             secret_key: secret_key.to_owned(),
             region: "us-east-1".to_owned(),
+            service: "s3",
         })
+    }
+
+    /// The same credentials against the endpoint on another port of this host.
+    pub fn at_port(&self, port: u16) -> S3Client {
+        let host = match self.host.rsplit_once(':') {
+            Some((name, _)) => format!("{name}:{port}"),
+            None => format!("{}:{port}", self.host),
+        };
+        S3Client { base: format!("http://{host}"), host, ..self.clone() }
+    }
+
+    /// The same client signing for another SigV4 service (`sns` for the topic API).
+    pub fn for_service(&self, service: &'static str) -> S3Client {
+        S3Client { service, ..self.clone() }
     }
 
     /// Sends a signed request for `path` (`/bucket/key`, unencoded) with `query` pairs.
@@ -87,9 +103,9 @@ impl S3Client {
             "{method}\n{canonical_uri}\n{canonical_query}\nhost:{}\nx-amz-content-sha256:{payload_hash}\nx-amz-date:{stamp}\n\n{signed_headers}\n{payload_hash}",
             self.host
         );
-        let scope = format!("{date}/{}/s3/aws4_request", self.region);
+        let scope = format!("{date}/{}/{}/aws4_request", self.region, self.service);
         let to_sign = string_to_sign(&stamp, &scope, &canonical);
-        let signature = signature(&self.secret_key, &date, &self.region, "s3", &to_sign);
+        let signature = signature(&self.secret_key, &date, &self.region, self.service, &to_sign);
         let authorization = format!(
             "AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={signed_headers}, Signature={signature}",
             self.access_key

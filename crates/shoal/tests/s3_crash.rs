@@ -1,6 +1,7 @@
 //! Kill -9 of the gateway and of an OSD in the middle of a large PUT and of a multipart
 //! completion: afterwards each object is wholly the old or wholly the new version, and
-//! once the garbage collector has run no chunk object is left that no object uses.
+//! once the garbage collector has run no chunk object is left that no object uses. A
+//! gateway whose cluster is gone still stops on SIGTERM.
 
 mod common;
 
@@ -36,6 +37,16 @@ fn start_gateway(cluster: &Vstart, n: u32) -> (Gateway, u16) {
         .unwrap();
     assert!(wait_for(|| std::net::TcpStream::connect(("127.0.0.1", port)).ok()).is_some(), "gateway {n} did not start");
     (Gateway(child), port)
+}
+
+/// A user of `cluster`'s gateway on `port`: an S3 client signed with its keys.
+fn user_client(cluster: &Vstart, uid: &str, port: u16) -> S3Client {
+    let user: serde_json::Value =
+        serde_json::from_str(&ok(&cluster.conf(), &["admin", "user", "create", "--uid", uid, "--display-name", uid]))
+            .unwrap();
+    let keys = &user["keys"][0];
+    let (access, secret) = (keys["access_key"].as_str().unwrap(), keys["secret_key"].as_str().unwrap());
+    S3Client::new(&format!("http://127.0.0.1:{port}"), access, secret).unwrap()
 }
 
 fn data_objects(conf: &str) -> Vec<String> {
@@ -74,13 +85,8 @@ async fn gateway_and_osd_killed_mid_put_and_mid_complete() {
     ok(&conf, &["config", "set", "global", "osd_heartbeat_interval", "0.3"]);
     ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "2"]);
     let (mut gateway, port) = start_gateway(&cluster, 0);
-    let user: serde_json::Value =
-        serde_json::from_str(&ok(&conf, &["admin", "user", "create", "--uid", "crash", "--display-name", "C"]))
-            .unwrap();
-    let (access, secret) =
-        (user["keys"][0]["access_key"].as_str().unwrap(), user["keys"][0]["secret_key"].as_str().unwrap());
-    let client = |port: u16| S3Client::new(&format!("http://127.0.0.1:{port}"), access, secret).unwrap();
-    let s3 = client(port);
+    let s3 = user_client(&cluster, "crash", port);
+    let client = |port: u16| s3.at_port(port);
     s3.expect_ok(Method::PUT, "/crash", &[], Bytes::new()).await.unwrap();
 
     // 1. A large PUT over an existing object; kill the gateway and osd.1 once the new
@@ -156,4 +162,40 @@ async fn gateway_and_osd_killed_mid_put_and_mid_complete() {
     let big_size = if put_acknowledged { new.len() } else { old.len() };
     let expected = 2 + chunks(big_size) + parts.iter().map(|p| chunks(p.len())).sum::<usize>();
     assert_eq!(objects.len(), expected, "orphaned chunks remain after GC ({report}): {objects:#?}");
+}
+
+/// A gateway delivering a persistent topic (its endpoint down, so it holds queue and log
+/// leases) stops on SIGTERM after its cluster is gone: leases it cannot hand back expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_without_its_cluster_stops_on_sigterm() {
+    let cluster = Vstart::start("1", "1");
+    let conf = cluster.conf();
+    let (mut gateway, port) = start_gateway(&cluster, 0);
+    let s3 = user_client(&cluster, "leases", port);
+    let form = "Action=CreateTopic&Name=down&Attributes.entry.1.key=persistent&Attributes.entry.1.value=true\
+                &Attributes.entry.2.key=push-endpoint&Attributes.entry.2.value=http%3A%2F%2F127.0.0.1%3A9";
+    let content_type = [("content-type", "application/x-www-form-urlencoded".to_owned())];
+    let created =
+        s3.for_service("sns").expect_ok_with(Method::POST, "/", &[], &content_type, Bytes::from(form)).await.unwrap();
+    let text = String::from_utf8_lossy(&created.body).into_owned();
+    let arn = text.split("<TopicArn>").nth(1).unwrap().split("</TopicArn>").next().unwrap().to_owned();
+    s3.expect_ok(Method::PUT, "/leases", &[], Bytes::new()).await.unwrap();
+    let config = format!(
+        "<NotificationConfiguration><TopicConfiguration><Id>all</Id><Topic>{arn}</Topic>\
+         </TopicConfiguration></NotificationConfiguration>"
+    );
+    s3.expect_ok(Method::PUT, "/leases", &[("notification", "")], Bytes::from(config)).await.unwrap();
+    s3.expect_ok(Method::PUT, "/leases/k", &[], Bytes::from_static(b"v")).await.unwrap();
+    // Queued means the gateway moved the event from the bucket's log to the topic's queue.
+    let stats = |conf: &str| {
+        serde_json::from_str::<serde_json::Value>(&ok(conf, &["admin", "topic", "stats", "--topic", "down"]))
+    };
+    let queued = tokio::task::spawn_blocking(move || wait_for(|| (stats(&conf).ok()?["entries"] == 1).then_some(())));
+    assert!(queued.await.unwrap().is_some(), "the event never reached the queue");
+
+    assert!(cluster.stop());
+    let pid = gateway.0.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let stopped = wait_for(|| gateway.0.try_wait().unwrap());
+    assert!(stopped.is_some_and(|status| status.success()), "the gateway did not stop on SIGTERM: {stopped:?}");
 }

@@ -158,9 +158,7 @@ impl Manager {
     pub(super) async fn disown_logs(&self) {
         let logs: Vec<String> =
             self.logs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drain().map(|(l, _)| l).collect();
-        for log in logs {
-            let _ = self.publisher.logs.disown(&log, &self.cookie).await;
-        }
+        futures::future::join_all(logs.iter().map(|log| self.publisher.logs.disown(log, &self.cookie))).await;
     }
 
     /// Event logs this gateway moves now.
@@ -297,7 +295,10 @@ impl Manager {
         let entries = group.iter().map(|m| m.payload.0.clone()).collect();
         match self.queues.enqueue(shard, entries).await {
             Ok(0) => {}
-            Ok(n) => return n as usize,
+            Ok(n) => {
+                self.appended(shard);
+                return n as usize;
+            }
             Err(e) => {
                 tracing::warn!(%shard, error = %e, "appending logged events to a queue failed");
                 return 0;
