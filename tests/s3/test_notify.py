@@ -454,11 +454,12 @@ def test_bucket_removal_waits_for_its_logged_events(s3):
 def test_queue_full_waits_then_answers_slow_down(s3, bucket):
     topic = name("full")
     arn = create_topic({"push-endpoint": dead_endpoint(), "persistent": "true",
-                        "persistent_queue_size": str(11 * 4096)}, topic)
+                        "persistent_queue_size": str(11 * 4096)}, topic)  # the least: 4 KiB per shard
     notify(s3, bucket, arn)
     once = client(retries={"max_attempts": 1})
     status = None
-    for i in range(200):
+    # About 20 compact events fill a shard: the first 503 comes after some 130-190 PUTs.
+    for i in range(1000):
         try:
             once.put_object(Bucket=bucket, Key="k%03d" % i, Body=b"x")
         except botocore.exceptions.ClientError as e:
@@ -469,7 +470,7 @@ def test_queue_full_waits_then_answers_slow_down(s3, bucket):
     with pytest.raises(botocore.exceptions.ClientError):
         s3.head_object(Bucket=bucket, Key=refused_key)
     # Every accepted write's event is queued or, when the queue filled up meanwhile, waits
-    # in the bucket index log (the fill level is read at most every 200 ms). Read once
+    # in the bucket index log (the fill level is read from time to time). Read once
     # nothing moves any more: an event moving during a read is counted twice.
     s, previous = stats(topic), None
     while (s["entries"], s["pending"]) != previous:

@@ -116,6 +116,17 @@ struct ShardState {
     last_trim: Option<Instant>,
 }
 
+impl ShardState {
+    /// When handled entries wait to be trimmed: how long until their trim is due.
+    fn trim_due_in(&self) -> Option<Duration> {
+        let cursor = self.cursor?;
+        if self.trimmed.is_some_and(|t| t >= cursor) {
+            return None;
+        }
+        Some(self.last_trim.map_or(Duration::ZERO, |at| TRIM_PERIOD.saturating_sub(at.elapsed())))
+    }
+}
+
 /// Handled entries are trimmed in batches of this many, or after [`TRIM_PERIOD`].
 const TRIM_BATCH: u64 = 256;
 /// Longest a handled entry waits to be trimmed.
@@ -272,12 +283,15 @@ impl Manager {
                     if progress {
                         idle = interval;
                     }
+                    // Handled entries are trimmed once due, whatever else comes (a pass that
+                    // cannot trim, its topic gone, is not repeated at once).
+                    let wait = state.trim_due_in().map_or(idle, |due| due.max(TRIM_PERIOD / 10).min(idle));
                     if state.endpoint_down {
-                        tokio::time::sleep(idle).await;
+                        tokio::time::sleep(wait).await;
                         idle = (idle * 2).min(DOWN_CEILING);
                     } else {
                         tokio::select! {
-                            () = tokio::time::sleep(idle) => {}
+                            () = tokio::time::sleep(wait) => {}
                             () = appended.notified() => {}
                         }
                         idle = (idle * 2).min(interval * 4);
