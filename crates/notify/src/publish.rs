@@ -6,8 +6,8 @@
 //! Admission reads a shard's header at most every [`FILL_REFRESH`] ([`ROOMY_REFRESH`] while
 //! more than half of it is free) and counts what this gateway admitted since, so it costs
 //! no write; the limit is therefore soft by what the bucket index logs hold that has not
-//! reached the queue yet, and by what other gateways admitted since the last read. Events that do not fit wait
-//! in their log until the queue has room.
+//! reached the queue yet, and by what other gateways admitted since the last read. Events
+//! that do not fit wait in their log until the queue has room.
 
 use crate::endpoint::Pusher;
 use crate::event::QueuedEvent;
