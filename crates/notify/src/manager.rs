@@ -116,14 +116,28 @@ struct ShardState {
     last_trim: Option<Instant>,
 }
 
+/// Handled entries waiting to be trimmed.
+struct Untrimmed {
+    /// The last of them (the cursor).
+    up_to: u64,
+    /// How many there are.
+    count: u64,
+    /// How long until their trim is due by [`TRIM_PERIOD`] (zero: due now).
+    due_in: Duration,
+}
+
 impl ShardState {
-    /// When handled entries wait to be trimmed: how long until their trim is due.
-    fn trim_due_in(&self) -> Option<Duration> {
-        let cursor = self.cursor?;
-        if self.trimmed.is_some_and(|t| t >= cursor) {
+    /// The handled entries not trimmed yet, if any.
+    fn untrimmed(&self) -> Option<Untrimmed> {
+        let up_to = self.cursor?;
+        if self.trimmed.is_some_and(|t| t >= up_to) {
             return None;
         }
-        Some(self.last_trim.map_or(Duration::ZERO, |at| TRIM_PERIOD.saturating_sub(at.elapsed())))
+        Some(Untrimmed {
+            up_to,
+            count: up_to + 1 - self.trimmed.map_or(0, |t| t + 1),
+            due_in: self.last_trim.map_or(Duration::ZERO, |at| TRIM_PERIOD.saturating_sub(at.elapsed())),
+        })
     }
 }
 
@@ -285,7 +299,7 @@ impl Manager {
                     }
                     // Handled entries are trimmed once due, whatever else comes (a pass that
                     // cannot trim, its topic gone, is not repeated at once).
-                    let wait = state.trim_due_in().map_or(idle, |due| due.max(TRIM_PERIOD / 10).min(idle));
+                    let wait = state.untrimmed().map_or(idle, |u| u.due_in.max(TRIM_PERIOD / 10).min(idle));
                     if state.endpoint_down {
                         tokio::time::sleep(wait).await;
                         idle = (idle * 2).min(DOWN_CEILING);
@@ -399,15 +413,10 @@ impl Manager {
     /// replicated write (`now` trims whatever is handled). Entries handled but not yet
     /// trimmed are delivered again only if another gateway takes the shard over.
     async fn trim(&self, shard: &str, state: &mut ShardState, now: bool) -> Result<()> {
-        let Some(cursor) = state.cursor else { return Ok(()) };
-        if state.trimmed.is_some_and(|t| t >= cursor) {
-            return Ok(());
-        }
-        let pending = cursor + 1 - state.trimmed.map_or(0, |t| t + 1);
-        let due = now || pending >= TRIM_BATCH || state.last_trim.is_none_or(|at| at.elapsed() >= TRIM_PERIOD);
-        if due {
-            self.queues.trim(shard, &self.cookie, cursor).await?;
-            state.trimmed = Some(cursor);
+        let Some(untrimmed) = state.untrimmed() else { return Ok(()) };
+        if now || untrimmed.count >= TRIM_BATCH || untrimmed.due_in.is_zero() {
+            self.queues.trim(shard, &self.cookie, untrimmed.up_to).await?;
+            state.trimmed = Some(untrimmed.up_to);
             state.last_trim = Some(Instant::now());
         }
         Ok(())

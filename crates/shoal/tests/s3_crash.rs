@@ -86,7 +86,6 @@ async fn gateway_and_osd_killed_mid_put_and_mid_complete() {
     ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "2"]);
     let (mut gateway, port) = start_gateway(&cluster, 0);
     let s3 = user_client(&cluster, "crash", port);
-    let client = |port: u16| s3.at_port(port);
     s3.expect_ok(Method::PUT, "/crash", &[], Bytes::new()).await.unwrap();
 
     // 1. A large PUT over an existing object; kill the gateway and osd.1 once the new
@@ -109,7 +108,7 @@ async fn gateway_and_osd_killed_mid_put_and_mid_complete() {
     let put_acknowledged = matches!(put.await.unwrap(), Ok(r) if r.status.is_success());
     let _ = gateway.0.wait();
     let (mut gateway1, port) = start_gateway(&cluster, 1);
-    let s3 = client(port);
+    let s3 = s3.at_port(port);
     let read = get_eventually(&s3, "big").await;
     let expected = if put_acknowledged { &new } else { &old };
     assert!(read.len() == expected.len() && md5(&read) == md5(expected), "big is wholly the old or the new object");
@@ -139,7 +138,7 @@ async fn gateway_and_osd_killed_mid_put_and_mid_complete() {
     let completed = matches!(complete.await.unwrap(), Ok(r) if r.status.is_success());
     let _ = gateway1.0.wait();
     let (_gateway2, port) = start_gateway(&cluster, 2);
-    let s3 = client(port);
+    let s3 = s3.at_port(port);
     let whole: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).collect();
     let read = get_eventually(&s3, "mp").await;
     let is_new = read.len() == whole.len() && md5(&read) == md5(&whole);
