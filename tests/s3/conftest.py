@@ -50,9 +50,14 @@ def bucket(s3):
     name = "t-" + uuid.uuid4().hex[:12]
     s3.create_bucket(Bucket=name)
     yield name
-    # Leave nothing behind: objects, uploads, then the bucket.
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
-        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+    purge(s3, name)
+
+
+def purge(s3, name):
+    """Leaves nothing behind: every version and delete marker, uploads, then the bucket."""
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=name):
+        keys = [{"Key": v["Key"], "VersionId": v["VersionId"]}
+                for v in page.get("Versions", []) + page.get("DeleteMarkers", [])]
         if keys:
             s3.delete_objects(Bucket=name, Delete={"Objects": keys})
     for upload in s3.list_multipart_uploads(Bucket=name).get("Uploads", []):

@@ -290,6 +290,20 @@ def test_sync_http_events_for_put_copy_multipart_and_deletes(s3, bucket, receive
     assert h["ce-subject"] == "a.txt" and h["ce-source"] == "ceph:s3.default." + bucket
 
 
+def test_versioned_events_carry_version_ids_and_markers(s3, bucket, receiver):
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    arn = create_topic({"push-endpoint": receiver.url, "persistent": "true"})
+    notify(s3, bucket, arn)
+    v1 = s3.put_object(Bucket=bucket, Key="k", Body=b"one")["VersionId"]
+    marker = s3.delete_object(Bucket=bucket, Key="k")["VersionId"]
+    s3.delete_object(Bucket=bucket, Key="k", VersionId=v1)
+    events = receiver.wait(3)
+    seen = [(e["eventName"], e["s3"]["object"]["versionId"]) for e in events]
+    assert seen == [("ObjectCreated:Put", v1), ("ObjectRemoved:DeleteMarkerCreated", marker),
+                    ("ObjectRemoved:Delete", v1)]
+    assert events[2]["s3"]["object"]["size"] == 3, "a removed version reports its size"
+
+
 def test_filters_by_key_metadata_and_tags(s3, bucket, receiver):
     arn = create_topic({"push-endpoint": receiver.url})
     xml = ("<NotificationConfiguration><TopicConfiguration><Id>f</Id><Topic>%s</Topic>"

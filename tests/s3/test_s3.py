@@ -34,7 +34,6 @@ def test_bucket_lifecycle_and_name_rules(s3):
         assert code_of(s3.create_bucket, Bucket=bad) == "InvalidBucketName", bad
     name = "life-" + os.urandom(4).hex()
     s3.create_bucket(Bucket=name)
-    assert code_of(s3.create_bucket, Bucket=name) == "BucketAlreadyOwnedByYou"
     s3.head_bucket(Bucket=name)
     assert name in [b["Name"] for b in s3.list_buckets()["Buckets"]]
     s3.put_object(Bucket=name, Key="k", Body=b"x")
@@ -44,6 +43,37 @@ def test_bucket_lifecycle_and_name_rules(s3):
     assert error_of(s3.head_bucket, Bucket=name)["ResponseMetadata"]["HTTPStatusCode"] == 404
     assert code_of(s3.list_objects_v2, Bucket=name) == "NoSuchBucket"
 
+
+
+def test_creating_an_owned_bucket_again_keeps_it_and_others_are_refused(s3, bucket, user):
+    s3.put_object(Bucket=bucket, Key="k", Body=b"kept")
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Suspended"})
+    s3.create_bucket(Bucket=bucket)
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"kept"
+    assert s3.get_bucket_versioning(Bucket=bucket)["Status"] == "Suspended", "settings stay"
+    _, access, secret = user
+    other = client(access_key=access, secret_key=secret)
+    assert code_of(other.create_bucket, Bucket=bucket) == "BucketAlreadyExists"
+
+
+def test_location_tagging_and_display_names(s3, bucket):
+    assert s3.get_bucket_location(Bucket=bucket)["LocationConstraint"] == "default"
+    assert code_of(s3.get_bucket_tagging, Bucket=bucket) == "NoSuchTagSet"
+    tags = [{"Key": "team", "Value": "storage"}, {"Key": "cost", "Value": "42"}]
+    s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": tags})
+    assert s3.get_bucket_tagging(Bucket=bucket)["TagSet"] == tags
+    too_many = [{"Key": "k%d" % i, "Value": "v"} for i in range(51)]
+    assert code_of(s3.put_bucket_tagging, Bucket=bucket, Tagging={"TagSet": too_many}) == "InvalidTag"
+    s3.delete_bucket_tagging(Bucket=bucket)
+    assert code_of(s3.get_bucket_tagging, Bucket=bucket) == "NoSuchTagSet"
+    me = s3.list_buckets()["Owner"]
+    s3.put_object(Bucket=bucket, Key="k", Body=b"x")
+    listed = s3.list_objects(Bucket=bucket)["Contents"][0]["Owner"]
+    assert listed == me and me["DisplayName"] != me["ID"], "the owner shows the user's display name"
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="m")
+    shown = s3.list_multipart_uploads(Bucket=bucket)["Uploads"][0]
+    assert shown["Owner"]["DisplayName"] == me["DisplayName"] == shown["Initiator"]["DisplayName"]
+    s3.abort_multipart_upload(Bucket=bucket, Key="m", UploadId=upload["UploadId"])
 
 def test_other_users_bucket_is_taken_and_private(s3, bucket, user):
     _, access, secret = user

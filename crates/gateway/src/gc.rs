@@ -9,15 +9,18 @@
 //!   linked; if the writer died, the chunks are deleted once due (their count is unknown:
 //!   chunks are written in order, so deletion stops at the first missing one).
 //!
-//! Either way a segment the key's head object refers to is never deleted.
+//! Either way a segment the key's head object refers to is never deleted. An entry for the
+//! head of a version (versioning-enabled buckets give each version its own head) names the
+//! index shard of its key instead: the head and its segments are in use while the index
+//! holds the version the head records, and are deleted together once it does not.
 
 use crate::layout::{self, GC_OBJECT};
 use crate::meta::absent_as_empty;
-use crate::objects::{new_tag, now_ns, read_meta};
+use crate::objects::{ObjectMeta, new_tag, now_ns, read_meta};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use shoal_client::{IoCtx, WriteOp};
-use shoal_objclass::bucket_index::Segment;
+use shoal_objclass::bucket_index::{self, GetVersionInput, GetVersionOutput, Segment, Which};
 use shoal_objclass::lock::{LockRequest, LockType, UnlockRequest};
 use shoal_types::{Errno, Result, Versioned};
 use std::time::Duration;
@@ -35,14 +38,41 @@ pub struct GcEntry {
     pub segments: Vec<Segment>,
     /// A writer's intent: the segment sizes are unknown (delete chunks up to the first missing one).
     pub intent: bool,
+    /// Where the key of a version's head is indexed: head and segments are deleted once
+    /// the index no longer holds the head's version (`None`: a key's plain head, which
+    /// outlives its data).
+    pub version: Option<IndexRef>,
 }
 
-shoal_objclass::versioned_v1! { GcEntry => "gc entry" }
+/// A key in a bucket index.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexRef {
+    /// The index shard object holding the key.
+    pub shard: String,
+    /// The object key.
+    pub key: String,
+}
+
+impl Versioned for GcEntry {
+    const NAME: &'static str = "gc entry";
+    /// Version 2 adds `version`.
+    const VERSION: u8 = 2;
+
+    fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
+        (version == 1).then(|| {
+            let (head, segments, intent) =
+                shoal_types::encoding::decode_body::<(String, Vec<Segment>, bool)>("gc entry v1", body)?;
+            Ok(GcEntry { head, segments, intent, version: None })
+        })
+    }
+}
 
 impl GcEntry {
-    /// The intent of a writer about to write chunks under `prefix` for `head`.
-    pub fn intent(head: &str, prefix: &str) -> GcEntry {
-        GcEntry { head: head.to_owned(), segments: vec![Segment { prefix: prefix.to_owned(), size: 0 }], intent: true }
+    /// The intent of a writer about to write chunks under `prefix` for `head` (a version's
+    /// head if `version` says where its key is indexed).
+    pub fn intent(head: &str, prefix: &str, version: Option<IndexRef>) -> GcEntry {
+        let segments = vec![Segment { prefix: prefix.to_owned(), size: 0 }];
+        GcEntry { head: head.to_owned(), segments, intent: true, version }
     }
 }
 
@@ -55,22 +85,26 @@ pub struct GcReport {
     pub chunks_deleted: u64,
     /// Segments still referred to by their head (dropped without deleting).
     pub in_use: u64,
+    /// Heads of removed versions deleted.
+    pub heads_deleted: u64,
 }
 
 /// The GC queue and its processor.
 pub struct Gc {
     queue: IoCtx,
+    index: IoCtx,
     data: IoCtx,
     stripe: u64,
     min_wait: Duration,
 }
 
 impl Gc {
-    /// A queue in `meta_pool` for chunks of `stripe` bytes in `data_pool`.
-    pub fn new(meta_pool: IoCtx, data_pool: IoCtx, stripe: u64, min_wait: Duration) -> Gc {
+    /// A queue in `meta_pool` for chunks of `stripe` bytes in `data_pool`, of objects
+    /// indexed in `index_pool`.
+    pub fn new(meta_pool: IoCtx, index_pool: IoCtx, data_pool: IoCtx, stripe: u64, min_wait: Duration) -> Gc {
         let mut queue = meta_pool;
         queue.set_namespace(layout::NS_GC);
-        Gc { queue, data: data_pool, stripe, min_wait }
+        Gc { queue, index: index_pool, data: data_pool, stripe, min_wait }
     }
 
     async fn enqueue(&self, entry: &GcEntry, wait: Duration) -> Result<String> {
@@ -100,12 +134,32 @@ impl Gc {
         self.retire_after(head, tail, Duration::ZERO).await
     }
 
+    /// Queues a version's head and tail, deleted once the index no longer holds it (the
+    /// caller unlinks it after this returns).
+    pub async fn retire_version(&self, head: &str, tail: &[Segment], version: IndexRef) -> Result<()> {
+        let entry = GcEntry { head: head.to_owned(), segments: tail.to_vec(), intent: false, version: Some(version) };
+        self.enqueue(&entry, self.min_wait).await.map(|_| ())
+    }
+
     async fn retire_after(&self, head: &str, tail: &[Segment], wait: Duration) -> Result<()> {
         if tail.is_empty() {
             return Ok(());
         }
-        let entry = GcEntry { head: head.to_owned(), segments: tail.to_vec(), intent: false };
+        let entry = GcEntry { head: head.to_owned(), segments: tail.to_vec(), intent: false, version: None };
         self.enqueue(&entry, wait).await.map(|_| ())
+    }
+
+    /// Whether the index holds the version whose head has `meta` (a version of that id,
+    /// or the null version, written by the same write).
+    async fn linked(&self, at: &IndexRef, meta: Option<&ObjectMeta>) -> Result<bool> {
+        let Some(meta) = meta else { return Ok(false) };
+        let which = meta.version.clone().map_or(Which::Null, Which::Id);
+        let input = GetVersionInput { key: at.key.clone(), which };
+        match self.index.exec(&at.shard, bucket_index::CLASS, "get_version", input.encode()).await {
+            Ok(out) => Ok(GetVersionOutput::decode(&out)?.entry.is_some_and(|e| e.order == meta.order)),
+            Err(e) if e.errno == Errno::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Processes due entries (all entries with `include_all`) while holding the queue's
@@ -157,9 +211,16 @@ impl Gc {
 
     async fn handle(&self, entry: &GcEntry, report: &mut GcReport) -> Result<()> {
         // Whatever queued it, data the key's head refers to is never deleted (a writer's
-        // intent that succeeded, or an abort racing a completion that linked the parts).
+        // intent that succeeded, or an abort racing a completion that linked the parts);
+        // a version's head refers to its data as long as the index holds the version.
         let meta = read_meta(&self.data, &entry.head).await?;
-        let in_use = |prefix: &str| meta.as_ref().is_some_and(|m| m.tail.iter().any(|s| s.prefix == prefix));
+        let version_linked = match &entry.version {
+            Some(at) => self.linked(at, meta.as_ref()).await?,
+            None => false,
+        };
+        let meta = meta.filter(|_| entry.version.is_none());
+        let in_use =
+            |prefix: &str| version_linked || meta.as_ref().is_some_and(|m| m.tail.iter().any(|s| s.prefix == prefix));
         for segment in &entry.segments {
             if in_use(&segment.prefix) {
                 report.in_use += 1;
@@ -178,6 +239,13 @@ impl Gc {
                     Err(e) => return Err(e),
                 }
                 index += 1;
+            }
+        }
+        if entry.version.is_some() && !version_linked {
+            match self.data.remove(&entry.head).await {
+                Ok(()) => report.heads_deleted += 1,
+                Err(e) if e.errno == Errno::NotFound => {}
+                Err(e) => return Err(e),
             }
         }
         Ok(())

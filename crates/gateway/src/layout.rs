@@ -51,6 +51,12 @@ pub fn head_object(bucket_id: &str, key: &str) -> String {
     format!("{bucket_id}_{key}")
 }
 
+/// The head object of version `version_id` of `key` in a versioning-enabled bucket (the
+/// null version's head is [`head_object`]).
+pub fn version_head(bucket_id: &str, key: &str, version_id: &str) -> String {
+    format!("{bucket_id}__:{version_id}_{key}")
+}
+
 /// The chunk prefix of a plain upload's tail, unique per upload by `tag`.
 pub fn tail_prefix(bucket_id: &str, key: &str, tag: &str) -> String {
     format!("{bucket_id}__shadow_{key}.{tag}")

@@ -83,6 +83,18 @@ impl CannedAcl {
     }
 }
 
+/// A bucket's versioning state; once versioned, a bucket is never unversioned again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Versioning {
+    /// Never versioned: every write replaces the key's only (null) version.
+    #[default]
+    Off,
+    /// Every write adds a version; a DELETE adds a delete marker.
+    Enabled,
+    /// Writes replace the null version; other versions stay.
+    Suspended,
+}
+
 /// A bucket record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BucketInfo {
@@ -102,6 +114,12 @@ pub struct BucketInfo {
     /// Notification configurations, by Id.
     #[serde(default)]
     pub notifications: Vec<NotificationConfig>,
+    /// Versioning state.
+    #[serde(default)]
+    pub versioning: Versioning,
+    /// Bucket tags.
+    #[serde(default)]
+    pub tags: Vec<(String, String)>,
 }
 
 #[derive(Clone)]

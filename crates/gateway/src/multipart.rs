@@ -115,7 +115,7 @@ impl Objects {
     {
         let prefix = layout::part_prefix(&bucket.id, key, upload_id, number, &new_tag());
         let head = layout::head_object(&bucket.id, key);
-        let written = self.write_data(body, &head, &prefix, false).await?;
+        let written = self.write_data(body, &head, None, &prefix, false).await?;
         let part_key = Bytes::from(layout::part_key(key, upload_id, number));
         let earlier =
             absent_as_empty(uploads.omap_vals_by_keys(&Self::uploads_object(bucket), [part_key.clone()]).await)?;
@@ -233,6 +233,7 @@ impl Objects {
         listed: &[(u32, String)],
         tag: &str,
         events: &crate::notifications::Pending,
+        condition: Option<shoal_objclass::bucket_index::Condition>,
     ) -> std::result::Result<ObjectMeta, CompleteError> {
         let Some(info) = self.upload(uploads, bucket, key, upload_id).await? else {
             return Err(CompleteError::NoSuchUpload);
@@ -256,21 +257,26 @@ impl Objects {
         }
         use md5::Digest;
         let mtime_ns = now_ns();
+        let order = crate::objects::order_of(mtime_ns, tag);
+        let versioned = bucket.versioning == crate::meta::Versioning::Enabled;
         let meta = ObjectMeta {
             size: tail.iter().map(|s| s.size).sum(),
             etag: format!("{}-{}", hex(&md5::Md5::digest(&md5s).into()), listed.len()),
             mtime_ns,
-            order: crate::objects::order_of(mtime_ns, tag),
+            version: versioned.then(|| shoal_objclass::bucket_index::version_id_of(&order)).transpose()?,
+            order,
             parts: Some(listed.len() as u32),
             tail: tail.clone(),
             ..info.meta.clone()
         };
         let kept: Vec<String> = tail.iter().map(|s| s.prefix.clone()).collect();
         let logged = events.logged(&crate::notifications::Done::of(&meta));
-        if self.install(bucket, key, &meta, Bytes::new(), logged).await? {
+        // A refused condition leaves the upload as it was, for another try.
+        if self.install(bucket, key, &meta, Bytes::new(), logged, condition).await? {
             self.drop_upload(uploads, bucket, &info, &kept).await?;
         } else {
             // A newer write of the key won: this upload's data is garbage.
+            self.discard(bucket, key, &ObjectMeta { tail: Vec::new(), ..meta.clone() }).await?;
             self.drop_upload(uploads, bucket, &info, &[]).await?;
         }
         Ok(meta)

@@ -51,12 +51,15 @@ pub struct Done {
     pub etag: String,
     /// The operation's order time in ns (the sequencer).
     pub order_ns: u64,
+    /// The version written or removed (empty for the null version).
+    pub version_id: String,
 }
 
 impl Done {
     /// What writing `meta` produced.
     pub fn of(meta: &ObjectMeta) -> Done {
-        Done { size: meta.size, etag: meta.etag.clone(), order_ns: meta.mtime_ns }
+        let version_id = meta.version.clone().unwrap_or_default();
+        Done { size: meta.size, etag: meta.etag.clone(), order_ns: meta.mtime_ns, version_id }
     }
 }
 
@@ -84,6 +87,7 @@ pub struct Notifier {
 
 /// `event` completed with what the operation produced.
 fn complete(mut event: QueuedEvent, done: &Done) -> QueuedEvent {
+    event.record.s3.object.version_id = done.version_id.clone();
     event.complete(done.order_ns, done.size, &done.etag);
     event
 }

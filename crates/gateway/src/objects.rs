@@ -9,16 +9,17 @@
 //! after `gc_min_wait`; a tail whose writer died before linking it is found the same way,
 //! through the *intent* recorded before its first chunk.
 
-use crate::gc::{Gc, GcEntry};
+use crate::gc::{Gc, GcEntry, IndexRef};
 use crate::layout;
-use crate::meta::{BucketInfo, CannedAcl};
+use crate::meta::{BucketInfo, CannedAcl, Versioning, remove_ignoring_missing};
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 use shoal_client::{IoCtx, OpBuilder, ReadOp, WriteOp};
 use shoal_objclass::bucket_index::{
-    self, ChangeOutput, IndexEntry, LinkInput, ListInput, ListItem, ListOutput, Segment, UnlinkInput,
+    self, ChangeOutput, Condition, GetVersionInput, GetVersionOutput, IndexEntry, LinkInput, ListInput, ListItem,
+    ListOutput, ListVersionsInput, ListVersionsOutput, Segment, UnlinkInput, UnlinkVersionInput, VersionItem, Which,
 };
 use shoal_types::{CmpMode, CmpOp, Errno, RadosError, Result, StepOutput, Versioned, err};
 use std::collections::BTreeMap;
@@ -58,9 +59,22 @@ pub struct ObjectMeta {
     pub tail: Vec<Segment>,
     /// Parts of a multipart object.
     pub parts: Option<u32>,
+    /// The version id (`None`: the null version).
+    pub version: Option<String>,
 }
 
-shoal_objclass::versioned_v1! { ObjectMeta => "object metadata" }
+impl Versioned for ObjectMeta {
+    const NAME: &'static str = "object metadata";
+    /// Version 2 adds `version`.
+    const VERSION: u8 = 2;
+
+    fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
+        (version == 1).then(|| {
+            // Version 1 is version 2 without its last field: a `None` appended reads as it.
+            shoal_types::encoding::decode_body("object metadata v1", &[body, &[0]].concat())
+        })
+    }
+}
 
 /// The cluster handles the data path uses, taken in turn.
 pub struct Pools {
@@ -102,6 +116,11 @@ pub fn new_tag() -> String {
 /// The order of a write made now with `tag`: sorts by time, then tag.
 pub fn order_of(mtime_ns: u64, tag: &str) -> String {
     format!("{mtime_ns:020}.{tag}")
+}
+
+/// The tag of the write of `order`.
+pub fn tag_of(order: &str) -> &str {
+    order.split_once('.').map_or(order, |(_, tag)| tag)
 }
 
 /// Only the metadata of a head object (`None` when there is no such object).
@@ -160,12 +179,14 @@ pub struct Objects {
 }
 
 impl Objects {
-    /// Streams `body` into chunk objects under `prefix` (recording a GC intent first), or
-    /// keeps it for the head when it fits (and `allow_inline`).
+    /// Streams `body` into chunk objects under `prefix` (recording a GC intent for `head`,
+    /// a version's head if `version` says where its key is indexed, first), or keeps it
+    /// for the head when it fits (and `allow_inline`).
     pub async fn write_data<S, E>(
         &self,
         mut body: S,
         head: &str,
+        version: Option<IndexRef>,
         prefix: &str,
         allow_inline: bool,
     ) -> std::result::Result<Written, StreamError>
@@ -202,7 +223,7 @@ impl Objects {
             }
             while buffer.len() >= stripe || (finished && !buffer.is_empty()) {
                 if chunks == 0 {
-                    intent = Some(self.gc.record_intent(&GcEntry::intent(head, prefix)).await?);
+                    intent = Some(self.gc.record_intent(&GcEntry::intent(head, prefix, version.clone())).await?);
                 }
                 let take = buffer.len().min(stripe);
                 let chunk = buffer.split_to(take).freeze();
@@ -226,19 +247,45 @@ impl Objects {
         }
     }
 
-    /// Replaces the head object unless it holds a newer write; returns whether it did.
-    pub async fn write_head(&self, head: &str, meta: &ObjectMeta, data: Bytes) -> Result<bool> {
+    /// Replaces the plain head object unless it holds a newer write; returns whether it
+    /// did. With a `condition` on the object it holds, the check is part of the write:
+    /// ECANCELED if it fails.
+    async fn write_head(
+        &self,
+        head: &str,
+        meta: &ObjectMeta,
+        data: Bytes,
+        condition: Option<&Condition>,
+    ) -> Result<bool> {
+        let failed = || err::canceled(format!("the object fails the write's condition {condition:?}"));
+        let op = match condition {
+            None => WriteOp::new().create(false).cmp_xattr(ORDER_XATTR, CmpOp::Lt, CmpMode::Bytes, meta.order.clone()),
+            Some(Condition::Absent) => WriteOp::new().create(true),
+            Some(Condition::ETag(etag)) => {
+                // Replace exactly the write that has this ETag: its order must still be there.
+                let stored =
+                    read_meta(self.pools.data(), head).await?.filter(|m| m.etag == *etag && m.order < meta.order);
+                let stored = stored.ok_or_else(failed)?;
+                WriteOp::new().cmp_xattr(ORDER_XATTR, CmpOp::Eq, CmpMode::Bytes, stored.order)
+            }
+        };
+        let op = op.write_full(data).set_xattr(META_XATTR, meta.encode()).set_xattr(ORDER_XATTR, meta.order.clone());
+        match self.pools.data().operate(head, op).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.errno == Errno::Canceled && condition.is_none() => Ok(false),
+            Err(e) if matches!(e.errno, Errno::Canceled | Errno::Exists) => Err(failed()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes the head of a new version (never replaced: each version has its own head).
+    async fn write_version_head(&self, head: &str, meta: &ObjectMeta, data: Bytes) -> Result<()> {
         let op = WriteOp::new()
-            .create(false)
-            .cmp_xattr(ORDER_XATTR, CmpOp::Lt, CmpMode::Bytes, meta.order.clone())
+            .create(true)
             .write_full(data)
             .set_xattr(META_XATTR, meta.encode())
             .set_xattr(ORDER_XATTR, meta.order.clone());
-        match self.pools.data().operate(head, op).await {
-            Ok(_) => Ok(true),
-            Err(e) if e.errno == Errno::Canceled => Ok(false),
-            Err(e) => Err(e),
-        }
+        self.pools.data().operate(head, op).await.map(|_| ())
     }
 
     /// Rewrites only the metadata of the head written by `meta.order` (ECANCELED if it was replaced).
@@ -249,10 +296,30 @@ impl Objects {
         self.pools.data().operate(head, op).await.map(|_| ())
     }
 
-    /// Reads the head: metadata and the inline data (empty for tailed objects).
-    pub async fn read_head(&self, bucket: &BucketInfo, key: &str) -> Result<Option<(ObjectMeta, Bytes)>> {
+    /// Whether writes to `bucket` get heads of their own: those of every bucket that was
+    /// ever versioned (the index alone then decides, atomically, which version is current).
+    pub fn own_heads(bucket: &BucketInfo) -> bool {
+        bucket.versioning != Versioning::Off
+    }
+
+    /// The head object of the version of `key` written at `order`: one of its own (named
+    /// by the write's tag), or the key's plain head.
+    pub fn head_of(bucket: &BucketInfo, key: &str, order: &str, own_head: bool) -> String {
+        match own_head {
+            true => layout::version_head(&bucket.id, key, tag_of(order)),
+            false => layout::head_object(&bucket.id, key),
+        }
+    }
+
+    /// Where `key` is indexed, for GC entries of its versions' heads.
+    pub fn index_ref(bucket: &BucketInfo, key: &str) -> IndexRef {
+        IndexRef { shard: Self::index_shard_of(bucket, key), key: key.to_owned() }
+    }
+
+    /// Reads a head: metadata and the inline data (empty for tailed objects).
+    pub async fn read_head(&self, head: &str) -> Result<Option<(ObjectMeta, Bytes)>> {
         let op = ReadOp::new().get_xattr(META_XATTR).read(0, 0);
-        let reply = match self.pools.data().read(&layout::head_object(&bucket.id, key), op).await {
+        let reply = match self.pools.data().read(head, op).await {
             Ok(r) => r,
             Err(e) if matches!(e.errno, Errno::NotFound | Errno::NoData) => return Ok(None),
             Err(e) => return Err(e),
@@ -337,9 +404,19 @@ impl Objects {
         Ok(out.previous.filter(|_| out.applied))
     }
 
-    /// Links the entry for `key`, logging `events` with it; queues whichever object lost
-    /// (the replaced one, or this one if a newer write got there first) for GC.
-    async fn link(&self, bucket: &BucketInfo, key: &str, meta: &ObjectMeta, events: Vec<Bytes>) -> Result<()> {
+    /// Links the entry for `key` if `condition` holds, logging `events` with it; returns
+    /// whether it applied. Queues a replaced object for GC (a replaced null version with
+    /// a head of its own was queued before); a plain head's write that lost to a newer
+    /// one queues itself.
+    async fn link(
+        &self,
+        bucket: &BucketInfo,
+        key: &str,
+        meta: &ObjectMeta,
+        events: Vec<Bytes>,
+        condition: Option<Condition>,
+    ) -> Result<bool> {
+        let own_head = Self::own_heads(bucket);
         let entry = IndexEntry {
             size: meta.size,
             etag: meta.etag.clone(),
@@ -348,20 +425,51 @@ impl Objects {
             storage_class: "STANDARD".into(),
             order: meta.order.clone(),
             tail: meta.tail.clone(),
+            version: meta.version.clone(),
+            delete_marker: false,
+            own_head,
         };
         let head = layout::head_object(&bucket.id, key);
-        let input = LinkInput { key: key.to_owned(), entry, events };
+        let input = LinkInput { key: key.to_owned(), entry, events, condition };
         let out = self.index_call(bucket, key, "link", input.encode()).await?;
         match (out.applied, out.previous) {
-            (true, Some(previous)) => self.gc.retire(&head, &previous.tail).await,
-            (false, _) => self.gc.retire(&head, &meta.tail).await,
-            (true, None) => Ok(()),
+            (true, Some(previous)) if !own_head => self.gc.retire(&head, &previous.tail).await?,
+            (true, Some(previous)) if !previous.own_head => self.remove_null_head(bucket, key, &previous).await?,
+            (false, _) if !own_head => self.gc.retire(&head, &meta.tail).await?,
+            _ => {}
         }
+        Ok(out.applied)
+    }
+
+    /// Queues the head (if its own) and tail of a write that lost to a newer one.
+    pub async fn discard(&self, bucket: &BucketInfo, key: &str, meta: &ObjectMeta) -> Result<()> {
+        match Self::own_heads(bucket) {
+            true => {
+                let head = Self::head_of(bucket, key, &meta.order, true);
+                self.gc.retire_version(&head, &meta.tail, Self::index_ref(bucket, key)).await
+            }
+            false => self.gc.retire(&layout::head_object(&bucket.id, key), &meta.tail).await,
+        }
+    }
+
+    /// Queues the head and tail of `key`'s null version if it has a head of its own, for a
+    /// change about to replace it (GC deletes them only once the index no longer holds it).
+    async fn retire_null(&self, bucket: &BucketInfo, key: &str) -> Result<()> {
+        let null = self.version(bucket, key, Which::Null).await?.entry;
+        if let Some(entry) = null.filter(|e| e.own_head && !e.delete_marker) {
+            let head = Self::head_of(bucket, key, &entry.order, true);
+            self.gc.retire_version(&head, &entry.tail, Self::index_ref(bucket, key)).await?;
+        }
+        Ok(())
     }
 
     /// Writes the head of a new version of `key` and, if no newer write got there first,
     /// links its index entry with `events`; otherwise logs `events` alone (this write
-    /// happened and is acknowledged all the same). Returns whether this version won.
+    /// happened and is acknowledged all the same). Returns whether this version won (if
+    /// not, the caller [`Objects::discard`]s it). A version with an id (`meta.version`)
+    /// always wins: it is added beside the others. A failed `condition` on the key's
+    /// current object is ECANCELED, with nothing changed (the caller keeps or discards
+    /// the tail).
     pub async fn install(
         &self,
         bucket: &BucketInfo,
@@ -369,14 +477,30 @@ impl Objects {
         meta: &ObjectMeta,
         data: Bytes,
         events: Vec<Bytes>,
+        condition: Option<Condition>,
     ) -> Result<bool> {
-        let won = self.write_head(&layout::head_object(&bucket.id, key), meta, data).await?;
-        if won {
-            self.link(bucket, key, meta, events).await?;
-        } else {
-            self.log_events(bucket, key, events).await?;
+        if !Self::own_heads(bucket) {
+            let won = self.write_head(&layout::head_object(&bucket.id, key), meta, data, condition.as_ref()).await?;
+            if won {
+                self.link(bucket, key, meta, events, None).await?;
+            } else {
+                self.log_events(bucket, key, events).await?;
+            }
+            return Ok(won);
         }
-        Ok(won)
+        if meta.version.is_none() {
+            self.retire_null(bucket, key).await?;
+        }
+        let head = Self::head_of(bucket, key, &meta.order, true);
+        self.write_version_head(&head, meta, data).await?;
+        match self.link(bucket, key, meta, events, condition).await {
+            Err(e) if e.errno == Errno::Canceled => {
+                // Never linked: no reader can be on it.
+                remove_ignoring_missing(self.pools.data(), &head).await?;
+                Err(e)
+            }
+            other => other,
+        }
     }
 
     /// Logs `events` in `key`'s index shard without linking anything.
@@ -438,12 +562,113 @@ impl Objects {
             let stats = bucket_index::IndexStats::decode(&out)?;
             total.entries += stats.entries;
             total.bytes += stats.bytes;
+            total.versions += stats.versions;
+            total.version_bytes += stats.version_bytes;
         }
         Ok(total)
     }
 
-    /// Lists the bucket in name order across all its index shards: up to `max` items
-    /// after `start_after`, and whether more follow.
+    /// Adds a delete marker for `key` written at `mtime_ns` with `order` by `owner`:
+    /// version `version`, or (`None`) the null version, replacing the stored null
+    /// version, whose head and tail go to GC.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn add_delete_marker(
+        &self,
+        bucket: &BucketInfo,
+        key: &str,
+        mtime_ns: u64,
+        order: &str,
+        version: Option<String>,
+        owner: &str,
+        events: Vec<Bytes>,
+    ) -> Result<()> {
+        let null = version.is_none();
+        if null {
+            self.retire_null(bucket, key).await?;
+        }
+        let entry = IndexEntry {
+            mtime_ns,
+            owner: owner.to_owned(),
+            storage_class: "STANDARD".into(),
+            order: order.to_owned(),
+            version,
+            delete_marker: true,
+            ..IndexEntry::default()
+        };
+        let input = LinkInput { key: key.to_owned(), entry, events, condition: None };
+        let out = self.index_call(bucket, key, "link", input.encode()).await?;
+        if null
+            && out.applied
+            && let Some(replaced) = out.previous.filter(|p| !p.own_head)
+        {
+            self.remove_null_head(bucket, key, &replaced).await?;
+        }
+        Ok(())
+    }
+
+    /// Removes the key's plain head if it still holds the null version `replaced` (written
+    /// before the bucket was versioned), and queues that version's tail.
+    async fn remove_null_head(&self, bucket: &BucketInfo, key: &str, replaced: &IndexEntry) -> Result<()> {
+        let head = layout::head_object(&bucket.id, key);
+        let op = WriteOp::new().cmp_xattr(ORDER_XATTR, CmpOp::Le, CmpMode::Bytes, replaced.order.clone()).remove();
+        match self.pools.data().operate(&head, op).await {
+            Ok(_) => {}
+            Err(e) if matches!(e.errno, Errno::NotFound | Errno::Canceled) => {}
+            Err(e) => return Err(e),
+        }
+        self.gc.retire(&head, &replaced.tail).await
+    }
+
+    /// Removes the version `entry` of `key` (as [`Objects::version`] found it), logging
+    /// `events`; its head and tail are deleted by GC once unlinked. Returns whether it was
+    /// still there.
+    pub async fn remove_version(
+        &self,
+        bucket: &BucketInfo,
+        key: &str,
+        entry: &IndexEntry,
+        events: Vec<Bytes>,
+    ) -> Result<bool> {
+        if entry.own_head && !entry.delete_marker {
+            let head = Self::head_of(bucket, key, &entry.order, true);
+            self.gc.retire_version(&head, &entry.tail, Self::index_ref(bucket, key)).await?;
+        }
+        let input = UnlinkVersionInput { key: key.to_owned(), version: entry.version.clone(), events };
+        let out = self.index_call(bucket, key, "unlink_version", input.encode()).await?;
+        if out.applied
+            && let Some(removed) = out.previous.filter(|p| !p.own_head && !p.delete_marker)
+        {
+            self.remove_null_head(bucket, key, &removed).await?;
+        }
+        Ok(out.applied)
+    }
+
+    /// One version of `key`, from the index, and whether it is the newest.
+    pub async fn version(&self, bucket: &BucketInfo, key: &str, which: Which) -> Result<GetVersionOutput> {
+        let input = GetVersionInput { key: key.to_owned(), which };
+        let shard = Self::index_shard_of(bucket, key);
+        GetVersionOutput::decode(
+            &self.pools.index().exec(&shard, bucket_index::CLASS, "get_version", input.encode()).await?,
+        )
+    }
+
+    /// Removes every version of every object of the bucket.
+    pub async fn purge(&self, bucket: &BucketInfo) -> Result<()> {
+        loop {
+            let (items, _) = self.list_versions(bucket, "", "", (String::new(), None), 1000).await?;
+            if items.is_empty() {
+                return Ok(());
+            }
+            for item in items {
+                if let VersionItem::Version { key, entry, .. } = item {
+                    self.remove_version(bucket, &key, &entry, Vec::new()).await?;
+                }
+            }
+        }
+    }
+
+    /// Lists the bucket's current objects in name order across all its index shards: up
+    /// to `max` items after `start_after`, and whether more follow.
     pub async fn list(
         &self,
         bucket: &BucketInfo,
@@ -452,34 +677,82 @@ impl Objects {
         start_after: &str,
         max: usize,
     ) -> Result<(Vec<ListItem>, bool)> {
-        let mut cursors: Vec<ShardCursor> = (0..bucket.num_shards)
+        let page = (max as u32).clamp(1, 1000);
+        let fetch = |index: IoCtx, shard: String, (after, _): Resume| {
+            let input =
+                ListInput { start_after: after, prefix: prefix.to_owned(), delimiter: delimiter.to_owned(), max: page };
+            async move {
+                let out = ListOutput::decode(&index.exec(&shard, bucket_index::CLASS, "list", input.encode()).await?)?;
+                Ok((out.items, out.more))
+            }
+        };
+        self.merge_shards(bucket, (start_after.to_owned(), None), max, fetch).await
+    }
+
+    /// Lists the bucket's versions in key order (each key's newest first) across all its
+    /// index shards: up to `max` items after `key_marker` (and inside it, after
+    /// `version_marker`), and whether more follow.
+    pub async fn list_versions(
+        &self,
+        bucket: &BucketInfo,
+        prefix: &str,
+        delimiter: &str,
+        resume: Resume,
+        max: usize,
+    ) -> Result<(Vec<VersionItem>, bool)> {
+        let page = (max as u32).clamp(1, 1000);
+        let fetch = |index: IoCtx, shard: String, (key_marker, version_marker): Resume| {
+            let input = ListVersionsInput {
+                prefix: prefix.to_owned(),
+                delimiter: delimiter.to_owned(),
+                key_marker,
+                version_marker,
+                max: page,
+            };
+            async move {
+                let out = index.exec(&shard, bucket_index::CLASS, "list_versions", input.encode()).await?;
+                let out = ListVersionsOutput::decode(&out)?;
+                Ok((out.items, out.more))
+            }
+        };
+        self.merge_shards(bucket, resume, max, fetch).await
+    }
+
+    /// Merges the sorted pages `fetch` reads from each index shard: up to `max` items
+    /// after `start`, and whether more follow. Items of one name come from one shard,
+    /// except common prefixes, which are kept once.
+    async fn merge_shards<T, F, Fut>(
+        &self,
+        bucket: &BucketInfo,
+        start: Resume,
+        max: usize,
+        fetch: F,
+    ) -> Result<(Vec<T>, bool)>
+    where
+        T: Listed,
+        F: Fn(IoCtx, String, Resume) -> Fut,
+        Fut: std::future::Future<Output = Result<(Vec<T>, bool)>>,
+    {
+        let mut cursors: Vec<ShardCursor<T>> = (0..bucket.num_shards)
             .map(|shard| ShardCursor {
                 shard: layout::index_shard(&bucket.id, shard),
                 buffer: std::collections::VecDeque::new(),
-                after: start_after.to_owned(),
+                after: start.clone(),
                 more: true,
             })
             .collect();
-        let mut items: Vec<ListItem> = Vec::new();
-        let page = (max as u32).clamp(1, 1000);
+        let mut items: Vec<T> = Vec::new();
         loop {
             // Refill every shard whose buffer ran dry but has more.
             let refills = cursors.iter_mut().filter(|c| c.buffer.is_empty() && c.more).map(|c| {
-                let input = ListInput {
-                    start_after: c.after.clone(),
-                    prefix: prefix.to_owned(),
-                    delimiter: delimiter.to_owned(),
-                    max: page,
-                };
-                let index = self.pools.index().clone();
+                let page = fetch(self.pools.index().clone(), c.shard.clone(), c.after.clone());
                 async move {
-                    let out = index.exec(&c.shard, bucket_index::CLASS, "list", input.encode()).await?;
-                    let out = ListOutput::decode(&out)?;
-                    c.more = out.more;
-                    if let Some(last) = out.items.last() {
-                        c.after = last.name().to_owned();
+                    let (page, more) = page.await?;
+                    c.more = more;
+                    if let Some(last) = page.last() {
+                        c.after = last.resume();
                     }
-                    c.buffer.extend(out.items);
+                    c.buffer.extend(page);
                     Ok::<_, RadosError>(())
                 }
             });
@@ -496,10 +769,12 @@ impl Objects {
                 return Ok((items, true));
             }
             let Some(item) = cursors[at].buffer.pop_front() else { continue };
-            // A common prefix may come from several shards: keep one.
-            for cursor in &mut cursors {
-                while cursor.buffer.front().is_some_and(|i| i.name() == item.name()) {
-                    cursor.buffer.pop_front();
+            if item.is_prefix() {
+                // A common prefix may come from several shards: keep one.
+                for cursor in &mut cursors {
+                    while cursor.buffer.front().is_some_and(|i| i.is_prefix() && i.name() == item.name()) {
+                        cursor.buffer.pop_front();
+                    }
                 }
             }
             items.push(item);
@@ -507,10 +782,50 @@ impl Objects {
     }
 }
 
-struct ShardCursor {
+/// Where a listing resumes: after a key (or common prefix), and inside a key after a version.
+pub type Resume = (String, Option<String>);
+
+/// An item of a sorted shard listing.
+pub trait Listed {
+    /// The key or common prefix, which orders the listing.
+    fn name(&self) -> &str;
+    /// Whether it is a common prefix.
+    fn is_prefix(&self) -> bool;
+    /// Where a listing resumes after it.
+    fn resume(&self) -> Resume;
+}
+
+impl Listed for ListItem {
+    fn name(&self) -> &str {
+        ListItem::name(self)
+    }
+    fn is_prefix(&self) -> bool {
+        matches!(self, ListItem::Prefix(_))
+    }
+    fn resume(&self) -> Resume {
+        (self.name().to_owned(), None)
+    }
+}
+
+impl Listed for VersionItem {
+    fn name(&self) -> &str {
+        VersionItem::name(self)
+    }
+    fn is_prefix(&self) -> bool {
+        matches!(self, VersionItem::Prefix(_))
+    }
+    fn resume(&self) -> Resume {
+        match self {
+            VersionItem::Version { key, entry, .. } => (key.clone(), Some(entry.version_id().to_owned())),
+            VersionItem::Prefix(p) => (p.clone(), None),
+        }
+    }
+}
+
+struct ShardCursor<T> {
     shard: String,
-    buffer: std::collections::VecDeque<ListItem>,
-    after: String,
+    buffer: std::collections::VecDeque<T>,
+    after: Resume,
     more: bool,
 }
 

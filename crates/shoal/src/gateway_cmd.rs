@@ -457,23 +457,16 @@ async fn admin(gateway: &Gateway, command: AdminCommand) -> Result<()> {
             print_json(&serde_json::json!({
                 "bucket": info.name, "id": info.id, "owner": info.owner, "num_shards": info.num_shards,
                 "num_objects": stats.entries, "size_bytes": stats.bytes,
+                "num_versions": stats.versions, "versions_size_bytes": stats.version_bytes,
+                "versioning": info.versioning,
             }))
         }
         AdminCommand::Bucket(BucketCommand::Rm { bucket, purge_objects }) => {
             let info = meta.bucket(&bucket).await?.ok_or_else(|| err::not_found(format!("no bucket '{bucket}'")))?;
             let objects = &gateway.s3.objects;
             if purge_objects {
-                loop {
-                    let (items, _) = objects.list(&info, "", "", "", 1000).await?;
-                    if items.is_empty() {
-                        break;
-                    }
-                    for item in items {
-                        let order = shoal_gateway::objects::order_of(shoal_gateway::objects::now_ns(), "~admin");
-                        objects.delete(&info, item.name(), &order, Vec::new()).await?;
-                    }
-                }
-            } else if objects.bucket_stats(&info).await?.entries > 0 {
+                objects.purge(&info).await?;
+            } else if !objects.bucket_stats(&info).await?.is_empty() {
                 return Err(err::busy(format!("bucket '{bucket}' is not empty (use --purge-objects)")));
             }
             gateway.s3.remove_bucket(&info).await

@@ -1,23 +1,27 @@
 //! The S3 operations: s3s parses, authenticates and routes each request; these methods
 //! check permissions and act on the object layer through [`Meta`] and [`Objects`].
+//! Handler families with logic of their own live in submodules.
+
+mod versions;
 
 use crate::config::GatewayConfig;
 use crate::layout;
-use crate::meta::{BucketInfo, CannedAcl, Meta, UserInfo};
+use crate::meta::{BucketInfo, CannedAcl, Meta, UserInfo, Versioning};
 use crate::multipart::{CompleteError, hex};
 use crate::notifications::{Done, Operation, Origin, Pending};
-use crate::objects::{ObjectMeta, Objects, StreamError, new_tag, now_ns, order_of, read_meta};
+use crate::objects::{ObjectMeta, Objects, StreamError, new_tag, now_ns, order_of};
 use bytes::Bytes;
 use futures::StreamExt;
 use s3s::auth::Credentials;
 use s3s::dto::*;
 use s3s::{S3, S3Error, S3Request, S3Response, S3Result, s3_error};
 use shoal_client::IoCtx;
-use shoal_objclass::bucket_index::ListItem;
+use shoal_objclass::bucket_index::{Condition, ListItem, version_id_of};
 use shoal_types::{Errno, RadosError};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
+use versions::{Deleted, Found, shown_version};
 
 /// The gateway's implementation of the S3 API.
 #[derive(Clone)]
@@ -87,17 +91,42 @@ fn owner_of(uid: &str, display_name: Option<&str>) -> Owner {
     Owner { id: Some(uid.to_owned()), display_name: Some(display_name.unwrap_or(uid).to_owned()) }
 }
 
+/// The initiator of an upload: its owner.
+fn initiator(owner: &Owner) -> Initiator {
+    Initiator { id: owner.id.clone(), display_name: owner.display_name.clone() }
+}
+
+/// Owners as listings show them, each user record read once per listing.
+struct Owners<'a> {
+    s3: &'a ShoalS3,
+    known: std::collections::HashMap<String, Owner>,
+}
+
+impl Owners<'_> {
+    /// The owner `uid` with its display name (the uid if the user is gone).
+    async fn get(&mut self, uid: &str) -> Owner {
+        if let Some(owner) = self.known.get(uid) {
+            return owner.clone();
+        }
+        let user = self.s3.meta.user(uid).await.ok().flatten();
+        let owner = owner_of(uid, user.as_ref().map(|u| u.display_name.as_str()));
+        self.known.insert(uid.to_owned(), owner.clone());
+        owner
+    }
+}
+
 /// Parses `k1=v1&k2=v2` (the `x-amz-tagging` header).
 fn parse_tagging(header: &str) -> S3Result<Vec<(String, String)>> {
     let tags: Vec<(String, String)> =
         form_urlencoded::parse(header.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
-    check_tags(&tags)?;
+    check_tags(&tags, 10)?;
     Ok(tags)
 }
 
-fn check_tags(tags: &[(String, String)]) -> S3Result<()> {
-    if tags.len() > 10 {
-        return Err(s3_error!(InvalidTag, "an object can have at most 10 tags"));
+/// Checks a tag set of at most `most` tags (10 for objects, 50 for buckets).
+fn check_tags(tags: &[(String, String)], most: usize) -> S3Result<()> {
+    if tags.len() > most {
+        return Err(s3_error!(InvalidTag, "at most {most} tags are allowed"));
     }
     for (k, v) in tags {
         if k.is_empty() || k.chars().count() > 128 || v.chars().count() > 256 {
@@ -111,6 +140,25 @@ fn check_tags(tags: &[(String, String)]) -> S3Result<()> {
         return Err(s3_error!(InvalidTag, "tag keys must be unique"));
     }
     Ok(())
+}
+
+/// Whether a listing's keys are URL-encoded (`encoding-type=url`, the only other value).
+fn url_encoding(encoding: Option<&EncodingType>) -> S3Result<bool> {
+    match encoding.map(|e| e.as_str()) {
+        None => Ok(false),
+        Some(EncodingType::URL) => Ok(true),
+        Some(_) => Err(s3_error!(InvalidArgument, "encoding-type must be 'url'")),
+    }
+}
+
+/// Tags as (key, value) pairs.
+fn tag_pairs(set: TagSet) -> Vec<(String, String)> {
+    set.into_iter().map(|t| (t.key.unwrap_or_default(), t.value.unwrap_or_default())).collect()
+}
+
+/// Tags as S3 lists them.
+fn tag_set(tags: &[(String, String)]) -> TagSet {
+    tags.iter().map(|(k, v)| Tag { key: Some(k.clone()), value: Some(v.clone()) }).collect()
 }
 
 /// URL-encodes a key for `encoding-type=url` listings (everything but unreserved characters and `/`).
@@ -277,6 +325,24 @@ fn check_conditions(
     Ok(())
 }
 
+/// The condition of a conditional write: `If-None-Match: *` (create only) or
+/// `If-Match: ETAG` (replace only that object).
+fn write_condition(
+    if_match: Option<&ETagCondition>,
+    if_none_match: Option<&ETagCondition>,
+) -> S3Result<Option<Condition>> {
+    match (if_match, if_none_match) {
+        (None, None) => Ok(None),
+        (None, Some(c)) if c.is_any() => Ok(Some(Condition::Absent)),
+        (None, Some(_)) => Err(s3_error!(NotImplemented, "If-None-Match on writes takes only '*'")),
+        (Some(c), None) => match c.as_etag() {
+            Some(etag) => Ok(Some(Condition::ETag(etag.value().to_owned()))),
+            None => Err(s3_error!(NotImplemented, "If-Match on writes takes an ETag")),
+        },
+        (Some(_), Some(_)) => Err(s3_error!(InvalidRequest, "a write takes If-Match or If-None-Match, not both")),
+    }
+}
+
 /// The request's origin as the front recorded it.
 fn origin_of(extensions: &http::Extensions) -> Origin {
     extensions.get::<Origin>().cloned().unwrap_or_default()
@@ -324,29 +390,10 @@ impl ShoalS3 {
         if who.as_ref().is_some_and(|u| u.uid == bucket.owner) { Ok(bucket) } else { Err(s3_error!(AccessDenied)) }
     }
 
-    /// An object the requester may read: its head metadata and inline data.
-    async fn readable_object(
-        &self,
-        bucket: &str,
-        key: &str,
-        who: &Option<Arc<UserInfo>>,
-    ) -> S3Result<(Arc<BucketInfo>, ObjectMeta, Bytes)> {
-        let bucket = self.named_bucket(bucket).await?;
-        let Some((meta, inline)) = self.objects.read_head(&bucket, key).await.map_err(rados_error)? else {
-            let listable = who.as_ref().is_some_and(|u| u.uid == bucket.owner) || bucket.acl.allows_read(who.is_some());
-            return Err(if listable { s3_error!(NoSuchKey) } else { s3_error!(AccessDenied) });
-        };
-        let uid = who.as_ref().map(|u| u.uid.as_str());
-        if uid == Some(bucket.owner.as_str()) || uid == Some(meta.owner.as_str()) || meta.acl.allows_read(who.is_some())
-        {
-            Ok((bucket, meta, inline))
-        } else {
-            Err(s3_error!(AccessDenied))
-        }
-    }
-
-    /// Writes the head and links the index entry with the persistent `events`, then
-    /// forgets the writer's GC intent.
+    /// Writes the head and links the index entry with the persistent `events` if
+    /// `condition` holds (else 412 PreconditionFailed, the data discarded), then forgets
+    /// the writer's GC intent.
+    #[allow(clippy::too_many_arguments)]
     async fn commit(
         &self,
         bucket: &BucketInfo,
@@ -355,17 +402,28 @@ impl ShoalS3 {
         data: Bytes,
         intent: Option<String>,
         events: &Pending,
+        condition: Option<Condition>,
     ) -> S3Result<()> {
         let objects = &self.objects;
         let logged = events.logged(&Done::of(meta));
-        if !objects.install(bucket, key, meta, data, logged).await.map_err(rados_error)? {
-            let head = layout::head_object(&bucket.id, key);
-            objects.gc.retire(&head, &meta.tail).await.map_err(rados_error)?;
+        let installed = objects.install(bucket, key, meta, data, logged, condition).await;
+        let refused = matches!(&installed, Err(e) if e.errno == Errno::Canceled);
+        match installed {
+            Ok(true) => {}
+            Ok(false) => objects.discard(bucket, key, meta).await.map_err(rados_error)?,
+            Err(_) if refused => {
+                let head = Objects::head_of(bucket, key, &meta.order, Objects::own_heads(bucket));
+                objects.gc.retire_now(&head, &meta.tail).await.map_err(rados_error)?;
+            }
+            Err(e) => return Err(rados_error(e)),
         }
         if let Some(intent) = intent {
             objects.gc.forget(&intent).await.map_err(rados_error)?;
         }
-        Ok(())
+        match refused {
+            true => Err(s3_error!(PreconditionFailed, "the object does not meet the write's If-Match / If-None-Match")),
+            false => Ok(()),
+        }
     }
 
     /// Streams `body` into a new object `key` with `meta` (size, etag and order filled in),
@@ -380,14 +438,19 @@ impl ShoalS3 {
         content_md5: Option<&str>,
         tag: &str,
         events: &Pending,
+        condition: Option<Condition>,
     ) -> S3Result<ObjectMeta>
     where
         S: futures::Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
-        let head = layout::head_object(&bucket.id, key);
+        // A bucket that was ever versioned gives the write a head of its own, named by its tag.
+        let (head, index_ref) = match Objects::own_heads(bucket) {
+            true => (layout::version_head(&bucket.id, key, tag), Some(Objects::index_ref(bucket, key))),
+            false => (layout::head_object(&bucket.id, key), None),
+        };
         let prefix = layout::tail_prefix(&bucket.id, key, tag);
-        let written = self.objects.write_data(body, &head, &prefix, true).await.map_err(stream_error)?;
+        let written = self.objects.write_data(body, &head, index_ref, &prefix, true).await.map_err(stream_error)?;
         if let Some(expected) = content_md5 {
             use base64::Engine;
             let digest = base64::engine::general_purpose::STANDARD
@@ -405,9 +468,12 @@ impl ShoalS3 {
         meta.etag = hex(&written.md5);
         meta.mtime_ns = now_ns();
         meta.order = order_of(meta.mtime_ns, tag);
+        let versioned = bucket.versioning == Versioning::Enabled;
+        meta.version = versioned.then(|| version_id_of(&meta.order)).transpose().map_err(rados_error)?;
         meta.tail = written.segment.into_iter().collect();
         meta.parts = None;
-        self.commit(bucket, key, &meta, written.inline.unwrap_or_default(), written.intent, events).await?;
+        let data = written.inline.unwrap_or_default();
+        self.commit(bucket, key, &meta, data, written.intent, events, condition).await?;
         Ok(meta)
     }
 
@@ -434,41 +500,9 @@ impl ShoalS3 {
         }
     }
 
-    /// Deletes `key` (with its ObjectRemoved:Delete events).
-    async fn delete_key(
-        &self,
-        bucket: &BucketInfo,
-        key: &str,
-        origin: &Origin,
-        who: &Option<Arc<UserInfo>>,
-    ) -> S3Result<()> {
-        let tag = new_tag();
-        let order_ns = now_ns();
-        let order = order_of(order_ns, &tag);
-        // Filters and events need the removed object's metadata: read it only if someone listens.
-        let stored = match bucket.notifications.is_empty() {
-            true => None,
-            false => {
-                let head = layout::head_object(&bucket.id, key);
-                read_meta(self.objects.pools.data(), &head).await.map_err(rados_error)?
-            }
-        };
-        let (metadata, tags) = stored.as_ref().map(|m| (m.user_meta.clone(), m.tags.clone())).unwrap_or_default();
-        let op = Operation { bucket, key, event: "ObjectRemoved:Delete", tag: &tag, metadata: &metadata, tags: &tags };
-        // The event reports the object as read before the removal.
-        let done = || Done {
-            size: stored.as_ref().map_or(0, |m| m.size),
-            etag: stored.as_ref().map_or(String::new(), |m| m.etag.clone()),
-            order_ns,
-        };
-        let work = async |events: &Pending| {
-            self.objects.delete(bucket, key, &order, events.logged(&done())).await.map_err(rados_error)
-        };
-        self.with_events(&op, origin, who, work, |_| done()).await.map(|_| ())
-    }
-
-    async fn display_name(&self, uid: &str) -> Option<String> {
-        self.meta.user(uid).await.ok().flatten().map(|u| u.display_name.clone())
+    /// Owners by uid, with their display names looked up once.
+    fn owners(&self) -> Owners<'_> {
+        Owners { s3: self, known: Default::default() }
     }
 
     /// One listing page in S3 terms: objects, common prefixes, truncation and the last name.
@@ -489,18 +523,12 @@ impl ShoalS3 {
         let last = items.last().map(|i| i.name().to_owned());
         let encode = |s: &str| if url { url_encode(s) } else { s.to_owned() };
         let (mut contents, mut prefixes) = (Vec::new(), Vec::new());
-        // Owners' display names, looked up once per page.
-        let mut names: std::collections::HashMap<String, Option<String>> = Default::default();
+        let mut owners = self.owners();
         for item in items {
             match item {
                 ListItem::Entry(key, entry) => {
                     let owner = match with_owner {
-                        true => {
-                            if !names.contains_key(&entry.owner) {
-                                names.insert(entry.owner.clone(), self.display_name(&entry.owner).await);
-                            }
-                            Some(owner_of(&entry.owner, names[&entry.owner].as_deref()))
-                        }
+                        true => Some(owners.get(&entry.owner).await),
                         false => None,
                     };
                     contents.push(Object {
@@ -525,17 +553,14 @@ impl ShoalS3 {
         source: &CopySource,
         who: &Option<Arc<UserInfo>>,
         conditions: CopyConditions<'_>,
-    ) -> S3Result<(Arc<BucketInfo>, String, ObjectMeta, Bytes)> {
+    ) -> S3Result<(String, Found)> {
         let CopySource::Bucket { bucket, key, version_id } = source else {
             return Err(s3_error!(NotImplemented, "access point copy sources are not supported"));
         };
-        if version_id.as_deref().is_some_and(|v| v != "null") {
-            return Err(s3_error!(NoSuchVersion, "versioning is not enabled"));
-        }
-        let (bucket, meta, inline) = self.readable_object(bucket, key, who).await?;
+        let found = self.readable_object(bucket, key, version_id.as_deref(), who).await?;
         let CopyConditions { if_match, if_none_match, if_modified_since, if_unmodified_since } = conditions;
-        check_conditions(&meta, if_match, if_none_match, if_modified_since, if_unmodified_since, true)?;
-        Ok((bucket, key.to_string(), meta, inline))
+        check_conditions(&found.meta, if_match, if_none_match, if_modified_since, if_unmodified_since, true)?;
+        Ok((key.to_string(), found))
     }
 
     /// Fails with NoSuchUpload unless the upload exists.
@@ -618,11 +643,12 @@ impl S3 for ShoalS3 {
         let acl = CannedAcl::parse(input.acl.as_ref().map_or("private", |a| a.as_str()))
             .ok_or_else(|| s3_error!(InvalidArgument, "unsupported canned ACL"))?;
         if let Some(existing) = self.meta.bucket(&input.bucket).await.map_err(rados_error)? {
-            return Err(if existing.owner == who.uid {
-                s3_error!(BucketAlreadyOwnedByYou)
-            } else {
-                s3_error!(BucketAlreadyExists)
-            });
+            // As AWS in us-east-1 and RGW by default: creating a bucket you own again
+            // succeeds and changes nothing.
+            return match existing.owner == who.uid {
+                true => Ok(S3Response::new(CreateBucketOutput { location: Some(format!("/{}", input.bucket)) })),
+                false => Err(s3_error!(BucketAlreadyExists)),
+            };
         }
         let info = BucketInfo {
             name: input.bucket.clone(),
@@ -632,6 +658,8 @@ impl S3 for ShoalS3 {
             num_shards: self.config.bucket_index_shards.max(1),
             acl,
             notifications: Vec::new(),
+            versioning: Versioning::Off,
+            tags: Vec::new(),
         };
         self.objects.init_index(&info).await.map_err(rados_error)?;
         if let Err(e) = self.meta.create_bucket(&info).await {
@@ -654,7 +682,7 @@ impl S3 for ShoalS3 {
         let who = self.requester(&req.credentials).await?;
         let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
         let stats = self.objects.bucket_stats(&bucket).await.map_err(rados_error)?;
-        if stats.entries > 0 {
+        if !stats.is_empty() {
             return Err(s3_error!(BucketNotEmpty));
         }
         self.remove_bucket(&bucket).await.map_err(rados_error)?;
@@ -666,8 +694,11 @@ impl S3 for ShoalS3 {
         req: S3Request<GetBucketLocationInput>,
     ) -> S3Result<S3Response<GetBucketLocationOutput>> {
         let who = self.requester(&req.credentials).await?;
-        self.readable_bucket(&req.input.bucket, &who).await?;
-        Ok(S3Response::new(GetBucketLocationOutput::default()))
+        self.owned_bucket(&req.input.bucket, &who).await?;
+        let zonegroup = self.config.notify.zonegroup.clone();
+        Ok(S3Response::new(GetBucketLocationOutput {
+            location_constraint: Some(BucketLocationConstraint::from(zonegroup)),
+        }))
     }
 
     async fn get_bucket_versioning(
@@ -675,8 +706,48 @@ impl S3 for ShoalS3 {
         req: S3Request<GetBucketVersioningInput>,
     ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
         let who = self.requester(&req.credentials).await?;
-        self.readable_bucket(&req.input.bucket, &who).await?;
-        Ok(S3Response::new(GetBucketVersioningOutput::default()))
+        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
+        let status = match bucket.versioning {
+            Versioning::Off => None,
+            Versioning::Enabled => Some(BucketVersioningStatus::ENABLED),
+            Versioning::Suspended => Some(BucketVersioningStatus::SUSPENDED),
+        };
+        Ok(S3Response::new(GetBucketVersioningOutput {
+            status: status.map(BucketVersioningStatus::from_static),
+            mfa_delete: None,
+        }))
+    }
+
+    async fn put_bucket_versioning(
+        &self,
+        req: S3Request<PutBucketVersioningInput>,
+    ) -> S3Result<S3Response<PutBucketVersioningOutput>> {
+        let who = self.requester(&req.credentials).await?;
+        let input = req.input;
+        let bucket = self.owned_bucket(&input.bucket, &who).await?;
+        let config = input.versioning_configuration;
+        if config.mfa_delete.as_ref().is_some_and(|m| m.as_str() == MFADelete::ENABLED) {
+            return Err(s3_error!(NotImplemented, "MFA delete is not supported"));
+        }
+        let versioning = match config.status.as_ref().map(|s| s.as_str()) {
+            Some(BucketVersioningStatus::ENABLED) => Versioning::Enabled,
+            Some(BucketVersioningStatus::SUSPENDED) => Versioning::Suspended,
+            _ => return Err(s3_error!(MalformedXML, "Status must be Enabled or Suspended")),
+        };
+        if versioning != bucket.versioning {
+            let updated = BucketInfo { versioning, ..(*bucket).clone() };
+            self.meta.update_bucket(&updated).await.map_err(rados_error)?;
+        }
+        Ok(S3Response::new(PutBucketVersioningOutput::default()))
+    }
+
+    async fn list_object_versions(
+        &self,
+        req: S3Request<ListObjectVersionsInput>,
+    ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+        let who = self.requester(&req.credentials).await?;
+        let bucket = self.readable_bucket(&req.input.bucket, &who).await?;
+        Ok(S3Response::new(self.list_versions_page(&bucket, &req.input).await?))
     }
 
     async fn get_bucket_acl(&self, req: S3Request<GetBucketAclInput>) -> S3Result<S3Response<GetBucketAclOutput>> {
@@ -684,7 +755,7 @@ impl S3 for ShoalS3 {
         let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
         Ok(S3Response::new(GetBucketAclOutput {
             grants: Some(acl_grants(&bucket.owner, bucket.acl)),
-            owner: Some(owner_of(&bucket.owner, None)),
+            owner: Some(self.owners().get(&bucket.owner).await),
         }))
     }
 
@@ -704,11 +775,7 @@ impl S3 for ShoalS3 {
         let who = self.requester(&req.credentials).await?;
         let input = req.input;
         let bucket = self.readable_bucket(&input.bucket, &who).await?;
-        let url = input.encoding_type.as_ref().map(|e| e.as_str() == EncodingType::URL);
-        if input.encoding_type.is_some() && url != Some(true) {
-            return Err(s3_error!(InvalidArgument, "encoding-type must be 'url'"));
-        }
-        let url = url.unwrap_or(false);
+        let url = url_encoding(input.encoding_type.as_ref())?;
         let (prefix, delimiter) =
             (input.prefix.clone().unwrap_or_default(), input.delimiter.clone().unwrap_or_default());
         let max_keys = input.max_keys.unwrap_or(1000);
@@ -741,11 +808,7 @@ impl S3 for ShoalS3 {
         let who = self.requester(&req.credentials).await?;
         let input = req.input;
         let bucket = self.readable_bucket(&input.bucket, &who).await?;
-        let url = input.encoding_type.as_ref().map(|e| e.as_str() == EncodingType::URL);
-        if input.encoding_type.is_some() && url != Some(true) {
-            return Err(s3_error!(InvalidArgument, "encoding-type must be 'url'"));
-        }
-        let url = url.unwrap_or(false);
+        let url = url_encoding(input.encoding_type.as_ref())?;
         let after = match &input.continuation_token {
             Some(token) => b64
                 .decode(token)
@@ -807,23 +870,26 @@ impl S3 for ShoalS3 {
             tags: &meta.tags,
         };
         let md5 = input.content_md5.as_deref();
+        let condition = write_condition(input.if_match.as_ref(), input.if_none_match.as_ref())?;
         let work = async |events: &Pending| {
-            self.store_object(&bucket, &input.key, meta.clone(), body, md5, &tag, events).await
+            self.store_object(&bucket, &input.key, meta.clone(), body, md5, &tag, events, condition.clone()).await
         };
         let meta = self.with_events(&op, &origin_of(&req.extensions), &who, work, Done::of).await?;
         if input.content_length.is_some_and(|l| l as u64 != meta.size) {
             tracing::warn!(key = %input.key, "body length differs from Content-Length");
         }
-        Ok(S3Response::new(PutObjectOutput { e_tag: Some(etag(&meta.etag)), ..Default::default() }))
+        Ok(S3Response::new(PutObjectOutput {
+            e_tag: Some(etag(&meta.etag)),
+            version_id: shown_version(&bucket, meta.version.as_deref()),
+            ..Default::default()
+        }))
     }
 
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
         let who = self.requester(&req.credentials).await?;
         let input = req.input;
-        if input.version_id.as_deref().is_some_and(|v| v != "null") {
-            return Err(s3_error!(NoSuchVersion, "versioning is not enabled"));
-        }
-        let (_, meta, inline) = self.readable_object(&input.bucket, &input.key, &who).await?;
+        let Found { meta, inline, version_id, .. } =
+            self.readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &who).await?;
         check_conditions(
             &meta,
             input.if_match.as_ref(),
@@ -843,6 +909,7 @@ impl S3 for ShoalS3 {
             content_length: Some((span.end - span.start) as i64),
             content_range: range.map(|r| format!("bytes {}-{}/{}", r.start, r.end.saturating_sub(1), meta.size)),
             tag_count: (!meta.tags.is_empty()).then_some(meta.tags.len() as i32),
+            version_id,
             ..Default::default()
         };
         describe_object!(out, &meta);
@@ -852,7 +919,8 @@ impl S3 for ShoalS3 {
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
         let who = self.requester(&req.credentials).await?;
         let input = req.input;
-        let (_, meta, _) = self.readable_object(&input.bucket, &input.key, &who).await?;
+        let Found { meta, version_id, .. } =
+            self.readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &who).await?;
         check_conditions(
             &meta,
             input.if_match.as_ref(),
@@ -861,16 +929,22 @@ impl S3 for ShoalS3 {
             input.if_unmodified_since.as_ref(),
             false,
         )?;
-        let mut out = HeadObjectOutput { content_length: Some(meta.size as i64), ..Default::default() };
+        let mut out = HeadObjectOutput { content_length: Some(meta.size as i64), version_id, ..Default::default() };
         describe_object!(out, &meta);
         Ok(S3Response::new(out))
     }
 
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
         let who = self.requester(&req.credentials).await?;
-        let (bucket, _) = self.writable_bucket(&req.input.bucket, &who).await?;
-        self.delete_key(&bucket, &req.input.key, &origin_of(&req.extensions), &who).await?;
-        Ok(S3Response::new(DeleteObjectOutput::default()))
+        let input = req.input;
+        let (bucket, _) = self.writable_bucket(&input.bucket, &who).await?;
+        let origin = origin_of(&req.extensions);
+        let deleted = self.delete_key(&bucket, &input.key, input.version_id.as_deref(), &origin, &who).await?;
+        Ok(S3Response::new(DeleteObjectOutput {
+            delete_marker: deleted.delete_marker.then_some(true),
+            version_id: deleted.version_id,
+            ..Default::default()
+        }))
     }
 
     async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
@@ -887,22 +961,31 @@ impl S3 for ShoalS3 {
             .map(|object| {
                 let (bucket, origin, who) = (bucket.clone(), &origin, &who);
                 async move {
-                    let result = self.delete_key(&bucket, &object.key, origin, who).await;
-                    (object.key, result)
+                    let result = self.delete_key(&bucket, &object.key, object.version_id.as_deref(), origin, who).await;
+                    (object, result)
                 }
             })
             .buffered(16)
             .collect::<Vec<_>>()
             .await;
-        for (key, result) in results {
+        for (object, result) in results {
             match result {
                 Ok(_) if quiet => {}
-                Ok(_) => deleted.push(DeletedObject { key: Some(key), ..Default::default() }),
+                Ok(Deleted { version_id, delete_marker }) => {
+                    // A marker this request created is named as such; a removed version by its id.
+                    let created_marker = delete_marker && object.version_id.is_none();
+                    deleted.push(DeletedObject {
+                        key: Some(object.key),
+                        delete_marker: delete_marker.then_some(true),
+                        delete_marker_version_id: version_id.clone().filter(|_| created_marker),
+                        version_id: object.version_id.or(version_id.filter(|_| !created_marker)),
+                    })
+                }
                 Err(e) => errors.push(Error {
-                    key: Some(key),
+                    key: Some(object.key),
                     code: Some(e.code().as_str().to_owned()),
                     message: e.message().map(str::to_owned),
-                    version_id: None,
+                    version_id: object.version_id,
                 }),
             }
         }
@@ -912,8 +995,8 @@ impl S3 for ShoalS3 {
     async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
         let who = self.requester(&req.credentials).await?;
         let input = req.input;
-        let (src_bucket, src_key, src_meta, inline) =
-            self.copy_source(&input.copy_source, &who, copy_conditions!(input)).await?;
+        let (src_key, source) = self.copy_source(&input.copy_source, &who, copy_conditions!(input)).await?;
+        let Found { bucket: src_bucket, meta: src_meta, inline, version_id: src_version, .. } = source;
         let (bucket, owner) = self.writable_bucket(&input.bucket, &who).await?;
         let replace = match input.metadata_directive.as_ref().map(|d| d.as_str()) {
             None | Some(MetadataDirective::COPY) => false,
@@ -946,7 +1029,7 @@ impl S3 for ShoalS3 {
             tags: &meta.tags,
         };
         let work = async |events: &Pending| {
-            self.store_object(&bucket, &input.key, meta.clone(), Box::pin(data), None, &tag, events).await
+            self.store_object(&bucket, &input.key, meta.clone(), Box::pin(data), None, &tag, events, None).await
         };
         let meta = self.with_events(&op, &origin_of(&req.extensions), &who, work, Done::of).await?;
         Ok(S3Response::new(CopyObjectOutput {
@@ -955,16 +1038,20 @@ impl S3 for ShoalS3 {
                 last_modified: Some(timestamp(meta.mtime_ns)),
                 ..Default::default()
             }),
+            copy_source_version_id: src_version,
+            version_id: shown_version(&bucket, meta.version.as_deref()),
             ..Default::default()
         }))
     }
 
     async fn get_object_acl(&self, req: S3Request<GetObjectAclInput>) -> S3Result<S3Response<GetObjectAclOutput>> {
         let who = self.requester(&req.credentials).await?;
-        let (_, meta, _) = self.readable_object(&req.input.bucket, &req.input.key, &who).await?;
+        let input = req.input;
+        let Found { meta, .. } =
+            self.readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &who).await?;
         Ok(S3Response::new(GetObjectAclOutput {
             grants: Some(acl_grants(&meta.owner, meta.acl)),
-            owner: Some(owner_of(&meta.owner, None)),
+            owner: Some(self.owners().get(&meta.owner).await),
             ..Default::default()
         }))
     }
@@ -976,7 +1063,7 @@ impl S3 for ShoalS3 {
             return Err(s3_error!(NotImplemented, "only canned ACLs (x-amz-acl) are supported"));
         };
         let acl = parse_acl(Some(acl.as_str()))?;
-        self.change_object_meta(&input.bucket, &input.key, &who, |m| m.acl = acl).await?;
+        self.change_object_meta(&input.bucket, &input.key, input.version_id.as_deref(), &who, |m| m.acl = acl).await?;
         Ok(S3Response::new(PutObjectAclOutput::default()))
     }
 
@@ -985,9 +1072,48 @@ impl S3 for ShoalS3 {
         req: S3Request<GetObjectTaggingInput>,
     ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
         let who = self.requester(&req.credentials).await?;
-        let (_, meta, _) = self.readable_object(&req.input.bucket, &req.input.key, &who).await?;
-        let tag_set = meta.tags.into_iter().map(|(k, v)| Tag { key: Some(k), value: Some(v) }).collect();
-        Ok(S3Response::new(GetObjectTaggingOutput { tag_set, version_id: None }))
+        let input = req.input;
+        let Found { meta, version_id, .. } =
+            self.readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &who).await?;
+        Ok(S3Response::new(GetObjectTaggingOutput { tag_set: tag_set(&meta.tags), version_id }))
+    }
+
+    async fn put_bucket_tagging(
+        &self,
+        req: S3Request<PutBucketTaggingInput>,
+    ) -> S3Result<S3Response<PutBucketTaggingOutput>> {
+        let who = self.requester(&req.credentials).await?;
+        let input = req.input;
+        let bucket = self.owned_bucket(&input.bucket, &who).await?;
+        let tags = tag_pairs(input.tagging.tag_set);
+        check_tags(&tags, 50)?;
+        self.meta.update_bucket(&BucketInfo { tags, ..(*bucket).clone() }).await.map_err(rados_error)?;
+        Ok(S3Response::new(PutBucketTaggingOutput::default()))
+    }
+
+    async fn get_bucket_tagging(
+        &self,
+        req: S3Request<GetBucketTaggingInput>,
+    ) -> S3Result<S3Response<GetBucketTaggingOutput>> {
+        let who = self.requester(&req.credentials).await?;
+        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
+        if bucket.tags.is_empty() {
+            return Err(s3_error!(NoSuchTagSet));
+        }
+        Ok(S3Response::new(GetBucketTaggingOutput { tag_set: tag_set(&bucket.tags) }))
+    }
+
+    async fn delete_bucket_tagging(
+        &self,
+        req: S3Request<DeleteBucketTaggingInput>,
+    ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
+        let who = self.requester(&req.credentials).await?;
+        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
+        if !bucket.tags.is_empty() {
+            let updated = BucketInfo { tags: Vec::new(), ..(*bucket).clone() };
+            self.meta.update_bucket(&updated).await.map_err(rados_error)?;
+        }
+        Ok(S3Response::new(DeleteBucketTaggingOutput::default()))
     }
 
     async fn put_object_tagging(
@@ -996,15 +1122,11 @@ impl S3 for ShoalS3 {
     ) -> S3Result<S3Response<PutObjectTaggingOutput>> {
         let who = self.requester(&req.credentials).await?;
         let input = req.input;
-        let tags: Vec<(String, String)> = input
-            .tagging
-            .tag_set
-            .into_iter()
-            .map(|t| (t.key.unwrap_or_default(), t.value.unwrap_or_default()))
-            .collect();
-        check_tags(&tags)?;
-        self.change_object_meta(&input.bucket, &input.key, &who, |m| m.tags = tags).await?;
-        Ok(S3Response::new(PutObjectTaggingOutput::default()))
+        let tags = tag_pairs(input.tagging.tag_set);
+        check_tags(&tags, 10)?;
+        let version = input.version_id.as_deref();
+        let version_id = self.change_object_meta(&input.bucket, &input.key, version, &who, |m| m.tags = tags).await?;
+        Ok(S3Response::new(PutObjectTaggingOutput { version_id }))
     }
 
     async fn delete_object_tagging(
@@ -1012,8 +1134,10 @@ impl S3 for ShoalS3 {
         req: S3Request<DeleteObjectTaggingInput>,
     ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
         let who = self.requester(&req.credentials).await?;
-        self.change_object_meta(&req.input.bucket, &req.input.key, &who, |m| m.tags.clear()).await?;
-        Ok(S3Response::new(DeleteObjectTaggingOutput::default()))
+        let input = req.input;
+        let version = input.version_id.as_deref();
+        let version_id = self.change_object_meta(&input.bucket, &input.key, version, &who, |m| m.tags.clear()).await?;
+        Ok(S3Response::new(DeleteObjectTaggingOutput { version_id }))
     }
 
     async fn create_multipart_upload(
@@ -1061,7 +1185,8 @@ impl S3 for ShoalS3 {
     ) -> S3Result<S3Response<UploadPartCopyOutput>> {
         let who = self.requester(&req.credentials).await?;
         let input = req.input;
-        let (_, _, src_meta, inline) = self.copy_source(&input.copy_source, &who, copy_conditions!(input)).await?;
+        let (_, Found { meta: src_meta, inline, .. }) =
+            self.copy_source(&input.copy_source, &who, copy_conditions!(input)).await?;
         let (bucket, _) = self.writable_bucket(&input.bucket, &who).await?;
         let number = Self::validate_part_number(input.part_number)?;
         self.require_upload(&bucket, &input.key, &input.upload_id).await?;
@@ -1113,12 +1238,13 @@ impl S3 for ShoalS3 {
             })
             .collect();
         let next = page.last().and_then(|p| p.part_number).filter(|_| truncated);
+        let owner = self.owners().get(&upload.meta.owner).await;
         Ok(S3Response::new(ListPartsOutput {
             bucket: Some(input.bucket),
             key: Some(input.key),
             upload_id: Some(input.upload_id),
-            owner: Some(owner_of(&upload.meta.owner, None)),
-            initiator: Some(Initiator { id: Some(upload.meta.owner.clone()), display_name: Some(upload.meta.owner) }),
+            initiator: Some(initiator(&owner)),
+            owner: Some(owner),
             max_parts: Some(max as i32),
             part_number_marker: input.part_number_marker,
             next_part_number_marker: next,
@@ -1144,18 +1270,20 @@ impl S3 for ShoalS3 {
         let prefix = input.prefix.clone().unwrap_or_default();
         let (page, truncated) =
             self.objects.list_uploads(&self.uploads, &bucket, &after, &prefix, max).await.map_err(rados_error)?;
-        let uploads: Vec<MultipartUpload> = page
-            .iter()
-            .map(|u| MultipartUpload {
+        let mut owners = self.owners();
+        let mut uploads: Vec<MultipartUpload> = Vec::with_capacity(page.len());
+        for u in &page {
+            let owner = owners.get(&u.meta.owner).await;
+            uploads.push(MultipartUpload {
                 key: Some(u.key.clone()),
                 upload_id: Some(u.upload_id.clone()),
                 initiated: Some(timestamp(u.initiated_ns)),
-                owner: Some(owner_of(&u.meta.owner, None)),
-                initiator: Some(Initiator { id: Some(u.meta.owner.clone()), display_name: Some(u.meta.owner.clone()) }),
+                initiator: Some(initiator(&owner)),
+                owner: Some(owner),
                 storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
                 ..Default::default()
-            })
-            .collect();
+            });
+        }
         let last = uploads.last().filter(|_| truncated);
         Ok(S3Response::new(ListMultipartUploadsOutput {
             bucket: Some(input.bucket),
@@ -1206,6 +1334,7 @@ impl S3 for ShoalS3 {
             metadata: &metadata,
             tags: &tags,
         };
+        let condition = write_condition(input.if_match.as_ref(), input.if_none_match.as_ref())?;
         let work = async |events: &Pending| {
             let completed = self.objects.complete_upload(
                 &self.uploads,
@@ -1215,12 +1344,16 @@ impl S3 for ShoalS3 {
                 &listed,
                 &tag,
                 events,
+                condition.clone(),
             );
             completed.await.map_err(|e| match e {
                 CompleteError::NoSuchUpload => s3_error!(NoSuchUpload),
                 CompleteError::InvalidPart(n) => s3_error!(InvalidPart, "part {n} is missing or its ETag differs"),
                 CompleteError::InvalidPartOrder => s3_error!(InvalidPartOrder),
                 CompleteError::EntityTooSmall(n) => s3_error!(EntityTooSmall, "part {n} is smaller than 5 MiB"),
+                CompleteError::Rados(e) if e.errno == Errno::Canceled => {
+                    s3_error!(PreconditionFailed, "the object does not meet the completion's If-Match / If-None-Match")
+                }
                 CompleteError::Rados(e) => rados_error(e),
             })
         };
@@ -1230,6 +1363,7 @@ impl S3 for ShoalS3 {
             key: Some(input.key.clone()),
             e_tag: Some(etag(&meta.etag)),
             location: Some(format!("/{}/{}", input.bucket, input.key)),
+            version_id: shown_version(&bucket, meta.version.as_deref()),
             ..Default::default()
         }))
     }
@@ -1282,23 +1416,25 @@ impl ShoalS3 {
         crate::meta::remove_ignoring_missing(&self.uploads, &bucket.id).await
     }
 
-    /// Changes an object's metadata in place (ACL, tags); the object's owner or the
-    /// bucket's owner only.
+    /// Changes the metadata of an object's version in place (ACL, tags); the object's
+    /// owner or the bucket's owner only. Returns the version id to show.
     async fn change_object_meta(
         &self,
         bucket: &str,
         key: &str,
+        version_id: Option<&str>,
         who: &Option<Arc<UserInfo>>,
         change: impl FnOnce(&mut ObjectMeta),
-    ) -> S3Result<()> {
-        let (bucket, mut meta, _) = self.readable_object(bucket, key, who).await?;
+    ) -> S3Result<Option<String>> {
+        let Found { bucket, head, mut meta, version_id, .. } =
+            self.readable_object(bucket, key, version_id, who).await?;
         let uid = who.as_ref().map(|u| u.uid.as_str());
         if uid != Some(bucket.owner.as_str()) && uid != Some(meta.owner.as_str()) {
             return Err(s3_error!(AccessDenied));
         }
         change(&mut meta);
-        match self.objects.update_meta(&layout::head_object(&bucket.id, key), &meta).await {
-            Ok(()) => Ok(()),
+        match self.objects.update_meta(&head, &meta).await {
+            Ok(()) => Ok(version_id),
             Err(e) if e.errno == Errno::Canceled => {
                 Err(s3_error!(OperationAborted, "the object changed meanwhile; try again"))
             }

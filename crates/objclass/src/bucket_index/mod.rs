@@ -11,11 +11,22 @@
 //! change happened, in the order the shard applied the changes. Log keys start with a byte
 //! no UTF-8 key has and sort after every object key; `log_list` reads the log in order and
 //! `log_trim` removes what a reader has moved elsewhere.
+//!
+//! Versioned buckets keep one *version record* per version besides the plain entry, which
+//! always mirrors the key's newest version unless that is a delete marker (so listing
+//! current objects costs the same as in an unversioned bucket): see [`versions`]. An
+//! unversioned write is a write of the key's `null` version, through the same code.
+
+pub mod versions;
 
 use crate::{ClassRegistry, MethodContext, MethodFlags, decode_input, decode_stored, versioned_v1};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use shoal_types::{Result, Versioned, err};
+pub use versions::{
+    GetVersionInput, GetVersionOutput, ListVersionsInput, ListVersionsOutput, UnlinkVersionInput, VersionItem, Which,
+    version_id_of,
+};
 
 /// The class name.
 pub const CLASS: &str = "bucket_index";
@@ -46,44 +57,168 @@ pub struct IndexEntry {
     pub order: String,
     /// Data kept outside the head object, to be garbage-collected when replaced.
     pub tail: Vec<Segment>,
+    /// The version id; `None` is the `null` version (every object of an unversioned bucket).
+    pub version: Option<String>,
+    /// A delete marker (a version without data that hides the key).
+    pub delete_marker: bool,
+    /// The version has a head object of its own, named by its write's tag (every version
+    /// written since the bucket was first versioned), not the key's plain head.
+    pub own_head: bool,
+}
+
+impl IndexEntry {
+    /// The version id as S3 shows it (`null` for the null version).
+    pub fn version_id(&self) -> &str {
+        self.version.as_deref().unwrap_or("null")
+    }
+}
+
+impl Versioned for IndexEntry {
+    const NAME: &'static str = "bucket index entry";
+    const VERSION: u8 = 2;
+
+    fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
+        (version == 1).then(|| v1::IndexEntry::decode_body(body).map(Into::into))
+    }
 }
 
 /// The shard's totals, and the next event log sequence number.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexStats {
-    /// Entries in the shard.
+    /// Current (listed) objects in the shard.
     pub entries: u64,
-    /// Sum of the entries' sizes.
+    /// Sum of the current objects' sizes.
     pub bytes: u64,
     /// Sequence number of the next logged event (kept here because every change rewrites
     /// the header anyway).
     pub next_event: u64,
+    /// Version records (every version of versioned keys, delete markers included).
+    pub versions: u64,
+    /// Sum of the version records' sizes.
+    pub version_bytes: u64,
+}
+
+impl IndexStats {
+    /// Whether the shard holds no object and no version.
+    pub fn is_empty(&self) -> bool {
+        self.entries == 0 && self.versions == 0
+    }
 }
 
 impl Versioned for IndexStats {
     const NAME: &'static str = "bucket index stats";
-    const VERSION: u8 = 2;
+    const VERSION: u8 = 3;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
-        (version == 1).then(|| {
-            let (entries, bytes) = shoal_types::encoding::decode_body::<(u64, u64)>("bucket index stats v1", body)?;
-            Ok(IndexStats { entries, bytes, next_event: 0 })
-        })
+        use shoal_types::encoding::decode_body;
+        let (entries, bytes, next_event) = match version {
+            1 => match decode_body::<(u64, u64)>("bucket index stats v1", body) {
+                Ok((entries, bytes)) => (entries, bytes, 0),
+                Err(e) => return Some(Err(e)),
+            },
+            2 => match decode_body::<(u64, u64, u64)>("bucket index stats v2", body) {
+                Ok(fields) => fields,
+                Err(e) => return Some(Err(e)),
+            },
+            _ => return None,
+        };
+        Some(Ok(IndexStats { entries, bytes, next_event, ..Default::default() }))
     }
 }
 
-/// Input of `bucket_index.link`: add or replace one entry.
+/// Shapes written by earlier versions, kept to decode them.
+mod v1 {
+    use serde::{Deserialize, Serialize};
+    use shoal_types::Result;
+
+    /// `IndexEntry` version 1: no version id, no delete marker.
+    #[derive(Serialize, Deserialize)]
+    pub struct IndexEntry {
+        size: u64,
+        etag: String,
+        mtime_ns: u64,
+        owner: String,
+        storage_class: String,
+        order: String,
+        tail: Vec<super::Segment>,
+    }
+
+    impl IndexEntry {
+        pub fn decode_body(body: &[u8]) -> Result<Self> {
+            shoal_types::encoding::decode_body("bucket index entry v1", body)
+        }
+    }
+
+    impl From<IndexEntry> for super::IndexEntry {
+        fn from(e: IndexEntry) -> Self {
+            super::IndexEntry {
+                size: e.size,
+                etag: e.etag,
+                mtime_ns: e.mtime_ns,
+                owner: e.owner,
+                storage_class: e.storage_class,
+                order: e.order,
+                tail: e.tail,
+                version: None,
+                delete_marker: false,
+                own_head: false,
+            }
+        }
+    }
+
+    /// `LinkInput` version 1, holding a version 1 entry.
+    #[derive(Serialize, Deserialize)]
+    pub struct LinkInput {
+        key: String,
+        entry: IndexEntry,
+        events: Vec<bytes::Bytes>,
+    }
+
+    impl From<LinkInput> for super::LinkInput {
+        fn from(l: LinkInput) -> Self {
+            super::LinkInput { key: l.key, entry: l.entry.into(), events: l.events, condition: None }
+        }
+    }
+}
+
+/// Input of `bucket_index.link`: add a version of a key. With `entry.version` set, a new
+/// version (its id must be [`version_id_of`] its order); without, the key's null version,
+/// replacing the stored one if `entry.order` is above its order.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkInput {
     /// Object key.
     pub key: String,
-    /// The new entry; its `order` must be above the stored one's.
+    /// The new entry.
     pub entry: IndexEntry,
     /// Events logged with the change, whether or not a newer entry keeps it from applying.
     pub events: Vec<Bytes>,
+    /// What the key's current object must be for the change to apply (ECANCELED, and
+    /// nothing changed or logged, if it is not).
+    pub condition: Option<Condition>,
 }
 
-/// Input of `bucket_index.unlink`: remove one entry.
+/// A condition on a key's current object (S3's conditional writes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Condition {
+    /// No current object (none, or a delete marker): `If-None-Match: *`.
+    Absent,
+    /// A current object with this ETag: `If-Match`.
+    ETag(String),
+}
+
+impl Versioned for LinkInput {
+    const NAME: &'static str = "bucket_index.link input";
+    const VERSION: u8 = 2;
+
+    fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
+        (version == 1).then(|| {
+            shoal_types::encoding::decode_body::<v1::LinkInput>("bucket_index.link input v1", body).map(Into::into)
+        })
+    }
+}
+
+/// Input of `bucket_index.unlink`: remove the key's null version (its only version in an
+/// unversioned bucket).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnlinkInput {
     /// Object key.
@@ -135,6 +270,12 @@ pub struct ChangeOutput {
     pub previous: Option<IndexEntry>,
 }
 
+impl Versioned for ChangeOutput {
+    const NAME: &'static str = "bucket_index change output";
+    /// Version 2: entries of version 2.
+    const VERSION: u8 = 2;
+}
+
 /// Input of `bucket_index.list`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListInput {
@@ -176,13 +317,15 @@ pub struct ListOutput {
     pub more: bool,
 }
 
+impl Versioned for ListOutput {
+    const NAME: &'static str = "bucket_index.list output";
+    /// Version 2: entries of version 2.
+    const VERSION: u8 = 2;
+}
+
 versioned_v1! {
-    IndexEntry => "bucket index entry",
-    LinkInput => "bucket_index.link input",
     UnlinkInput => "bucket_index.unlink input",
-    ChangeOutput => "bucket_index change output",
     ListInput => "bucket_index.list input",
-    ListOutput => "bucket_index.list output",
     LogInput => "bucket_index.log input",
     LogListInput => "bucket_index.log_list input",
     LogListOutput => "bucket_index.log_list output",
@@ -199,10 +342,16 @@ pub fn register(r: &mut ClassRegistry) {
     r.register(CLASS, "log", MethodFlags::RDWR, log);
     r.register(CLASS, "log_list", MethodFlags::RD, log_list);
     r.register(CLASS, "log_trim", MethodFlags::RDWR, log_trim);
+    r.register(CLASS, "get_version", MethodFlags::RD, versions::get_version);
+    r.register(CLASS, "unlink_version", MethodFlags::RDWR, versions::unlink_version);
+    r.register(CLASS, "list_versions", MethodFlags::RD, versions::list_versions);
 }
 
 /// The byte after every UTF-8 byte: `prefix + SKIP` sorts after every key starting with `prefix`.
 const SKIP: u8 = 0xff;
+/// The lowest byte that starts no UTF-8 key: omap keys from here on are the shard's own
+/// records (version records, null pointers, the event log), never object keys.
+const RECORDS: u8 = 0xf5;
 /// Prefix of event log keys (`LOG` + sequence number, big-endian).
 const LOG: [u8; 2] = [SKIP, b'e'];
 /// Most events one `log_list` returns.
@@ -242,10 +391,6 @@ fn save_stats(ctx: &mut MethodContext<'_>, stats: IndexStats) -> Result<()> {
     ctx.object.omap_set_header(Bytes::from(stats.encode()))
 }
 
-fn change_output(applied: bool, previous: Option<IndexEntry>) -> Result<Vec<u8>> {
-    Ok(ChangeOutput { applied, previous }.encode())
-}
-
 fn init(ctx: &mut MethodContext<'_>, _input: &[u8]) -> Result<Vec<u8>> {
     if ctx.object.exists()? {
         return Err(err::exists("bucket index shard exists"));
@@ -256,56 +401,45 @@ fn init(ctx: &mut MethodContext<'_>, _input: &[u8]) -> Result<Vec<u8>> {
 }
 
 fn link(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
-    let LinkInput { key, entry, events } = decode_input("bucket_index.link", input)?;
-    if key.is_empty() {
-        return Err(err::invalid("bucket_index.link: empty key"));
+    let LinkInput { key, entry, events, condition } = decode_input("bucket_index.link", input)?;
+    versions::check_key(&key, "bucket_index.link")?;
+    if let Some(condition) = condition {
+        let current = load_entry(ctx, &key)?;
+        let holds = match &condition {
+            Condition::Absent => current.is_none(),
+            Condition::ETag(etag) => current.is_some_and(|c| c.etag == *etag),
+        };
+        if !holds {
+            return Err(err::canceled(format!("bucket_index.link: the current object of '{key}' fails {condition:?}")));
+        }
     }
     let mut stats = load_stats(ctx)?;
     let logged = append_events(ctx, &mut stats, events)?;
-    let previous = load_entry(ctx, &key)?;
-    let applied = previous.as_ref().is_none_or(|old| old.order < entry.order);
-    if applied {
-        if let Some(old) = &previous {
-            stats.entries -= 1;
-            stats.bytes -= old.size;
-        }
-        stats.entries += 1;
-        stats.bytes += entry.size;
-        ctx.object.omap_set(vec![(Bytes::from(key.into_bytes()), Bytes::from(entry.encode()))])?;
-    }
-    if applied || logged {
+    let out = versions::link(ctx, &mut stats, &key, entry)?;
+    if out.applied || logged {
         save_stats(ctx, stats)?;
     }
-    change_output(applied, previous)
+    Ok(out.encode())
 }
 
 fn unlink(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
     let UnlinkInput { key, order, events } = decode_input("bucket_index.unlink", input)?;
+    versions::check_key(&key, "bucket_index.unlink")?;
     let mut stats = load_stats(ctx)?;
     let logged = append_events(ctx, &mut stats, events)?;
-    let stored = load_entry(ctx, &key)?;
-    let applied = stored.as_ref().is_some_and(|old| old.order <= order);
-    if let Some(old) = stored.as_ref().filter(|_| applied) {
-        stats.entries -= 1;
-        stats.bytes -= old.size;
-        ctx.object.omap_rm_keys(&[Bytes::from(key.into_bytes())])?;
-    }
-    if applied || logged {
+    let out = versions::unlink_null(ctx, &mut stats, &key, Some(&order))?;
+    if out.applied || logged {
         save_stats(ctx, stats)?;
     }
-    change_output(applied, stored)
+    Ok(out.encode())
 }
 
 fn list(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
     let ListInput { start_after, prefix, delimiter, max } = decode_input("bucket_index.list", input)?;
     let max = max.clamp(1, 1000) as usize;
-    // A marker that is a common prefix of this listing (its first delimiter after the
-    // prefix ends it) resumes after every key under it.
-    let marker_is_common_prefix = !delimiter.is_empty()
-        && start_after.len() > prefix.len()
-        && start_after.starts_with(&prefix)
-        && start_after[prefix.len()..].find(&delimiter).map(|at| prefix.len() + at + delimiter.len())
-            == Some(start_after.len());
+    // A marker that is a common prefix of this listing resumes after every key under it.
+    let marker_is_common_prefix =
+        versions::common_prefix(&start_after, &prefix, &delimiter) == Some(start_after.as_str());
     let mut cursor = start_after.into_bytes();
     if marker_is_common_prefix {
         cursor.push(SKIP);
@@ -315,18 +449,16 @@ fn list(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
         let (page, page_more) = ctx.object.omap_get_vals(&cursor, prefix.as_bytes(), max + 1)?;
         let mut skipped = false;
         for (key, value) in page {
-            if key.first() == Some(&SKIP) {
-                // The event log follows every object key.
+            if key.first().is_some_and(|&b| b >= RECORDS) {
+                // The shard's own records follow every object key.
                 return Ok(ListOutput { items, more: false }.encode());
             }
             if items.len() == max {
                 return Ok(ListOutput { items, more: true }.encode());
             }
             let name = String::from_utf8(key.to_vec()).map_err(|_| err::io("bucket index key is not UTF-8"))?;
-            let rest = &name[prefix.len()..];
-            match (!delimiter.is_empty()).then(|| rest.find(&delimiter)).flatten() {
-                Some(at) => {
-                    let common = name[..prefix.len() + at + delimiter.len()].to_owned();
+            match versions::common_prefix(&name, &prefix, &delimiter).map(str::to_owned) {
+                Some(common) => {
                     cursor = common.clone().into_bytes();
                     cursor.push(SKIP);
                     items.push(ListItem::Prefix(common));
@@ -345,7 +477,7 @@ fn list(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
         if items.len() == max {
             // Whether anything follows is only known by looking once more.
             let (next, _) = ctx.object.omap_get_vals(&cursor, prefix.as_bytes(), 1)?;
-            let more = next.first().is_some_and(|(key, _)| key.first() != Some(&SKIP));
+            let more = next.first().is_some_and(|(key, _)| key.first().is_some_and(|&b| b < RECORDS));
             return Ok(ListOutput { items, more }.encode());
         }
     }
@@ -404,7 +536,7 @@ mod tests {
     }
 
     fn link_at(o: &mut MemObject, key: &str, size: u64, order: &str) -> ChangeOutput {
-        let input = LinkInput { key: key.into(), entry: entry(size, order), events: Vec::new() };
+        let input = LinkInput { key: key.into(), entry: entry(size, order), ..Default::default() };
         ChangeOutput::decode(&o.call(CLASS, "link", 1, 0, &input.encode()).unwrap()).unwrap()
     }
 
@@ -431,7 +563,7 @@ mod tests {
         let newer = link_at(&mut o, "k", 5, "3");
         assert_eq!((newer.applied, newer.previous.map(|e| e.size)), (true, Some(10)));
         link_at(&mut o, "j", 7, "1");
-        assert_eq!(stats_of(&mut o), IndexStats { entries: 2, bytes: 12, next_event: 0 });
+        assert_eq!(stats_of(&mut o), IndexStats { entries: 2, bytes: 12, next_event: 0, ..Default::default() });
         let unlink = |o: &mut MemObject, order: &str| {
             let input = UnlinkInput { key: "k".into(), order: order.into(), events: Vec::new() };
             ChangeOutput::decode(&o.call(CLASS, "unlink", 1, 0, &input.encode()).unwrap()).unwrap()
@@ -439,7 +571,7 @@ mod tests {
         assert!(!unlink(&mut o, "2").applied, "an older delete keeps the newer entry");
         assert!(unlink(&mut o, "4").applied);
         assert_eq!(unlink(&mut o, "5"), ChangeOutput { applied: false, previous: None });
-        assert_eq!(stats_of(&mut o), IndexStats { entries: 1, bytes: 7, next_event: 0 });
+        assert_eq!(stats_of(&mut o), IndexStats { entries: 1, bytes: 7, next_event: 0, ..Default::default() });
     }
 
     #[test]
@@ -469,7 +601,7 @@ mod tests {
         o.call(CLASS, "init", 1, 0, &[]).unwrap();
         let events = |names: &[&str]| names.iter().map(|n| Bytes::from(n.to_string())).collect::<Vec<_>>();
         let link = |o: &mut MemObject, order: &str, names: &[&str]| {
-            let input = LinkInput { key: "k".into(), entry: entry(1, order), events: events(names) };
+            let input = LinkInput { key: "k".into(), entry: entry(1, order), events: events(names), condition: None };
             ChangeOutput::decode(&o.call(CLASS, "link", 1, 0, &input.encode()).unwrap()).unwrap()
         };
         assert!(link(&mut o, "2", &["put2a", "put2b"]).applied);
@@ -488,7 +620,7 @@ mod tests {
         let page = o.call(CLASS, "log_list", 1, 0, &LogListInput { after: Some(2), max: 10 }.encode()).unwrap();
         assert_eq!(LogListOutput::decode(&page).unwrap().events.iter().map(|e| e.0).collect::<Vec<_>>(), [3, 4]);
         assert_eq!(list_of(&mut o, "", "", "", 10), (vec!["k".into()], false), "the log is not listed");
-        assert_eq!(stats_of(&mut o), IndexStats { entries: 1, bytes: 1, next_event: 5 });
+        assert_eq!(stats_of(&mut o), IndexStats { entries: 1, bytes: 1, next_event: 5, ..Default::default() });
         // Trimming any subset; numbering continues after the removed tail.
         o.call(CLASS, "log_trim", 1, 0, &LogTrimInput { seqs: vec![0, 2, 4, 77] }.encode()).unwrap();
         assert_eq!(log_of(&mut o, 10).0, expect(&[1, 3], &["put2b", "rm-gone"]));
@@ -506,7 +638,10 @@ mod tests {
         }
         versioned_v1! { V1 => "stats as version 1 wrote them" }
         let v1 = V1 { entries: 3, bytes: 700 }.encode();
-        assert_eq!(IndexStats::decode(&v1).unwrap(), IndexStats { entries: 3, bytes: 700, next_event: 0 });
+        assert_eq!(
+            IndexStats::decode(&v1).unwrap(),
+            IndexStats { entries: 3, bytes: 700, next_event: 0, ..Default::default() }
+        );
     }
 
     #[test]
@@ -552,7 +687,7 @@ mod tests {
             o.call(CLASS, "init", 1, 0, &[]).unwrap();
             for key in &keys {
                 // Every change logs an event: listings must never show the log.
-                let input = LinkInput { key: key.clone(), entry: entry(1, "1"), events: vec![Bytes::from(key.clone())] };
+                let input = LinkInput { key: key.clone(), entry: entry(1, "1"), events: vec![Bytes::from(key.clone())], condition: None };
                 o.call(CLASS, "link", 1, 0, &input.encode()).unwrap();
             }
             let mut listed = Vec::new();

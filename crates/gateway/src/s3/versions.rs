@@ -1,0 +1,266 @@
+//! Versions as S3 shows them: finding the version a request names, deleting (delete
+//! markers, or one version for good), and listing versions.
+
+use super::{ShoalS3, etag, rados_error, timestamp, url_encode};
+use crate::layout;
+use crate::meta::{BucketInfo, UserInfo, Versioning};
+use crate::notifications::{Done, Operation, Origin, Pending};
+use crate::objects::{ObjectMeta, Objects, Resume, new_tag, now_ns, order_of, read_meta};
+use bytes::Bytes;
+use s3s::dto::*;
+use s3s::{S3Error, S3Result, s3_error};
+use shoal_objclass::bucket_index::{IndexEntry, VersionItem, Which, version_id_of};
+use std::sync::Arc;
+
+/// An object a request may read: where its head is, what it holds, and the version id
+/// to show (`None` in a bucket that was never versioned).
+pub struct Found {
+    /// The bucket.
+    pub bucket: Arc<BucketInfo>,
+    /// The version's head object.
+    pub head: String,
+    /// Its metadata.
+    pub meta: ObjectMeta,
+    /// Its inline data (empty for tailed objects).
+    pub inline: Bytes,
+    /// The version id for `x-amz-version-id`.
+    pub version_id: Option<String>,
+}
+
+/// What a DELETE did.
+#[derive(Debug, Default)]
+pub struct Deleted {
+    /// The version removed, or the delete marker created (`x-amz-version-id`).
+    pub version_id: Option<String>,
+    /// A delete marker was created, or the version removed was one.
+    pub delete_marker: bool,
+}
+
+/// The version id S3 shows for a version of a bucket: none if it was never versioned.
+pub fn shown_version(bucket: &BucketInfo, version: Option<&str>) -> Option<String> {
+    (bucket.versioning != Versioning::Off).then(|| version.unwrap_or("null").to_owned())
+}
+
+/// The answer to a read that names a delete marker: 404 NoSuchKey for the current
+/// version, 405 MethodNotAllowed for a version id, with the marker's headers.
+fn delete_marker_error(marker: &IndexEntry, by_version: bool) -> S3Error {
+    let mut error = if by_version {
+        s3_error!(MethodNotAllowed, "the version is a delete marker")
+    } else {
+        s3_error!(NoSuchKey, "the current version is a delete marker")
+    };
+    let mut headers = http::HeaderMap::new();
+    headers.insert("x-amz-delete-marker", http::HeaderValue::from_static("true"));
+    if let Ok(id) = http::HeaderValue::from_str(marker.version_id()) {
+        headers.insert("x-amz-version-id", id);
+    }
+    error.set_headers(headers);
+    error
+}
+
+fn not_found(version_id: Option<&str>) -> S3Error {
+    match version_id {
+        Some(_) => s3_error!(NoSuchVersion),
+        None => s3_error!(NoSuchKey),
+    }
+}
+
+impl ShoalS3 {
+    /// The version of `key` a request names (`version_id`; `None`: the current one), if
+    /// the requester may read it.
+    pub(super) async fn readable_object(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+        who: &Option<Arc<UserInfo>>,
+    ) -> S3Result<Found> {
+        let bucket = self.named_bucket(bucket).await?;
+        let uid = who.as_ref().map(|u| u.uid.as_str());
+        let listable = uid == Some(bucket.owner.as_str()) || bucket.acl.allows_read(who.is_some());
+        // Only someone who may list the bucket learns what is not there.
+        let hidden = |e: S3Error| if listable { e } else { s3_error!(AccessDenied) };
+        let (head, shown) = match (bucket.versioning, version_id) {
+            (Versioning::Off, None | Some("null")) => {
+                (layout::head_object(&bucket.id, key), version_id.map(str::to_owned))
+            }
+            (Versioning::Off, Some(_)) => return Err(hidden(s3_error!(NoSuchVersion))),
+            _ => {
+                let which = Which::from_version_id(version_id);
+                let found = self.objects.version(&bucket, key, which).await.map_err(rados_error)?;
+                let entry = found.entry.ok_or_else(|| hidden(not_found(version_id)))?;
+                if entry.delete_marker {
+                    return Err(hidden(delete_marker_error(&entry, version_id.is_some())));
+                }
+                let head = Objects::head_of(&bucket, key, &entry.order, entry.own_head);
+                (head, Some(entry.version_id().to_owned()))
+            }
+        };
+        let Some((meta, inline)) = self.objects.read_head(&head).await.map_err(rados_error)? else {
+            return Err(hidden(not_found(version_id)));
+        };
+        if uid == Some(bucket.owner.as_str()) || uid == Some(meta.owner.as_str()) || meta.acl.allows_read(who.is_some())
+        {
+            Ok(Found { bucket, head, meta, inline, version_id: shown })
+        } else {
+            Err(s3_error!(AccessDenied))
+        }
+    }
+
+    /// Deletes `key` as S3 does in the bucket's versioning state: without `version_id`,
+    /// removes it (never versioned) or adds a delete marker; with it, removes that version
+    /// for good. Events: ObjectRemoved:Delete or ObjectRemoved:DeleteMarkerCreated.
+    pub(super) async fn delete_key(
+        &self,
+        bucket: &BucketInfo,
+        key: &str,
+        version_id: Option<&str>,
+        origin: &Origin,
+        who: &Option<Arc<UserInfo>>,
+    ) -> S3Result<Deleted> {
+        let tag = new_tag();
+        let order_ns = now_ns();
+        let order = order_of(order_ns, &tag);
+        let owner = who.as_ref().map_or_else(|| bucket.owner.clone(), |u| u.uid.clone());
+        // The version the request removes (for its events and answer), if it names one.
+        let (target, event) = match (version_id, bucket.versioning) {
+            (None, Versioning::Off) => (None, "ObjectRemoved:Delete"),
+            (None, _) => (None, "ObjectRemoved:DeleteMarkerCreated"),
+            (Some(id), Versioning::Off) if id != "null" => return Err(s3_error!(NoSuchVersion)),
+            (Some(id), _) => {
+                let found = self.objects.version(bucket, key, Which::from_version_id(Some(id)));
+                match found.await.map_err(rados_error)?.entry {
+                    Some(entry) => (Some(entry), "ObjectRemoved:Delete"),
+                    // Deleting a version that is not there succeeds and changes nothing.
+                    None => return Ok(Deleted { version_id: Some(id.to_owned()), delete_marker: false }),
+                }
+            }
+        };
+        let marker_version = match (version_id, bucket.versioning) {
+            (None, Versioning::Enabled) => Some(version_id_of(&order).map_err(rados_error)?),
+            _ => None,
+        };
+        // Filters and events need the removed object's metadata: read it only if someone
+        // listens and something is removed (a new delete marker removes nothing).
+        let removed_head = match (&target, bucket.versioning) {
+            (Some(entry), _) => Some(Objects::head_of(bucket, key, &entry.order, entry.own_head)),
+            (None, Versioning::Off) => Some(layout::head_object(&bucket.id, key)),
+            (None, _) => None,
+        };
+        let stored = match removed_head.filter(|_| !bucket.notifications.is_empty()) {
+            Some(head) => read_meta(self.objects.pools.data(), &head).await.map_err(rados_error)?,
+            None => None,
+        };
+        let (metadata, tags) = stored.as_ref().map(|m| (m.user_meta.clone(), m.tags.clone())).unwrap_or_default();
+        let op = Operation { bucket, key, event, tag: &tag, metadata: &metadata, tags: &tags };
+        let deleted = match (&target, version_id, bucket.versioning) {
+            (Some(entry), _, _) => {
+                Deleted { version_id: Some(entry.version_id().to_owned()), delete_marker: entry.delete_marker }
+            }
+            (None, _, Versioning::Off) => Deleted::default(),
+            (None, _, _) => Deleted {
+                version_id: Some(marker_version.clone().unwrap_or_else(|| "null".into())),
+                delete_marker: true,
+            },
+        };
+        // The event reports the object as read before the removal (or the new marker).
+        let done = || Done {
+            size: stored.as_ref().map_or(0, |m| m.size),
+            etag: stored.as_ref().map_or(String::new(), |m| m.etag.clone()),
+            order_ns,
+            version_id: deleted.version_id.clone().unwrap_or_default(),
+        };
+        let work = async |events: &Pending| {
+            let logged = events.logged(&done());
+            let objects = &self.objects;
+            match (&target, bucket.versioning) {
+                (Some(entry), _) => objects.remove_version(bucket, key, entry, logged).await.map(|_| ()),
+                (None, Versioning::Off) => objects.delete(bucket, key, &order, logged).await.map(|_| ()),
+                (None, _) => {
+                    let version = marker_version.clone();
+                    objects.add_delete_marker(bucket, key, order_ns, &order, version, &owner, logged).await
+                }
+            }
+            .map_err(rados_error)
+        };
+        self.with_events(&op, origin, who, work, |_| done()).await?;
+        Ok(deleted)
+    }
+
+    /// One ListObjectVersions page.
+    pub(super) async fn list_versions_page(
+        &self,
+        bucket: &BucketInfo,
+        input: &ListObjectVersionsInput,
+    ) -> S3Result<ListObjectVersionsOutput> {
+        let url = super::url_encoding(input.encoding_type.as_ref())?;
+        let max_keys = input.max_keys.unwrap_or(1000);
+        if max_keys < 0 {
+            return Err(s3_error!(InvalidArgument, "max-keys must not be negative"));
+        }
+        if input.version_id_marker.is_some() && input.key_marker.is_none() {
+            return Err(s3_error!(InvalidArgument, "a version-id-marker needs a key-marker"));
+        }
+        let (prefix, delimiter) =
+            (input.prefix.clone().unwrap_or_default(), input.delimiter.clone().unwrap_or_default());
+        let resume: Resume =
+            (input.key_marker.clone().unwrap_or_default(), input.version_id_marker.clone().filter(|v| !v.is_empty()));
+        let max = (max_keys as usize).min(1000);
+        let (items, truncated) = match max {
+            0 => (Vec::new(), false),
+            _ => self.objects.list_versions(bucket, &prefix, &delimiter, resume, max).await.map_err(rados_error)?,
+        };
+        let encode = |s: &str| if url { url_encode(s) } else { s.to_owned() };
+        let mut owners = self.owners();
+        let (mut versions, mut markers, mut prefixes) = (Vec::new(), Vec::new(), Vec::new());
+        for item in &items {
+            match item {
+                VersionItem::Version { key, entry, latest } => {
+                    let owner = Some(owners.get(&entry.owner).await);
+                    let (key, version_id) = (Some(encode(key)), Some(entry.version_id().to_owned()));
+                    let last_modified = Some(timestamp(entry.mtime_ns));
+                    if entry.delete_marker {
+                        markers.push(DeleteMarkerEntry {
+                            is_latest: Some(*latest),
+                            key,
+                            last_modified,
+                            owner,
+                            version_id,
+                        });
+                    } else {
+                        versions.push(ObjectVersion {
+                            e_tag: Some(etag(&entry.etag)),
+                            is_latest: Some(*latest),
+                            key,
+                            last_modified,
+                            owner,
+                            size: Some(entry.size as i64),
+                            storage_class: Some(ObjectVersionStorageClass::from(entry.storage_class.clone())),
+                            version_id,
+                            ..Default::default()
+                        });
+                    }
+                }
+                VersionItem::Prefix(p) => prefixes.push(CommonPrefix { prefix: Some(encode(p)) }),
+            }
+        }
+        let next = items.last().filter(|_| truncated).map(crate::objects::Listed::resume);
+        let encode_opt = |s: Option<String>| s.map(|s| encode(&s));
+        Ok(ListObjectVersionsOutput {
+            name: Some(bucket.name.clone()),
+            prefix: encode_opt(input.prefix.clone()),
+            delimiter: encode_opt(input.delimiter.clone()),
+            key_marker: Some(encode_opt(input.key_marker.clone()).unwrap_or_default()),
+            version_id_marker: Some(input.version_id_marker.clone().unwrap_or_default()),
+            next_key_marker: next.as_ref().map(|(k, _)| encode(k)),
+            next_version_id_marker: next.and_then(|(_, v)| v),
+            max_keys: Some(max_keys),
+            is_truncated: Some(truncated),
+            versions: Some(versions),
+            delete_markers: Some(markers),
+            common_prefixes: Some(prefixes),
+            encoding_type: input.encoding_type.clone(),
+            ..Default::default()
+        })
+    }
+}
