@@ -59,7 +59,7 @@ def purge(s3, name):
         keys = [{"Key": v["Key"], "VersionId": v["VersionId"]}
                 for v in page.get("Versions", []) + page.get("DeleteMarkers", [])]
         if keys:
-            s3.delete_objects(Bucket=name, Delete={"Objects": keys})
+            s3.delete_objects(Bucket=name, Delete={"Objects": keys}, BypassGovernanceRetention=True)
     for upload in s3.list_multipart_uploads(Bucket=name).get("Uploads", []):
         s3.abort_multipart_upload(Bucket=name, Key=upload["Key"], UploadId=upload["UploadId"])
     s3.delete_bucket(Bucket=name)

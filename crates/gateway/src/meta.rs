@@ -95,6 +95,33 @@ pub enum Versioning {
     Suspended,
 }
 
+/// A bucket's object lock configuration (present: object lock is enabled, for good).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockConfig {
+    /// Retention given to new versions that ask for none.
+    pub default_retention: Option<DefaultRetention>,
+}
+
+/// A default retention: a mode and a period of days or years.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DefaultRetention {
+    /// The mode.
+    pub mode: shoal_objclass::bucket_index::LockMode,
+    /// Days (0 when given in years).
+    pub days: u32,
+    /// Years (0 when given in days).
+    pub years: u32,
+}
+
+impl DefaultRetention {
+    /// The retention of a version written at `now_ns`.
+    pub fn from(&self, now_ns: u64) -> shoal_objclass::bucket_index::Retention {
+        const DAY_NS: u64 = 86_400 * 1_000_000_000;
+        let days = u64::from(self.days) + 365 * u64::from(self.years);
+        shoal_objclass::bucket_index::Retention { mode: self.mode, until_ns: now_ns.saturating_add(days * DAY_NS) }
+    }
+}
+
 /// A bucket record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BucketInfo {
@@ -120,6 +147,9 @@ pub struct BucketInfo {
     /// Bucket tags.
     #[serde(default)]
     pub tags: Vec<(String, String)>,
+    /// Object lock, if enabled.
+    #[serde(default)]
+    pub object_lock: Option<LockConfig>,
 }
 
 #[derive(Clone)]

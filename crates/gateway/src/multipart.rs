@@ -8,7 +8,7 @@ use bytes::Bytes;
 use futures::Stream;
 use serde::{Deserialize, Serialize};
 use shoal_client::{IoCtx, OpBuilder, WriteOp};
-use shoal_objclass::bucket_index::Segment;
+use shoal_objclass::bucket_index::{ObjectLock, Segment};
 use shoal_types::{CmpMode, CmpOp, Errno, Result, Versioned, err};
 use std::collections::BTreeMap;
 
@@ -23,6 +23,8 @@ pub struct UploadInfo {
     pub initiated_ns: u64,
     /// Metadata the completed object gets (size, etag, order and tail are filled in then).
     pub meta: ObjectMeta,
+    /// The completed object's object lock.
+    pub lock: ObjectLock,
 }
 
 /// One uploaded part.
@@ -40,7 +42,20 @@ pub struct PartInfo {
     pub prefix: String,
 }
 
-shoal_objclass::versioned_v1! { UploadInfo => "upload record", PartInfo => "part record" }
+impl Versioned for UploadInfo {
+    const NAME: &'static str = "upload record";
+    /// Version 2: metadata of version 2 (with a version id), and `lock`.
+    const VERSION: u8 = 2;
+
+    fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
+        // Version 1 ends with version 1 metadata: the fields both added since (the
+        // metadata's version id, the lock's retention and hold) read as none when given
+        // as zero bytes.
+        (version == 1).then(|| shoal_types::encoding::decode_body("upload record v1", &[body, &[0, 0, 0]].concat()))
+    }
+}
+
+shoal_objclass::versioned_v1! { PartInfo => "part record" }
 
 /// Smallest part but the last, as S3 requires.
 pub const MIN_PART_SIZE: u64 = 5 << 20;
@@ -78,9 +93,10 @@ impl Objects {
         bucket: &BucketInfo,
         key: &str,
         meta: ObjectMeta,
+        lock: ObjectLock,
     ) -> Result<String> {
         let upload_id = format!("2~{}", new_tag());
-        let info = UploadInfo { key: key.to_owned(), upload_id: upload_id.clone(), initiated_ns: now_ns(), meta };
+        let info = UploadInfo { key: key.to_owned(), upload_id: upload_id.clone(), initiated_ns: now_ns(), meta, lock };
         let entry = (Bytes::from(layout::upload_key(key, &upload_id)), Bytes::from(info.encode()));
         uploads.operate(&Self::uploads_object(bucket), WriteOp::new().create(false).omap_set([entry])).await?;
         Ok(upload_id)
@@ -272,7 +288,8 @@ impl Objects {
         let kept: Vec<String> = tail.iter().map(|s| s.prefix.clone()).collect();
         let logged = events.logged(&crate::notifications::Done::of(&meta));
         // A refused condition leaves the upload as it was, for another try.
-        if self.install(bucket, key, &meta, Bytes::new(), logged, condition).await? {
+        let terms = crate::objects::WriteTerms { condition, lock: info.lock };
+        if self.install(bucket, key, &meta, Bytes::new(), logged, terms).await? {
             self.drop_upload(uploads, bucket, &info, &kept).await?;
         } else {
             // A newer write of the key won: this upload's data is garbage.
@@ -290,4 +307,26 @@ pub fn hex(bytes: &[u8; 16]) -> String {
 
 fn unhex(s: &str) -> Vec<u8> {
     (0..s.len() / 2).filter_map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_1_upload_records_still_decode() {
+        // An upload record as version 1 wrote it: its metadata had no version id.
+        let v1 = [
+            &[1, 1, b'k', 1, b'u', 5][..],
+            &[0, 0, 0, 1, b'o', 0, 0, 0, 0, 0, 0, 0, 0], // metadata v1: size, etag, mtime, owner, then empty
+        ]
+        .concat();
+        let info = UploadInfo::decode(&v1).unwrap();
+        assert_eq!((info.key.as_str(), info.upload_id.as_str(), info.initiated_ns), ("k", "u", 5));
+        assert_eq!(
+            (info.meta.owner.as_str(), info.meta.version.clone(), info.lock),
+            ("o", None, ObjectLock::default())
+        );
+        assert_eq!(UploadInfo::decode(&info.encode()).unwrap(), info);
+    }
 }

@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 use shoal_client::{IoCtx, OpBuilder, ReadOp, WriteOp};
 use shoal_objclass::bucket_index::{
     self, ChangeOutput, Condition, GetVersionInput, GetVersionOutput, IndexEntry, LinkInput, ListInput, ListItem,
-    ListOutput, ListVersionsInput, ListVersionsOutput, Segment, UnlinkInput, UnlinkVersionInput, VersionItem, Which,
+    ListOutput, ListVersionsInput, ListVersionsOutput, ObjectLock, Segment, UnlinkInput, UnlinkVersionInput,
+    VersionItem, Which,
 };
 use shoal_types::{CmpMode, CmpOp, Errno, RadosError, Result, StepOutput, Versioned, err};
 use std::collections::BTreeMap;
@@ -74,6 +75,15 @@ impl Versioned for ObjectMeta {
             shoal_types::encoding::decode_body("object metadata v1", &[body, &[0]].concat())
         })
     }
+}
+
+/// What a write asks of the index besides its entry.
+#[derive(Clone, Debug, Default)]
+pub struct WriteTerms {
+    /// What the key's current object must be (S3 conditional writes).
+    pub condition: Option<Condition>,
+    /// The new version's object lock.
+    pub lock: ObjectLock,
 }
 
 /// The cluster handles the data path uses, taken in turn.
@@ -414,7 +424,7 @@ impl Objects {
         key: &str,
         meta: &ObjectMeta,
         events: Vec<Bytes>,
-        condition: Option<Condition>,
+        terms: WriteTerms,
     ) -> Result<bool> {
         let own_head = Self::own_heads(bucket);
         let entry = IndexEntry {
@@ -428,9 +438,10 @@ impl Objects {
             version: meta.version.clone(),
             delete_marker: false,
             own_head,
+            lock: terms.lock,
         };
         let head = layout::head_object(&bucket.id, key);
-        let input = LinkInput { key: key.to_owned(), entry, events, condition };
+        let input = LinkInput { key: key.to_owned(), entry, events, condition: terms.condition };
         let out = self.index_call(bucket, key, "link", input.encode()).await?;
         match (out.applied, out.previous) {
             (true, Some(previous)) if !own_head => self.gc.retire(&head, &previous.tail).await?,
@@ -467,9 +478,9 @@ impl Objects {
     /// links its index entry with `events`; otherwise logs `events` alone (this write
     /// happened and is acknowledged all the same). Returns whether this version won (if
     /// not, the caller [`Objects::discard`]s it). A version with an id (`meta.version`)
-    /// always wins: it is added beside the others. A failed `condition` on the key's
-    /// current object is ECANCELED, with nothing changed (the caller keeps or discards
-    /// the tail).
+    /// always wins: it is added beside the others. A failed condition of `terms` on the
+    /// key's current object is ECANCELED, with nothing changed (the caller keeps or
+    /// discards the tail).
     pub async fn install(
         &self,
         bucket: &BucketInfo,
@@ -477,12 +488,13 @@ impl Objects {
         meta: &ObjectMeta,
         data: Bytes,
         events: Vec<Bytes>,
-        condition: Option<Condition>,
+        terms: WriteTerms,
     ) -> Result<bool> {
         if !Self::own_heads(bucket) {
-            let won = self.write_head(&layout::head_object(&bucket.id, key), meta, data, condition.as_ref()).await?;
+            let head = layout::head_object(&bucket.id, key);
+            let won = self.write_head(&head, meta, data, terms.condition.as_ref()).await?;
             if won {
-                self.link(bucket, key, meta, events, None).await?;
+                self.link(bucket, key, meta, events, WriteTerms { condition: None, ..terms }).await?;
             } else {
                 self.log_events(bucket, key, events).await?;
             }
@@ -493,7 +505,7 @@ impl Objects {
         }
         let head = Self::head_of(bucket, key, &meta.order, true);
         self.write_version_head(&head, meta, data).await?;
-        match self.link(bucket, key, meta, events, condition).await {
+        match self.link(bucket, key, meta, events, terms).await {
             Err(e) if e.errno == Errno::Canceled => {
                 // Never linked: no reader can be on it.
                 remove_ignoring_missing(self.pools.data(), &head).await?;
@@ -622,18 +634,26 @@ impl Objects {
     /// Removes the version `entry` of `key` (as [`Objects::version`] found it), logging
     /// `events`; its head and tail are deleted by GC once unlinked. Returns whether it was
     /// still there.
+    /// A version under object lock stays (EACCES) unless `bypass_governance` lifts a
+    /// governance retention.
     pub async fn remove_version(
         &self,
         bucket: &BucketInfo,
         key: &str,
         entry: &IndexEntry,
         events: Vec<Bytes>,
+        bypass_governance: bool,
     ) -> Result<bool> {
+        // The index decides; checking first only spares a GC entry for a refused removal.
+        if let Some(why) = entry.lock.forbids_removal(now_ns(), bypass_governance) {
+            return Err(err::access(why));
+        }
         if entry.own_head && !entry.delete_marker {
             let head = Self::head_of(bucket, key, &entry.order, true);
             self.gc.retire_version(&head, &entry.tail, Self::index_ref(bucket, key)).await?;
         }
-        let input = UnlinkVersionInput { key: key.to_owned(), version: entry.version.clone(), events };
+        let input =
+            UnlinkVersionInput { key: key.to_owned(), version: entry.version.clone(), events, bypass_governance };
         let out = self.index_call(bucket, key, "unlink_version", input.encode()).await?;
         if out.applied
             && let Some(removed) = out.previous.filter(|p| !p.own_head && !p.delete_marker)
@@ -641,6 +661,14 @@ impl Objects {
             self.remove_null_head(bucket, key, &removed).await?;
         }
         Ok(out.applied)
+    }
+
+    /// Changes the object lock of a version of `key` (`None`: the null version).
+    pub async fn set_lock(&self, bucket: &BucketInfo, input: bucket_index::SetLockInput) -> Result<GetVersionOutput> {
+        let shard = Self::index_shard_of(bucket, &input.key);
+        GetVersionOutput::decode(
+            &self.pools.index().exec(&shard, bucket_index::CLASS, "set_lock", input.encode()).await?,
+        )
     }
 
     /// One version of `key`, from the index, and whether it is the newest.
@@ -661,7 +689,7 @@ impl Objects {
             }
             for item in items {
                 if let VersionItem::Version { key, entry, .. } = item {
-                    self.remove_version(bucket, &key, &entry, Vec::new()).await?;
+                    self.remove_version(bucket, &key, &entry, Vec::new(), false).await?;
                 }
             }
         }

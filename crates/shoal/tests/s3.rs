@@ -86,7 +86,7 @@ fn s3_suite_against_shoal_server() {
     let data = dir.path().join("data");
     // One gateway: everything but the two-gateway coherence tests.
     run_suite(
-        &["test_s3.py", "test_streaming.py", "test_versioning.py", "test_writes.py"],
+        &["test_s3.py", "test_streaming.py", "test_versioning.py", "test_writes.py", "test_object_lock.py"],
         &[
             ("SHOAL_S3_ENDPOINT", format!("http://127.0.0.1:{port}")),
             ("SHOAL_S3_ACCESS_KEY", keys["access_key"].as_str().unwrap().to_owned()),
@@ -114,7 +114,14 @@ fn s3_suite_against_vstart_with_two_gateways() {
     let out = common::ok(&conf, &["admin", "user", "create", "--uid", "tester", "--display-name", "Tester"]);
     let user: serde_json::Value = serde_json::from_str(&out).unwrap();
     run_suite(
-        &["test_s3.py", "test_streaming.py", "test_versioning.py", "test_writes.py", "test_coherence.py"],
+        &[
+            "test_s3.py",
+            "test_streaming.py",
+            "test_versioning.py",
+            "test_writes.py",
+            "test_object_lock.py",
+            "test_coherence.py",
+        ],
         &[
             ("SHOAL_S3_ENDPOINT", format!("http://127.0.0.1:{p1}")),
             ("SHOAL_S3_ENDPOINT2", format!("http://127.0.0.1:{p2}")),

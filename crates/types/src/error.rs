@@ -45,6 +45,9 @@ pub enum Errno {
     /// The PG is not served here right now (not primary, peering, interval changed):
     /// fetch a newer map and resend (`EAGAIN`).
     Again,
+    /// The change is forbidden by a protection of the object, e.g. an object lock
+    /// (`EACCES`). Appended last, so the encodings of the others are unchanged.
+    AccessDenied,
 }
 
 impl Errno {
@@ -54,6 +57,7 @@ impl Errno {
             Errno::NotFound => 2,
             Errno::Io => 5,
             Errno::Again => 11,
+            Errno::AccessDenied => 13,
             Errno::TooBig => 7,
             Errno::Busy => 16,
             Errno::Exists => 17,
@@ -93,6 +97,7 @@ impl Errno {
             Errno::NotConnected => "ENOTCONN",
             Errno::Io => "EIO",
             Errno::Again => "EAGAIN",
+            Errno::AccessDenied => "EACCES",
         }
     }
 }
@@ -158,5 +163,6 @@ pub mod err {
         not_connected => NotConnected,
         io => Io,
         again => Again,
+        access => AccessDenied,
     }
 }

@@ -2,6 +2,7 @@
 //! check permissions and act on the object layer through [`Meta`] and [`Objects`].
 //! Handler families with logic of their own live in submodules.
 
+mod lock;
 mod versions;
 
 use crate::config::GatewayConfig;
@@ -9,9 +10,10 @@ use crate::layout;
 use crate::meta::{BucketInfo, CannedAcl, Meta, UserInfo, Versioning};
 use crate::multipart::{CompleteError, hex};
 use crate::notifications::{Done, Operation, Origin, Pending};
-use crate::objects::{ObjectMeta, Objects, StreamError, new_tag, now_ns, order_of};
+use crate::objects::{ObjectMeta, Objects, StreamError, WriteTerms, new_tag, now_ns, order_of};
 use bytes::Bytes;
 use futures::StreamExt;
+use lock::{requested_lock, shown_lock};
 use s3s::auth::Credentials;
 use s3s::dto::*;
 use s3s::{S3, S3Error, S3Request, S3Response, S3Result, s3_error};
@@ -43,6 +45,7 @@ pub fn rados_error(e: RadosError) -> S3Error {
     match e.errno {
         Errno::TimedOut | Errno::NotConnected | Errno::Again => s3_error!(ServiceUnavailable, "{e}"),
         Errno::FileTooBig | Errno::TooBig => s3_error!(EntityTooLarge, "{e}"),
+        Errno::AccessDenied => s3_error!(AccessDenied, "{}", e.message),
         _ => {
             tracing::error!(error = %e, "object layer error");
             s3_error!(InternalError, "{e}")
@@ -390,9 +393,9 @@ impl ShoalS3 {
         if who.as_ref().is_some_and(|u| u.uid == bucket.owner) { Ok(bucket) } else { Err(s3_error!(AccessDenied)) }
     }
 
-    /// Writes the head and links the index entry with the persistent `events` if
-    /// `condition` holds (else 412 PreconditionFailed, the data discarded), then forgets
-    /// the writer's GC intent.
+    /// Writes the head and links the index entry with the persistent `events` if the
+    /// condition of `terms` holds (else 412 PreconditionFailed, the data discarded), then
+    /// forgets the writer's GC intent.
     #[allow(clippy::too_many_arguments)]
     async fn commit(
         &self,
@@ -402,11 +405,11 @@ impl ShoalS3 {
         data: Bytes,
         intent: Option<String>,
         events: &Pending,
-        condition: Option<Condition>,
+        terms: WriteTerms,
     ) -> S3Result<()> {
         let objects = &self.objects;
         let logged = events.logged(&Done::of(meta));
-        let installed = objects.install(bucket, key, meta, data, logged, condition).await;
+        let installed = objects.install(bucket, key, meta, data, logged, terms).await;
         let refused = matches!(&installed, Err(e) if e.errno == Errno::Canceled);
         match installed {
             Ok(true) => {}
@@ -438,7 +441,7 @@ impl ShoalS3 {
         content_md5: Option<&str>,
         tag: &str,
         events: &Pending,
-        condition: Option<Condition>,
+        terms: WriteTerms,
     ) -> S3Result<ObjectMeta>
     where
         S: futures::Stream<Item = Result<Bytes, E>> + Unpin,
@@ -473,7 +476,7 @@ impl ShoalS3 {
         meta.tail = written.segment.into_iter().collect();
         meta.parts = None;
         let data = written.inline.unwrap_or_default();
-        self.commit(bucket, key, &meta, data, written.intent, events, condition).await?;
+        self.commit(bucket, key, &meta, data, written.intent, events, terms).await?;
         Ok(meta)
     }
 
@@ -642,6 +645,8 @@ impl S3 for ShoalS3 {
         let input = req.input;
         let acl = CannedAcl::parse(input.acl.as_ref().map_or("private", |a| a.as_str()))
             .ok_or_else(|| s3_error!(InvalidArgument, "unsupported canned ACL"))?;
+        // Object lock turns versioning on, for good.
+        let lock_enabled = input.object_lock_enabled_for_bucket == Some(true);
         if let Some(existing) = self.meta.bucket(&input.bucket).await.map_err(rados_error)? {
             // As AWS in us-east-1 and RGW by default: creating a bucket you own again
             // succeeds and changes nothing.
@@ -658,8 +663,9 @@ impl S3 for ShoalS3 {
             num_shards: self.config.bucket_index_shards.max(1),
             acl,
             notifications: Vec::new(),
-            versioning: Versioning::Off,
+            versioning: if lock_enabled { Versioning::Enabled } else { Versioning::Off },
             tags: Vec::new(),
+            object_lock: lock_enabled.then(crate::meta::LockConfig::default),
         };
         self.objects.init_index(&info).await.map_err(rados_error)?;
         if let Err(e) = self.meta.create_bucket(&info).await {
@@ -734,11 +740,95 @@ impl S3 for ShoalS3 {
             Some(BucketVersioningStatus::SUSPENDED) => Versioning::Suspended,
             _ => return Err(s3_error!(MalformedXML, "Status must be Enabled or Suspended")),
         };
+        if versioning == Versioning::Suspended && bucket.object_lock.is_some() {
+            return Err(s3_error!(InvalidBucketState, "versioning cannot be suspended on a bucket with object lock"));
+        }
         if versioning != bucket.versioning {
             let updated = BucketInfo { versioning, ..(*bucket).clone() };
             self.meta.update_bucket(&updated).await.map_err(rados_error)?;
         }
         Ok(S3Response::new(PutBucketVersioningOutput::default()))
+    }
+
+    async fn put_object_lock_configuration(
+        &self,
+        req: S3Request<PutObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<PutObjectLockConfigurationOutput>> {
+        let who = self.requester(&req.credentials).await?;
+        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
+        self.put_lock_configuration(&bucket, req.input.object_lock_configuration).await?;
+        Ok(S3Response::new(PutObjectLockConfigurationOutput::default()))
+    }
+
+    async fn get_object_lock_configuration(
+        &self,
+        req: S3Request<GetObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<GetObjectLockConfigurationOutput>> {
+        let who = self.requester(&req.credentials).await?;
+        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
+        let config = Self::lock_configuration(&bucket)?;
+        Ok(S3Response::new(GetObjectLockConfigurationOutput { object_lock_configuration: Some(config) }))
+    }
+
+    async fn get_object_retention(
+        &self,
+        req: S3Request<GetObjectRetentionInput>,
+    ) -> S3Result<S3Response<GetObjectRetentionOutput>> {
+        let who = self.requester(&req.credentials).await?;
+        let input = req.input;
+        let lock = self.version_lock(&input.bucket, &input.key, input.version_id.as_deref(), &who).await?;
+        let (mode, retain_until_date, _) = shown_lock(&lock);
+        if mode.is_none() {
+            return Err(s3_error!(NoSuchObjectLockConfiguration, "the version has no retention"));
+        }
+        Ok(S3Response::new(GetObjectRetentionOutput {
+            retention: Some(ObjectLockRetention {
+                mode: mode.map(|m| ObjectLockRetentionMode::from(m.as_str().to_owned())),
+                retain_until_date,
+            }),
+        }))
+    }
+
+    async fn put_object_retention(
+        &self,
+        req: S3Request<PutObjectRetentionInput>,
+    ) -> S3Result<S3Response<PutObjectRetentionOutput>> {
+        let who = self.requester(&req.credentials).await?;
+        let input = req.input;
+        let retention = Self::requested_retention(input.retention)?;
+        let (bucket, key, version) = (&input.bucket, &input.key, input.version_id.as_deref());
+        let bypass = input.bypass_governance_retention;
+        self.change_lock(bucket, key, version, &who, Some(retention), None, bypass).await?;
+        Ok(S3Response::new(PutObjectRetentionOutput::default()))
+    }
+
+    async fn get_object_legal_hold(
+        &self,
+        req: S3Request<GetObjectLegalHoldInput>,
+    ) -> S3Result<S3Response<GetObjectLegalHoldOutput>> {
+        let who = self.requester(&req.credentials).await?;
+        let input = req.input;
+        let lock = self.version_lock(&input.bucket, &input.key, input.version_id.as_deref(), &who).await?;
+        let status = if lock.legal_hold { ObjectLockLegalHoldStatus::ON } else { ObjectLockLegalHoldStatus::OFF };
+        Ok(S3Response::new(GetObjectLegalHoldOutput {
+            legal_hold: Some(ObjectLockLegalHold { status: Some(ObjectLockLegalHoldStatus::from_static(status)) }),
+        }))
+    }
+
+    async fn put_object_legal_hold(
+        &self,
+        req: S3Request<PutObjectLegalHoldInput>,
+    ) -> S3Result<S3Response<PutObjectLegalHoldOutput>> {
+        let who = self.requester(&req.credentials).await?;
+        let input = req.input;
+        let hold = match input.legal_hold.and_then(|h| h.status).as_ref().map(|s| s.as_str()) {
+            Some(ObjectLockLegalHoldStatus::ON) => true,
+            Some(ObjectLockLegalHoldStatus::OFF) => false,
+            _ => return Err(s3_error!(MalformedXML, "LegalHold Status must be ON or OFF")),
+        };
+        let (bucket, key, version) = (&input.bucket, &input.key, input.version_id.as_deref());
+        self.change_lock(bucket, key, version, &who, None, Some(hold), None).await?;
+        Ok(S3Response::new(PutObjectLegalHoldOutput::default()))
     }
 
     async fn list_object_versions(
@@ -870,9 +960,18 @@ impl S3 for ShoalS3 {
             tags: &meta.tags,
         };
         let md5 = input.content_md5.as_deref();
-        let condition = write_condition(input.if_match.as_ref(), input.if_none_match.as_ref())?;
+        let terms = WriteTerms {
+            condition: write_condition(input.if_match.as_ref(), input.if_none_match.as_ref())?,
+            lock: requested_lock(
+                &bucket,
+                input.object_lock_mode.as_ref(),
+                input.object_lock_retain_until_date.as_ref(),
+                input.object_lock_legal_hold_status.as_ref(),
+                now_ns(),
+            )?,
+        };
         let work = async |events: &Pending| {
-            self.store_object(&bucket, &input.key, meta.clone(), body, md5, &tag, events, condition.clone()).await
+            self.store_object(&bucket, &input.key, meta.clone(), body, md5, &tag, events, terms.clone()).await
         };
         let meta = self.with_events(&op, &origin_of(&req.extensions), &who, work, Done::of).await?;
         if input.content_length.is_some_and(|l| l as u64 != meta.size) {
@@ -888,7 +987,7 @@ impl S3 for ShoalS3 {
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
         let who = self.requester(&req.credentials).await?;
         let input = req.input;
-        let Found { meta, inline, version_id, .. } =
+        let Found { meta, inline, version_id, lock, .. } =
             self.readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &who).await?;
         check_conditions(
             &meta,
@@ -912,6 +1011,8 @@ impl S3 for ShoalS3 {
             version_id,
             ..Default::default()
         };
+        (out.object_lock_mode, out.object_lock_retain_until_date, out.object_lock_legal_hold_status) =
+            shown_lock(&lock);
         describe_object!(out, &meta);
         Ok(S3Response::new(out))
     }
@@ -919,7 +1020,7 @@ impl S3 for ShoalS3 {
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
         let who = self.requester(&req.credentials).await?;
         let input = req.input;
-        let Found { meta, version_id, .. } =
+        let Found { meta, version_id, lock, .. } =
             self.readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &who).await?;
         check_conditions(
             &meta,
@@ -930,6 +1031,8 @@ impl S3 for ShoalS3 {
             false,
         )?;
         let mut out = HeadObjectOutput { content_length: Some(meta.size as i64), version_id, ..Default::default() };
+        (out.object_lock_mode, out.object_lock_retain_until_date, out.object_lock_legal_hold_status) =
+            shown_lock(&lock);
         describe_object!(out, &meta);
         Ok(S3Response::new(out))
     }
@@ -939,7 +1042,8 @@ impl S3 for ShoalS3 {
         let input = req.input;
         let (bucket, _) = self.writable_bucket(&input.bucket, &who).await?;
         let origin = origin_of(&req.extensions);
-        let deleted = self.delete_key(&bucket, &input.key, input.version_id.as_deref(), &origin, &who).await?;
+        let bypass = Self::bypass(&bucket, &who, input.bypass_governance_retention);
+        let deleted = self.delete_key(&bucket, &input.key, input.version_id.as_deref(), bypass, &origin, &who).await?;
         Ok(S3Response::new(DeleteObjectOutput {
             delete_marker: deleted.delete_marker.then_some(true),
             version_id: deleted.version_id,
@@ -955,13 +1059,15 @@ impl S3 for ShoalS3 {
             return Err(s3_error!(MalformedXML, "at most 1000 keys per request"));
         }
         let quiet = input.delete.quiet == Some(true);
+        let bypass = Self::bypass(&bucket, &who, input.bypass_governance_retention);
         let (mut deleted, mut errors) = (Vec::new(), Vec::new());
         let origin = origin_of(&req.extensions);
         let results = futures::stream::iter(input.delete.objects)
             .map(|object| {
                 let (bucket, origin, who) = (bucket.clone(), &origin, &who);
                 async move {
-                    let result = self.delete_key(&bucket, &object.key, object.version_id.as_deref(), origin, who).await;
+                    let version = object.version_id.as_deref();
+                    let result = self.delete_key(&bucket, &object.key, version, bypass, origin, who).await;
                     (object, result)
                 }
             })
@@ -1019,6 +1125,14 @@ impl S3 for ShoalS3 {
             }
         };
         let data = self.objects.read_range(&src_meta, inline, 0..src_meta.size);
+        let lock = requested_lock(
+            &bucket,
+            input.object_lock_mode.as_ref(),
+            input.object_lock_retain_until_date.as_ref(),
+            input.object_lock_legal_hold_status.as_ref(),
+            now_ns(),
+        )?;
+        let terms = WriteTerms { condition: None, lock };
         let tag = new_tag();
         let op = Operation {
             bucket: &bucket,
@@ -1029,7 +1143,8 @@ impl S3 for ShoalS3 {
             tags: &meta.tags,
         };
         let work = async |events: &Pending| {
-            self.store_object(&bucket, &input.key, meta.clone(), Box::pin(data), None, &tag, events, None).await
+            self.store_object(&bucket, &input.key, meta.clone(), Box::pin(data), None, &tag, events, terms.clone())
+                .await
         };
         let meta = self.with_events(&op, &origin_of(&req.extensions), &who, work, Done::of).await?;
         Ok(S3Response::new(CopyObjectOutput {
@@ -1147,9 +1262,16 @@ impl S3 for ShoalS3 {
         let who = self.requester(&req.credentials).await?;
         let input = req.input;
         let (bucket, owner) = self.writable_bucket(&input.bucket, &who).await?;
+        let lock = requested_lock(
+            &bucket,
+            input.object_lock_mode.as_ref(),
+            input.object_lock_retain_until_date.as_ref(),
+            input.object_lock_legal_hold_status.as_ref(),
+            now_ns(),
+        )?;
         let meta = new_object!(input).into_meta(&owner)?;
         let upload_id =
-            self.objects.create_upload(&self.uploads, &bucket, &input.key, meta).await.map_err(rados_error)?;
+            self.objects.create_upload(&self.uploads, &bucket, &input.key, meta, lock).await.map_err(rados_error)?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
             bucket: Some(input.bucket),
             key: Some(input.key),

@@ -9,7 +9,7 @@ use crate::objects::{ObjectMeta, Objects, Resume, new_tag, now_ns, order_of, rea
 use bytes::Bytes;
 use s3s::dto::*;
 use s3s::{S3Error, S3Result, s3_error};
-use shoal_objclass::bucket_index::{IndexEntry, VersionItem, Which, version_id_of};
+use shoal_objclass::bucket_index::{IndexEntry, ObjectLock, VersionItem, Which, version_id_of};
 use std::sync::Arc;
 
 /// An object a request may read: where its head is, what it holds, and the version id
@@ -25,6 +25,8 @@ pub struct Found {
     pub inline: Bytes,
     /// The version id for `x-amz-version-id`.
     pub version_id: Option<String>,
+    /// Its object lock.
+    pub lock: ObjectLock,
 }
 
 /// What a DELETE did.
@@ -80,9 +82,9 @@ impl ShoalS3 {
         let listable = uid == Some(bucket.owner.as_str()) || bucket.acl.allows_read(who.is_some());
         // Only someone who may list the bucket learns what is not there.
         let hidden = |e: S3Error| if listable { e } else { s3_error!(AccessDenied) };
-        let (head, shown) = match (bucket.versioning, version_id) {
+        let (head, shown, lock) = match (bucket.versioning, version_id) {
             (Versioning::Off, None | Some("null")) => {
-                (layout::head_object(&bucket.id, key), version_id.map(str::to_owned))
+                (layout::head_object(&bucket.id, key), version_id.map(str::to_owned), ObjectLock::default())
             }
             (Versioning::Off, Some(_)) => return Err(hidden(s3_error!(NoSuchVersion))),
             _ => {
@@ -93,7 +95,7 @@ impl ShoalS3 {
                     return Err(hidden(delete_marker_error(&entry, version_id.is_some())));
                 }
                 let head = Objects::head_of(&bucket, key, &entry.order, entry.own_head);
-                (head, Some(entry.version_id().to_owned()))
+                (head, Some(entry.version_id().to_owned()), entry.lock)
             }
         };
         let Some((meta, inline)) = self.objects.read_head(&head).await.map_err(rados_error)? else {
@@ -101,7 +103,7 @@ impl ShoalS3 {
         };
         if uid == Some(bucket.owner.as_str()) || uid == Some(meta.owner.as_str()) || meta.acl.allows_read(who.is_some())
         {
-            Ok(Found { bucket, head, meta, inline, version_id: shown })
+            Ok(Found { bucket, head, meta, inline, version_id: shown, lock })
         } else {
             Err(s3_error!(AccessDenied))
         }
@@ -109,12 +111,15 @@ impl ShoalS3 {
 
     /// Deletes `key` as S3 does in the bucket's versioning state: without `version_id`,
     /// removes it (never versioned) or adds a delete marker; with it, removes that version
-    /// for good. Events: ObjectRemoved:Delete or ObjectRemoved:DeleteMarkerCreated.
+    /// for good unless its object lock forbids it (`bypass`: the requester may lift a
+    /// governance retention). Events: ObjectRemoved:Delete or
+    /// ObjectRemoved:DeleteMarkerCreated.
     pub(super) async fn delete_key(
         &self,
         bucket: &BucketInfo,
         key: &str,
         version_id: Option<&str>,
+        bypass: bool,
         origin: &Origin,
         who: &Option<Arc<UserInfo>>,
     ) -> S3Result<Deleted> {
@@ -174,7 +179,7 @@ impl ShoalS3 {
             let logged = events.logged(&done());
             let objects = &self.objects;
             match (&target, bucket.versioning) {
-                (Some(entry), _) => objects.remove_version(bucket, key, entry, logged).await.map(|_| ()),
+                (Some(entry), _) => objects.remove_version(bucket, key, entry, logged, bypass).await.map(|_| ()),
                 (None, Versioning::Off) => objects.delete(bucket, key, &order, logged).await.map(|_| ()),
                 (None, _) => {
                     let version = marker_version.clone();

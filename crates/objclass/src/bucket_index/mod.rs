@@ -17,15 +17,17 @@
 //! current objects costs the same as in an unversioned bucket): see [`versions`]. An
 //! unversioned write is a write of the key's `null` version, through the same code.
 
+pub mod lock;
 pub mod versions;
 
 use crate::{ClassRegistry, MethodContext, MethodFlags, decode_input, decode_stored, versioned_v1};
 use bytes::Bytes;
+pub use lock::{LockMode, ObjectLock, Retention};
 use serde::{Deserialize, Serialize};
 use shoal_types::{Result, Versioned, err};
 pub use versions::{
-    GetVersionInput, GetVersionOutput, ListVersionsInput, ListVersionsOutput, UnlinkVersionInput, VersionItem, Which,
-    version_id_of,
+    GetVersionInput, GetVersionOutput, ListVersionsInput, ListVersionsOutput, SetLockInput, UnlinkVersionInput,
+    VersionItem, Which, version_id_of,
 };
 
 /// The class name.
@@ -64,6 +66,8 @@ pub struct IndexEntry {
     /// The version has a head object of its own, named by its write's tag (every version
     /// written since the bucket was first versioned), not the key's plain head.
     pub own_head: bool,
+    /// Object lock: retention and legal hold, enforced by `unlink_version`.
+    pub lock: ObjectLock,
 }
 
 impl IndexEntry {
@@ -162,6 +166,7 @@ mod v1 {
                 version: None,
                 delete_marker: false,
                 own_head: false,
+                lock: super::ObjectLock::default(),
             }
         }
     }
@@ -345,6 +350,7 @@ pub fn register(r: &mut ClassRegistry) {
     r.register(CLASS, "get_version", MethodFlags::RD, versions::get_version);
     r.register(CLASS, "unlink_version", MethodFlags::RDWR, versions::unlink_version);
     r.register(CLASS, "list_versions", MethodFlags::RD, versions::list_versions);
+    r.register(CLASS, "set_lock", MethodFlags::RDWR, versions::set_lock);
 }
 
 /// The byte after every UTF-8 byte: `prefix + SKIP` sorts after every key starting with `prefix`.

@@ -14,8 +14,8 @@
 //! in, so a gateway with a stale bucket record cannot leave the index inconsistent.
 
 use super::{
-    ChangeOutput, IndexEntry, IndexStats, LOG, RECORDS, SKIP, append_events, decode_input, decode_stored, load_entry,
-    load_stats, save_stats,
+    ChangeOutput, IndexEntry, IndexStats, LOG, RECORDS, Retention, SKIP, append_events, decode_input, decode_stored,
+    load_entry, load_stats, save_stats,
 };
 use crate::MethodContext;
 use bytes::Bytes;
@@ -290,7 +290,8 @@ pub struct GetVersionOutput {
     pub latest: bool,
 }
 
-/// Input of `bucket_index.unlink_version`: remove one version, whatever its order.
+/// Input of `bucket_index.unlink_version`: remove one version, whatever its order, unless
+/// its object lock forbids it (EACCES, nothing changed).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnlinkVersionInput {
     /// Object key.
@@ -299,6 +300,24 @@ pub struct UnlinkVersionInput {
     pub version: Option<String>,
     /// Events logged with the change, whether or not the version existed.
     pub events: Vec<Bytes>,
+    /// The requester may remove versions under governance retention.
+    pub bypass_governance: bool,
+}
+
+/// Input of `bucket_index.set_lock`: change one version's object lock (EACCES if its
+/// retention forbids the change).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetLockInput {
+    /// Object key.
+    pub key: String,
+    /// The version id; `None` is the null version.
+    pub version: Option<String>,
+    /// The new retention (`Some(None)` removes it), or `None` to keep it.
+    pub retention: Option<Option<Retention>>,
+    /// The new legal hold, or `None` to keep it.
+    pub legal_hold: Option<bool>,
+    /// The requester may shorten or remove a governance retention.
+    pub bypass_governance: bool,
 }
 
 /// Input of `bucket_index.list_versions`.
@@ -355,6 +374,7 @@ crate::versioned_v1! {
     GetVersionInput => "bucket_index.get_version input",
     GetVersionOutput => "bucket_index.get_version output",
     UnlinkVersionInput => "bucket_index.unlink_version input",
+    SetLockInput => "bucket_index.set_lock input",
     ListVersionsInput => "bucket_index.list_versions input",
     ListVersionsOutput => "bucket_index.list_versions output",
 }
@@ -379,33 +399,81 @@ pub(super) fn get_version(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<V
     Ok(GetVersionOutput { entry: found, latest }.encode())
 }
 
+/// A version of `key` by id (`None`: the null version), and its sort key if it is a
+/// record (`None`: a key's plain entry, the null version of a key without records).
+fn find_version(
+    ctx: &mut MethodContext<'_>,
+    key: &str,
+    version: Option<&str>,
+) -> Result<Option<(Option<String>, IndexEntry)>> {
+    Ok(match version {
+        Some(id) if is_version_id(id) => {
+            record(ctx, key, id)?.filter(|e| e.version.as_deref() == Some(id)).map(|e| (Some(id.to_owned()), e))
+        }
+        Some(_) => None,
+        None if newest(ctx, key)?.is_some() => null_record(ctx, key)?.map(|(sort, e)| (Some(sort), e)),
+        None => load_entry(ctx, key)?.map(|e| (None, e)),
+    })
+}
+
 /// `bucket_index.unlink_version`: removes one version; the output's `previous` is it.
 pub(super) fn unlink_version(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
-    let UnlinkVersionInput { key, version, events } = decode_input("bucket_index.unlink_version", input)?;
+    let UnlinkVersionInput { key, version, events, bypass_governance } =
+        decode_input("bucket_index.unlink_version", input)?;
     check_key(&key, "bucket_index.unlink_version")?;
+    let found = find_version(ctx, &key, version.as_deref())?;
+    if let Some(why) = found.as_ref().and_then(|(_, e)| e.lock.forbids_removal(ctx.now_ns, bypass_governance)) {
+        return Err(err::access(format!("bucket_index.unlink_version: {why}")));
+    }
     let mut stats = load_stats(ctx)?;
     let logged = append_events(ctx, &mut stats, events)?;
-    let out = match version {
-        None => unlink_null(ctx, &mut stats, &key, None)?,
-        Some(id) => {
-            let found = match is_version_id(&id) {
-                true => record(ctx, &key, &id)?.filter(|e| e.version.as_deref() == Some(id.as_str())),
-                false => None,
-            };
-            match found {
-                Some(entry) => {
-                    remove_record(ctx, &mut stats, &key, &id, &entry)?;
-                    refresh_current(ctx, &mut stats, &key)?;
-                    ChangeOutput { applied: true, previous: Some(entry) }
-                }
-                None => ChangeOutput { applied: false, previous: None },
-            }
+    let out = match (version, found) {
+        (None, _) => unlink_null(ctx, &mut stats, &key, None)?,
+        (Some(id), Some((_, entry))) => {
+            remove_record(ctx, &mut stats, &key, &id, &entry)?;
+            refresh_current(ctx, &mut stats, &key)?;
+            ChangeOutput { applied: true, previous: Some(entry) }
         }
+        (Some(_), None) => ChangeOutput { applied: false, previous: None },
     };
     if out.applied || logged {
         save_stats(ctx, stats)?;
     }
     Ok(out.encode())
+}
+
+/// `bucket_index.set_lock`: changes a version's retention or legal hold; the output is
+/// the version as changed.
+pub(super) fn set_lock(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
+    let SetLockInput { key, version, retention, legal_hold, bypass_governance } =
+        decode_input("bucket_index.set_lock", input)?;
+    let Some((sort, mut entry)) = find_version(ctx, &key, version.as_deref())? else {
+        return Err(err::not_found(format!("bucket_index.set_lock: no such version of '{key}'")));
+    };
+    if entry.delete_marker {
+        return Err(err::invalid("bucket_index.set_lock: a delete marker has no object lock"));
+    }
+    if let Some(retention) = retention {
+        entry.lock.may_become(retention, ctx.now_ns, bypass_governance)?;
+        entry.lock.retention = retention;
+    }
+    if let Some(hold) = legal_hold {
+        entry.lock.legal_hold = hold;
+    }
+    let mut stats = load_stats(ctx)?;
+    match &sort {
+        Some(sort) => {
+            put_record(ctx, &mut stats, &key, sort, &entry)?;
+            refresh_current(ctx, &mut stats, &key)?;
+            save_stats(ctx, stats)?;
+        }
+        None => ctx.object.omap_set(vec![(Bytes::copy_from_slice(key.as_bytes()), Bytes::from(entry.encode()))])?,
+    }
+    let latest = match (&sort, newest(ctx, &key)?) {
+        (Some(sort), Some((newest, _))) => *sort == newest,
+        _ => true,
+    };
+    Ok(GetVersionOutput { entry: Some(entry), latest }.encode())
 }
 
 /// The common prefix `name` rolls up to: up to and including the first `delimiter` after `prefix`.
@@ -603,7 +671,12 @@ mod tests {
     }
 
     fn remove(o: &mut MemObject, key: &str, version: Option<&str>) -> ChangeOutput {
-        let input = UnlinkVersionInput { key: key.into(), version: version.map(str::to_owned), events: Vec::new() };
+        let input = UnlinkVersionInput {
+            key: key.into(),
+            version: version.map(str::to_owned),
+            events: Vec::new(),
+            bypass_governance: false,
+        };
         ChangeOutput::decode(&o.call(CLASS, "unlink_version", 1, 0, &input.encode()).unwrap()).unwrap()
     }
 
@@ -695,14 +768,19 @@ mod tests {
             version: Some("v".into()),
             delete_marker: true,
             own_head: true,
+            lock: super::super::ObjectLock {
+                retention: Some(Retention { mode: super::super::LockMode::Compliance, until_ns: 3 }),
+                legal_hold: true,
+            },
         };
-        let golden = [2, 5, 1, b'e', 7, 1, b'o', 1, b'S', 1, b'r', 1, 1, b'p', 9, 1, 1, b'v', 1, 1];
+        let golden = [2, 5, 1, b'e', 7, 1, b'o', 1, b'S', 1, b'r', 1, 1, b'p', 9, 1, 1, b'v', 1, 1, 1, 1, 3, 1];
         assert_eq!(entry.encode(), golden);
         assert_eq!(IndexEntry::decode(&golden).unwrap(), entry);
         // Version 1: the same fields without version and delete marker.
         let v1 = [1, 5, 1, b'e', 7, 1, b'o', 1, b'S', 1, b'r', 1, 1, b'p', 9];
         let old = IndexEntry::decode(&v1).unwrap();
-        assert_eq!(old, IndexEntry { version: None, delete_marker: false, own_head: false, ..entry });
+        let unlocked = super::super::ObjectLock::default();
+        assert_eq!(old, IndexEntry { version: None, delete_marker: false, own_head: false, lock: unlocked, ..entry });
         let link_v1 = [&[1, 1, b'k'][..], &v1[1..], &[0]].concat();
         let expect_link = LinkInput { key: "k".into(), entry: old, events: vec![], condition: None };
         assert_eq!(LinkInput::decode(&link_v1).unwrap(), expect_link);
@@ -822,6 +900,45 @@ mod tests {
         // A delete marker makes the key absent again.
         link(&mut o, "k", version(&order(5, 5), 0, true, true));
         conditional(&mut o, &order(6, 6), "f", true, Condition::Absent).unwrap();
+    }
+
+    #[test]
+    fn a_locked_version_stays_until_its_date_and_its_hold_is_lifted() {
+        use super::super::{LockMode, Retention};
+        let mut o = shard();
+        let v = version(&order(10, 1), 1, true, false);
+        link(&mut o, "k", v.clone());
+        let id = v.version.clone();
+        let set =
+            |o: &mut MemObject, now: u64, retention: Option<Option<Retention>>, hold: Option<bool>, bypass: bool| {
+                let input = SetLockInput {
+                    key: "k".into(),
+                    version: id.clone(),
+                    retention,
+                    legal_hold: hold,
+                    bypass_governance: bypass,
+                };
+                o.call(CLASS, "set_lock", 1, now, &input.encode()).map(|out| GetVersionOutput::decode(&out).unwrap())
+            };
+        let unlink = |o: &mut MemObject, now: u64, bypass: bool| {
+            let input =
+                UnlinkVersionInput { key: "k".into(), version: id.clone(), events: vec![], bypass_governance: bypass };
+            o.call(CLASS, "unlink_version", 1, now, &input.encode()).map(|out| ChangeOutput::decode(&out).unwrap())
+        };
+        let compliance = Retention { mode: LockMode::Compliance, until_ns: 150 };
+        let out = set(&mut o, 50, Some(Some(compliance)), None, false).unwrap();
+        assert_eq!((out.entry.unwrap().lock.retention, out.latest), (Some(compliance), true));
+        assert_eq!(
+            get(&mut o, "k", Which::Current).entry.unwrap().lock.retention,
+            Some(compliance),
+            "the plain entry mirrors it"
+        );
+        assert_eq!(unlink(&mut o, 100, true).unwrap_err().errno, shoal_types::Errno::AccessDenied);
+        assert_eq!(set(&mut o, 100, Some(None), None, true).unwrap_err().errno, shoal_types::Errno::AccessDenied);
+        set(&mut o, 100, None, Some(true), false).unwrap();
+        assert_eq!(unlink(&mut o, 200, false).unwrap_err().errno, shoal_types::Errno::AccessDenied, "held");
+        set(&mut o, 200, None, Some(false), false).unwrap();
+        assert!(unlink(&mut o, 200, false).unwrap().applied, "retention over, hold lifted");
     }
 
     /// One version as the model keeps it.
@@ -946,7 +1063,7 @@ mod tests {
                     }
                     Op::RemoveVersion { key, pick } => {
                         let versions = model.0.get(KEYS[key]).cloned().unwrap_or_default();
-                        let id = versions.get(pick).map_or(None, |v| v.id.clone());
+                        let id = versions.get(pick).and_then(|v| v.id.clone());
                         let applied = remove(&mut o, KEYS[key], id.as_deref()).applied;
                         proptest::prop_assert_eq!(applied, model.remove(KEYS[key], id.as_deref(), None));
                     }
