@@ -1,6 +1,8 @@
-"""Conditional writes with boto3: If-None-Match: * (create only) and If-Match (replace only
-that object) on PutObject and CompleteMultipartUpload, atomic with the write however many
-clients race, in unversioned and versioned buckets."""
+"""Writes that must be safe to retry or race, with boto3: conditional writes
+(If-None-Match: * to create only, If-Match to replace only that object) on PutObject and
+CompleteMultipartUpload, atomic however many clients race, in unversioned and versioned
+buckets; a CompleteMultipartUpload repeated after it succeeded; and reading a multipart
+object by part (partNumber, GetObjectAttributes)."""
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -71,3 +73,60 @@ def test_conditional_multipart_completion_keeps_a_refused_upload(s3, bucket, ver
     current = s3.head_object(Bucket=bucket, Key="mp")["ETag"]
     s3.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=upload, MultipartUpload=parts, IfMatch=current)
     assert s3.get_object(Bucket=bucket, Key="mp")["Body"].read() == data
+
+
+def upload(s3, bucket, key, sizes):
+    """A multipart upload of parts of `sizes` bytes: (upload id, part list, the data)."""
+    upload_id = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    blobs = [os.urandom(n) for n in sizes]
+    parts = [{"PartNumber": n, "ETag": s3.upload_part(Bucket=bucket, Key=key, UploadId=upload_id,
+                                                      PartNumber=n, Body=b)["ETag"]}
+             for n, b in enumerate(blobs, 1)]
+    return upload_id, {"Parts": parts}, blobs
+
+
+@pytest.mark.parametrize("versioning", [None, "Enabled"])
+def test_a_repeated_completion_answers_as_the_first(s3, bucket, versioning):
+    if versioning:
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": versioning})
+    upload_id, parts, blobs = upload(s3, bucket, "mp", [5 << 20, 1000])
+    first = s3.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=upload_id, MultipartUpload=parts)
+    again = s3.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=upload_id, MultipartUpload=parts)
+    assert (again["ETag"], again.get("VersionId")) == (first["ETag"], first.get("VersionId"))
+    assert s3.get_object(Bucket=bucket, Key="mp")["Body"].read() == b"".join(blobs)
+    if versioning:
+        assert len(s3.list_object_versions(Bucket=bucket)["Versions"]) == 1, "a retry adds no version"
+    other = {"Parts": parts["Parts"][:1]}
+    assert status_of(s3.complete_multipart_upload, Bucket=bucket, Key="mp", UploadId=upload_id,
+                     MultipartUpload=other) == ("NoSuchUpload", 404)
+    assert status_of(s3.abort_multipart_upload, Bucket=bucket, Key="mp", UploadId=upload_id) == ("NoSuchUpload", 404)
+    assert status_of(s3.upload_part, Bucket=bucket, Key="mp", UploadId=upload_id, PartNumber=3, Body=b"x") == \
+        ("NoSuchUpload", 404)
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+
+def test_parts_of_a_multipart_object_read_by_number(s3, bucket):
+    sizes = [5 << 20, 5 << 20, 1024]
+    upload_id, parts, blobs = upload(s3, bucket, "mp", sizes)
+    s3.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=upload_id, MultipartUpload=parts)
+    second = s3.get_object(Bucket=bucket, Key="mp", PartNumber=2)
+    assert second["Body"].read() == blobs[1]
+    assert second["PartsCount"] == 3 and second["ResponseMetadata"]["HTTPStatusCode"] == 206
+    assert second["ContentRange"] == "bytes %d-%d/%d" % (sizes[0], sizes[0] + sizes[1] - 1, sum(sizes))
+    head = s3.head_object(Bucket=bucket, Key="mp", PartNumber=3)
+    assert (head["ContentLength"], head["PartsCount"]) == (1024, 3)
+    assert status_of(s3.get_object, Bucket=bucket, Key="mp", PartNumber=4) == ("InvalidPartNumber", 416)
+    s3.put_object(Bucket=bucket, Key="plain", Body=b"whole")
+    assert s3.get_object(Bucket=bucket, Key="plain", PartNumber=1)["Body"].read() == b"whole"
+
+    attrs = s3.get_object_attributes(Bucket=bucket, Key="mp", MaxParts=2,
+                                     ObjectAttributes=["ETag", "ObjectSize", "StorageClass", "ObjectParts"])
+    assert attrs["ObjectSize"] == sum(sizes) and attrs["StorageClass"] == "STANDARD"
+    assert attrs["ETag"].strip('"') == s3.head_object(Bucket=bucket, Key="mp")["ETag"].strip('"')
+    object_parts = attrs["ObjectParts"]
+    assert object_parts["TotalPartsCount"] == 3 and object_parts["IsTruncated"] is True
+    assert [(p["PartNumber"], p["Size"]) for p in object_parts["Parts"]] == [(1, sizes[0]), (2, sizes[1])]
+    rest = s3.get_object_attributes(Bucket=bucket, Key="mp", PartNumberMarker=2, ObjectAttributes=["ObjectParts"])
+    assert [(p["PartNumber"], p["Size"]) for p in rest["ObjectParts"]["Parts"]] == [(3, 1024)]
+    plain = s3.get_object_attributes(Bucket=bucket, Key="plain", ObjectAttributes=["ObjectSize", "ObjectParts"])
+    assert plain["ObjectSize"] == 5 and "ObjectParts" not in plain

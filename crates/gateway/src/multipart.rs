@@ -25,6 +25,24 @@ pub struct UploadInfo {
     pub meta: ObjectMeta,
     /// The completed object's object lock.
     pub lock: ObjectLock,
+    /// Set by the first completion attempt; kept once completed, to answer retries.
+    pub completion: Option<Completion>,
+}
+
+/// A completion of an upload: what every attempt writes, and how it ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Completion {
+    /// The time of the write, chosen by the first attempt: every retry writes the same
+    /// version (same order), so a completion interrupted by a crash finishes as one.
+    pub mtime_ns: u64,
+    /// The write's tag, chosen likewise.
+    pub tag: String,
+    /// The version id it writes (fixed then too, whatever the bucket's versioning later).
+    pub version: Option<String>,
+    /// The parts listed, (number, ETag).
+    pub parts: Vec<(u32, String)>,
+    /// The object is linked: the upload is completed.
+    pub done: bool,
 }
 
 /// One uploaded part.
@@ -48,10 +66,10 @@ impl Versioned for UploadInfo {
     const VERSION: u8 = 2;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
-        // Version 1 ends with version 1 metadata: the fields both added since (the
-        // metadata's version id, the lock's retention and hold) read as none when given
-        // as zero bytes.
-        (version == 1).then(|| shoal_types::encoding::decode_body("upload record v1", &[body, &[0, 0, 0]].concat()))
+        // Version 1 ends with version 1 metadata: the fields added since (the metadata's
+        // version id, the lock's retention and hold, the completion) read as none when
+        // given as zero bytes.
+        (version == 1).then(|| shoal_types::encoding::decode_body("upload record v1", &[body, &[0, 0, 0, 0]].concat()))
     }
 }
 
@@ -67,6 +85,8 @@ pub enum CompleteError {
     NoSuchUpload,
     /// A listed part is missing or its ETag differs.
     InvalidPart(u32),
+    /// The upload was (or is being) completed with other parts.
+    OtherParts,
     /// Parts are not in ascending order.
     InvalidPartOrder,
     /// A part other than the last is under 5 MiB.
@@ -96,13 +116,20 @@ impl Objects {
         lock: ObjectLock,
     ) -> Result<String> {
         let upload_id = format!("2~{}", new_tag());
-        let info = UploadInfo { key: key.to_owned(), upload_id: upload_id.clone(), initiated_ns: now_ns(), meta, lock };
+        let info = UploadInfo {
+            key: key.to_owned(),
+            upload_id: upload_id.clone(),
+            initiated_ns: now_ns(),
+            meta,
+            lock,
+            completion: None,
+        };
         let entry = (Bytes::from(layout::upload_key(key, &upload_id)), Bytes::from(info.encode()));
         uploads.operate(&Self::uploads_object(bucket), WriteOp::new().create(false).omap_set([entry])).await?;
         Ok(upload_id)
     }
 
-    /// The upload record, if the upload exists.
+    /// The record of an upload that is neither completed nor being completed.
     pub async fn upload(
         &self,
         uploads: &IoCtx,
@@ -110,9 +137,21 @@ impl Objects {
         key: &str,
         upload_id: &str,
     ) -> Result<Option<UploadInfo>> {
+        let stored = self.upload_record(uploads, bucket, key, upload_id).await?;
+        Ok(stored.map(|(info, _)| info).filter(|info| info.completion.is_none()))
+    }
+
+    /// The upload record, whatever its state, and its stored bytes.
+    async fn upload_record(
+        &self,
+        uploads: &IoCtx,
+        bucket: &BucketInfo,
+        key: &str,
+        upload_id: &str,
+    ) -> Result<Option<(UploadInfo, Bytes)>> {
         let k = Bytes::from(layout::upload_key(key, upload_id));
         let entries = absent_as_empty(uploads.omap_vals_by_keys(&Self::uploads_object(bucket), [k]).await)?;
-        entries.first().map(|(_, v)| UploadInfo::decode(v)).transpose()
+        entries.into_iter().next().map(|(_, v)| Ok((UploadInfo::decode(&v)?, v))).transpose()
     }
 
     /// Stores one part's data and record, replacing an earlier upload of the same number.
@@ -192,12 +231,17 @@ impl Objects {
             let page = uploads.omap_vals(&Self::uploads_object(bucket), &cursor, prefix.as_bytes(), 1000).await;
             let (entries, more) = absent_as_empty(page)?;
             for (k, v) in entries {
-                // Upload records have one NUL; part records two.
+                // Upload records have one NUL; part records two. Completed uploads are gone.
                 if k.iter().filter(|&&b| b == 0).count() == 1 {
+                    let info = UploadInfo::decode(&v)?;
+                    if info.completion.as_ref().is_some_and(|c| c.done) {
+                        cursor = k;
+                        continue;
+                    }
                     if out.len() == max {
                         return Ok((out, true));
                     }
-                    out.push(UploadInfo::decode(&v)?);
+                    out.push(info);
                 }
                 cursor = k;
             }
@@ -207,21 +251,25 @@ impl Objects {
         }
     }
 
-    /// Deletes the upload's records and queues its parts (but `keep`) for GC.
+    /// Deletes the upload's records (leaving `completed` as its record, if given) and
+    /// queues its parts (but `keep`) for GC.
     async fn drop_upload(
         &self,
         uploads: &IoCtx,
         bucket: &BucketInfo,
         info: &UploadInfo,
         keep: &[String],
+        completed: Option<&UploadInfo>,
     ) -> Result<()> {
         let parts = self.parts(uploads, bucket, &info.key, &info.upload_id).await?;
         let start = layout::upload_key(&info.key, &info.upload_id);
         let mut end = start.clone().into_bytes();
         end.push(1);
-        uploads
-            .operate(&Self::uploads_object(bucket), WriteOp::new().omap_rm_range(Bytes::from(start), Bytes::from(end)))
-            .await?;
+        let mut op = WriteOp::new().omap_rm_range(Bytes::from(start.clone()), Bytes::from(end));
+        if let Some(completed) = completed {
+            op = op.omap_set([(Bytes::from(start), Bytes::from(completed.encode()))]);
+        }
+        uploads.operate(&Self::uploads_object(bucket), op).await?;
         let garbage: Vec<Segment> = parts
             .into_values()
             .filter(|p| !keep.contains(&p.prefix))
@@ -230,15 +278,47 @@ impl Objects {
         self.gc.retire_now(&layout::head_object(&bucket.id, &info.key), &garbage).await
     }
 
-    /// Aborts an upload: its records go, its parts are deleted.
+    /// Aborts an upload: its records go, its parts are deleted. A completed upload is
+    /// not there to abort; one whose completion was interrupted is finished instead if
+    /// its object was written (its parts are in use).
     pub async fn abort_upload(&self, uploads: &IoCtx, bucket: &BucketInfo, key: &str, upload_id: &str) -> Result<bool> {
-        let Some(info) = self.upload(uploads, bucket, key, upload_id).await? else { return Ok(false) };
-        self.drop_upload(uploads, bucket, &info, &[]).await?;
+        let Some((info, _)) = self.upload_record(uploads, bucket, key, upload_id).await? else { return Ok(false) };
+        match &info.completion {
+            Some(c) if c.done => return Ok(false),
+            Some(c) => {
+                let meta = ObjectMeta {
+                    order: crate::objects::order_of(c.mtime_ns, &c.tag),
+                    version: c.version.clone(),
+                    ..info.meta.clone()
+                };
+                if self.written(bucket, key, &meta).await? {
+                    let parts = self.parts(uploads, bucket, key, upload_id).await?;
+                    let kept =
+                        c.parts.iter().filter_map(|(n, _)| parts.get(n).map(|p| p.prefix.clone())).collect::<Vec<_>>();
+                    let done = Completion { done: true, ..c.clone() };
+                    let completed = UploadInfo { completion: Some(done), ..info.clone() };
+                    self.drop_upload(uploads, bucket, &info, &kept, Some(&completed)).await?;
+                    return Ok(false);
+                }
+            }
+            None => {}
+        }
+        self.drop_upload(uploads, bucket, &info, &[], None).await?;
         Ok(true)
     }
 
+    /// The version id a write at `mtime_ns` with `tag` gets in `bucket`.
+    fn version_of(&self, bucket: &BucketInfo, mtime_ns: u64, tag: &str) -> Result<Option<String>> {
+        let versioned = bucket.versioning == crate::meta::Versioning::Enabled;
+        let order = crate::objects::order_of(mtime_ns, tag);
+        versioned.then(|| shoal_objclass::bucket_index::version_id_of(&order)).transpose()
+    }
+
     /// Completes an upload from the listed (number, etag) parts, logging the events
-    /// `events` gives for the completed object; returns the object's metadata.
+    /// `events` gives for the completed object; returns the object's metadata. The first
+    /// attempt fixes the write's time and tag in the upload record, so a retry (after a
+    /// lost answer or a crash) writes the same version or answers as the first did; a
+    /// different part list is refused.
     #[allow(clippy::too_many_arguments)]
     pub async fn complete_upload(
         &self,
@@ -251,52 +331,112 @@ impl Objects {
         events: &crate::notifications::Pending,
         condition: Option<shoal_objclass::bucket_index::Condition>,
     ) -> std::result::Result<ObjectMeta, CompleteError> {
-        let Some(info) = self.upload(uploads, bucket, key, upload_id).await? else {
-            return Err(CompleteError::NoSuchUpload);
-        };
-        let parts = self.parts(uploads, bucket, key, upload_id).await?;
         if listed.is_empty() {
             return Err(CompleteError::InvalidPart(0));
         }
         if listed.windows(2).any(|w| w[0].0 >= w[1].0) {
             return Err(CompleteError::InvalidPartOrder);
         }
+        // Two tries: a concurrent attempt that claims the upload first is followed.
+        for _ in 0..2 {
+            let Some((info, stored)) = self.upload_record(uploads, bucket, key, upload_id).await? else {
+                return Err(CompleteError::NoSuchUpload);
+            };
+            let completion = match &info.completion {
+                Some(c) if c.parts != listed => return Err(CompleteError::OtherParts),
+                Some(c) => c.clone(),
+                None => {
+                    let mtime_ns = now_ns();
+                    let version = self.version_of(bucket, mtime_ns, tag)?;
+                    Completion { mtime_ns, tag: tag.to_owned(), version, parts: listed.to_vec(), done: false }
+                }
+            };
+            let parts = self.parts(uploads, bucket, key, upload_id).await?;
+            let meta = self.completed_meta(&info, &parts, &completion)?;
+            if completion.done {
+                // Completed before: answer as then.
+                return Ok(meta);
+            }
+            let claimed = UploadInfo { completion: Some(completion.clone()), ..info.clone() };
+            if info.completion.is_none() {
+                let key_bytes = Bytes::from(layout::upload_key(key, upload_id));
+                let op = WriteOp::new()
+                    .omap_cmp(BTreeMap::from([(key_bytes.clone(), (CmpOp::Eq, CmpMode::Bytes, stored))]))
+                    .omap_set([(key_bytes, Bytes::from(claimed.encode()))]);
+                match uploads.operate(&Self::uploads_object(bucket), op).await {
+                    Err(e) if e.errno == Errno::Canceled => continue,
+                    other => other?,
+                };
+            }
+            let kept: Vec<String> = meta.tail.iter().map(|s| s.prefix.clone()).collect();
+            let logged = events.logged(&crate::notifications::Done::of(&meta));
+            // A refused condition leaves the upload as it was, for another try.
+            let terms = crate::objects::WriteTerms { condition, lock: info.lock };
+            match self.install(bucket, key, &meta, Bytes::new(), logged, terms).await {
+                Err(e) if e.errno == Errno::Canceled => {
+                    self.write_upload(uploads, bucket, &UploadInfo { completion: None, ..info }).await?;
+                    return Err(CompleteError::Rados(e));
+                }
+                Ok(true) => {
+                    let done = Completion { done: true, ..completion };
+                    let completed = UploadInfo { completion: Some(done), ..info.clone() };
+                    self.drop_upload(uploads, bucket, &info, &kept, Some(&completed)).await?;
+                }
+                Ok(false) => {
+                    // A newer write of the key won: this upload's data is garbage.
+                    self.discard(bucket, key, &ObjectMeta { tail: Vec::new(), ..meta.clone() }).await?;
+                    self.drop_upload(uploads, bucket, &info, &[], None).await?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+            return Ok(meta);
+        }
+        Err(CompleteError::Rados(err::again("the upload is being completed by another request; retry")))
+    }
+
+    /// Replaces an upload record.
+    async fn write_upload(&self, uploads: &IoCtx, bucket: &BucketInfo, info: &UploadInfo) -> Result<()> {
+        let entry = (Bytes::from(layout::upload_key(&info.key, &info.upload_id)), Bytes::from(info.encode()));
+        uploads.operate(&Self::uploads_object(bucket), WriteOp::new().omap_set([entry])).await.map(|_| ())
+    }
+
+    /// The metadata of the object `completion` of `info` makes from its parts.
+    fn completed_meta(
+        &self,
+        info: &UploadInfo,
+        parts: &BTreeMap<u32, PartInfo>,
+        completion: &Completion,
+    ) -> std::result::Result<ObjectMeta, CompleteError> {
+        let Completion { mtime_ns, tag, version, parts: listed, done } = completion;
+        let done = *done;
         let mut md5s = Vec::with_capacity(listed.len() * 16);
         let mut tail = Vec::with_capacity(listed.len());
         for (i, (number, etag)) in listed.iter().enumerate() {
-            let part = parts.get(number).filter(|p| p.etag == *etag).ok_or(CompleteError::InvalidPart(*number))?;
-            if i + 1 < listed.len() && part.size < MIN_PART_SIZE {
-                return Err(CompleteError::EntityTooSmall(*number));
+            // A completed upload's part records are gone: its list was checked when it completed.
+            let part = match parts.get(number) {
+                Some(p) if p.etag == *etag => Some(p),
+                _ if done => None,
+                _ => return Err(CompleteError::InvalidPart(*number)),
+            };
+            if let Some(part) = part {
+                if i + 1 < listed.len() && part.size < MIN_PART_SIZE {
+                    return Err(CompleteError::EntityTooSmall(*number));
+                }
+                tail.push(Segment { prefix: part.prefix.clone(), size: part.size });
             }
-            md5s.extend(unhex(&part.etag));
-            tail.push(Segment { prefix: part.prefix.clone(), size: part.size });
+            md5s.extend(unhex(etag));
         }
         use md5::Digest;
-        let mtime_ns = now_ns();
-        let order = crate::objects::order_of(mtime_ns, tag);
-        let versioned = bucket.versioning == crate::meta::Versioning::Enabled;
-        let meta = ObjectMeta {
+        Ok(ObjectMeta {
             size: tail.iter().map(|s| s.size).sum(),
             etag: format!("{}-{}", hex(&md5::Md5::digest(&md5s).into()), listed.len()),
-            mtime_ns,
-            version: versioned.then(|| shoal_objclass::bucket_index::version_id_of(&order)).transpose()?,
-            order,
+            mtime_ns: *mtime_ns,
+            version: version.clone(),
+            order: crate::objects::order_of(*mtime_ns, tag),
             parts: Some(listed.len() as u32),
-            tail: tail.clone(),
+            tail,
             ..info.meta.clone()
-        };
-        let kept: Vec<String> = tail.iter().map(|s| s.prefix.clone()).collect();
-        let logged = events.logged(&crate::notifications::Done::of(&meta));
-        // A refused condition leaves the upload as it was, for another try.
-        let terms = crate::objects::WriteTerms { condition, lock: info.lock };
-        if self.install(bucket, key, &meta, Bytes::new(), logged, terms).await? {
-            self.drop_upload(uploads, bucket, &info, &kept).await?;
-        } else {
-            // A newer write of the key won: this upload's data is garbage.
-            self.discard(bucket, key, &ObjectMeta { tail: Vec::new(), ..meta.clone() }).await?;
-            self.drop_upload(uploads, bucket, &info, &[]).await?;
-        }
-        Ok(meta)
+        })
     }
 }
 

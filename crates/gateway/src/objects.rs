@@ -269,7 +269,8 @@ impl Objects {
     ) -> Result<bool> {
         let failed = || err::canceled(format!("the object fails the write's condition {condition:?}"));
         let op = match condition {
-            None => WriteOp::new().create(false).cmp_xattr(ORDER_XATTR, CmpOp::Lt, CmpMode::Bytes, meta.order.clone()),
+            // The same order again is a retry of the same write.
+            None => WriteOp::new().create(false).cmp_xattr(ORDER_XATTR, CmpOp::Le, CmpMode::Bytes, meta.order.clone()),
             Some(Condition::Absent) => WriteOp::new().create(true),
             Some(Condition::ETag(etag)) => {
                 // Replace exactly the write that has this ETag: its order must still be there.
@@ -288,14 +289,29 @@ impl Objects {
         }
     }
 
-    /// Writes the head of a new version (never replaced: each version has its own head).
+    /// Writes the head of a new version (never replaced: each version has its own head,
+    /// named by its write's tag, so one that exists is this write's, from an earlier try).
     async fn write_version_head(&self, head: &str, meta: &ObjectMeta, data: Bytes) -> Result<()> {
         let op = WriteOp::new()
             .create(true)
             .write_full(data)
             .set_xattr(META_XATTR, meta.encode())
             .set_xattr(ORDER_XATTR, meta.order.clone());
-        self.pools.data().operate(head, op).await.map(|_| ())
+        match self.pools.data().operate(head, op).await {
+            Err(e) if e.errno != Errno::Exists => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the write of `meta` is the one `key`'s head (never versioned) or index
+    /// (versioned: its version, or the null version) holds.
+    pub async fn written(&self, bucket: &BucketInfo, key: &str, meta: &ObjectMeta) -> Result<bool> {
+        if !Self::own_heads(bucket) {
+            let head = read_meta(self.pools.data(), &layout::head_object(&bucket.id, key)).await?;
+            return Ok(head.is_some_and(|h| h.order == meta.order));
+        }
+        let which = meta.version.clone().map_or(Which::Null, Which::Id);
+        Ok(self.version(bucket, key, which).await?.entry.is_some_and(|e| e.order == meta.order))
     }
 
     /// Rewrites only the metadata of the head written by `meta.order` (ECANCELED if it was replaced).
@@ -476,7 +492,9 @@ impl Objects {
 
     /// Writes the head of a new version of `key` and, if no newer write got there first,
     /// links its index entry with `events`; otherwise logs `events` alone (this write
-    /// happened and is acknowledged all the same). Returns whether this version won (if
+    /// happened and is acknowledged all the same). Installing the same write (same order)
+    /// again is harmless, so a retry after a crash completes it. Returns whether this
+    /// version won (if
     /// not, the caller [`Objects::discard`]s it). A version with an id (`meta.version`)
     /// always wins: it is added beside the others. A failed condition of `terms` on the
     /// key's current object is ECANCELED, with nothing changed (the caller keeps or

@@ -295,6 +295,26 @@ macro_rules! describe_object {
     }};
 }
 
+/// The bytes of part `number` (from 1) of an object: a multipart object's part, or the
+/// whole of any other object as its part 1 (`None` for an empty one); 416
+/// InvalidPartNumber beyond.
+fn part_range(meta: &ObjectMeta, number: i32) -> S3Result<Option<std::ops::Range<u64>>> {
+    let parts: Vec<u64> = match meta.parts {
+        Some(_) => meta.tail.iter().map(|s| s.size).collect(),
+        None => vec![meta.size],
+    };
+    let Some(index) = usize::try_from(number).ok().filter(|&n| (1..=parts.len()).contains(&n)).map(|n| n - 1) else {
+        let mut error = S3Error::with_message(
+            s3s::S3ErrorCode::Custom("InvalidPartNumber".into()),
+            format!("the object has {} parts", parts.len()),
+        );
+        error.set_status_code(http::StatusCode::RANGE_NOT_SATISFIABLE);
+        return Err(error);
+    };
+    let start: u64 = parts[..index].iter().sum();
+    Ok((parts[index] > 0).then(|| start..start + parts[index]))
+}
+
 /// Preconditions of GET/HEAD (and, with `copy`, of a copy source, where every failure is 412).
 fn check_conditions(
     meta: &ObjectMeta,
@@ -997,9 +1017,13 @@ impl S3 for ShoalS3 {
             input.if_unmodified_since.as_ref(),
             false,
         )?;
-        let range = match &input.range {
-            Some(r) => Some(r.check(meta.size)?),
-            None => None,
+        let range = match (&input.range, input.part_number) {
+            (Some(_), Some(_)) => {
+                return Err(s3_error!(InvalidRequest, "a GET takes a Range or a partNumber, not both"));
+            }
+            (Some(r), None) => Some(r.check(meta.size)?),
+            (None, Some(n)) => part_range(&meta, n)?,
+            (None, None) => None,
         };
         let span = range.clone().unwrap_or(0..meta.size);
         let stream = self.objects.read_range(&meta, inline, span.clone());
@@ -1030,7 +1054,16 @@ impl S3 for ShoalS3 {
             input.if_unmodified_since.as_ref(),
             false,
         )?;
-        let mut out = HeadObjectOutput { content_length: Some(meta.size as i64), version_id, ..Default::default() };
+        let part = match input.part_number {
+            Some(n) => part_range(&meta, n)?,
+            None => None,
+        };
+        let mut out = HeadObjectOutput {
+            content_length: Some(part.as_ref().map_or(meta.size, |r| r.end - r.start) as i64),
+            content_range: part.map(|r| format!("bytes {}-{}/{}", r.start, r.end - 1, meta.size)),
+            version_id,
+            ..Default::default()
+        };
         (out.object_lock_mode, out.object_lock_retain_until_date, out.object_lock_legal_hold_status) =
             shown_lock(&lock);
         describe_object!(out, &meta);
@@ -1155,6 +1188,55 @@ impl S3 for ShoalS3 {
             }),
             copy_source_version_id: src_version,
             version_id: shown_version(&bucket, meta.version.as_deref()),
+            ..Default::default()
+        }))
+    }
+
+    async fn get_object_attributes(
+        &self,
+        req: S3Request<GetObjectAttributesInput>,
+    ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
+        let who = self.requester(&req.credentials).await?;
+        let input = req.input;
+        let Found { meta, version_id, .. } =
+            self.readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &who).await?;
+        // One header, its values separated by commas (s3s keeps them as one).
+        let wanted =
+            |name: &str| input.object_attributes.iter().flat_map(|a| a.as_str().split(',')).any(|a| a.trim() == name);
+        let object_parts = match meta.parts {
+            Some(count) if wanted(ObjectAttributes::OBJECT_PARTS) => {
+                let marker = input.part_number_marker.unwrap_or(0).max(0) as usize;
+                let max = input.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
+                let numbered = meta.tail.iter().enumerate().map(|(i, s)| (i + 1, s.size)).skip(marker);
+                let page: Vec<ObjectPart> = numbered
+                    .clone()
+                    .take(max)
+                    .map(|(n, size)| ObjectPart {
+                        part_number: Some(n as i32),
+                        size: Some(size as i64),
+                        ..Default::default()
+                    })
+                    .collect();
+                let truncated = numbered.count() > page.len();
+                Some(GetObjectAttributesParts {
+                    total_parts_count: Some(count as i32),
+                    part_number_marker: input.part_number_marker,
+                    next_part_number_marker: page.last().and_then(|p| p.part_number).filter(|_| truncated),
+                    max_parts: Some(max as i32),
+                    is_truncated: Some(truncated),
+                    parts: Some(page),
+                })
+            }
+            _ => None,
+        };
+        Ok(S3Response::new(GetObjectAttributesOutput {
+            e_tag: wanted(ObjectAttributes::ETAG).then(|| etag(&meta.etag)),
+            object_size: wanted(ObjectAttributes::OBJECT_SIZE).then_some(meta.size as i64),
+            storage_class: wanted(ObjectAttributes::STORAGE_CLASS)
+                .then(|| StorageClass::from_static(StorageClass::STANDARD)),
+            object_parts,
+            last_modified: Some(timestamp(meta.mtime_ns)),
+            version_id,
             ..Default::default()
         }))
     }
@@ -1472,6 +1554,7 @@ impl S3 for ShoalS3 {
                 CompleteError::NoSuchUpload => s3_error!(NoSuchUpload),
                 CompleteError::InvalidPart(n) => s3_error!(InvalidPart, "part {n} is missing or its ETag differs"),
                 CompleteError::InvalidPartOrder => s3_error!(InvalidPartOrder),
+                CompleteError::OtherParts => s3_error!(NoSuchUpload, "the upload was completed with other parts"),
                 CompleteError::EntityTooSmall(n) => s3_error!(EntityTooSmall, "part {n} is smaller than 5 MiB"),
                 CompleteError::Rados(e) if e.errno == Errno::Canceled => {
                     s3_error!(PreconditionFailed, "the object does not meet the completion's If-Match / If-None-Match")

@@ -180,9 +180,10 @@ pub(super) fn link(
 ) -> Result<ChangeOutput> {
     let has_records = newest(ctx, key)?.is_some();
     if entry.version.is_none() && !has_records && !entry.delete_marker {
-        // The only version of the key: its plain entry.
+        // The only version of the key: its plain entry. The same order again is a retry of
+        // the same write: it applies (and changes nothing).
         let previous = load_entry(ctx, key)?;
-        let applied = previous.as_ref().is_none_or(|old| old.order < entry.order);
+        let applied = previous.as_ref().is_none_or(|old| old.order <= entry.order);
         if applied {
             if let Some(old) = &previous {
                 stats.entries = stats.entries.saturating_sub(1);
@@ -206,7 +207,7 @@ pub(super) fn link(
     let mut previous = None;
     if entry.version.is_none() {
         match null_record(ctx, key)? {
-            Some((_, old)) if old.order >= entry.order => {
+            Some((_, old)) if old.order > entry.order => {
                 return Ok(ChangeOutput { applied: false, previous: Some(old) });
             }
             Some((old_sort, old)) => {
