@@ -304,6 +304,36 @@ def test_versioned_events_carry_version_ids_and_markers(s3, bucket, receiver):
     assert events[2]["s3"]["object"]["size"] == 3, "a removed version reports its size"
 
 
+@pytest.mark.parametrize("versioning", [None, "Enabled"])
+def test_lifecycle_events_reach_the_endpoint(s3, bucket, receiver, versioning):
+    """The gateways run with rgw_lc_debug_interval=2: a lifecycle day is two seconds."""
+    if versioning:
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": versioning})
+    arn = create_topic({"push-endpoint": receiver.url, "persistent": "true"})
+    notify(s3, bucket, arn, events=["s3:ObjectLifecycle:*"])
+    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [
+        {"ID": "r", "Status": "Enabled", "Filter": {"Prefix": ""}, "Expiration": {"Days": 1},
+         "NoncurrentVersionExpiration": {"NoncurrentDays": 1}}]})
+    first = s3.put_object(Bucket=bucket, Key="k", Body=b"one").get("VersionId")
+    s3.delete_object(Bucket=bucket, Key="nothing")  # a user removal: not a lifecycle event
+    if not versioning:
+        events = receiver.wait(1)
+        assert [(e["eventName"], e["s3"]["object"]["key"]) for e in events] == \
+            [("ObjectLifecycle:Expiration:Current", "k")]
+        assert events[0]["s3"]["object"]["size"] == 3
+        return
+    # (In the versioned bucket the user's DELETE left a lone marker of "nothing": it goes too.)
+    def events_of_k():
+        return [e for e in receiver.wait(1) if e["s3"]["object"]["key"] == "k"]
+    deadline = time.time() + 60
+    while len(events_of_k()) < 3 and time.time() < deadline:
+        time.sleep(0.2)
+    seen = [(e["eventName"], e["s3"]["object"]["versionId"]) for e in events_of_k()[:3]]
+    assert seen[0][0] == "ObjectLifecycle:Expiration:DeleteMarkerCreated"
+    assert seen[1] == ("ObjectLifecycle:Expiration:Noncurrent", first)
+    assert seen[2] == ("ObjectLifecycle:Expiration:DeleteMarker", seen[0][1]), "the lone marker goes last"
+
+
 def test_filters_by_key_metadata_and_tags(s3, bucket, receiver):
     arn = create_topic({"push-endpoint": receiver.url})
     xml = ("<NotificationConfiguration><TopicConfiguration><Id>f</Id><Topic>%s</Topic>"

@@ -38,6 +38,8 @@ pub struct GatewayConfig {
     pub notify: NotifyConfig,
     /// Port of the Prometheus metrics listener (`rgw_metrics_port`; 0 = none).
     pub metrics_port: u16,
+    /// The lifecycle worker.
+    pub lifecycle: crate::lifecycle::LcConfig,
 }
 
 /// Options of topics and bucket notifications.
@@ -92,6 +94,7 @@ impl Default for GatewayConfig {
             max_clock_skew: Duration::from_secs(900),
             notify: NotifyConfig::default(),
             metrics_port: 0,
+            lifecycle: crate::lifecycle::LcConfig::default(),
         }
     }
 }

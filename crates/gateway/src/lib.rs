@@ -8,6 +8,7 @@
 pub mod config;
 pub mod gc;
 pub mod layout;
+pub mod lifecycle;
 pub mod meta;
 pub mod multipart;
 pub mod notifications;
@@ -49,6 +50,8 @@ pub struct Gateway {
     pub routes: Arc<Routes>,
     /// Delivery of persistent topics.
     pub manager: Arc<Manager>,
+    /// The lifecycle worker.
+    pub lifecycle: Arc<lifecycle::Lifecycle>,
     /// Options.
     pub config: GatewayConfig,
 }
@@ -107,8 +110,10 @@ impl Gateway {
         let manager = Manager::new(publisher, Arc::new(Topics(meta.clone())), config.notify.manager.clone());
         let routes =
             Arc::new(Routes { meta: meta.clone(), queues, logs, manager: manager.clone(), config: config.clone() });
-        let s3 = Arc::new(ShoalS3 { meta, objects, uploads, notifier, config: config.clone() });
-        Ok(Gateway { s3, gc, routes, manager, config })
+        let lifecycle = lifecycle::Registry::new(first.ioctx(layout::LOG_POOL).await?);
+        let s3 = Arc::new(ShoalS3 { meta, objects, uploads, notifier, lifecycle, config: config.clone() });
+        let lifecycle = lifecycle::Lifecycle::new(s3.clone(), config.lifecycle.clone());
+        Ok(Gateway { s3, gc, routes, manager, lifecycle, config })
     }
 
     /// Starts the background work (cache coherence, garbage collection) and returns the
@@ -117,6 +122,7 @@ impl Gateway {
         tokio::spawn(self.s3.meta.clone().follow_invalidations());
         tokio::spawn(self.gc.clone().run(self.config.gc_period));
         tokio::spawn(self.manager.clone().run());
+        tokio::spawn(self.lifecycle.clone().run());
         let mut builder = s3s::service::S3ServiceBuilder::new((*self.s3).clone());
         builder.set_route(RouteHandle(self.routes.clone()));
         builder.set_auth(Auth(self.s3.meta.clone()));

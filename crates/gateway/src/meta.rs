@@ -150,6 +150,9 @@ pub struct BucketInfo {
     /// Object lock, if enabled.
     #[serde(default)]
     pub object_lock: Option<LockConfig>,
+    /// Lifecycle rules (none: no lifecycle configuration).
+    #[serde(default)]
+    pub lifecycle: Vec<crate::lifecycle::rules::Rule>,
 }
 
 #[derive(Clone)]

@@ -14,6 +14,13 @@ pub const EVENT_TYPES: &[&str] = &[
     "ObjectRemoved:*",
     "ObjectRemoved:Delete",
     "ObjectRemoved:DeleteMarkerCreated",
+    "ObjectLifecycle:*",
+    "ObjectLifecycle:Expiration:*",
+    "ObjectLifecycle:Expiration:Current",
+    "ObjectLifecycle:Expiration:DeleteMarkerCreated",
+    "ObjectLifecycle:Expiration:Noncurrent",
+    "ObjectLifecycle:Expiration:DeleteMarker",
+    "ObjectLifecycle:Expiration:AbortMultipartUpload",
 ];
 
 /// One `TopicConfiguration`.

@@ -107,6 +107,16 @@ pub const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec { name: "rgw_gc_processor_period", default: "60", help: "seconds between garbage collection passes" },
     OptionSpec {
+        name: "rgw_lc_debug_interval",
+        default: "0",
+        help: "seconds that count as one lifecycle day (0 = real days; for tests)",
+    },
+    OptionSpec {
+        name: "rgw_lc_max_worker",
+        default: "3",
+        help: "buckets one gateway's lifecycle worker processes at once",
+    },
+    OptionSpec {
         name: "rgw_pool_size",
         default: "0",
         help: "replicas of the gateway's pools when it creates them; 0 = min(3, OSDs)",
@@ -293,6 +303,10 @@ impl Config {
             max_clock_skew: self.seconds("rgw_max_clock_skew")?,
             metrics_port: u16::try_from(self.u64("rgw_metrics_port")?)
                 .map_err(|_| err::invalid("rgw_metrics_port must be a port number"))?,
+            lifecycle: shoal_gateway::lifecycle::LcConfig {
+                debug_interval: Some(self.seconds("rgw_lc_debug_interval")?).filter(|d| !d.is_zero()),
+                max_workers: usize_of("rgw_lc_max_worker")?.clamp(1, 64),
+            },
             notify: shoal_gateway::config::NotifyConfig {
                 zonegroup: self.get("rgw_zonegroup").to_owned(),
                 num_shards: self.u64("rgw_bucket_persistent_notif_num_shards")?.clamp(1, 1024) as u32,

@@ -190,6 +190,9 @@ pub enum AdminCommand {
     /// Garbage collection of replaced object data.
     #[command(subcommand)]
     Gc(GcCommand),
+    /// Bucket lifecycle.
+    #[command(subcommand)]
+    Lc(LcCommand),
     /// SNS topics and their persistent queues.
     #[command(subcommand)]
     Topic(TopicCommand),
@@ -368,6 +371,19 @@ pub enum BucketCommand {
     },
 }
 
+/// Lifecycle commands.
+#[derive(Subcommand, Debug)]
+pub enum LcCommand {
+    /// Each bucket with a lifecycle configuration: its last pass (state, times, counts).
+    List,
+    /// Runs a pass now over every bucket (or one), due or not; prints what it did.
+    Process {
+        /// Only this bucket.
+        #[arg(long)]
+        bucket: Option<String>,
+    },
+}
+
 /// GC commands.
 #[derive(Subcommand, Debug)]
 pub enum GcCommand {
@@ -473,6 +489,19 @@ async fn admin(gateway: &Gateway, command: AdminCommand) -> Result<()> {
         }
         AdminCommand::Gc(GcCommand::Process { include_all }) => print_json(&gateway.gc.process(include_all).await?),
         AdminCommand::Gc(GcCommand::List) => print_json(&serde_json::json!({ "pending": gateway.gc.pending().await? })),
+        AdminCommand::Lc(LcCommand::List) => {
+            let registry = &gateway.s3.lifecycle;
+            let mut out = serde_json::Map::new();
+            for bucket in registry.buckets().await? {
+                let status = registry.status(&bucket).await?;
+                out.insert(bucket, serde_json::to_value(status).map_err(|e| err::io(e.to_string()))?);
+            }
+            print_json(&out)
+        }
+        AdminCommand::Lc(LcCommand::Process { bucket }) => {
+            let done = gateway.lifecycle.process(bucket.as_deref(), true).await?;
+            print_json(&done.into_iter().collect::<std::collections::BTreeMap<_, _>>())
+        }
         AdminCommand::Topic(command) => topic(gateway, command).await,
         AdminCommand::Notification(command) => notification(gateway, command).await,
     }

@@ -82,11 +82,18 @@ fn run_suite(files: &[&str], env: &[(&str, String)]) {
 #[test]
 fn s3_suite_against_shoal_server() {
     let dir = tempfile::tempdir().unwrap();
-    let (_server, port, keys) = start_server(dir.path(), &[]);
+    let (_server, port, keys) = start_server(dir.path(), S3_OPTIONS);
     let data = dir.path().join("data");
     // One gateway: everything but the two-gateway coherence tests.
     run_suite(
-        &["test_s3.py", "test_streaming.py", "test_versioning.py", "test_writes.py", "test_object_lock.py"],
+        &[
+            "test_s3.py",
+            "test_streaming.py",
+            "test_versioning.py",
+            "test_writes.py",
+            "test_object_lock.py",
+            "test_lifecycle.py",
+        ],
         &[
             ("SHOAL_S3_ENDPOINT", format!("http://127.0.0.1:{port}")),
             ("SHOAL_S3_ACCESS_KEY", keys["access_key"].as_str().unwrap().to_owned()),
@@ -105,7 +112,9 @@ fn s3_suite_against_vstart_with_two_gateways() {
         .iter()
         .enumerate()
         .map(|(i, port)| {
-            let args = ["gateway", "-c", &conf, "--port", &port.to_string(), "--bind", "127.0.0.1"];
+            let port = port.to_string();
+            let mut args = vec!["gateway", "-c", &conf, "--port", &port, "--bind", "127.0.0.1"];
+            args.extend(S3_OPTIONS.iter().flat_map(|o| ["-o", o]));
             spawn(&args, &cluster.path().join(format!("gateway.{i}.log")))
         })
         .collect();
@@ -120,6 +129,7 @@ fn s3_suite_against_vstart_with_two_gateways() {
             "test_versioning.py",
             "test_writes.py",
             "test_object_lock.py",
+            "test_lifecycle.py",
             "test_coherence.py",
         ],
         &[
@@ -133,9 +143,13 @@ fn s3_suite_against_vstart_with_two_gateways() {
     drop(gateways);
 }
 
+/// Gateway options for the S3 suite: a lifecycle day lasts two seconds.
+const S3_OPTIONS: &[&str] = &["rgw_lc_debug_interval=2"];
+
 /// Gateway options for the notification suite: short leases and polls so
 /// takeovers and crash recovery happen within seconds.
 const NOTIFY_OPTIONS: &[&str] = &[
+    "rgw_lc_debug_interval=2",
     "rgw_notify_lock_duration=3",
     "rgw_notify_poll_interval=0.5",
     "rgw_notify_reserve_wait=1",

@@ -2,6 +2,7 @@
 //! check permissions and act on the object layer through [`Meta`] and [`Objects`].
 //! Handler families with logic of their own live in submodules.
 
+mod lifecycle;
 mod lock;
 mod versions;
 
@@ -23,6 +24,7 @@ use shoal_types::{Errno, RadosError};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
+pub use versions::Remover;
 use versions::{Deleted, Found, shown_version};
 
 /// The gateway's implementation of the S3 API.
@@ -36,6 +38,8 @@ pub struct ShoalS3 {
     pub uploads: IoCtx,
     /// Bucket notifications.
     pub notifier: Arc<crate::notifications::Notifier>,
+    /// Buckets with lifecycle configurations.
+    pub lifecycle: crate::lifecycle::Registry,
     /// Options.
     pub config: GatewayConfig,
 }
@@ -686,6 +690,7 @@ impl S3 for ShoalS3 {
             versioning: if lock_enabled { Versioning::Enabled } else { Versioning::Off },
             tags: Vec::new(),
             object_lock: lock_enabled.then(crate::meta::LockConfig::default),
+            lifecycle: Vec::new(),
         };
         self.objects.init_index(&info).await.map_err(rados_error)?;
         if let Err(e) = self.meta.create_bucket(&info).await {
@@ -768,6 +773,36 @@ impl S3 for ShoalS3 {
             self.meta.update_bucket(&updated).await.map_err(rados_error)?;
         }
         Ok(S3Response::new(PutBucketVersioningOutput::default()))
+    }
+
+    async fn put_bucket_lifecycle_configuration(
+        &self,
+        req: S3Request<PutBucketLifecycleConfigurationInput>,
+    ) -> S3Result<S3Response<PutBucketLifecycleConfigurationOutput>> {
+        let who = self.requester(&req.credentials).await?;
+        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
+        self.put_lifecycle(&bucket, req.input.lifecycle_configuration).await?;
+        Ok(S3Response::new(PutBucketLifecycleConfigurationOutput::default()))
+    }
+
+    async fn get_bucket_lifecycle_configuration(
+        &self,
+        req: S3Request<GetBucketLifecycleConfigurationInput>,
+    ) -> S3Result<S3Response<GetBucketLifecycleConfigurationOutput>> {
+        let who = self.requester(&req.credentials).await?;
+        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
+        let rules = Self::lifecycle_rules(&bucket)?;
+        Ok(S3Response::new(GetBucketLifecycleConfigurationOutput { rules: Some(rules), ..Default::default() }))
+    }
+
+    async fn delete_bucket_lifecycle(
+        &self,
+        req: S3Request<DeleteBucketLifecycleInput>,
+    ) -> S3Result<S3Response<DeleteBucketLifecycleOutput>> {
+        let who = self.requester(&req.credentials).await?;
+        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
+        self.delete_lifecycle(&bucket).await?;
+        Ok(S3Response::new(DeleteBucketLifecycleOutput::default()))
     }
 
     async fn put_object_lock_configuration(
@@ -1076,7 +1111,8 @@ impl S3 for ShoalS3 {
         let (bucket, _) = self.writable_bucket(&input.bucket, &who).await?;
         let origin = origin_of(&req.extensions);
         let bypass = Self::bypass(&bucket, &who, input.bypass_governance_retention);
-        let deleted = self.delete_key(&bucket, &input.key, input.version_id.as_deref(), bypass, &origin, &who).await?;
+        let remover = Remover::User { bypass };
+        let deleted = self.delete_key(&bucket, &input.key, input.version_id.as_deref(), remover, &origin, &who).await?;
         Ok(S3Response::new(DeleteObjectOutput {
             delete_marker: deleted.delete_marker.then_some(true),
             version_id: deleted.version_id,
@@ -1100,7 +1136,8 @@ impl S3 for ShoalS3 {
                 let (bucket, origin, who) = (bucket.clone(), &origin, &who);
                 async move {
                     let version = object.version_id.as_deref();
-                    let result = self.delete_key(&bucket, &object.key, version, bypass, origin, who).await;
+                    let remover = Remover::User { bypass };
+                    let result = self.delete_key(&bucket, &object.key, version, remover, origin, who).await;
                     (object, result)
                 }
             })
@@ -1616,6 +1653,7 @@ impl ShoalS3 {
             }
         }
         self.meta.remove_bucket(bucket).await?;
+        self.lifecycle.unregister(&bucket.name).await?;
         self.objects.remove_index(bucket).await?;
         publisher.logs.unregister(&logs).await?;
         crate::meta::remove_ignoring_missing(&self.uploads, &bucket.id).await

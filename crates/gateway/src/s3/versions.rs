@@ -38,6 +38,22 @@ pub struct Deleted {
     pub delete_marker: bool,
 }
 
+/// Who removes an object: a request (which may bypass governance retention), or the
+/// lifecycle worker acting on what it read (an object rewritten since is kept).
+#[derive(Clone, Copy, Debug)]
+pub enum Remover<'a> {
+    /// An S3 DELETE.
+    User {
+        /// The requester may lift a governance retention.
+        bypass: bool,
+    },
+    /// A lifecycle rule, about the version written at this order.
+    Lifecycle {
+        /// The order of the version the rule acts on.
+        planned_order: &'a str,
+    },
+}
+
 /// The version id S3 shows for a version of a bucket: none if it was never versioned.
 pub fn shown_version(bucket: &BucketInfo, version: Option<&str>) -> Option<String> {
     (bucket.versioning != Versioning::Off).then(|| version.unwrap_or("null").to_owned())
@@ -111,36 +127,51 @@ impl ShoalS3 {
 
     /// Deletes `key` as S3 does in the bucket's versioning state: without `version_id`,
     /// removes it (never versioned) or adds a delete marker; with it, removes that version
-    /// for good unless its object lock forbids it (`bypass`: the requester may lift a
-    /// governance retention). Events: ObjectRemoved:Delete or
-    /// ObjectRemoved:DeleteMarkerCreated.
-    pub(super) async fn delete_key(
+    /// for good unless its object lock forbids it. Events: ObjectRemoved:Delete or
+    /// ObjectRemoved:DeleteMarkerCreated for a user; for lifecycle,
+    /// ObjectLifecycle:Expiration:Current (removal), :DeleteMarkerCreated, :Noncurrent
+    /// or :DeleteMarker (removal of a version that is one or the other).
+    pub async fn delete_key(
         &self,
         bucket: &BucketInfo,
         key: &str,
         version_id: Option<&str>,
-        bypass: bool,
+        remover: Remover<'_>,
         origin: &Origin,
         who: &Option<Arc<UserInfo>>,
     ) -> S3Result<Deleted> {
         let tag = new_tag();
         let order_ns = now_ns();
         let order = order_of(order_ns, &tag);
+        let (bypass, lifecycle) = match remover {
+            Remover::User { bypass } => (bypass, None),
+            Remover::Lifecycle { planned_order } => (false, Some(planned_order)),
+        };
         let owner = who.as_ref().map_or_else(|| bucket.owner.clone(), |u| u.uid.clone());
         // The version the request removes (for its events and answer), if it names one.
-        let (target, event) = match (version_id, bucket.versioning) {
-            (None, Versioning::Off) => (None, "ObjectRemoved:Delete"),
-            (None, _) => (None, "ObjectRemoved:DeleteMarkerCreated"),
+        let target = match (version_id, bucket.versioning) {
+            (None, _) => None,
             (Some(id), Versioning::Off) if id != "null" => return Err(s3_error!(NoSuchVersion)),
             (Some(id), _) => {
                 let found = self.objects.version(bucket, key, Which::from_version_id(Some(id)));
                 match found.await.map_err(rados_error)?.entry {
-                    Some(entry) => (Some(entry), "ObjectRemoved:Delete"),
+                    Some(entry) => Some(entry),
                     // Deleting a version that is not there succeeds and changes nothing.
                     None => return Ok(Deleted { version_id: Some(id.to_owned()), delete_marker: false }),
                 }
             }
         };
+        let marker_removed = target.as_ref().is_some_and(|e| e.delete_marker);
+        let event = match (&target, bucket.versioning, lifecycle.is_some()) {
+            (None, Versioning::Off, false) | (Some(_), _, false) => "ObjectRemoved:Delete",
+            (None, _, false) => "ObjectRemoved:DeleteMarkerCreated",
+            (None, Versioning::Off, true) => "ObjectLifecycle:Expiration:Current",
+            (None, _, true) => "ObjectLifecycle:Expiration:DeleteMarkerCreated",
+            (Some(_), _, true) if marker_removed => "ObjectLifecycle:Expiration:DeleteMarker",
+            (Some(_), _, true) => "ObjectLifecycle:Expiration:Noncurrent",
+        };
+        // Lifecycle removes a never-versioned object only if it is still the one it read.
+        let delete_order = lifecycle.map_or_else(|| order.clone(), str::to_owned);
         let marker_version = match (version_id, bucket.versioning) {
             (None, Versioning::Enabled) => Some(version_id_of(&order).map_err(rados_error)?),
             _ => None,
@@ -180,7 +211,7 @@ impl ShoalS3 {
             let objects = &self.objects;
             match (&target, bucket.versioning) {
                 (Some(entry), _) => objects.remove_version(bucket, key, entry, logged, bypass).await.map(|_| ()),
-                (None, Versioning::Off) => objects.delete(bucket, key, &order, logged).await.map(|_| ()),
+                (None, Versioning::Off) => objects.delete(bucket, key, &delete_order, logged).await.map(|_| ()),
                 (None, _) => {
                     let version = marker_version.clone();
                     objects.add_delete_marker(bucket, key, order_ns, &order, version, &owner, logged).await
