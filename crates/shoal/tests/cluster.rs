@@ -5,13 +5,12 @@
 mod common;
 
 use bytes::Bytes;
-use common::{Vstart, cmdline, conf_value, kill9, ok, wait_for};
+use common::{Restarted, Vstart, cmdline, conf_value, kill9, ok, wait_for};
 use shoal_client::{Rados, ReadOp, WriteOp};
 use shoal_store::{ObjectKey, ObjectStore, StoreFormat};
 use shoal_transport::TcpNetwork;
 use shoal_types::{ObjectName, OsdMap, StepOutput, Versioned};
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,29 +18,6 @@ use std::time::Duration;
 const POOL: &str = "data";
 const WRITERS: usize = 8;
 const OBJECTS_PER_WRITER: u64 = 12;
-
-/// Daemons restarted by the test (vstart's pid file does not know them).
-struct Restarted(Vec<Child>);
-
-impl Drop for Restarted {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn restart(cluster: &Vstart, name: &str, args: &[String]) -> Child {
-    let log = std::fs::File::create(cluster.path().join(format!("{name}.restarted.log"))).unwrap();
-    Command::new(&args[0])
-        .args(&args[1..])
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap()
-}
 
 fn payload(writer: usize, generation: u64) -> Vec<u8> {
     format!("writer {writer} generation {generation} ").repeat(1 + (generation % 7) as usize).into_bytes()
@@ -110,7 +86,7 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
     ok(&conf, &["config", "set", "global", "osd_heartbeat_interval", "0.3"]);
     ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "2"]);
     ok(&conf, &["pool", "create", POOL, "--size", "3", "--min-size", "2", "--pg-num", "32"]);
-    let mut restarted = Restarted(Vec::new());
+    let mut restarted = Restarted::default();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let rados = runtime.block_on(client(&cluster));
     let (stop, acked, errors, ops) = (
@@ -143,8 +119,8 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
     let osd1 = cmdline(cluster.pid("osd.1"));
     kill9(cluster.pid("osd.1"));
     progress("osd.0 and osd.1 killed");
-    restarted.0.push(restart(&cluster, "osd.0", &osd0));
-    restarted.0.push(restart(&cluster, "osd.1", &osd1));
+    restarted.restart(&cluster, "osd.0", &osd0);
+    restarted.restart(&cluster, "osd.1", &osd1);
     assert!(moving("both restarted"), "writers resume once both OSDs are back");
 
     // The monitor leader dies: the others elect a new one and map changes go on.
@@ -158,7 +134,7 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
     let status = ok(&conf, &["status"]);
     assert!(status.contains("HEALTH_WARN") && status.contains(&format!("1/3 mons down: {leader}")), "{status}");
     assert!(moving("monitor leader killed"), "writes continue");
-    restarted.0.push(restart(&cluster, &leader, &mon));
+    restarted.restart(&cluster, &leader, &mon);
     progress("old leader restarted");
 
     stop.store(true, Ordering::Relaxed);

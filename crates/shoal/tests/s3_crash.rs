@@ -1,12 +1,15 @@
 //! Kill -9 of the gateway and of an OSD in the middle of a large PUT and of a multipart
 //! completion: afterwards each object is wholly the old or wholly the new version, and
-//! once the garbage collector has run no chunk object is left that no object uses. A
-//! gateway whose cluster is gone still stops on SIGTERM.
+//! once the garbage collector has run no chunk object is left that no object uses. The
+//! same during versioned overwrites and a lifecycle pass: every acknowledged version
+//! exists, none exists that was neither acknowledged nor in flight, no locked version is
+//! removed, and GC leaves no orphan tail. A gateway whose cluster is gone still stops on
+//! SIGTERM.
 
 mod common;
 
 use bytes::Bytes;
-use common::{SHOAL, Vstart, kill9, ok, wait_for};
+use common::{Restarted, SHOAL, Vstart, cmdline, kill9, ok, wait_for};
 use http::Method;
 use md5::Digest;
 use shoal::s3client::S3Client;
@@ -25,11 +28,17 @@ impl Drop for Gateway {
 }
 
 fn start_gateway(cluster: &Vstart, n: u32) -> (Gateway, u16) {
+    start_gateway_with(cluster, n, &[])
+}
+
+/// A gateway with GC passes left to `gc process` and `options` (`-o`).
+fn start_gateway_with(cluster: &Vstart, n: u32, options: &[&str]) -> (Gateway, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let log = std::fs::File::create(cluster.path().join(format!("gateway.{n}.log"))).unwrap();
     let child = Command::new(SHOAL)
         .args(["gateway", "-c", &cluster.conf(), "--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["-o", "rgw_gc_processor_period=3600"])
+        .args(options.iter().flat_map(|o| ["-o", o]))
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .stdin(Stdio::null())
@@ -197,4 +206,201 @@ async fn gateway_without_its_cluster_stops_on_sigterm() {
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     let stopped = wait_for(|| gateway.0.try_wait().unwrap());
     assert!(stopped.is_some_and(|status| status.success()), "the gateway did not stop on SIGTERM: {stopped:?}");
+}
+
+/// One listed version: key, version id, size, delete marker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Listed {
+    key: String,
+    version: String,
+    size: usize,
+    marker: bool,
+    latest: bool,
+}
+
+fn xml_field<'a>(text: &'a str, tag: &str) -> Option<&'a str> {
+    text.split(&format!("<{tag}>")).nth(1)?.split(&format!("</{tag}>")).next()
+}
+
+/// Every version of `bucket`, paging through ListObjectVersions.
+async fn all_versions(s3: &S3Client, bucket: &str) -> Vec<Listed> {
+    let mut out = Vec::new();
+    let (mut key_marker, mut version_marker) = (String::new(), String::new());
+    loop {
+        let mut query = vec![("versions", ""), ("max-keys", "100")];
+        if !key_marker.is_empty() {
+            query.push(("key-marker", key_marker.as_str()));
+            query.push(("version-id-marker", version_marker.as_str()));
+        }
+        let r = s3.expect_ok(Method::GET, &format!("/{bucket}"), &query, Bytes::new()).await.unwrap();
+        let text = String::from_utf8_lossy(&r.body).into_owned();
+        for (tag, marker) in [("Version", false), ("DeleteMarker", true)] {
+            for item in text.split(&format!("<{tag}>")).skip(1) {
+                let item = item.split(&format!("</{tag}>")).next().unwrap();
+                out.push(Listed {
+                    key: xml_field(item, "Key").unwrap().to_owned(),
+                    version: xml_field(item, "VersionId").unwrap().to_owned(),
+                    size: xml_field(item, "Size").map_or(0, |s| s.parse().unwrap()),
+                    marker,
+                    latest: xml_field(item, "IsLatest") == Some("true"),
+                });
+            }
+        }
+        if xml_field(&text, "IsTruncated") != Some("true") {
+            return out;
+        }
+        key_marker = xml_field(&text, "NextKeyMarker").unwrap().to_owned();
+        version_marker = xml_field(&text, "NextVersionIdMarker").unwrap_or("").to_owned();
+    }
+}
+
+/// GETs one version through the gateway, retrying while the cluster settles.
+async fn get_version_eventually(s3: &S3Client, bucket: &str, key: &str, version: &str) -> Bytes {
+    for _ in 0..600 {
+        let r = s3.send(Method::GET, &format!("/{bucket}/{key}"), &[("versionId", version)], Bytes::new()).await;
+        match r {
+            Ok(r) if r.status.is_success() => return r.body,
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    panic!("GET {key} version {version} never succeeded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versioned_overwrites_and_a_lifecycle_pass_survive_kills() {
+    let cluster = Vstart::start("3", "3");
+    let conf = cluster.conf();
+    ok(&conf, &["config", "set", "global", "osd_heartbeat_interval", "0.3"]);
+    ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "2"]);
+    let options = ["rgw_lc_debug_interval=1"];
+    let (mut gateway, port) = start_gateway_with(&cluster, 0, &options);
+    let s3 = user_client(&cluster, "versions", port);
+    let versioning = Bytes::from_static(b"<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>");
+    s3.expect_ok(Method::PUT, "/ver", &[], Bytes::new()).await.unwrap();
+    s3.expect_ok(Method::PUT, "/ver", &[("versioning", "")], versioning).await.unwrap();
+
+    // 1. Versioned overwrites of six keys (every fourth with a tail), the gateway and
+    //    osd.1 killed after the tenth acknowledgement; the writer carries on through a
+    //    new gateway, and osd.1 comes back.
+    let progress = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let writer = {
+        let (s3, progress) = (s3.clone(), progress.clone());
+        tokio::spawn(async move {
+            let (mut acknowledged, mut in_flight) = (Vec::new(), Vec::new());
+            let mut s3 = s3;
+            for i in 0..60usize {
+                let (key, body) = (format!("k{}", i % 6), random(if i % 4 == 0 { 5 * MIB } else { 1000 + i }));
+                match s3.send(Method::PUT, &format!("/ver/{key}"), &[], body.clone()).await {
+                    Ok(r) if r.status.is_success() => {
+                        let version = r.headers["x-amz-version-id"].to_str().unwrap().to_owned();
+                        acknowledged.push((key, version, md5(&body)));
+                        progress.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    _ => {
+                        in_flight.push((key, md5(&body)));
+                        // Wait for the new gateway's port, published through the file below.
+                        let port = wait_for_port().await;
+                        s3 = s3.at_port(port);
+                    }
+                }
+            }
+            (acknowledged, in_flight)
+        })
+    };
+    while progress.load(std::sync::atomic::Ordering::Relaxed) < 10 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(rand::random_range(0..300))).await;
+    let osd1 = cmdline(cluster.pid("osd.1"));
+    kill9(gateway.0.id());
+    kill9(cluster.pid("osd.1"));
+    let _ = gateway.0.wait();
+    let mut restarted = Restarted::default();
+    restarted.restart(&cluster, "osd.1", &osd1);
+    let (mut gateway1, port) = start_gateway_with(&cluster, 1, &options);
+    publish_port(port);
+    let (acknowledged, in_flight) = writer.await.unwrap();
+    let s3 = s3.at_port(port);
+    let listed: Vec<Listed> = all_versions(&s3, "ver").await;
+    for (key, version, sum) in &acknowledged {
+        assert!(listed.iter().any(|l| l.key == *key && l.version == *version), "acknowledged {key} {version} is gone");
+        assert_eq!(md5(&get_version_eventually(&s3, "ver", key, version).await), *sum, "{key} {version}");
+    }
+    for l in &listed {
+        let acked = acknowledged.iter().any(|(k, v, _)| *k == l.key && *v == l.version);
+        if !acked {
+            let body = get_version_eventually(&s3, "ver", &l.key, &l.version).await;
+            assert!(in_flight.contains(&(l.key.clone(), md5(&body))), "{l:?} was neither acknowledged nor in flight");
+        }
+    }
+    eprintln!("versions: {} acknowledged, {} in flight, {} listed", acknowledged.len(), in_flight.len(), listed.len());
+
+    // 2. A lifecycle pass over a bucket with object lock, killed with osd.2 once it has
+    //    removed something: every second key's old version is under legal hold and must
+    //    stay; the others' old versions go once a pass completes.
+    const KEYS: usize = 100;
+    let lock_header = [("x-amz-bucket-object-lock-enabled", "true".to_owned())];
+    s3.expect_ok_with(Method::PUT, "/lcb", &[], &lock_header, Bytes::new()).await.unwrap();
+    let mut held = Vec::new();
+    for i in 0..KEYS {
+        let hold = [("x-amz-object-lock-legal-hold", if i % 2 == 0 { "ON" } else { "OFF" }.to_owned())];
+        let r = s3.expect_ok_with(Method::PUT, &format!("/lcb/o{i}"), &[], &hold, random(100)).await.unwrap();
+        if i % 2 == 0 {
+            held.push((format!("o{i}"), r.headers["x-amz-version-id"].to_str().unwrap().to_owned()));
+        }
+        s3.expect_ok(Method::PUT, &format!("/lcb/o{i}"), &[], random(100)).await.unwrap();
+    }
+    let rule = "<LifecycleConfiguration><Rule><ID>old</ID><Status>Enabled</Status><Filter><Prefix></Prefix></Filter>\
+                <NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays></NoncurrentVersionExpiration></Rule>\
+                </LifecycleConfiguration>";
+    s3.expect_ok(Method::PUT, "/lcb", &[("lifecycle", "")], Bytes::from(rule)).await.unwrap();
+    let mut remaining = 2 * KEYS;
+    while remaining == 2 * KEYS {
+        remaining = all_versions(&s3, "lcb").await.len();
+    }
+    kill9(gateway1.0.id());
+    kill9(cluster.pid("osd.2"));
+    let _ = gateway1.0.wait();
+    eprintln!("lifecycle: killed with {remaining} of {} versions left", 2 * KEYS);
+    let (_gateway2, port) = start_gateway_with(&cluster, 2, &options);
+    let s3 = s3.at_port(port);
+    let expected = KEYS + held.len();
+    let mut versions = Vec::new();
+    for _ in 0..600 {
+        versions = all_versions(&s3, "lcb").await;
+        if versions.len() == expected {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(versions.len(), expected, "every current and every held version remains: {versions:#?}");
+    for (key, version) in &held {
+        assert!(versions.iter().any(|l| l.key == *key && l.version == *version), "held {key} {version} was removed");
+    }
+    assert!(versions.iter().filter(|l| l.latest).count() == KEYS, "every key keeps its current version");
+
+    // 3. After GC, the chunks of the versions that exist are all that is left of tails.
+    let report = ok(&conf, &["admin", "gc", "process", "--include-all"]);
+    let listed = all_versions(&s3, "ver").await;
+    let tails =
+        data_objects(&conf).into_iter().filter(|o| o.contains("__shadow_") || o.contains("__multipart_")).count();
+    let expected: usize = listed.iter().filter(|l| !l.marker && l.size > 4 * MIB).map(|l| chunks(l.size)).sum();
+    eprintln!("gc: {report}");
+    assert_eq!(tails, expected, "orphaned tail chunks remain after GC ({report})");
+}
+
+/// Where the writer of the versioned crash test learns the new gateway's port.
+static NEW_PORT: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+
+fn publish_port(port: u16) {
+    let _ = NEW_PORT.set(port);
+}
+
+async fn wait_for_port() -> u16 {
+    loop {
+        if let Some(port) = NEW_PORT.get() {
+            return *port;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -29,8 +29,10 @@ pub const NS_LC: &str = "lc";
 const REGISTRY: &str = "lc.buckets";
 /// The lease a gateway holds on a bucket's status object while processing it.
 const LOCK: &str = "lc_process";
-/// How long a lease lasts unless renewed (once per page).
-const LEASE: Duration = Duration::from_secs(60);
+/// How long a lease lasts unless renewed (per page, and every [`RENEW_EVERY`] removals).
+const LEASE: Duration = Duration::from_secs(20);
+/// Removals between lease renewals.
+const RENEW_EVERY: u64 = 100;
 /// Versions read per index listing.
 const PAGE: usize = 1000;
 
@@ -246,7 +248,7 @@ impl Lifecycle {
                 }
                 key_versions.1.push(entry.clone());
             }
-            lease::own(&self.registry().io, &Registry::status_object(&bucket.name), LOCK, &self.cookie, LEASE).await?;
+            self.renew(&bucket.name).await?;
             match items.last() {
                 Some(last) if more => resume = last.resume(),
                 _ => break,
@@ -255,6 +257,11 @@ impl Lifecycle {
         let (key, versions) = key_versions;
         self.act(bucket, rules, &key, &versions, &clock, status).await?;
         self.abort_uploads(bucket, rules, &clock, status).await
+    }
+
+    /// Renews this gateway's lease on `bucket` (EBUSY if it lost it: the pass stops).
+    async fn renew(&self, bucket: &str) -> Result<()> {
+        lease::own(&self.registry().io, &Registry::status_object(bucket), LOCK, &self.cookie, LEASE).await
     }
 
     /// Applies the rules to the versions of one key.
@@ -286,6 +293,10 @@ impl Lifecycle {
                 Action::RemoveExpiredMarker | Action::ExpireNoncurrent => Some(entry.version_id()),
             };
             let remover = Remover::Lifecycle { planned_order: &entry.order };
+            let removals = status.expired_current + status.expired_noncurrent + status.markers_removed;
+            if removals > 0 && removals.is_multiple_of(RENEW_EVERY) {
+                self.renew(&bucket.name).await?;
+            }
             match self.s3.delete_key(bucket, key, version, remover, &origin, &None).await {
                 Ok(_) => match action {
                     Action::ExpireCurrent => status.expired_current += 1,

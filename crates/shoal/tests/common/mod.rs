@@ -2,7 +2,7 @@
 #![allow(dead_code)] // Each test file uses a different subset.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The binary under test.
@@ -62,6 +62,35 @@ impl Drop for Vstart {
 pub fn cmdline(pid: u32) -> Vec<String> {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
     raw.split(|b| *b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect()
+}
+
+/// Daemons a test restarted (vstart's pid file does not know them), killed when dropped.
+#[derive(Default)]
+pub struct Restarted(Vec<Child>);
+
+impl Restarted {
+    /// Starts daemon `name` of `cluster` again with its old command line (`args`, from
+    /// [`cmdline`]), logging to `NAME.restarted.log`.
+    pub fn restart(&mut self, cluster: &Vstart, name: &str, args: &[String]) {
+        let log = std::fs::File::create(cluster.path().join(format!("{name}.restarted.log"))).unwrap();
+        let child = Command::new(&args[0])
+            .args(&args[1..])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.0.push(child);
+    }
+}
+
+impl Drop for Restarted {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// SIGKILLs a process and waits until it is gone.
