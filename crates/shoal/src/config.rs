@@ -117,6 +117,11 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "buckets one gateway's lifecycle worker processes at once",
     },
     OptionSpec {
+        name: "rgw_lc_max_wp_worker",
+        default: "8",
+        help: "keys of one bucket a lifecycle pass acts on at once",
+    },
+    OptionSpec {
         name: "rgw_pool_size",
         default: "0",
         help: "replicas of the gateway's pools when it creates them; 0 = min(3, OSDs)",
@@ -306,6 +311,7 @@ impl Config {
             lifecycle: shoal_gateway::lifecycle::LcConfig {
                 debug_interval: Some(self.seconds("rgw_lc_debug_interval")?).filter(|d| !d.is_zero()),
                 max_workers: usize_of("rgw_lc_max_worker")?.clamp(1, 64),
+                key_workers: usize_of("rgw_lc_max_wp_worker")?.clamp(1, 256),
             },
             notify: shoal_gateway::config::NotifyConfig {
                 zonegroup: self.get("rgw_zonegroup").to_owned(),

@@ -130,15 +130,18 @@ impl S3Client {
         headers: &[(&str, String)],
         body: Bytes,
     ) -> Result<S3Response> {
+        let what = format!("{method} {path}");
         let (target, signed) = self.sign(&method, path, query, &sha256_hex(&body));
         let mut request = Request::builder().method(method).uri(format!("{}{target}", self.base));
         for (name, value) in headers.iter().chain(signed.iter()) {
             request = request.header(*name, value);
         }
         let request = request.body(Full::new(body)).map_err(|e| err::invalid(format!("building the request: {e}")))?;
-        let response = self.http.request(request).await.map_err(|e| err::not_connected(format!("S3 request: {e}")))?;
+        let response =
+            self.http.request(request).await.map_err(|e| err::not_connected(format!("{what}: {}", causes(&e))))?;
         let (parts, body) = response.into_parts();
-        let body = body.collect().await.map_err(|e| err::not_connected(format!("reading the response: {e}")))?;
+        let body =
+            body.collect().await.map_err(|e| err::not_connected(format!("{what}: reading the response: {e}")))?;
         Ok(S3Response { status: parts.status, headers: parts.headers, body: body.to_bytes() })
     }
 
@@ -173,6 +176,17 @@ impl S3Client {
         // 503 (SlowDown, ServiceUnavailable) asks the client to come back later.
         Err(if response.status == StatusCode::SERVICE_UNAVAILABLE { err::again(message) } else { err::io(message) })
     }
+}
+
+/// An error and its causes, `outer: inner: innermost`.
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text = format!("{text}: {cause}");
+        source = cause.source();
+    }
+    text
 }
 
 #[cfg(test)]

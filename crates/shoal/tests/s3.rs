@@ -22,6 +22,16 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// The files of the suite that run against every setup.
+const FEATURES: &[&str] = &[
+    "test_s3.py",
+    "test_streaming.py",
+    "test_versioning.py",
+    "test_writes.py",
+    "test_object_lock.py",
+    "test_lifecycle.py",
+];
+
 fn suite_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/s3")
 }
@@ -86,14 +96,7 @@ fn s3_suite_against_shoal_server() {
     let data = dir.path().join("data");
     // One gateway: everything but the two-gateway coherence tests.
     run_suite(
-        &[
-            "test_s3.py",
-            "test_streaming.py",
-            "test_versioning.py",
-            "test_writes.py",
-            "test_object_lock.py",
-            "test_lifecycle.py",
-        ],
+        &[FEATURES, &["test_bench.py"]].concat(),
         &[
             ("SHOAL_S3_ENDPOINT", format!("http://127.0.0.1:{port}")),
             ("SHOAL_S3_ACCESS_KEY", keys["access_key"].as_str().unwrap().to_owned()),
@@ -123,15 +126,7 @@ fn s3_suite_against_vstart_with_two_gateways() {
     let out = common::ok(&conf, &["admin", "user", "create", "--uid", "tester", "--display-name", "Tester"]);
     let user: serde_json::Value = serde_json::from_str(&out).unwrap();
     run_suite(
-        &[
-            "test_s3.py",
-            "test_streaming.py",
-            "test_versioning.py",
-            "test_writes.py",
-            "test_object_lock.py",
-            "test_lifecycle.py",
-            "test_coherence.py",
-        ],
+        &[FEATURES, &["test_coherence.py"]].concat(),
         &[
             ("SHOAL_S3_ENDPOINT", format!("http://127.0.0.1:{p1}")),
             ("SHOAL_S3_ENDPOINT2", format!("http://127.0.0.1:{p2}")),

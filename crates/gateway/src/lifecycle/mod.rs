@@ -29,10 +29,10 @@ pub const NS_LC: &str = "lc";
 const REGISTRY: &str = "lc.buckets";
 /// The lease a gateway holds on a bucket's status object while processing it.
 const LOCK: &str = "lc_process";
-/// How long a lease lasts unless renewed (per page, and every [`RENEW_EVERY`] removals).
+/// How long a lease lasts unless renewed (every [`RENEW_EVERY`] keys).
 const LEASE: Duration = Duration::from_secs(20);
-/// Removals between lease renewals.
-const RENEW_EVERY: u64 = 100;
+/// Keys acted on between lease renewals.
+const RENEW_EVERY: usize = 100;
 /// Versions read per index listing.
 const PAGE: usize = 1000;
 
@@ -44,11 +44,13 @@ pub struct LcConfig {
     pub debug_interval: Option<Duration>,
     /// Buckets processed at once by one gateway (`rgw_lc_max_worker`).
     pub max_workers: usize,
+    /// Keys of one bucket acted on at once (`rgw_lc_max_wp_worker`).
+    pub key_workers: usize,
 }
 
 impl Default for LcConfig {
     fn default() -> Self {
-        LcConfig { debug_interval: None, max_workers: 3 }
+        LcConfig { debug_interval: None, max_workers: 3, key_workers: 8 }
     }
 }
 
@@ -73,6 +75,24 @@ pub struct LcStatus {
     pub skipped_locked: u64,
     /// The failure of a failed pass.
     pub error: Option<String>,
+}
+
+/// What became of one planned action.
+enum Outcome {
+    Done(Action),
+    /// Object lock refused the removal.
+    Locked,
+}
+
+impl LcStatus {
+    fn count(&mut self, outcome: Outcome) {
+        match outcome {
+            Outcome::Done(Action::ExpireCurrent) => self.expired_current += 1,
+            Outcome::Done(Action::ExpireNoncurrent) => self.expired_noncurrent += 1,
+            Outcome::Done(Action::RemoveExpiredMarker) => self.markers_removed += 1,
+            Outcome::Locked => self.skipped_locked += 1,
+        }
+    }
 }
 
 /// Registration of buckets and their pass status.
@@ -237,48 +257,74 @@ impl Lifecycle {
         };
         let mut resume = (String::new(), None);
         // A key's versions may span pages: act on a key once the next one shows up.
-        let mut key_versions: (String, Vec<IndexEntry>) = Default::default();
+        let mut pending: (String, Vec<IndexEntry>) = Default::default();
         loop {
             let (items, more) = self.s3.objects.list_versions(bucket, "", "", resume.clone(), PAGE).await?;
+            let mut complete = Vec::new();
             for item in &items {
                 let VersionItem::Version { key, entry, .. } = item else { continue };
-                if *key != key_versions.0 {
-                    let (done_key, versions) = std::mem::replace(&mut key_versions, (key.clone(), Vec::new()));
-                    self.act(bucket, rules, &done_key, &versions, &clock, status).await?;
+                if *key != pending.0 {
+                    complete.push(std::mem::replace(&mut pending, (key.clone(), Vec::new())));
                 }
-                key_versions.1.push(entry.clone());
+                pending.1.push(entry.clone());
             }
-            self.renew(&bucket.name).await?;
+            self.act_on_keys(bucket, &complete, &clock, status).await?;
             match items.last() {
                 Some(last) if more => resume = last.resume(),
                 _ => break,
             }
         }
-        let (key, versions) = key_versions;
-        self.act(bucket, rules, &key, &versions, &clock, status).await?;
+        self.act_on_keys(bucket, &[pending], &clock, status).await?;
         self.abort_uploads(bucket, rules, &clock, status).await
     }
 
-    /// Renews this gateway's lease on `bucket` (EBUSY if it lost it: the pass stops).
-    async fn renew(&self, bucket: &str) -> Result<()> {
-        lease::own(&self.registry().io, &Registry::status_object(bucket), LOCK, &self.cookie, LEASE).await
-    }
-
-    /// Applies the rules to the versions of one key.
-    async fn act(
+    /// Applies the rules to each key's versions, `rgw_lc_max_wp_worker` keys at once,
+    /// renewing the lease every [`RENEW_EVERY`] keys.
+    async fn act_on_keys(
         &self,
         bucket: &BucketInfo,
-        rules: &[Rule],
-        key: &str,
-        versions: &[IndexEntry],
+        keys: &[(String, Vec<IndexEntry>)],
         clock: &Clock,
         status: &mut LcStatus,
     ) -> Result<()> {
+        for chunk in keys.chunks(RENEW_EVERY) {
+            lease::own(&self.registry().io, &Registry::status_object(&bucket.name), LOCK, &self.cookie, LEASE).await?;
+            let acts: Vec<_> = chunk
+                .iter()
+                .filter(|(_, versions)| !versions.is_empty())
+                .map(|(key, versions)| self.act(bucket, key, versions, clock))
+                .collect();
+            let outcomes: Vec<Result<Vec<Outcome>>> =
+                futures::stream::iter(acts).buffer_unordered(self.config.key_workers.max(1)).collect().await;
+            let mut failure = None;
+            for outcome in outcomes {
+                match outcome {
+                    Ok(done) => done.into_iter().for_each(|o| status.count(o)),
+                    Err(e) => failure = failure.or(Some(e)),
+                }
+            }
+            if let Some(e) = failure {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the rules to the versions of one key: what became of each planned action.
+    async fn act(
+        &self,
+        bucket: &BucketInfo,
+        key: &str,
+        versions: &[IndexEntry],
+        clock: &Clock,
+    ) -> Result<Vec<Outcome>> {
+        let rules = &bucket.lifecycle;
         let views: Vec<Version> = versions
             .iter()
             .map(|e| Version { size: e.size, mtime_ns: e.mtime_ns, delete_marker: e.delete_marker })
             .collect();
         let origin = Origin { request_id: format!("lc-{}", self.cookie), source_ip: String::new() };
+        let mut outcomes = Vec::new();
         for (index, action, rule) in rules::plan(rules, key, &views, clock) {
             let entry = &versions[index];
             if !rules[rule].filter.tags.is_empty() && !entry.delete_marker {
@@ -293,17 +339,9 @@ impl Lifecycle {
                 Action::RemoveExpiredMarker | Action::ExpireNoncurrent => Some(entry.version_id()),
             };
             let remover = Remover::Lifecycle { planned_order: &entry.order };
-            let removals = status.expired_current + status.expired_noncurrent + status.markers_removed;
-            if removals > 0 && removals.is_multiple_of(RENEW_EVERY) {
-                self.renew(&bucket.name).await?;
-            }
             match self.s3.delete_key(bucket, key, version, remover, &origin, &None).await {
-                Ok(_) => match action {
-                    Action::ExpireCurrent => status.expired_current += 1,
-                    Action::ExpireNoncurrent => status.expired_noncurrent += 1,
-                    Action::RemoveExpiredMarker => status.markers_removed += 1,
-                },
-                Err(e) if *e.code() == s3s::S3ErrorCode::AccessDenied => status.skipped_locked += 1,
+                Ok(_) => outcomes.push(Outcome::Done(action)),
+                Err(e) if *e.code() == s3s::S3ErrorCode::AccessDenied => outcomes.push(Outcome::Locked),
                 Err(e) => {
                     return Err(shoal_types::err::io(format!(
                         "lifecycle removal of '{key}': {}",
@@ -312,7 +350,7 @@ impl Lifecycle {
                 }
             }
         }
-        Ok(())
+        Ok(outcomes)
     }
 
     /// Aborts the incomplete uploads the rules say are too old.
