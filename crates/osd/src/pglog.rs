@@ -166,13 +166,13 @@ fn postcard_len(outputs: &[StepOutput]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shoal_store::{MemKv, StoreFormat};
+    use shoal_store::{StoreFormat, StoreOptions};
     use shoal_types::{ClientId, ObjectName, PoolId};
     use std::sync::Arc;
 
     #[test]
     fn log_survives_reload_and_trims_in_batches() {
-        let store = ObjectStore::open(Arc::new(MemKv::new()), StoreFormat::default()).unwrap();
+        let store = ObjectStore::in_memory(StoreFormat::default(), StoreOptions::default()).unwrap();
         let pg = PgId { pool: PoolId(1), seed: 0 };
         let mut state = PgState::load(&store, pg, 10).unwrap();
         let reqid = |tid| ReqId { client: ClientId(7), tid };

@@ -222,6 +222,11 @@ impl ShardState {
     pub(crate) fn after_durable(&self, seq: u64, then: Box<dyn FnOnce(Result<()>) + Send>) {
         if self.ctx.durability.is_durable(seq) {
             then(Ok(()));
+            if !self.ctx.durability.sync_enabled && self.ctx.store.space().unreferenced > 0 {
+                // Freed data space is reused only once durable: without syncs for replies,
+                // the committer still syncs now and then to release it.
+                let _ = self.ctx.committer.try_send(Pending { seq, deliver: Box::new(|_| {}) });
+            }
             return;
         }
         if let Err(std::sync::mpsc::SendError(p)) = self.ctx.committer.send(Pending { seq, deliver: then }) {

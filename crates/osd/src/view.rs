@@ -94,7 +94,7 @@ impl<'a> ObjectView<'a> {
     }
 
     /// Current contents of chunks `first..=last` (absent = hole).
-    fn load_chunks(&self, first: u32, last: u32) -> Result<BTreeMap<u32, Vec<u8>>> {
+    fn load_chunks(&self, first: u32, last: u32) -> Result<BTreeMap<u32, Bytes>> {
         let mut out = BTreeMap::new();
         if self.base.is_some() && (first..=last).any(|i| !self.chunks.contains_key(&i) && self.store_has_chunk(i)) {
             for (i, data) in self.store.chunks(&self.key, first, last.saturating_add(1))? {
@@ -105,7 +105,7 @@ impl<'a> ObjectView<'a> {
         }
         for (&i, staged) in self.chunks.range(first..=last) {
             match staged {
-                Some(data) => out.insert(i, data.clone()),
+                Some(data) => out.insert(i, Bytes::copy_from_slice(data)),
                 None => out.remove(&i),
             };
         }
@@ -160,7 +160,8 @@ impl<'a> ObjectView<'a> {
                 (offset.max(chunk_start) - chunk_start, end.min(chunk_start + self.chunk_size) - chunk_start);
             if from == 0 && to == self.chunk_size {
                 self.chunks.insert(i, None);
-            } else if let Some(mut data) = current.remove(&i) {
+            } else if let Some(data) = current.remove(&i) {
+                let mut data = data.to_vec();
                 let stop = (to as usize).min(data.len());
                 if (from as usize) < stop {
                     data[from as usize..stop].fill(0);
@@ -270,14 +271,28 @@ impl ObjectAccess for ObjectView<'_> {
         }
         let end = if length == 0 { size } else { offset.saturating_add(length).min(size) };
         let (first, last) = (self.chunk_index(offset)?, self.chunk_index(end - 1)?);
-        let chunks = self.load_chunks(first, last)?;
+        let untouched = (first..=last).all(|i| !self.chunks.contains_key(&i) && self.store_has_chunk(i));
+        let pieces: Vec<(u32, Bytes)> = if self.base.is_some() && untouched {
+            // Only committed data: read it as the store keeps it, in runs.
+            self.store.runs(&self.key, first, last.saturating_add(1))?
+        } else {
+            self.load_chunks(first, last)?.into_iter().collect()
+        };
+        let piece_start = |i: u32| u64::from(i) * self.chunk_size;
+        if let [(i, bytes)] = pieces.as_slice()
+            && piece_start(*i) <= offset
+            && end <= piece_start(*i) + bytes.len() as u64
+        {
+            // One stored buffer covers the range: hand out a slice of it, not a copy.
+            return Ok(bytes.slice((offset - piece_start(*i)) as usize..(end - piece_start(*i)) as usize));
+        }
         let mut out = vec![0u8; (end - offset) as usize];
-        for (i, data) in chunks {
-            let chunk_start = u64::from(i) * self.chunk_size;
-            let from = offset.max(chunk_start);
-            let to = end.min(chunk_start + data.len() as u64);
+        for (i, data) in pieces {
+            let start = piece_start(i);
+            let from = offset.max(start);
+            let to = end.min(start + data.len() as u64);
             if from < to {
-                let src = &data[(from - chunk_start) as usize..(to - chunk_start) as usize];
+                let src = &data[(from - start) as usize..(to - start) as usize];
                 out[(from - offset) as usize..(to - offset) as usize].copy_from_slice(src);
             }
         }
@@ -301,7 +316,10 @@ impl ObjectAccess for ObjectView<'_> {
                 let chunk_start = u64::from(i) * self.chunk_size;
                 let from = (offset.max(chunk_start) - chunk_start) as usize;
                 let to = (end.min(chunk_start + self.chunk_size) - chunk_start) as usize;
-                let mut chunk = if partial(i) { current.remove(&i).unwrap_or_default() } else { Vec::new() };
+                let mut chunk = match current.remove(&i) {
+                    Some(stored) if partial(i) => stored.to_vec(),
+                    _ => Vec::new(),
+                };
                 if chunk.len() < to {
                     chunk.resize(to, 0);
                 }
@@ -333,9 +351,9 @@ impl ObjectAccess for ObjectView<'_> {
             };
             self.chunks.retain(|&i, _| i < cut);
             self.chunk_cut = Some(self.chunk_cut.map_or(cut, |c| c.min(cut)));
-            if let (Some(i), Some(mut data)) = (boundary, boundary_data) {
-                data.truncate((size % self.chunk_size) as usize);
-                self.chunks.insert(i, Some(data));
+            if let (Some(i), Some(data)) = (boundary, boundary_data) {
+                let keep = ((size % self.chunk_size) as usize).min(data.len());
+                self.chunks.insert(i, Some(data[..keep].to_vec()));
             }
         }
         self.onode_mut().size = size;

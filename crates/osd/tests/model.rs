@@ -8,8 +8,8 @@ use shoal_objclass::ClassRegistry;
 use shoal_osd::Limits;
 use shoal_osd::exec::{ExecEnv, execute};
 use shoal_osd::view::ObjectView;
-use shoal_store::{Cf, KvEngine, MemKv, ObjectKey, ObjectStore, StoreFormat};
-use shoal_types::{ClientId, CmpMode, CmpOp, Errno, ObjectName, PoolId, Step, StepOutput};
+use shoal_store::{Cf, KvEngine, MemDevice, MemKv, ObjectKey, ObjectStore, StoreFormat, StoreOptions};
+use shoal_types::{ClientId, CmpMode, CmpOp, Errno, ObjectName, PoolId, Step, StepOutput, Versioned};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -304,8 +304,11 @@ proptest! {
     #[test]
     fn store_agrees_with_model(ops in proptest::collection::vec(proptest::collection::vec(step(), 1..5), 1..25)) {
         let kv = Arc::new(MemKv::new());
-        // Tiny chunks so that every write crosses chunk boundaries.
-        let store = ObjectStore::open(kv.clone(), StoreFormat { chunk_size: 16 }).unwrap();
+        // Tiny chunks so that every write crosses chunk boundaries, and writes of two
+        // chunks or more on the data device, so objects mix both layouts.
+        let format = StoreFormat { chunk_size: 16 };
+        let options = StoreOptions { prefer_deferred_size: 32 };
+        let store = ObjectStore::open(kv.clone(), Arc::new(MemDevice::new()), format, options).unwrap();
         let key = ObjectKey::new(PoolId(1), &ObjectName::new("", "obj")).unwrap();
         let mut model = Model::default();
         let mut version = 0;
@@ -323,6 +326,12 @@ proptest! {
             let state = run(&store, &key, &probe, &mut version).map(mask_mtime);
             let expected_state = model.clone().apply(&probe);
             prop_assert_eq!(state, expected_state);
+            // The data device's books: what extent records reference, nothing else, once synced.
+            store.sync().unwrap();
+            let extents: u64 = kv.scan(Cf::Extent, &[], &[0xff; 64], usize::MAX).unwrap().iter()
+                .map(|(_, v)| u64::from(shoal_store::Extent::decode(v).unwrap().len).next_multiple_of(16)).sum();
+            let space = store.space();
+            prop_assert_eq!((space.referenced, space.unreferenced), (extents, 0), "{:?}", space);
         }
     }
 }

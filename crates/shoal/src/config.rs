@@ -30,7 +30,12 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "store_data_chunk_size",
         default: "16384",
-        help: "bytes per object data key; fixed when the store is created",
+        help: "bytes per object data key and per checksummed block on the data device; fixed when the store is created",
+    },
+    OptionSpec {
+        name: "store_prefer_deferred_size",
+        default: "65536",
+        help: "writes of at least this many bytes go to the data device once, smaller ones through the WAL; at the next start",
     },
     OptionSpec { name: "osd_op_num_shards", default: "0", help: "op shard threads; 0 = one per core, at least 2" },
     OptionSpec { name: "osd_max_object_size", default: "134217728", help: "largest object in bytes (EFBIG beyond)" },
@@ -216,6 +221,7 @@ impl Config {
         config.osd(OsdId(0))?;
         config.bool("store_sync")?;
         config.u64("store_data_chunk_size")?;
+        config.u64("store_prefer_deferred_size")?;
         config.heartbeat()?;
         config.failure_policy()?;
         config.gateway()?;
@@ -338,6 +344,11 @@ impl Config {
     pub fn chunk_size(&self) -> Result<u32> {
         u32::try_from(self.u64("store_data_chunk_size")?)
             .map_err(|_| err::invalid("store_data_chunk_size is too large"))
+    }
+
+    /// The store's settings for this start.
+    pub fn store_options(&self) -> Result<shoal_store::StoreOptions> {
+        Ok(shoal_store::StoreOptions { prefer_deferred_size: self.u64("store_prefer_deferred_size")? })
     }
 
     /// The OSD configuration these options describe.

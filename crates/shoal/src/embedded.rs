@@ -6,7 +6,7 @@ use shoal_client::Rados;
 use shoal_mon::Monitor;
 use shoal_mon::local::LocalAuthority;
 use shoal_osd::Osd;
-use shoal_store::{ObjectStore, StoreFormat};
+use shoal_store::{FileDevice, ObjectStore, StoreFormat};
 use shoal_store_rocks::RocksKv;
 use shoal_transport::{LocalNetwork, Network};
 use shoal_types::{OsdEntry, OsdId, Result, err};
@@ -153,11 +153,14 @@ async fn follow_config(osd: Osd, mut maps: tokio::sync::watch::Receiver<Arc<shoa
     }
 }
 
-/// Opens (creating if needed) the RocksDB-backed object store in `dir/store`.
+/// Opens (creating if needed) the object store in `dir`: RocksDB in `dir/store`, the data
+/// device in `dir/block`.
 pub fn open_store(dir: &Path, config: &Config) -> Result<(Arc<RocksKv>, Arc<ObjectStore>)> {
     std::fs::create_dir_all(dir)
         .map_err(|e| err::io(format!("cannot create data directory {}: {e}", dir.display())))?;
     let kv = Arc::new(RocksKv::open(&dir.join("store"), config.get("store_rocksdb_options"))?);
-    let store = Arc::new(ObjectStore::open(kv.clone(), StoreFormat { chunk_size: config.chunk_size()? })?);
+    let device = Arc::new(FileDevice::open(&dir.join("block"))?);
+    let format = StoreFormat { chunk_size: config.chunk_size()? };
+    let store = Arc::new(ObjectStore::open(kv.clone(), device, format, config.store_options()?)?);
     Ok((kv, store))
 }

@@ -7,7 +7,7 @@ mod common;
 use bytes::Bytes;
 use common::{Restarted, Vstart, cmdline, conf_value, kill9, ok, wait_for};
 use shoal_client::{Rados, ReadOp, WriteOp};
-use shoal_store::{ObjectKey, ObjectStore, StoreFormat};
+use shoal_store::{ObjectKey, ObjectStore};
 use shoal_transport::TcpNetwork;
 use shoal_types::{ObjectName, OsdMap, StepOutput, Versioned};
 use std::collections::BTreeMap;
@@ -179,15 +179,19 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
     replicas_agree(&cluster, &map, acked.keys().chain(&logs));
 }
 
+/// Opens the store of a stopped OSD in `dir`, with the default options.
+fn open_store(dir: &std::path::Path) -> Arc<ObjectStore> {
+    shoal::embedded::open_store(dir, &shoal::config::Config::from_settings(&[]).unwrap()).unwrap().1
+}
+
 /// Opens every OSD's store (the cluster must be stopped) and checks that each object has
 /// three replicas under `map`, all holding the same keys and bytes.
 fn replicas_agree<'a>(cluster: &Vstart, map: &OsdMap, names: impl Iterator<Item = &'a String>) {
     let pool = map.pool_named(POOL).unwrap().clone();
     let mut stores = BTreeMap::new();
     for id in map.osds.keys() {
-        let dir = cluster.path().join(format!("osd.{}", id.0)).join("store");
-        let kv = Arc::new(shoal_store_rocks::RocksKv::open(&dir, shoal_store_rocks::DEFAULT_OPTIONS).unwrap());
-        stores.insert(*id, ObjectStore::open(kv, StoreFormat::default()).unwrap());
+        let dir = cluster.path().join(format!("osd.{}", id.0));
+        stores.insert(*id, open_store(&dir));
     }
     for name in names {
         let object = ObjectName::new("", name.as_str());
@@ -287,9 +291,7 @@ fn an_osd_marked_out_is_backfilled_onto_the_others() {
     drop(runtime);
     cluster.stop();
     replicas_agree(&cluster, &map, names.iter());
-    let dir = cluster.path().join("osd.4/store");
-    let kv = Arc::new(shoal_store_rocks::RocksKv::open(&dir, shoal_store_rocks::DEFAULT_OPTIONS).unwrap());
-    let store = ObjectStore::open(kv, StoreFormat::default()).unwrap();
+    let store = open_store(&cluster.path().join("osd.4"));
     let left = store.list(pool.id, 0..=u32::MAX, None, 10).unwrap();
     assert!(left.is_empty(), "osd.4 kept {} stray objects after its PGs moved away", left.len());
 }

@@ -1,7 +1,8 @@
 //! One suite every [`KvEngine`] must pass, run by each engine's own tests.
 
+use crate::device::{BlockDevice, MemDevice};
 use crate::kv::{BatchOp, Cf, KvEngine};
-use crate::object::{ObjectKey, ObjectStore, Onode, StoreFormat, Transaction};
+use crate::object::{ObjectKey, ObjectStore, Onode, StoreFormat, StoreOptions, Transaction};
 use shoal_types::{ObjectName, PoolId};
 use std::sync::Arc;
 
@@ -13,6 +14,12 @@ pub fn run_all(make: &dyn Fn() -> Arc<dyn KvEngine>) {
     listing_follows_pg_ranges(make());
     delete_pool_removes_only_that_pool(make());
     format_is_fixed_at_creation(make());
+    large_writes_live_on_the_device(make());
+}
+
+/// A store on `kv` with a fresh in-memory data device.
+fn open(kv: Arc<dyn KvEngine>, format: StoreFormat) -> ObjectStore {
+    ObjectStore::open(kv, Arc::new(MemDevice::new()), format, StoreOptions::default()).unwrap()
 }
 
 fn batch_order_and_ranges(kv: Arc<dyn KvEngine>) {
@@ -45,7 +52,7 @@ fn scan_limits_and_bounds(kv: Arc<dyn KvEngine>) {
 }
 
 fn objects_do_not_bleed_into_neighbours(kv: Arc<dyn KvEngine>) {
-    let store = ObjectStore::open(kv, StoreFormat { chunk_size: 8 }).unwrap();
+    let store = open(kv, StoreFormat { chunk_size: 8 });
     let pool = PoolId(1);
     let a = ObjectKey::new(pool, &ObjectName::new("", "a")).unwrap();
     let ab = ObjectKey::new(pool, &ObjectName::new("", "ab")).unwrap();
@@ -72,7 +79,7 @@ fn objects_do_not_bleed_into_neighbours(kv: Arc<dyn KvEngine>) {
     t.delete_chunks_from(&ab, 1);
     t.omap_delete_range(&ab, b"k2", b"k3");
     store.commit(t).unwrap();
-    assert_eq!(store.chunks(&ab, 0, 10).unwrap(), vec![(0, vec![1; 8])]);
+    assert_eq!(store.chunks(&ab, 0, 10).unwrap(), vec![(0, vec![1; 8].into())]);
     assert_eq!(store.omap_get(&ab, b"k1").unwrap(), Some(b"v1".to_vec()));
     assert_eq!(store.omap_get(&ab, b"k2").unwrap(), None);
     let seq = store.committed_seq();
@@ -80,7 +87,7 @@ fn objects_do_not_bleed_into_neighbours(kv: Arc<dyn KvEngine>) {
 }
 
 fn listing_follows_pg_ranges(kv: Arc<dyn KvEngine>) {
-    let store = ObjectStore::open(kv, StoreFormat::default()).unwrap();
+    let store = open(kv, StoreFormat::default());
     let pool = shoal_types::Pool { id: PoolId(3), name: "p".into(), pg_num: 6, size: 1, min_size: 1 };
     let mut t = Transaction::new();
     let names: Vec<ObjectName> =
@@ -115,7 +122,7 @@ fn listing_follows_pg_ranges(kv: Arc<dyn KvEngine>) {
 }
 
 fn delete_pool_removes_only_that_pool(kv: Arc<dyn KvEngine>) {
-    let store = ObjectStore::open(kv, StoreFormat::default()).unwrap();
+    let store = open(kv, StoreFormat::default());
     let keys: Vec<ObjectKey> =
         [1u64, 2, 3].iter().map(|&p| ObjectKey::new(PoolId(p), &ObjectName::new("", "x")).unwrap()).collect();
     let mut t = Transaction::new();
@@ -143,10 +150,74 @@ fn delete_pool_removes_only_that_pool(kv: Arc<dyn KvEngine>) {
 }
 
 fn format_is_fixed_at_creation(kv: Arc<dyn KvEngine>) {
-    let first = ObjectStore::open(kv.clone(), StoreFormat { chunk_size: 4096 }).unwrap();
+    let first = open(kv.clone(), StoreFormat { chunk_size: 4096 });
     assert_eq!(first.chunk_size(), 4096);
-    let again = ObjectStore::open(kv, StoreFormat { chunk_size: 65536 }).unwrap();
+    let again = open(kv, StoreFormat { chunk_size: 65536 });
     assert_eq!(again.chunk_size(), 4096, "an existing store keeps its chunk size");
+}
+
+/// Runs of chunks at or above the threshold go to the device with checksums; an overwrite
+/// frees the old extents once durable; a reopened store rebuilds its free space from the
+/// extent records; corruption is caught.
+fn large_writes_live_on_the_device(kv: Arc<dyn KvEngine>) {
+    let device = Arc::new(MemDevice::new());
+    let format = StoreFormat { chunk_size: 4096 };
+    let options = StoreOptions { prefer_deferred_size: 8192 };
+    let store = ObjectStore::open(kv.clone(), device.clone(), format, options).unwrap();
+    let key = ObjectKey::new(PoolId(1), &ObjectName::new("", "big")).unwrap();
+    let small = ObjectKey::new(PoolId(1), &ObjectName::new("", "small")).unwrap();
+    let write = |key: &ObjectKey, fill: u8, chunks: u32, tail: usize| {
+        let mut t = Transaction::new();
+        t.delete_chunks_from(key, 0);
+        for i in 0..chunks {
+            t.put_chunk(key, i, vec![fill.wrapping_add(i as u8); 4096]);
+        }
+        t.put_chunk(key, chunks, vec![fill; tail]);
+        store.commit(t).unwrap()
+    };
+    write(&key, 1, 3, 100);
+    write(&small, 9, 0, 10);
+    let read = |key: &ObjectKey| store.chunks(key, 0, 100).unwrap();
+    assert_eq!(read(&key).len(), 4);
+    assert_eq!(read(&key)[1], (1, vec![2; 4096].into()));
+    assert_eq!(read(&key)[3], (3, vec![1; 100].into()));
+    assert_eq!(store.runs(&key, 0, 100).unwrap().len(), 1, "one extent run is one buffer");
+    assert!(kv.get(Cf::Extent, &[key.as_bytes(), &0u32.to_be_bytes()].concat()).unwrap().is_some());
+    assert!(kv.scan(Cf::Extent, small.as_bytes(), &[small.as_bytes(), &[0xff]].concat(), 10).unwrap().is_empty());
+    let space = store.space();
+    assert_eq!(space.referenced, 4 * 4096, "{space:?}");
+    // Overwrite: the old extents stay taken until the overwrite is durable.
+    write(&key, 50, 2, 0);
+    assert_eq!(read(&key)[0], (0, vec![50; 4096].into()));
+    let space = store.space();
+    assert_eq!((space.referenced, space.unreferenced), (2 * 4096, 4 * 4096), "{space:?}");
+    store.sync().unwrap();
+    let space = store.space();
+    assert_eq!((space.referenced, space.unreferenced), (2 * 4096, 0), "{space:?}");
+    // A small write over a large object's chunk replaces its extent.
+    let mut t = Transaction::new();
+    t.put_chunk(&key, 1, vec![7; 10]);
+    store.commit(t).unwrap();
+    store.sync().unwrap();
+    assert_eq!(read(&key), vec![(0, vec![50; 4096].into()), (1, vec![7; 10].into())]);
+    assert_eq!(store.space().referenced, 4096);
+    // Written but never referenced (a crash before the batch): free again after reopening.
+    device.write_at(0, &[0xee; 10]).ok();
+    let reopened = ObjectStore::open(kv.clone(), device.clone(), format, options).unwrap();
+    let space = reopened.space();
+    assert_eq!((space.referenced, space.unreferenced), (4096, 0), "{space:?}");
+    assert_eq!(reopened.chunks(&key, 0, 1).unwrap(), vec![(0, vec![50; 4096].into())]);
+    reopened.corrupt_chunk(&key, 0).unwrap();
+    let e = reopened.chunks(&key, 0, 1).unwrap_err();
+    assert_eq!(e.errno, shoal_types::Errno::Io);
+    assert!(e.message.contains("checksum mismatch") && e.message.contains("big"), "{e}");
+    // Removing the object frees everything.
+    let mut t = Transaction::new();
+    t.remove_object(&key);
+    reopened.commit(t).unwrap();
+    reopened.sync().unwrap();
+    assert_eq!(reopened.space().referenced, 0);
+    assert_eq!(reopened.space().free, reopened.space().device);
 }
 
 #[cfg(test)]

@@ -15,11 +15,14 @@ pub enum Cf {
     Omap,
     /// Store and PG metadata.
     Meta,
+    /// Where the data chunks of large writes live on the data device, keyed like data
+    /// chunks. Appended last: the encodings of the others are unchanged.
+    Extent,
 }
 
 impl Cf {
     /// Every column family, in a fixed order.
-    pub const ALL: [Cf; 4] = [Cf::Onode, Cf::Data, Cf::Omap, Cf::Meta];
+    pub const ALL: [Cf; 5] = [Cf::Onode, Cf::Data, Cf::Omap, Cf::Meta, Cf::Extent];
 
     /// The engine-level name of the column family.
     pub fn name(self) -> &'static str {
@@ -28,6 +31,7 @@ impl Cf {
             Cf::Data => "data",
             Cf::Omap => "omap",
             Cf::Meta => "meta",
+            Cf::Extent => "extent",
         }
     }
 }

@@ -5,11 +5,18 @@
 //! This crate must not depend on RocksDB (that is `shoal-store-rocks`), tokio or sockets:
 //! every engine passes the same [`conformance`] suite.
 
+pub mod alloc;
 pub mod conformance;
+pub mod device;
+pub mod extents;
 pub mod kv;
 pub mod mem;
 pub mod object;
 
+pub use device::{BlockDevice, FileDevice, MemDevice};
+pub use extents::{Extent, SpaceStats};
 pub use kv::{Batch, BatchOp, Cf, KvEngine, KvStats};
 pub use mem::MemKv;
-pub use object::{ObjectKey, ObjectStore, Onode, StoreFormat, Transaction, pg_log_key, pg_meta_key};
+pub use object::{
+    ObjectKey, ObjectStore, Onode, StoreFormat, StoreOptions, Transaction, pg_log_key, pg_meta_key,
+};

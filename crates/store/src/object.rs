@@ -7,8 +7,12 @@
 //! - `onode` CF: object key → [`Onode`] (size, mtime, version, xattrs, omap header).
 //! - `data` CF: object key ‖ chunk index (u32 BE) → up to `chunk_size` bytes; a missing
 //!   chunk is a hole and reads as zeros.
+//! - `extent` CF: object key ‖ chunk index (u32 BE) → [`Extent`]: a chunk of a large write
+//!   on the data device; it shadows a `data` row at the same index (see [`crate::extents`]).
 //! - `omap` CF: object key ‖ omap key → value.
 
+use crate::device::BlockDevice;
+use crate::extents::{DataSpace, Extent, SpaceStats};
 use crate::kv::{Batch, BatchOp, Cf, KvEngine, KvStats};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -99,7 +103,7 @@ impl ObjectKey {
 }
 
 /// The smallest key greater than every key starting with `prefix` (prefix must not be all 0xff).
-fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last != 0xff {
@@ -150,6 +154,21 @@ impl Default for StoreFormat {
     /// twice as fast as with 64 KiB chunks), and a 4 MiB object is still only 256 keys.
     fn default() -> Self {
         StoreFormat { chunk_size: 16 * 1024 }
+    }
+}
+
+/// Settings of a store that may change from one start to the next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// Writes of at least this many bytes go to the data device, once; smaller ones
+    /// through the engine's WAL (`store_prefer_deferred_size`).
+    pub prefer_deferred_size: u64,
+}
+
+impl Default for StoreOptions {
+    /// 64 KiB: below it a write's WAL bytes cost less than a device write plus its sync.
+    fn default() -> Self {
+        StoreOptions { prefer_deferred_size: 64 * 1024 }
     }
 }
 
@@ -332,12 +351,18 @@ pub struct ObjectStore {
     kv: Arc<dyn KvEngine>,
     format: StoreFormat,
     committed_seq: AtomicU64,
+    space: DataSpace,
 }
 
 impl ObjectStore {
-    /// Opens a store on an engine, recording `format` if the store is new; an existing
-    /// store keeps the format it was created with.
-    pub fn open(kv: Arc<dyn KvEngine>, format: StoreFormat) -> Result<Self> {
+    /// Opens a store on an engine and a data device, recording `format` if the store is
+    /// new; an existing store keeps the format it was created with.
+    pub fn open(
+        kv: Arc<dyn KvEngine>,
+        device: Arc<dyn BlockDevice>,
+        format: StoreFormat,
+        options: StoreOptions,
+    ) -> Result<Self> {
         if format.chunk_size == 0 || format.chunk_size > 16 << 20 {
             return Err(err::invalid(format!("chunk size {} must be in 1..=16 MiB", format.chunk_size)));
         }
@@ -349,7 +374,13 @@ impl ObjectStore {
                 format
             }
         };
-        Ok(ObjectStore { kv, format, committed_seq: AtomicU64::new(0) })
+        let space = DataSpace::open(kv.as_ref(), device, format.chunk_size, options.prefer_deferred_size)?;
+        Ok(ObjectStore { kv, format, committed_seq: AtomicU64::new(0), space })
+    }
+
+    /// A store in memory (engine and device), for tests and models.
+    pub fn in_memory(format: StoreFormat, options: StoreOptions) -> Result<Self> {
+        Self::open(Arc::new(crate::MemKv::new()), Arc::new(crate::MemDevice::new()), format, options)
     }
 
     /// Bytes per data chunk.
@@ -365,22 +396,54 @@ impl ObjectStore {
             .transpose()
     }
 
-    /// The chunks with indexes in `first..end` that exist (holes are absent).
-    pub fn chunks(&self, key: &ObjectKey, first: u32, end: u32) -> Result<Vec<(u32, Vec<u8>)>> {
+    /// The chunks with indexes in `first..end` that exist (holes are absent), extents read
+    /// from the device and checked against their crc32c (EIO naming the object if not).
+    pub fn chunks(&self, key: &ObjectKey, first: u32, end: u32) -> Result<Vec<(u32, Bytes)>> {
+        let chunk = self.format.chunk_size as usize;
+        let mut chunks = Vec::new();
+        for (index, bytes) in self.runs(key, first, end)? {
+            for (offset, at) in (0..bytes.len()).step_by(chunk).enumerate() {
+                chunks.push((index + offset as u32, bytes.slice(at..(at + chunk).min(bytes.len()))));
+            }
+        }
+        Ok(chunks)
+    }
+
+    /// Like [`ObjectStore::chunks`], but consecutive chunks of one extent come as one
+    /// buffer `(first index, bytes)`: a large read is a slice of what the device returned.
+    pub fn runs(&self, key: &ObjectKey, first: u32, end: u32) -> Result<Vec<(u32, Bytes)>> {
         if first >= end {
             return Ok(Vec::new());
         }
-        let rows = self.kv.scan(Cf::Data, &key.chunk_key(first), &key.chunk_key(end), (end - first) as usize)?;
-        rows.into_iter()
-            .map(|(k, v)| {
-                let index = k
-                    .get(key.0.len()..)
-                    .and_then(|s| <[u8; 4]>::try_from(s).ok())
-                    .map(u32::from_be_bytes)
-                    .ok_or_else(|| err::io(format!("corrupt chunk key {k:02x?}")))?;
-                Ok((index, v))
+        let (from, to) = (key.chunk_key(first), key.chunk_key(end));
+        let limit = (end - first) as usize;
+        let index_of = |k: &[u8]| {
+            k.get(key.0.len()..)
+                .and_then(|s| <[u8; 4]>::try_from(s).ok())
+                .map(u32::from_be_bytes)
+                .ok_or_else(|| err::io(format!("corrupt chunk key {k:02x?}")))
+        };
+        let mut extents = Vec::new();
+        for (k, v) in self.kv.scan(Cf::Extent, &from, &to, limit)? {
+            let extent = Extent::decode(&v).map_err(|e| err::io(format!("extent record {k:02x?}: {e}")))?;
+            extents.push((index_of(&k)?, extent));
+        }
+        let name = || key.decode().map_or_else(|_| format!("{:02x?}", key.0), |(pool, name)| format!("{pool:?}/{name}"));
+        let mut runs: BTreeMap<u32, Bytes> = self.space.read(&extents, &name)?.into_iter().collect();
+        let chunk = u64::from(self.format.chunk_size);
+        let shadowed = |runs: &BTreeMap<u32, Bytes>, index: u32| {
+            runs.range(..=index).next_back().is_some_and(|(&at, bytes)| {
+                u64::from(index - at) < (bytes.len() as u64).div_ceil(chunk)
             })
-            .collect()
+        };
+        for (k, v) in self.kv.scan(Cf::Data, &from, &to, limit)? {
+            let index = index_of(&k)?;
+            // An extent shadows a data row at the same index.
+            if !shadowed(&runs, index) {
+                runs.insert(index, Bytes::from(v));
+            }
+        }
+        Ok(runs.into_iter().collect())
     }
 
     /// One omap value.
@@ -434,18 +497,19 @@ impl ObjectStore {
         txn.remove_object(key);
         let Some(onode) = self.kv.get(Cf::Onode, &key.0)? else { return Ok(txn) };
         txn.ops.push(BatchOp::Put(Cf::Onode, key.0.clone(), onode));
-        for cf in [Cf::Data, Cf::Omap] {
-            let mut from = key.0.clone();
-            loop {
-                let rows = self.kv.scan(cf, &from, &key.end(), COPY_PAGE)?;
-                let done = rows.len() < COPY_PAGE;
-                if let Some((last, _)) = rows.last() {
-                    from = [last.as_slice(), &[0]].concat();
-                }
-                txn.ops.extend(rows.into_iter().map(|(k, v)| BatchOp::Put(cf, k, v)));
-                if done {
-                    break;
-                }
+        for (index, data) in self.chunks(key, 0, u32::MAX)? {
+            txn.put_chunk(key, index, data.to_vec());
+        }
+        let mut from = key.0.clone();
+        loop {
+            let rows = self.kv.scan(Cf::Omap, &from, &key.end(), COPY_PAGE)?;
+            let done = rows.len() < COPY_PAGE;
+            if let Some((last, _)) = rows.last() {
+                from = [last.as_slice(), &[0]].concat();
+            }
+            txn.ops.extend(rows.into_iter().map(|(k, v)| BatchOp::Put(Cf::Omap, k, v)));
+            if done {
+                break;
             }
         }
         Ok(txn)
@@ -462,11 +526,20 @@ impl ObjectStore {
     }
 
     /// Applies a transaction atomically; returns its sequence number for [`ObjectStore::sync`].
+    /// Large data runs are written to the data device and synced before the engine batch
+    /// that references them.
     pub fn commit(&self, txn: Transaction) -> Result<u64> {
-        if !txn.ops.is_empty() {
-            self.kv.write(txn.ops)?;
+        if txn.ops.is_empty() {
+            return Ok(self.committed_seq.fetch_add(1, Ordering::SeqCst) + 1);
         }
-        Ok(self.committed_seq.fetch_add(1, Ordering::SeqCst) + 1)
+        let mut lowered = self.space.lower(self.kv.as_ref(), txn.ops)?;
+        if let Err(e) = self.kv.write(std::mem::take(&mut lowered.batch)) {
+            self.space.abandoned(&lowered);
+            return Err(e);
+        }
+        let seq = self.committed_seq.fetch_add(1, Ordering::SeqCst) + 1;
+        self.space.committed(seq, &lowered);
+        Ok(seq)
     }
 
     /// The sequence number of the latest commit.
@@ -478,11 +551,25 @@ impl ObjectStore {
     pub fn sync(&self) -> Result<u64> {
         let upto = self.committed_seq();
         self.kv.sync()?;
+        self.space.release_durable(upto);
         Ok(upto)
     }
 
     /// The engine's write statistics.
     pub fn stats(&self) -> KvStats {
         self.kv.stats()
+    }
+
+    /// The data device's space figures.
+    pub fn space(&self) -> SpaceStats {
+        self.space.stats()
+    }
+
+    /// Flips the first byte of chunk `index` of an object where it is stored on the data
+    /// device, so tests can prove a bad checksum is caught; ENOENT if it is not there.
+    pub fn corrupt_chunk(&self, key: &ObjectKey, index: u32) -> Result<()> {
+        let record = self.kv.get(Cf::Extent, &key.chunk_key(index))?;
+        let record = record.ok_or_else(|| err::not_found(format!("chunk {index} is not on the data device")))?;
+        self.space.corrupt(&Extent::decode(&record)?)
     }
 }

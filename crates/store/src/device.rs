@@ -1,0 +1,183 @@
+//! Where large object data lives: a flat byte space written once per extent and read with
+//! positioned reads, outside the key-value engine and its write-ahead log.
+//!
+//! [`FileDevice`] is one preallocated file grown in steps; [`MemDevice`] keeps the bytes
+//! in memory for tests and models. Neither knows what is allocated: that is the
+//! [`crate::alloc::Allocator`]'s job, rebuilt from the engine's extent records at start.
+
+use bytes::{Bytes, BytesMut};
+use shoal_types::{Result, err};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A byte-addressed space for extent data.
+pub trait BlockDevice: Send + Sync + 'static {
+    /// Bytes addressable now.
+    fn size(&self) -> u64;
+    /// Makes the space at least `size` bytes long (never shrinks it).
+    fn grow(&self, size: u64) -> Result<()>;
+    /// How much to grow by at least, when the space runs out.
+    fn grow_step(&self) -> u64;
+    /// Writes `data` at `addr`, which must lie inside the space.
+    fn write_at(&self, addr: u64, data: &[u8]) -> Result<()>;
+    /// Reads `len` bytes at `addr`, which must lie inside the space.
+    fn read_at(&self, addr: u64, len: usize) -> Result<Bytes>;
+    /// Makes every earlier write durable.
+    fn sync(&self) -> Result<()>;
+}
+
+fn check_range(addr: u64, len: u64, size: u64) -> Result<()> {
+    match addr.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(err::io(format!("extent {addr}+{len} lies outside the data device of {size} bytes"))),
+    }
+}
+
+/// A data device in one file, preallocated (`fallocate`) so that writes find their blocks
+/// already reserved and ENOSPC shows up when the store grows, not in the middle of a write.
+pub struct FileDevice {
+    file: File,
+    path: PathBuf,
+    size: AtomicU64,
+}
+
+impl FileDevice {
+    /// Opens (creating if needed) the device file at `path`.
+    pub fn open(path: &Path) -> Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| err::io(format!("opening data device {}: {e}", path.display())))?;
+        let size = file.metadata().map_err(|e| err::io(format!("stat {}: {e}", path.display())))?.len();
+        Ok(FileDevice { file, path: path.to_owned(), size: AtomicU64::new(size) })
+    }
+
+    fn io_error(&self, what: &str, e: impl std::fmt::Display) -> shoal_types::RadosError {
+        err::io(format!("{what} {}: {e}", self.path.display()))
+    }
+}
+
+impl BlockDevice for FileDevice {
+    fn size(&self) -> u64 {
+        self.size.load(Ordering::Acquire)
+    }
+
+    fn grow(&self, size: u64) -> Result<()> {
+        let old = self.size();
+        if size <= old {
+            return Ok(());
+        }
+        rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::empty(), old, size - old)
+            .map_err(|e| self.io_error("growing data device", e))?;
+        // The new length must be durable before extents past the old end are referenced.
+        self.file.sync_all().map_err(|e| self.io_error("syncing data device", e))?;
+        self.size.fetch_max(size, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// 1 GiB: a preallocation (and its sync) per GiB written keeps growth off the write path.
+    fn grow_step(&self) -> u64 {
+        1 << 30
+    }
+
+    fn write_at(&self, addr: u64, data: &[u8]) -> Result<()> {
+        check_range(addr, data.len() as u64, self.size())?;
+        self.file.write_all_at(data, addr).map_err(|e| self.io_error("writing", e))
+    }
+
+    fn read_at(&self, addr: u64, len: usize) -> Result<Bytes> {
+        check_range(addr, len as u64, self.size())?;
+        let mut buffer = BytesMut::zeroed(len);
+        self.file.read_exact_at(&mut buffer, addr).map_err(|e| self.io_error("reading", e))?;
+        Ok(buffer.freeze())
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.file.sync_data().map_err(|e| self.io_error("syncing", e))
+    }
+}
+
+/// A data device in memory: nothing survives the process.
+#[derive(Default)]
+pub struct MemDevice {
+    bytes: RwLock<Vec<u8>>,
+}
+
+impl MemDevice {
+    /// An empty device.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl BlockDevice for MemDevice {
+    fn size(&self) -> u64 {
+        self.bytes.read().expect("mem device lock poisoned").len() as u64
+    }
+
+    fn grow(&self, size: u64) -> Result<()> {
+        let mut bytes = self.bytes.write().expect("mem device lock poisoned");
+        let size = usize::try_from(size).map_err(|_| err::no_space("the memory device cannot grow that far"))?;
+        if size > bytes.len() {
+            bytes.resize(size, 0);
+        }
+        Ok(())
+    }
+
+    fn grow_step(&self) -> u64 {
+        1 << 20
+    }
+
+    fn write_at(&self, addr: u64, data: &[u8]) -> Result<()> {
+        let mut bytes = self.bytes.write().expect("mem device lock poisoned");
+        check_range(addr, data.len() as u64, bytes.len() as u64)?;
+        bytes[addr as usize..addr as usize + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn read_at(&self, addr: u64, len: usize) -> Result<Bytes> {
+        let bytes = self.bytes.read().expect("mem device lock poisoned");
+        check_range(addr, len as u64, bytes.len() as u64)?;
+        Ok(Bytes::copy_from_slice(&bytes[addr as usize..addr as usize + len]))
+    }
+
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exercise(device: &dyn BlockDevice) {
+        assert!(device.write_at(0, b"x").is_err(), "an empty device has no space");
+        device.grow(8192).unwrap();
+        device.grow(4096).unwrap();
+        assert_eq!(device.size(), 8192, "grow never shrinks");
+        device.write_at(4000, b"hello").unwrap();
+        device.sync().unwrap();
+        assert_eq!(&device.read_at(4000, 5).unwrap()[..], b"hello");
+        assert_eq!(&device.read_at(0, 4).unwrap()[..], [0; 4]);
+        let e = device.read_at(8190, 4).unwrap_err();
+        assert!(e.message.contains("outside"), "{e}");
+        assert!(device.write_at(u64::MAX, b"x").is_err());
+    }
+
+    #[test]
+    fn memory_and_file_devices_behave_alike() {
+        exercise(&MemDevice::new());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("block");
+        exercise(&FileDevice::open(&path).unwrap());
+        let reopened = FileDevice::open(&path).unwrap();
+        assert_eq!(reopened.size(), 8192);
+        assert_eq!(&reopened.read_at(4000, 5).unwrap()[..], b"hello");
+    }
+}
