@@ -8,7 +8,7 @@
 use bytes::{Bytes, BytesMut};
 use shoal_types::{Result, err};
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,10 +36,42 @@ fn check_range(addr: u64, len: u64, size: u64) -> Result<()> {
     }
 }
 
+/// Alignment of direct IO: buffer address, file offset and length.
+pub const DIRECT_ALIGN: usize = 4096;
+
+/// A zeroed buffer of `len` bytes whose start is aligned for direct IO.
+pub struct AlignedBuffer {
+    bytes: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedBuffer {
+    /// `len` zero bytes starting at a [`DIRECT_ALIGN`]-aligned address.
+    pub fn zeroed(len: usize) -> Self {
+        let bytes = vec![0u8; len + DIRECT_ALIGN];
+        let start = bytes.as_ptr().align_offset(DIRECT_ALIGN);
+        AlignedBuffer { bytes, start, len }
+    }
+
+    /// The buffer's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[self.start..self.start + self.len]
+    }
+
+    /// The buffer's bytes, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.bytes[self.start..self.start + self.len]
+    }
+}
+
 /// A data device in one file, preallocated (`fallocate`) so that writes find their blocks
 /// already reserved and ENOSPC shows up when the store grows, not in the middle of a write.
+/// Aligned writes go through a second handle opened with `O_DIRECT` (no page-cache copy:
+/// measured to matter for 4 MiB writes); reads use the page cache.
 pub struct FileDevice {
     file: File,
+    direct: Option<File>,
     path: PathBuf,
     size: AtomicU64,
 }
@@ -55,7 +87,13 @@ impl FileDevice {
             .open(path)
             .map_err(|e| err::io(format!("opening data device {}: {e}", path.display())))?;
         let size = file.metadata().map_err(|e| err::io(format!("stat {}: {e}", path.display())))?.len();
-        Ok(FileDevice { file, path: path.to_owned(), size: AtomicU64::new(size) })
+        // Some file systems (tmpfs) refuse O_DIRECT: then every write is buffered.
+        let direct = OpenOptions::new()
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
+            .open(path)
+            .ok();
+        Ok(FileDevice { file, direct, path: path.to_owned(), size: AtomicU64::new(size) })
     }
 
     fn io_error(&self, what: &str, e: impl std::fmt::Display) -> shoal_types::RadosError {
@@ -88,7 +126,12 @@ impl BlockDevice for FileDevice {
 
     fn write_at(&self, addr: u64, data: &[u8]) -> Result<()> {
         check_range(addr, data.len() as u64, self.size())?;
-        self.file.write_all_at(data, addr).map_err(|e| self.io_error("writing", e))
+        let aligned = |n: usize| n.is_multiple_of(DIRECT_ALIGN);
+        let file = match &self.direct {
+            Some(direct) if aligned(addr as usize) && aligned(data.len()) && aligned(data.as_ptr() as usize) => direct,
+            _ => &self.file,
+        };
+        file.write_all_at(data, addr).map_err(|e| self.io_error("writing", e))
     }
 
     fn read_at(&self, addr: u64, len: usize) -> Result<Bytes> {
@@ -179,5 +222,9 @@ mod tests {
         let reopened = FileDevice::open(&path).unwrap();
         assert_eq!(reopened.size(), 8192);
         assert_eq!(&reopened.read_at(4000, 5).unwrap()[..], b"hello");
+        let mut block = AlignedBuffer::zeroed(4096);
+        block.as_mut_slice().fill(3);
+        reopened.write_at(4096, block.as_slice()).unwrap();
+        assert_eq!(reopened.read_at(4095, 3).unwrap()[..], [0, 3, 3], "an aligned (direct) write reads back");
     }
 }

@@ -16,7 +16,7 @@
 //! when the allocator is rebuilt from the extent records.
 
 use crate::alloc::Allocator;
-use crate::device::BlockDevice;
+use crate::device::{AlignedBuffer, BlockDevice};
 use crate::kv::{Batch, BatchOp, Cf, KvEngine};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -213,23 +213,22 @@ impl DataSpace {
         let mut extents = Vec::with_capacity(chunks.len());
         let mut next = chunks.iter().peekable();
         for &(addr, len) in pieces {
-            let mut buffer = Vec::with_capacity(len as usize);
+            // Aligned, so that the device can write it without a page-cache copy.
+            let mut buffer = AlignedBuffer::zeroed(len as usize);
+            let target = buffer.as_mut_slice();
+            let mut at = 0usize;
             while let Some(chunk) = next.peek() {
-                if buffer.len() as u64 + self.chunk_size.min(chunk.len() as u64) > len {
+                if at as u64 + self.chunk_size.min(chunk.len() as u64) > len {
                     break;
                 }
-                extents.push(Extent {
-                    addr: addr + buffer.len() as u64,
-                    len: chunk.len() as u32,
-                    crc: crc32c::crc32c(chunk),
-                });
-                buffer.extend_from_slice(chunk);
-                // Chunks of a run are full but the last; keep each on its own grid slot.
-                buffer.resize(buffer.len().next_multiple_of(self.chunk_size as usize).min(len as usize), 0);
+                extents.push(Extent { addr: addr + at as u64, len: chunk.len() as u32, crc: crc32c::crc32c(chunk) });
+                target[at..at + chunk.len()].copy_from_slice(chunk);
+                // Chunks of a run are full but the last; each keeps its own grid slot.
+                at += self.chunk_size as usize;
                 next.next();
             }
-            self.device.write_at(addr, &buffer)?;
-            self.bytes_written.fetch_add(buffer.len() as u64, Ordering::Relaxed);
+            self.device.write_at(addr, buffer.as_slice())?;
+            self.bytes_written.fetch_add(len, Ordering::Relaxed);
         }
         if next.peek().is_some() {
             return Err(err::io("allocated space does not fit the run's chunks"));

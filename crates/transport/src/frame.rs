@@ -3,6 +3,7 @@
 //! The decoder takes bytes as they arrive and yields whole, checked payloads; a bad
 //! magic, an oversized length or a checksum mismatch is an error, never a panic.
 
+use bytes::{Bytes, BytesMut};
 use shoal_types::{Result, err};
 
 /// Marks the start of every frame (and the frame format's version).
@@ -12,24 +13,40 @@ pub const HEADER_LEN: usize = 12;
 
 /// Encodes one frame.
 pub fn encode(payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
+    append(Vec::with_capacity(HEADER_LEN + payload.len()), |mut out| {
+        out.extend_from_slice(payload);
+        out
+    })
+}
+
+/// Appends one frame to `out` whose payload `write_payload` appends in place (so a large
+/// message is encoded once, straight behind its header, not copied into a frame).
+pub fn append(mut out: Vec<u8>, write_payload: impl FnOnce(Vec<u8>) -> Vec<u8>) -> Vec<u8> {
+    let start = out.len();
     out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-    out.extend_from_slice(&crc32c::crc32c(payload).to_be_bytes());
-    out.extend_from_slice(payload);
+    out.extend_from_slice(&[0; 8]);
+    let mut out = write_payload(out);
+    let payload = start + HEADER_LEN;
+    let len = (out.len() - payload) as u32;
+    let crc = crc32c::crc32c(&out[payload..]);
+    out[start + 4..start + 8].copy_from_slice(&len.to_be_bytes());
+    out[start + 8..payload].copy_from_slice(&crc.to_be_bytes());
     out
 }
 
 /// Accumulates stream bytes and cuts them into checked payloads.
 pub struct Decoder {
-    buffer: Vec<u8>,
+    buffer: BytesMut,
     max_payload: usize,
 }
+
+/// Bytes a decoder asks the socket for at least, when it has no frame length to go by.
+const READ_CHUNK: usize = 64 * 1024;
 
 impl Decoder {
     /// A decoder refusing payloads larger than `max_payload` bytes.
     pub fn new(max_payload: usize) -> Self {
-        Decoder { buffer: Vec::new(), max_payload }
+        Decoder { buffer: BytesMut::new(), max_payload }
     }
 
     /// Appends bytes read from the stream.
@@ -37,26 +54,40 @@ impl Decoder {
         self.buffer.extend_from_slice(bytes);
     }
 
-    /// The next complete payload, `None` if more bytes are needed.
-    pub fn next_frame(&mut self) -> Result<Option<Vec<u8>>> {
+    /// The buffer to read the stream into (append only), with room for the rest of the
+    /// frame in progress, so a large payload arrives in one allocation and is never moved.
+    pub fn read_buffer(&mut self) -> &mut BytesMut {
+        let wanted = match self.frame_len() {
+            Some(len) if len <= self.max_payload => (HEADER_LEN + len).saturating_sub(self.buffer.len()),
+            _ => 0,
+        };
+        self.buffer.reserve(wanted.max(READ_CHUNK));
+        &mut self.buffer
+    }
+
+    fn frame_len(&self) -> Option<usize> {
+        let word = self.buffer.get(4..8)?;
+        Some(u32::from_be_bytes([word[0], word[1], word[2], word[3]]) as usize)
+    }
+
+    /// The next complete payload, `None` if more bytes are needed. The payload shares the
+    /// decoder's buffer: nothing is copied.
+    pub fn next_frame(&mut self) -> Result<Option<Bytes>> {
         if self.buffer.len() < HEADER_LEN {
             return Ok(None);
         }
         if self.buffer[..4] != MAGIC {
             return Err(err::invalid(format!("bad frame magic {:02x?}", &self.buffer[..4])));
         }
-        let word =
-            |i: usize| u32::from_be_bytes([self.buffer[i], self.buffer[i + 1], self.buffer[i + 2], self.buffer[i + 3]]);
-        let len = word(4) as usize;
+        let len = self.frame_len().expect("a whole header is buffered");
         if len > self.max_payload {
             return Err(err::too_big(format!("frame of {len} bytes exceeds the limit of {}", self.max_payload)));
         }
         if self.buffer.len() < HEADER_LEN + len {
             return Ok(None);
         }
-        let crc = word(8);
-        let payload: Vec<u8> = self.buffer[HEADER_LEN..HEADER_LEN + len].to_vec();
-        self.buffer.drain(..HEADER_LEN + len);
+        let crc = u32::from_be_bytes([self.buffer[8], self.buffer[9], self.buffer[10], self.buffer[11]]);
+        let payload = self.buffer.split_to(HEADER_LEN + len).freeze().slice(HEADER_LEN..);
         let actual = crc32c::crc32c(&payload);
         if actual != crc {
             return Err(err::invalid(format!("frame checksum mismatch: header {crc:08x}, payload {actual:08x}")));
@@ -73,6 +104,26 @@ mod tests {
     #[test]
     fn golden_bytes() {
         assert_eq!(encode(b"hi"), [b'S', b'H', b'F', b'1', 0, 0, 0, 2, 0xf5, 0x9d, 0xd9, 0xc2, b'h', b'i']);
+        let two = append(encode(b"hi"), |mut out| {
+            out.extend_from_slice(b"hi");
+            out
+        });
+        assert_eq!(two[..14], two[14..], "a frame appended in place is the same frame");
+    }
+
+    #[test]
+    fn large_payloads_are_not_moved() {
+        let payload = vec![7u8; 1 << 20];
+        let frame = encode(&payload);
+        let mut d = Decoder::new(2 << 20);
+        d.feed(&frame[..100]);
+        let buffer = d.read_buffer();
+        assert!(buffer.capacity() >= frame.len(), "room for the whole frame at once");
+        buffer.extend_from_slice(&frame[100..]);
+        let at = buffer.as_ptr();
+        let got = d.next_frame().unwrap().unwrap();
+        assert_eq!(got.as_ptr(), at.wrapping_add(HEADER_LEN), "the payload is the buffer itself");
+        assert_eq!(got, payload);
     }
 
     #[test]
@@ -100,7 +151,7 @@ mod tests {
             for piece in stream.chunks(cut) {
                 d.feed(piece);
                 while let Some(p) = d.next_frame().unwrap() {
-                    got.push(p);
+                    got.push(p.to_vec());
                 }
             }
             prop_assert_eq!(got, payloads);

@@ -5,6 +5,7 @@
 
 use crate::auth::{self, Handshake, NONCE_LEN};
 use crate::frame::{self, Decoder};
+use bytes::Bytes;
 use crate::{ACCEPT_QUEUE, CONNECTION_QUEUE, ConnectFuture, Connection, Listener, Network};
 use shoal_types::msg::Message;
 use shoal_types::{RadosError, Result, Versioned, err};
@@ -41,7 +42,7 @@ fn nonce() -> [u8; NONCE_LEN] {
 }
 
 /// Reads one frame (handshake phase) from the stream.
-async fn read_frame(stream: &mut TcpStream, decoder: &mut Decoder) -> Result<Vec<u8>> {
+async fn read_frame(stream: &mut TcpStream, decoder: &mut Decoder) -> Result<Bytes> {
     let mut buf = [0u8; 4096];
     loop {
         if let Some(payload) = decoder.next_frame()? {
@@ -106,10 +107,9 @@ fn start_pumps(stream: TcpStream, decoder: Decoder, peer: String) -> Connection 
 }
 
 async fn read_pump(mut read: OwnedReadHalf, mut decoder: Decoder, to_app: mpsc::Sender<Message>, peer: String) {
-    let mut buf = vec![0u8; 64 * 1024];
     loop {
         loop {
-            match decoder.next_frame().and_then(|f| f.map(|p| Message::decode(&p)).transpose()) {
+            match decoder.next_frame().and_then(|f| f.map(|p| Message::decode_shared(&p)).transpose()) {
                 Ok(Some(message)) => {
                     if to_app.send(message).await.is_err() {
                         return;
@@ -122,19 +122,19 @@ async fn read_pump(mut read: OwnedReadHalf, mut decoder: Decoder, to_app: mpsc::
                 }
             }
         }
-        match read.read(&mut buf).await {
+        match read.read_buf(decoder.read_buffer()).await {
             Ok(0) | Err(_) => return,
-            Ok(n) => decoder.feed(&buf[..n]),
+            Ok(_) => {}
         }
     }
 }
 
 async fn write_pump(mut write: OwnedWriteHalf, mut from_app: mpsc::Receiver<Message>, peer: String) {
     while let Some(first) = from_app.recv().await {
-        let mut out = frame::encode(&first.encode());
+        let mut out = frame::append(Vec::new(), |buf| first.encode_after(buf));
         while out.len() < 1 << 20 {
             match from_app.try_recv() {
-                Ok(next) => out.extend(frame::encode(&next.encode())),
+                Ok(next) => out = frame::append(out, |buf| next.encode_after(buf)),
                 Err(_) => break,
             }
         }

@@ -5,7 +5,68 @@
 //! `VERSION` and keep the old shape as a module that decodes into the new one.
 
 use crate::error::{Result, err};
+use bytes::Bytes;
 use serde::{Serialize, de::DeserializeOwned};
+use std::cell::RefCell;
+
+thread_local! {
+    /// The buffer [`Versioned::decode_shared`] is decoding on this thread.
+    static SOURCE: RefCell<Option<Bytes>> = const { RefCell::new(None) };
+}
+
+/// Serde for large byte fields (object data, shipped transactions): encoded exactly like
+/// `Bytes`, and decoded by [`Versioned::decode_shared`] as a slice of the received buffer
+/// rather than a copy of it.
+pub mod shared_bytes {
+    use super::SOURCE;
+    use bytes::Bytes;
+    use serde::{Deserializer, Serializer};
+
+    /// Encodes like `Bytes` itself.
+    pub fn serialize<S: Serializer>(bytes: &Bytes, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(bytes)
+    }
+
+    /// Decodes a slice of the buffer being decoded when there is one, else a copy.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Bytes, D::Error> {
+        deserializer.deserialize_bytes(Visitor)
+    }
+
+    struct Visitor;
+
+    impl<'de> serde::de::Visitor<'de> for Visitor {
+        type Value = Bytes;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("bytes")
+        }
+
+        fn visit_borrowed_bytes<E>(self, v: &'de [u8]) -> Result<Bytes, E> {
+            let within = |source: &Bytes| {
+                let range = source.as_ptr_range();
+                range.start <= v.as_ptr() && v.as_ptr_range().end <= range.end
+            };
+            let shared = SOURCE.with(|source| source.borrow().as_ref().filter(|s| within(s)).map(|s| s.slice_ref(v)));
+            Ok(shared.unwrap_or_else(|| Bytes::copy_from_slice(v)))
+        }
+
+        fn visit_bytes<E>(self, v: &[u8]) -> Result<Bytes, E> {
+            Ok(Bytes::copy_from_slice(v))
+        }
+
+        fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Bytes, E> {
+            Ok(Bytes::from(v))
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Bytes, A::Error> {
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+            while let Some(b) = seq.next_element::<u8>()? {
+                out.push(b);
+            }
+            Ok(Bytes::from(out))
+        }
+    }
+}
 
 /// A type with a stable, versioned binary encoding.
 pub trait Versioned: Serialize + DeserializeOwned {
@@ -16,9 +77,24 @@ pub trait Versioned: Serialize + DeserializeOwned {
 
     /// Encodes `self` as version byte + postcard.
     fn encode(&self) -> Vec<u8> {
-        // One buffer, version byte first; postcard only fails on writer errors, and a Vec
-        // writer has none.
-        postcard::to_extend(self, vec![Self::VERSION]).expect("postcard encoding into a Vec cannot fail")
+        self.encode_after(Vec::new())
+    }
+
+    /// Appends the encoding of `self` to `out` (which may hold, say, a frame header): the
+    /// same bytes as [`Versioned::encode`], without a second buffer.
+    fn encode_after(&self, mut out: Vec<u8>) -> Vec<u8> {
+        out.push(Self::VERSION);
+        // postcard only fails on writer errors, and a Vec writer has none.
+        postcard::to_extend(self, out).expect("postcard encoding into a Vec cannot fail")
+    }
+
+    /// Decodes like [`Versioned::decode`], but byte fields marked [`shared_bytes`] come
+    /// out as slices of `bytes` instead of copies.
+    fn decode_shared(bytes: &Bytes) -> Result<Self> {
+        SOURCE.with(|source| *source.borrow_mut() = Some(bytes.clone()));
+        let decoded = Self::decode(bytes);
+        SOURCE.with(|source| source.borrow_mut().take());
+        decoded
     }
 
     /// The length [`Versioned::encode`] would produce, computed without encoding.
@@ -68,6 +144,31 @@ pub fn decode_body<T: DeserializeOwned>(name: &str, body: &[u8]) -> Result<T> {
 mod tests {
     use super::*;
     use serde::Deserialize;
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Carrier {
+        #[serde(with = "shared_bytes")]
+        data: Bytes,
+        plain: Bytes,
+    }
+
+    impl Versioned for Carrier {
+        const NAME: &'static str = "carrier";
+        const VERSION: u8 = 1;
+    }
+
+    #[test]
+    fn shared_bytes_encode_like_bytes_and_decode_as_slices() {
+        let carrier = Carrier { data: Bytes::from_static(b"large data"), plain: Bytes::from_static(b"p") };
+        let encoded = Bytes::from(carrier.encode());
+        assert_eq!(encoded[..], [1, 10, b'l', b'a', b'r', b'g', b'e', b' ', b'd', b'a', b't', b'a', 1, b'p']);
+        let shared = Carrier::decode_shared(&encoded).unwrap();
+        assert_eq!(shared, carrier);
+        assert_eq!(shared.data.as_ptr(), encoded[2..].as_ptr(), "a slice of the received buffer");
+        let copied = Carrier::decode(&encoded).unwrap();
+        assert_ne!(copied.data.as_ptr(), encoded[2..].as_ptr(), "plain decoding copies");
+        assert_eq!(carrier.encode_after(vec![9, 9])[2..], encoded[..]);
+    }
 
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     struct Sample {

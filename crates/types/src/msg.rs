@@ -99,6 +99,7 @@ pub enum Reply {
     /// Whole objects as an encoded store transaction, and where a paged copy resumes.
     Copies {
         /// The encoded transaction that recreates the objects.
+        #[serde(with = "crate::encoding::shared_bytes")]
         txn: Bytes,
         /// The last object key included, when more may follow.
         next: Option<Bytes>,
@@ -172,6 +173,7 @@ pub enum PeerRequest {
         /// The interval.
         interval: u64,
         /// Encoded store transaction recreating the objects.
+        #[serde(with = "crate::encoding::shared_bytes")]
         txn: Bytes,
     },
     /// Every missing object was pushed: the replica is complete again.
@@ -224,6 +226,7 @@ pub struct RepOp {
     /// The write's log entry (its position included).
     pub entry: PgLogEntry,
     /// The encoded store transaction of the object changes.
+    #[serde(with = "crate::encoding::shared_bytes")]
     pub txn: Bytes,
 }
 

@@ -61,16 +61,19 @@ pub enum Step {
         /// Byte offset.
         offset: u64,
         /// Bytes to write.
+        #[serde(with = "crate::encoding::shared_bytes")]
         data: Bytes,
     },
     /// Replace the whole data payload.
     WriteFull {
         /// The new contents.
+        #[serde(with = "crate::encoding::shared_bytes")]
         data: Bytes,
     },
     /// Write at the current end of the object.
     Append {
         /// Bytes to append.
+        #[serde(with = "crate::encoding::shared_bytes")]
         data: Bytes,
     },
     /// Set the object's size, dropping or zero-extending data.
@@ -251,7 +254,7 @@ pub enum StepOutput {
     /// The step returns nothing.
     None,
     /// Bytes: read data, an xattr value, the omap header or a class method's output.
-    Data(Bytes),
+    Data(#[serde(with = "crate::encoding::shared_bytes")] Bytes),
     /// The object's stat.
     Stat(ObjectStat),
     /// All xattrs.
