@@ -1,10 +1,14 @@
-//! Hidden tools for crash testing: a writer that appends to objects and omaps and prints
-//! each acknowledgement, and a verifier that reports what survived.
+//! Hidden tools for crash testing: a writer that prints each acknowledgement, a verifier
+//! that reports what survived, and a check of a stopped store's books.
 //!
-//! Each object `crash.<w>` gets, per write, one atomic operation: a 16-byte record
-//! appended to its data, an omap key for the record, and the xattr `last`. A half-applied
-//! operation would show as a record without its key, a key without its record, or a
-//! `last` that disagrees with them.
+//! In the append mode each object `crash.<w>` gets, per write, one atomic operation: a
+//! 16-byte record appended to its data, an omap key for the record, and the xattr `last`.
+//! A half-applied operation would show as a record without its key, a key without its
+//! record, or a `last` that disagrees with them.
+//!
+//! In the large mode (`--object-size`) writer `w`'s write `seq` replaces object
+//! `large.<w>.<seq % keys>` whole with bytes that only `(w, seq)` produces, and sets its
+//! xattr `seq`: an object is then either one write's bytes or torn.
 
 use crate::session::{ClusterArgs, Session};
 use bytes::Bytes;
@@ -27,8 +31,12 @@ pub enum DebugCommand {
         /// Concurrent writers, one object each.
         #[arg(long, default_value_t = 8)]
         writers: u64,
+        /// Large mode: each write replaces a whole object of this many bytes.
+        #[command(flatten)]
+        large: LargeArgs,
     },
-    /// Print, per object, `<writer> <last> <records> <omap keys>` after checking consistency.
+    /// Print, per object, `<writer> <last> <records> <omap keys>` after checking consistency
+    /// (large mode: `<writer> <key> <seq>`).
     CrashVerify {
         /// The embedded object layer.
         #[command(flatten)]
@@ -36,7 +44,50 @@ pub enum DebugCommand {
         /// Writers the writer ran with.
         #[arg(long, default_value_t = 8)]
         writers: u64,
+        /// The large mode the writer ran with.
+        #[command(flatten)]
+        large: LargeArgs,
     },
+    /// Check a stopped store's books: extent records against objects and free space;
+    /// exits non-zero when something is wrong.
+    Fsck {
+        /// The store's directory (an OSD's, or `shoal server --data`'s).
+        #[arg(long, value_name = "DIR")]
+        data: std::path::PathBuf,
+        /// Also read every extent and check its checksum.
+        #[arg(long)]
+        deep: bool,
+        /// A configuration option, `key=value` (repeatable).
+        #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
+        options: Vec<String>,
+    },
+}
+
+/// The large mode of the crash writer.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct LargeArgs {
+    /// Bytes per object; 0 keeps the append mode.
+    #[arg(long, default_value_t = 0)]
+    object_size: usize,
+    /// Objects per writer that its writes cycle over (each write after the first round
+    /// overwrites one).
+    #[arg(long, default_value_t = 3)]
+    keys: u64,
+}
+
+/// The bytes of writer `w`'s write `seq`: a splitmix64 stream seeded by both.
+fn large_contents(w: u64, seq: u64, size: usize) -> Bytes {
+    let mut state = w.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ seq.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    let mut out = Vec::with_capacity(size + 8);
+    while out.len() < size {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    out.truncate(size);
+    Bytes::from(out)
 }
 
 fn record(writer: u64, seq: u64) -> [u8; RECORD] {
@@ -47,7 +98,12 @@ fn record(writer: u64, seq: u64) -> [u8; RECORD] {
 }
 
 async fn last_seq(io: &IoCtx, object: &str) -> Result<u64> {
-    match io.read(object, ReadOp::new().get_xattr("last")).await {
+    xattr_seq(io, object, "last").await
+}
+
+/// The number in xattr `name` of `object`; 0 when the object does not exist.
+async fn xattr_seq(io: &IoCtx, object: &str, name: &str) -> Result<u64> {
+    match io.read(object, ReadOp::new().get_xattr(name)).await {
         Ok(reply) => match reply.outputs.into_iter().next() {
             Some(StepOutput::Data(v)) => std::str::from_utf8(&v)
                 .ok()
@@ -63,13 +119,16 @@ async fn last_seq(io: &IoCtx, object: &str) -> Result<u64> {
 /// Runs a debug command.
 pub async fn run(command: DebugCommand) -> Result<()> {
     match command {
-        DebugCommand::CrashWriter { cluster, writers } => {
+        DebugCommand::CrashWriter { cluster, writers, large } => {
             let session = cluster.open().await?;
             match session.rados.pool_create(PoolSpec::named(POOL, 1)).await {
                 Err(e) if e.errno != Errno::Exists => return Err(e),
                 _ => {}
             }
             let io = session.rados.ioctx(POOL).await?;
+            if large.object_size > 0 {
+                return write_large(&io, writers, large).await;
+            }
             let tasks: Vec<_> = (0..writers)
                 .map(|w| {
                     let io = io.clone();
@@ -83,10 +142,7 @@ pub async fn run(command: DebugCommand) -> Result<()> {
                                 .omap_set([(Bytes::from(format!("{seq:020}")), Bytes::from(format!("{w}")))])
                                 .set_xattr("last", seq.to_string());
                             io.operate(&object, op).await?;
-                            let mut out = std::io::stdout().lock();
-                            writeln!(out, "ack {w} {seq}")
-                                .and_then(|()| out.flush())
-                                .map_err(|e| err::io(e.to_string()))?;
+                            print_line(format_args!("ack {w} {seq}"))?;
                         }
                         #[allow(unreachable_code)]
                         Ok::<(), shoal_types::RadosError>(())
@@ -98,12 +154,89 @@ pub async fn run(command: DebugCommand) -> Result<()> {
             }
             Ok(())
         }
-        DebugCommand::CrashVerify { cluster, writers } => {
+        DebugCommand::CrashVerify { cluster, writers, large } => {
             let session = cluster.open().await?;
-            let result = verify(&session, writers).await;
+            let result = if large.object_size > 0 {
+                verify_large(&session, writers, large).await
+            } else {
+                verify(&session, writers).await
+            };
             session.close();
             result
         }
+        DebugCommand::Fsck { data, deep, options } => fsck(&data, deep, &options),
+    }
+}
+
+fn print_line(line: std::fmt::Arguments) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").and_then(|()| out.flush()).map_err(|e| err::io(e.to_string()))
+}
+
+async fn write_large(io: &IoCtx, writers: u64, large: LargeArgs) -> Result<()> {
+    let tasks: Vec<_> = (0..writers)
+        .map(|w| {
+            let io = io.clone();
+            tokio::spawn(async move {
+                // Resume after the newest write that survived.
+                let mut seq = 0;
+                for k in 0..large.keys {
+                    seq = seq.max(xattr_seq(&io, &format!("large.{w}.{k}"), "seq").await?);
+                }
+                loop {
+                    seq += 1;
+                    let object = format!("large.{w}.{}", seq % large.keys);
+                    let op = WriteOp::new()
+                        .write_full(large_contents(w, seq, large.object_size))
+                        .set_xattr("seq", seq.to_string());
+                    io.operate(&object, op).await?;
+                    print_line(format_args!("ack {w} {seq}"))?;
+                }
+                #[allow(unreachable_code)]
+                Ok::<(), shoal_types::RadosError>(())
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.map_err(|e| err::io(e.to_string()))??;
+    }
+    Ok(())
+}
+
+async fn verify_large(session: &Session, writers: u64, large: LargeArgs) -> Result<()> {
+    let io = session.rados.ioctx(POOL).await?;
+    for w in 0..writers {
+        for k in 0..large.keys {
+            let object = format!("large.{w}.{k}");
+            let seq = xattr_seq(&io, &object, "seq").await?;
+            if seq > 0 {
+                let data = io.read_full(&object).await?;
+                if data != large_contents(w, seq, large.object_size) {
+                    return Err(err::io(format!("{object}: torn: its bytes are not those of write {seq}")));
+                }
+            }
+            println!("{w} {k} {seq}");
+        }
+    }
+    Ok(())
+}
+
+fn fsck(data: &std::path::Path, deep: bool, options: &[String]) -> Result<()> {
+    let config = crate::config::Config::from_settings(options)?;
+    let (kv, store) = crate::embedded::open_store(data, &config)?;
+    let report = store.fsck(deep);
+    kv.close();
+    let report = report?;
+    println!(
+        "objects {} extents {} referenced {} allocated {}",
+        report.objects, report.extents, report.referenced, report.allocated
+    );
+    for e in &report.errors {
+        println!("error: {e}");
+    }
+    match report.errors.len() {
+        0 => Ok(()),
+        n => Err(err::io(format!("fsck found {n} problems in {}", data.display()))),
     }
 }
 

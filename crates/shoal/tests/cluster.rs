@@ -1,6 +1,7 @@
 //! The cluster survives the loss of OSDs and of the monitor, as separate processes on
 //! real TCP: writers never see an error nor lose an acknowledged write, and afterwards
-//! every PG is active+clean by itself and every replica holds the same bytes.
+//! every PG is active+clean by itself and every replica holds the same bytes. Large
+//! overwrites survive an OSD killed again and again, without leaking device space.
 
 mod common;
 
@@ -176,7 +177,7 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
     cluster.stop();
     drop(restarted);
     let logs: Vec<String> = (0..WRITERS).map(|id| format!("log{id}")).collect();
-    replicas_agree(&cluster, &map, acked.keys().chain(&logs));
+    replicas_agree(&cluster, &map, POOL, acked.keys().chain(&logs));
 }
 
 /// Opens the store of a stopped OSD in `dir`, with the default options.
@@ -186,8 +187,8 @@ fn open_store(dir: &std::path::Path) -> Arc<ObjectStore> {
 
 /// Opens every OSD's store (the cluster must be stopped) and checks that each object has
 /// three replicas under `map`, all holding the same keys and bytes.
-fn replicas_agree<'a>(cluster: &Vstart, map: &OsdMap, names: impl Iterator<Item = &'a String>) {
-    let pool = map.pool_named(POOL).unwrap().clone();
+fn replicas_agree<'a>(cluster: &Vstart, map: &OsdMap, pool: &str, names: impl Iterator<Item = &'a String>) {
+    let pool = map.pool_named(pool).unwrap().clone();
     let mut stores = BTreeMap::new();
     for id in map.osds.keys() {
         let dir = cluster.path().join(format!("osd.{}", id.0));
@@ -290,8 +291,107 @@ fn an_osd_marked_out_is_backfilled_onto_the_others() {
     drop(rados);
     drop(runtime);
     cluster.stop();
-    replicas_agree(&cluster, &map, names.iter());
+    replicas_agree(&cluster, &map, POOL, names.iter());
     let store = open_store(&cluster.path().join("osd.4"));
     let left = store.list(pool.id, 0..=u32::MAX, None, 10).unwrap();
     assert!(left.is_empty(), "osd.4 kept {} stray objects after its PGs moved away", left.len());
+}
+
+/// Kills of osd.1 during large overwrites; `SHOAL_OSD_CRASH_KILLS` overrides.
+const OSD_KILLS: usize = 50;
+
+/// 4 MiB objects written whole and overwritten through a size-3 pool while osd.1 is
+/// SIGKILLed and restarted again and again: every object holds the bytes of one write that
+/// was acknowledged or in flight (the newest acknowledged one or later), every PG ends
+/// active+clean, the replicas agree, and on every OSD the device's allocated space is
+/// exactly what its objects reference (`shoal debug fsck --deep`).
+#[test]
+fn large_overwrites_survive_repeated_osd_kills() {
+    const KEYS: u64 = 3;
+    const LARGE_WRITERS: u64 = 4;
+    let kills = std::env::var("SHOAL_OSD_CRASH_KILLS").map_or(OSD_KILLS, |v| v.parse().unwrap());
+    let cluster = Vstart::start("3", "3");
+    let conf = cluster.conf();
+    ok(&conf, &["pool", "create", "crash", "--size", "3", "--min-size", "2", "--pg-num", "8"]);
+    let large = ["--writers", "4", "--object-size", "4194304", "--keys", "3"];
+    let mut writer = std::process::Command::new(common::SHOAL)
+        .args(["debug", "crash-writer", "-c", &conf])
+        .args(large)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let acked = Arc::new(Mutex::new(Vec::<(u64, u64)>::new()));
+    let reader = {
+        let (acked, stdout) = (acked.clone(), writer.stdout.take().unwrap());
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                let f: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+                acked.lock().unwrap().push((f[0], f[1]));
+            }
+        })
+    };
+    let acks = || acked.lock().unwrap().len();
+    assert!(wait_for(|| (acks() > 0).then_some(())).is_some(), "the writer acknowledged nothing");
+    let osd1 = cmdline(cluster.pid("osd.1"));
+    let mut restarted = Restarted::default();
+    kill9(cluster.pid("osd.1"));
+    let mut delay = 0x9e37_79b9u64;
+    for _ in 0..kills {
+        restarted.restart(&cluster, "osd.1", &osd1);
+        delay = delay.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        std::thread::sleep(Duration::from_millis(300 + (delay >> 33) % 1000));
+        restarted.kill9_last();
+    }
+    restarted.restart(&cluster, "osd.1", &osd1);
+    let before = acks();
+    let progressed = wait_for(|| (acks() > before + 8).then_some(()));
+    assert!(progressed.is_some(), "writes did not resume after the last restart");
+    kill9(writer.id());
+    let _ = writer.wait();
+    reader.join().unwrap();
+    let clean = wait_for(|| {
+        let pgs = ok(&conf, &["pg", "dump"]);
+        (pgs.lines().filter(|l| l.contains(" active+clean")).count() >= 8).then_some(())
+    });
+    assert!(clean.is_some(), "PGs did not become clean:\n{}", ok(&conf, &["pg", "dump"]));
+    let out = std::process::Command::new(common::SHOAL)
+        .args(["debug", "crash-verify", "-c", &conf])
+        .args(large)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "verify: {}", String::from_utf8_lossy(&out.stderr));
+    let acked = acked.lock().unwrap().clone();
+    let newest = |w: u64, k: u64| acked.iter().filter(|&&(aw, s)| aw == w && s % KEYS == k).map(|a| a.1).max();
+    let newest_of = |w: u64| acked.iter().filter(|a| a.0 == w).map(|a| a.1).max().unwrap_or(0);
+    let mut names = Vec::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let f: Vec<u64> = line.split_whitespace().map(|x| x.parse().unwrap()).collect();
+        let (w, k, seq) = (f[0], f[1], f[2]);
+        let want = newest(w, k).unwrap_or(0);
+        assert!(seq >= want, "large.{w}.{k}: write {want} was acknowledged but it holds {seq}");
+        assert!(seq == want || seq == newest_of(w) + 1, "large.{w}.{k} holds write {seq}, never acknowledged");
+        if seq > 0 {
+            names.push(format!("large.{w}.{k}"));
+        }
+    }
+    assert_eq!(names.len() as u64, LARGE_WRITERS * KEYS, "every object was written");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let map = runtime.block_on(async { client(&cluster).await.refresh_map().await }).unwrap();
+    drop(runtime);
+    drop(restarted);
+    cluster.stop();
+    replicas_agree(&cluster, &map, "crash", names.iter());
+    for osd in 0..3 {
+        let dir = cluster.path().join(format!("osd.{osd}"));
+        let out = std::process::Command::new(common::SHOAL)
+            .args(["debug", "fsck", "--deep", "--data"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let report = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "fsck of osd.{osd}: {report}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(report.contains(&format!("referenced {}", 12 * 4194304)), "osd.{osd}: {report}");
+    }
+    eprintln!("{kills} kills of osd.1, {} acknowledged 4 MiB writes verified", acked.len());
 }

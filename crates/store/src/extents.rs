@@ -156,6 +156,11 @@ impl DataSpace {
         self.allocator.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Device bytes an extent takes: its length rounded up to the allocation unit.
+    pub fn allocated_len(&self, extent: &Extent) -> u64 {
+        u64::from(extent.len).next_multiple_of(self.unit)
+    }
+
     /// Space figures now.
     pub fn stats(&self) -> SpaceStats {
         let (device, free) = {
@@ -424,8 +429,7 @@ impl Lowering<'_> {
     }
 
     fn free(&mut self, extent: Extent) {
-        let len = u64::from(extent.len).next_multiple_of(self.space.unit);
-        self.freed.push((extent.addr, len));
+        self.freed.push((extent.addr, self.space.allocated_len(&extent)));
     }
 
     fn put_run(&mut self, run: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {

@@ -157,6 +157,21 @@ impl Default for StoreFormat {
     }
 }
 
+/// What [`ObjectStore::fsck`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FsckReport {
+    /// Objects with data on the data device.
+    pub objects: u64,
+    /// Extent records.
+    pub extents: u64,
+    /// Device bytes the extent records reference.
+    pub referenced: u64,
+    /// Device bytes the allocator counts as used.
+    pub allocated: u64,
+    /// Everything that is wrong; empty for a healthy store.
+    pub errors: Vec<String>,
+}
+
 /// Settings of a store that may change from one start to the next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StoreOptions {
@@ -563,6 +578,56 @@ impl ObjectStore {
     /// The data device's space figures.
     pub fn space(&self) -> SpaceStats {
         self.space.stats()
+    }
+
+    /// Checks the data device's books against the objects: every extent record belongs to
+    /// an object and lies inside its size, the allocator's used space is what the records
+    /// reference, and with `deep` every extent's bytes match their crc32c. Meant for a
+    /// store nothing else writes to (a stopped OSD's).
+    pub fn fsck(&self, deep: bool) -> Result<FsckReport> {
+        let mut report = FsckReport::default();
+        let chunk = u64::from(self.format.chunk_size);
+        let mut from = Vec::new();
+        let mut current: Option<(Vec<u8>, Option<Onode>)> = None;
+        loop {
+            let rows = self.kv.scan(Cf::Extent, &from, &[0xff; 8], COPY_PAGE)?;
+            for (k, v) in &rows {
+                let (object, index) = k.split_at(k.len().saturating_sub(4));
+                let index = u32::from_be_bytes(index.try_into().map_err(|_| err::io(format!("extent key {k:02x?}")))?);
+                if current.as_ref().is_none_or(|(o, _)| o.as_slice() != object) {
+                    let key = ObjectKey::from_bytes(object.to_vec())?;
+                    current = Some((object.to_vec(), self.onode(&key)?));
+                    report.objects += 1;
+                }
+                let name = || ObjectKey(object.to_vec()).decode().map_or_else(|e| e.to_string(), |(_, n)| n.to_string());
+                let extent = Extent::decode(v).map_err(|e| err::io(format!("extent record {k:02x?}: {e}")))?;
+                report.extents += 1;
+                report.referenced += self.space.allocated_len(&extent);
+                match current.as_ref().and_then(|(_, onode)| onode.as_ref()) {
+                    None => report.errors.push(format!("extent of chunk {index} of {} which does not exist", name())),
+                    Some(onode) if u64::from(index) * chunk >= onode.size.max(1) => {
+                        report.errors.push(format!("extent of chunk {index} lies past the end of {}", name()))
+                    }
+                    Some(_) => {}
+                }
+                if deep && let Err(e) = self.space.read(&[(index, extent)], &name) {
+                    report.errors.push(e.message);
+                }
+            }
+            match rows.last() {
+                Some((last, _)) if rows.len() == COPY_PAGE => from = [last.as_slice(), &[0]].concat(),
+                _ => break,
+            }
+        }
+        let space = self.space.stats();
+        report.allocated = space.device - space.free;
+        if report.allocated != report.referenced {
+            report.errors.push(format!(
+                "the data device has {} bytes allocated but extent records reference {}",
+                report.allocated, report.referenced
+            ));
+        }
+        Ok(report)
     }
 
     /// Flips the first byte of chunk `index` of an object where it is stored on the data

@@ -82,6 +82,13 @@ impl Restarted {
             .unwrap();
         self.0.push(child);
     }
+
+    /// SIGKILLs the daemon restarted last and waits for it.
+    pub fn kill9_last(&mut self) {
+        let child = self.0.last_mut().expect("a daemon was restarted");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }
 
 impl Drop for Restarted {
