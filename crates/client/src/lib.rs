@@ -145,6 +145,15 @@ impl Rados {
         }
     }
 
+    /// Sends an administrative command (`perf dump`, `config show`, `df`) to an OSD and
+    /// returns its JSON answer.
+    pub async fn tell_osd(&self, id: OsdId, command: &str) -> Result<String> {
+        match self.osd(id).await?.call(Request::Tell(command.to_owned())).await? {
+            Reply::Tell(json) => Ok(json),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// This client's id, as lock holders and watchers are named.
     pub fn client_id(&self) -> ClientId {
         self.inner.id

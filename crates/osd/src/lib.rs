@@ -29,6 +29,7 @@ use shoal_transport::{Connection, Listener, Network};
 use shoal_types::msg::{Message, PeerRequest, Reply, Request};
 use shoal_types::pg::PgStat;
 use shoal_types::{ClientId, OsdId, OsdMap, PgId, Result, err};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -51,6 +52,8 @@ pub struct OsdConfig {
     pub pg_log_entries: usize,
     /// Longest notify timeout a client may ask for.
     pub max_notify_timeout: Duration,
+    /// Every option's value in effect, as `config show` reports them.
+    pub options: BTreeMap<String, String>,
 }
 
 impl OsdConfig {
@@ -64,6 +67,7 @@ impl OsdConfig {
             class_cache_entries: 65536,
             pg_log_entries: 3000,
             max_notify_timeout: Duration::from_secs(300),
+            options: BTreeMap::new(),
         }
     }
 }
@@ -77,6 +81,8 @@ struct Inner {
     watches: notify::Watches,
     next_conn: AtomicU64,
     limits: watch::Sender<Arc<Limits>>,
+    /// The options in effect (start values, then live changes).
+    options: std::sync::Mutex<BTreeMap<String, String>>,
 }
 
 /// A running OSD. Cloning gives another handle to the same OSD.
@@ -140,6 +146,7 @@ impl Osd {
         });
         Osd {
             inner: Arc::new(Inner {
+                options: std::sync::Mutex::new(config.options.clone()),
                 config,
                 store,
                 map,
@@ -155,6 +162,56 @@ impl Osd {
     /// This OSD's id.
     pub fn id(&self) -> OsdId {
         self.inner.config.id
+    }
+
+    /// Records options that changed while running (those that apply live), for
+    /// `config show`.
+    pub fn update_options(&self, changed: BTreeMap<String, String>) {
+        self.inner.options.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(changed);
+    }
+
+    /// Answers an administrative command with a JSON document: `config show` (the options
+    /// in effect), `perf dump` (store and data-device counters since start), `df` (space).
+    pub fn tell(&self, command: &str) -> Result<String> {
+        let store = &self.inner.store;
+        let words: Vec<&str> = command.split_whitespace().collect();
+        let value = match words.as_slice() {
+            ["config", "show"] => {
+                serde_json::to_value(&*self.inner.options.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+                    .map_err(|e| err::io(e.to_string()))?
+            }
+            ["perf", "dump"] => {
+                let kv = store.stats();
+                let space = store.space();
+                serde_json::json!({
+                    "store": {
+                        "user_bytes_written": kv.user_bytes_written,
+                        "wal_bytes": kv.wal_bytes,
+                        "wal_syncs": kv.wal_syncs,
+                        "flush_bytes": kv.flush_bytes,
+                        "compaction_bytes": kv.compaction_bytes,
+                        "live_bytes": kv.live_bytes,
+                        "write_amplification": kv.write_amplification(),
+                    },
+                    "data_device": {
+                        "bytes_written": space.written,
+                        "syncs": space.syncs,
+                    },
+                })
+            }
+            ["df"] => {
+                let space = store.space();
+                serde_json::json!({
+                    "device_bytes": space.device,
+                    "used_bytes": space.referenced,
+                    "free_bytes": space.free,
+                    "unreferenced_bytes": space.unreferenced,
+                    "kv_bytes": store.stats().live_bytes,
+                })
+            }
+            _ => return Err(err::invalid(format!("unknown command '{command}': try 'perf dump', 'config show' or 'df'"))),
+        };
+        Ok(value.to_string())
     }
 
     /// Replaces the operation limits; operations that start afterwards use them.
@@ -306,6 +363,9 @@ impl Osd {
                     let _ = reply.send(Err(err::invalid("a peer request without a PG")));
                 }
             },
+            Request::Tell(command) => {
+                let _ = reply.send(self.tell(&command).map(Reply::Tell));
+            }
             Request::Map(_) | Request::Hello(_) | Request::Raft { .. } => {
                 let _ = reply.send(Err(err::not_supported("OSDs do not serve map commands; ask the monitor")));
             }

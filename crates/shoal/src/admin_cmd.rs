@@ -3,7 +3,7 @@
 
 use crate::session::ClusterArgs;
 use clap::{Args, Subcommand};
-use shoal_types::{OsdId, OsdMap, PgId, PgStat, PoolSpec, Result};
+use shoal_types::{OsdId, OsdMap, PgId, PgStat, PoolSpec, Result, err};
 use std::collections::BTreeMap;
 
 /// Arguments of `shoal status`.
@@ -40,6 +40,31 @@ pub enum OsdCommand {
     Out(OsdMark),
     /// Put an OSD back into data placement.
     In(OsdMark),
+    /// Space per OSD: the data device's size, what objects use, what is free, and what is
+    /// allocated but not referenced (writes in flight, frees waiting for a sync).
+    Df(StatusArgs),
+}
+
+/// Arguments of `shoal tell`.
+#[derive(Args, Debug)]
+pub struct TellArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// The daemon, `osd.N`.
+    who: String,
+    /// The command: `perf dump`, `config show` or `df`.
+    #[arg(required = true, num_args = 1..)]
+    command: Vec<String>,
+}
+
+/// Runs `shoal tell`: prints the daemon's JSON answer.
+pub async fn tell(args: TellArgs) -> Result<()> {
+    let id = args
+        .who
+        .strip_prefix("osd.")
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| err::invalid(format!("'{}' is not a daemon to tell: give osd.N", args.who)))?;
+    run(&args.cluster, Action::Tell(OsdId(id), args.command.join(" "))).await
 }
 
 /// Which OSD to mark, and where the cluster is.
@@ -144,6 +169,8 @@ enum Action {
     Tree,
     SetIn(u32, bool),
     Pool(PoolCommand),
+    Df,
+    Tell(OsdId, String),
 }
 
 /// Runs `shoal status`.
@@ -170,6 +197,7 @@ pub async fn osd(command: OsdCommand) -> Result<()> {
         OsdCommand::Tree(args) => run(&args.cluster, Action::Tree).await,
         OsdCommand::Out(mark) => run(&mark.cluster, Action::SetIn(mark.id, false)).await,
         OsdCommand::In(mark) => run(&mark.cluster, Action::SetIn(mark.id, true)).await,
+        OsdCommand::Df(args) => run(&args.cluster, Action::Df).await,
     }
 }
 
@@ -272,6 +300,21 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
                     );
                 }
             }
+        }
+        Action::Tell(id, command) => println!("{}", rados.tell_osd(id, &command).await?),
+        Action::Df => {
+            let map = rados.refresh_map().await?;
+            let mut rows = Vec::new();
+            for (id, osd) in map.osds.iter().filter(|(_, o)| o.up) {
+                let df: serde_json::Value = serde_json::from_str(&rados.tell_osd(*id, "df").await?)
+                    .map_err(|e| err::io(format!("{id} answered df with bad JSON: {e}")))?;
+                let mut row = vec![("osd", serde_json::Value::from(id.to_string())), ("host", osd.host.clone().into())];
+                for key in ["device_bytes", "used_bytes", "free_bytes", "unreferenced_bytes", "kv_bytes"] {
+                    row.push((key, df[key].clone()));
+                }
+                rows.push(row);
+            }
+            crate::bench::print_rows(&rows, false);
         }
         Action::SetIn(id, is_in) => {
             let map = rados.osd_set_in(OsdId(id), is_in).await?;

@@ -15,6 +15,34 @@ pub struct OptionSpec {
     pub help: &'static str,
 }
 
+/// Options a running daemon applies as soon as they change centrally; every other option
+/// takes effect at the daemon's next start (`store_data_chunk_size`: when a store is
+/// created).
+pub const LIVE_OPTIONS: &[&str] = &[
+    "osd_max_object_size",
+    "osd_max_write_size",
+    "osd_max_attr_name_len",
+    "osd_max_attr_size",
+    "osd_max_omap_key_len",
+    "osd_max_omap_value_size",
+    "osd_max_omap_entries_per_request",
+    "osd_max_ops_per_request",
+    "osd_recovery_max_active",
+    "osd_heartbeat_interval",
+    "osd_heartbeat_grace",
+    "mon_osd_down_out_interval",
+    "mon_osd_min_down_reporters",
+];
+
+/// When a change of option `name` takes effect, for `config help`.
+pub fn takes_effect(name: &str) -> &'static str {
+    match name {
+        "store_data_chunk_size" => "when a store is created",
+        _ if LIVE_OPTIONS.contains(&name) => "at once",
+        _ => "at the daemon's next start",
+    }
+}
+
 /// Every option this build understands.
 pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
@@ -30,12 +58,12 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "store_data_chunk_size",
         default: "16384",
-        help: "bytes per object data key and per checksummed block on the data device; fixed when the store is created",
+        help: "bytes per object data chunk and per checksummed block on the data device",
     },
     OptionSpec {
         name: "store_prefer_deferred_size",
         default: "65536",
-        help: "writes of at least this many bytes go to the data device once, smaller ones through the WAL; at the next start",
+        help: "writes of at least this many bytes go to the data device once, smaller ones through the WAL",
     },
     OptionSpec { name: "osd_op_num_shards", default: "0", help: "op shard threads; 0 = one per core, at least 2" },
     OptionSpec { name: "osd_max_object_size", default: "134217728", help: "largest object in bytes (EFBIG beyond)" },
@@ -258,6 +286,12 @@ impl Config {
         self.values.get(name).map(String::as_str).unwrap_or_default()
     }
 
+    /// The values of `names` (every option when `None`), defaults included.
+    pub fn values(&self, names: Option<&[&str]>) -> BTreeMap<String, String> {
+        let all: Vec<&str> = OPTIONS.iter().map(|o| o.name).collect();
+        names.unwrap_or(&all).iter().map(|&n| (n.to_owned(), self.get(n).to_owned())).collect()
+    }
+
     fn u64(&self, name: &str) -> Result<u64> {
         self.get(name).parse().map_err(|_| err::invalid(format!("option {name}: '{}' is not a number", self.get(name))))
     }
@@ -355,6 +389,7 @@ impl Config {
     pub fn osd(&self, id: OsdId) -> Result<OsdConfig> {
         let usize_of = |name: &str| self.u64(name).map(|v| v as usize);
         let mut osd = OsdConfig::new(id);
+        osd.options = self.values(None);
         osd.sync = self.bool("store_sync")?;
         let shards = usize_of("osd_op_num_shards")?;
         if shards > 0 {

@@ -2,7 +2,7 @@
 //! `ceph config set|get|dump|rm`. Daemons apply changes as the map reaches them; the
 //! `osd_max_*` limits take effect at once, other options at the daemon's next start.
 
-use crate::config::{Config, OPTIONS};
+use crate::config::{Config, OPTIONS, takes_effect};
 use crate::session::ClusterArgs;
 use clap::{Args, Subcommand};
 use shoal_types::{Result, err};
@@ -77,7 +77,7 @@ pub async fn run(command: ConfigCommand) -> Result<()> {
     let cluster = match &command {
         ConfigCommand::Help => {
             for o in OPTIONS {
-                println!("{:<34} {}\n{:<34} default: {}", o.name, o.help, "", o.default);
+                println!("{:<34} {}\n{:<34} default: {}; takes effect {}", o.name, o.help, "", o.default, takes_effect(o.name));
             }
             return Ok(());
         }

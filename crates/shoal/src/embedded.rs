@@ -133,6 +133,7 @@ pub fn apply_config(osd: &Osd, map: &shoal_types::OsdMap, cli_options: &[String]
     match Config::from_settings(&settings).and_then(|c| Ok((c.osd(osd.id())?, c))) {
         Ok((osd_config, config)) => {
             osd.set_limits(osd_config.limits);
+            osd.update_options(config.values(Some(crate::config::LIVE_OPTIONS)));
             Some(config)
         }
         Err(e) => {

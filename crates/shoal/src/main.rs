@@ -22,9 +22,11 @@ enum Command {
     Pg(admin_cmd::PgCommand),
     /// Pools: create, ls, rm.
     Pool(admin_cmd::PoolArgs),
-    /// OSDs: run the daemon (`osd run`), `tree`, `out N`, `in N`.
+    /// OSDs: run the daemon (`osd run`), `tree`, `df`, `out N`, `in N`.
     #[command(subcommand)]
     Osd(admin_cmd::OsdCommand),
+    /// Send a daemon an administrative command: `tell osd.N perf dump|config show|df`.
+    Tell(admin_cmd::TellArgs),
     /// Run the map authority (monitor) daemon.
     Mon(daemon::MonArgs),
     /// Start (or stop) a local multi-process cluster on loopback.
@@ -77,6 +79,7 @@ fn main() -> std::process::ExitCode {
             Command::Pg(command) => admin_cmd::pg(command).await,
             Command::Mon(args) => daemon::run_mon(args).await,
             Command::Osd(command) => admin_cmd::osd(command).await,
+            Command::Tell(args) => admin_cmd::tell(args).await,
             Command::Vstart(args) => vstart::run(args),
             Command::Bench(BenchCommand::GuardedAppend(args)) => guarded_append::run(args).await,
             Command::Bench(BenchCommand::Recovery(args)) => recovery_bench::run(args).await,

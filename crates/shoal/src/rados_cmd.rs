@@ -391,8 +391,13 @@ async fn execute(session: &Session, target: &Target, command: RadosCommand) -> R
         RadosCommand::Df { detail } => {
             let local = session.need_local("df")?;
             let s = local.store.stats();
+            let space = local.store.space();
             // Counters cover this process's run; live_bytes is the store's size on disk.
             let row = vec![
+                ("device_bytes", Value::from(space.device)),
+                ("used_bytes", Value::from(space.referenced)),
+                ("free_bytes", Value::from(space.free)),
+                ("unreferenced_bytes", Value::from(space.unreferenced)),
                 ("live_bytes", Value::from(s.live_bytes)),
                 ("user_bytes_written", Value::from(s.user_bytes_written)),
                 ("wal_bytes", Value::from(s.wal_bytes)),

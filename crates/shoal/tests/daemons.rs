@@ -155,3 +155,55 @@ fn central_config_changes_reach_running_osds() {
         assert!(!success && err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// The options a running OSD ignores until its next start: set centrally, they are in
+/// effect after a restart (`tell osd.N config show`), and they act: with
+/// `store_prefer_deferred_size` above a write's size, the write stays off the data device.
+#[test]
+fn store_options_set_centrally_take_effect_at_the_next_start() {
+    let cluster = Vstart::start("1", "1");
+    let conf = cluster.conf();
+    let show = || -> serde_json::Value { serde_json::from_str(&ok(&conf, &["tell", "osd.0", "config", "show"])).unwrap() };
+    assert_eq!(show()["store_prefer_deferred_size"], "65536", "the default before");
+    let settings = [
+        ("store_rocksdb_options", "compression=kNoCompression,write_buffer_size=33554432"),
+        ("store_sync", "false"),
+        ("store_prefer_deferred_size", "1048576"),
+        ("osd_op_num_shards", "3"),
+        ("osd_pg_log_entries", "500"),
+        ("osd_class_cache_entries", "1000"),
+    ];
+    for (key, value) in settings {
+        ok(&conf, &["config", "set", "osd.0", key, value]);
+    }
+    assert_eq!(show()["osd_pg_log_entries"], "3000", "not live: the running OSD keeps its start value");
+    ok(&conf, &["config", "set", "osd", "osd_max_attr_size", "77"]);
+    let live = common::wait_for(|| (show()["osd_max_attr_size"] == "77").then_some(()));
+    assert!(live.is_some(), "a live option shows at once: {}", show());
+    // Restart osd.0 with its own command line.
+    let args = common::cmdline(cluster.pid("osd.0"));
+    common::kill9(cluster.pid("osd.0"));
+    let mut restarted = common::Restarted::default();
+    restarted.restart(&cluster, "osd.0", &args);
+    let shown = common::wait_for(|| {
+        let (success, out, _) = shoal_c(&conf, &["tell", "osd.0", "config", "show"]);
+        success.then(|| serde_json::from_str::<serde_json::Value>(&out).unwrap()).filter(|v| v["store_sync"] == "false")
+    });
+    let shown = shown.expect("the restarted OSD answers with the central options");
+    for (key, value) in settings {
+        assert_eq!(shown[key], value, "{key}");
+    }
+    ok(&conf, &["rados", "mkpool", "p"]);
+    let file = cluster.path().join("obj");
+    std::fs::write(&file, vec![5u8; 512 * 1024]).unwrap();
+    ok(&conf, &["rados", "-p", "p", "put", "o", file.to_str().unwrap()]);
+    let perf: serde_json::Value = serde_json::from_str(&ok(&conf, &["tell", "osd.0", "perf", "dump"])).unwrap();
+    assert_eq!(perf["data_device"]["bytes_written"], 0, "512 KiB < 1 MiB stays in the WAL: {perf}");
+    assert!(perf["store"]["wal_bytes"].as_u64().unwrap() > 512 * 1024, "{perf}");
+    let df = ok(&conf, &["osd", "df"]);
+    assert!(df.contains("used_bytes") && df.lines().nth(1).is_some_and(|l| l.contains("osd.0")), "{df}");
+    let (success, _, err) = shoal_c(&conf, &["tell", "osd.0", "frobnicate"]);
+    assert!(!success && err.contains("unknown command 'frobnicate'"), "{err}");
+    let (success, _, err) = shoal_c(&conf, &["tell", "mon.0", "df"]);
+    assert!(!success && err.contains("give osd.N"), "{err}");
+}

@@ -63,7 +63,9 @@ pub enum Request {
         kind: RaftRpc,
         /// The encoded request.
         body: Bytes,
-    },
+    },    /// An administrative command for a daemon (`perf dump`, `config show`, `df`),
+    /// answered with [`Reply::Tell`]. Appended last: the other encodings are unchanged.
+    Tell(String),
 }
 
 /// The consensus RPCs between monitors.
@@ -119,7 +121,8 @@ pub enum Reply {
         members: Vec<(u64, String)>,
         /// The leader, if one is elected.
         leader: Option<u64>,
-    },
+    },    /// The answer to a [`Request::Tell`]: a JSON document.
+    Tell(String),
 }
 
 /// What OSDs ask each other. Every request names the PG's interval (the map epoch since
@@ -439,6 +442,16 @@ mod tests {
         assert_eq!(Message::decode(&msg.encode()).unwrap(), msg);
         let reply = Message::Reply { tid: 7, reply: Err(crate::err::canceled("guard")) };
         assert_eq!(Message::decode(&reply.encode()).unwrap(), reply);
+    }
+
+    #[test]
+    fn tell_has_golden_bytes() {
+        // Message version 1, Request (0), tid 2, Request::Tell (variant 9), "df".
+        let msg = Message::Request { tid: 2, request: Request::Tell("df".into()) };
+        assert_eq!(msg.encode(), [1, 0, 2, 9, 2, b'd', b'f']);
+        // Reply (1), tid 2, Ok (0), Reply::Tell (variant 12), "{}".
+        let reply = Message::Reply { tid: 2, reply: Ok(Reply::Tell("{}".into())) };
+        assert_eq!(reply.encode(), [1, 1, 2, 0, 12, 2, b'{', b'}']);
     }
 
     proptest::proptest! {
