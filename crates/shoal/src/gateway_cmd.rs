@@ -107,7 +107,10 @@ pub async fn run_server(args: ServerArgs) -> Result<()> {
         let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
         std::fs::write(&secret_path, hex + "\n").map_err(|e| err::io(format!("writing the secret: {e}")))?;
     }
-    let network = crate::daemon::network(&secret_path)?;
+    // Other processes (the CLI) reach the object layer over TCP; the gateway in this one
+    // reaches it without a socket.
+    let network: Arc<dyn shoal_transport::Network> =
+        Arc::new(shoal_transport::LocalFirst::new(crate::daemon::network(&secret_path)?));
     let local = Embedded::open_on(dir, &config, network.clone(), "127.0.0.1:0", "127.0.0.1:0").await?;
     let conf = format!("mon_host = {}\nsecret_file = {}\n", local.mon_addr(), secret_path.to_string_lossy());
     std::fs::write(dir.join("shoal.conf"), conf).map_err(|e| err::io(format!("writing shoal.conf: {e}")))?;

