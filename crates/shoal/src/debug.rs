@@ -129,30 +129,18 @@ pub async fn run(command: DebugCommand) -> Result<()> {
             if large.object_size > 0 {
                 return write_large(&io, writers, large).await;
             }
-            let tasks: Vec<_> = (0..writers)
-                .map(|w| {
-                    let io = io.clone();
-                    tokio::spawn(async move {
-                        let object = format!("crash.{w}");
-                        let mut seq = last_seq(&io, &object).await?;
-                        loop {
-                            seq += 1;
-                            let op = WriteOp::new()
-                                .append(Bytes::copy_from_slice(&record(w, seq)))
-                                .omap_set([(Bytes::from(format!("{seq:020}")), Bytes::from(format!("{w}")))])
-                                .set_xattr("last", seq.to_string());
-                            io.operate(&object, op).await?;
-                            print_line(format_args!("ack {w} {seq}"))?;
-                        }
-                        #[allow(unreachable_code)]
-                        Ok::<(), shoal_types::RadosError>(())
-                    })
-                })
-                .collect();
-            for t in tasks {
-                t.await.map_err(|e| err::io(e.to_string()))??;
+            let mut starts = Vec::new();
+            for w in 0..writers {
+                starts.push(last_seq(&io, &format!("crash.{w}")).await?);
             }
-            Ok(())
+            run_writers(&io, starts, |w, seq| {
+                let op = WriteOp::new()
+                    .append(Bytes::copy_from_slice(&record(w, seq)))
+                    .omap_set([(Bytes::from(format!("{seq:020}")), Bytes::from(format!("{w}")))])
+                    .set_xattr("last", seq.to_string());
+                (format!("crash.{w}"), op)
+            })
+            .await
         }
         DebugCommand::CrashVerify { cluster, writers, large } => {
             let session = cluster.open().await?;
@@ -173,22 +161,24 @@ fn print_line(line: std::fmt::Arguments) -> Result<()> {
     writeln!(out, "{line}").and_then(|()| out.flush()).map_err(|e| err::io(e.to_string()))
 }
 
-async fn write_large(io: &IoCtx, writers: u64, large: LargeArgs) -> Result<()> {
-    let tasks: Vec<_> = (0..writers)
-        .map(|w| {
+/// Runs one task per writer forever: writer `w` resumes after `starts[w]` and sends its
+/// write `seq` as `next(w, seq)` (object, operation), printing `ack w seq` once it is
+/// acknowledged.
+async fn run_writers(
+    io: &IoCtx,
+    starts: Vec<u64>,
+    next: impl Fn(u64, u64) -> (String, WriteOp) + Copy + Send + 'static,
+) -> Result<()> {
+    let tasks: Vec<_> = starts
+        .into_iter()
+        .enumerate()
+        .map(|(w, mut seq)| {
             let io = io.clone();
+            let w = w as u64;
             tokio::spawn(async move {
-                // Resume after the newest write that survived.
-                let mut seq = 0;
-                for k in 0..large.keys {
-                    seq = seq.max(xattr_seq(&io, &format!("large.{w}.{k}"), "seq").await?);
-                }
                 loop {
                     seq += 1;
-                    let object = format!("large.{w}.{}", seq % large.keys);
-                    let op = WriteOp::new()
-                        .write_full(large_contents(w, seq, large.object_size))
-                        .set_xattr("seq", seq.to_string());
+                    let (object, op) = next(w, seq);
                     io.operate(&object, op).await?;
                     print_line(format_args!("ack {w} {seq}"))?;
                 }
@@ -201,6 +191,23 @@ async fn write_large(io: &IoCtx, writers: u64, large: LargeArgs) -> Result<()> {
         t.await.map_err(|e| err::io(e.to_string()))??;
     }
     Ok(())
+}
+
+async fn write_large(io: &IoCtx, writers: u64, large: LargeArgs) -> Result<()> {
+    // Each writer resumes after the newest of its writes that survived.
+    let mut starts = Vec::new();
+    for w in 0..writers {
+        let mut seq = 0;
+        for k in 0..large.keys {
+            seq = seq.max(xattr_seq(io, &format!("large.{w}.{k}"), "seq").await?);
+        }
+        starts.push(seq);
+    }
+    run_writers(io, starts, move |w, seq| {
+        let op = WriteOp::new().write_full(large_contents(w, seq, large.object_size)).set_xattr("seq", seq.to_string());
+        (format!("large.{w}.{}", seq % large.keys), op)
+    })
+    .await
 }
 
 async fn verify_large(session: &Session, writers: u64, large: LargeArgs) -> Result<()> {

@@ -232,6 +232,7 @@ fn large_writes_live_on_the_device(kv: Arc<dyn KvEngine>) {
     reopened.commit(t).unwrap();
     reopened.sync().unwrap();
     assert_eq!(reopened.space().referenced, 0);
+    assert!(kv.scan(Cf::Extent, &[], &[0xff; 8], 10).unwrap().is_empty(), "no extent record is left");
     assert_eq!(reopened.space().free, reopened.space().device);
 }
 

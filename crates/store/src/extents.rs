@@ -43,6 +43,9 @@ impl Versioned for Extent {
 
 /// The largest allocation unit (the page size); smaller when the chunk size needs it.
 const MAX_UNIT: u64 = 4096;
+/// Extent records a range deletion removes one by one (a 128 MiB object's); more get a
+/// range tombstone.
+const POINT_DELETES: usize = 8192;
 /// Extent records read per page when rebuilding the allocator.
 const REBUILD_PAGE: usize = 4096;
 
@@ -388,8 +391,15 @@ impl Lowering<'_> {
                     self.out.push(BatchOp::Delete(Cf::Data, key));
                 }
                 BatchOp::DeleteRange(Cf::Data, start, end) => {
-                    self.delete_range(&start, &end)?;
-                    self.out.push(BatchOp::DeleteRange(Cf::Extent, start.clone(), end.clone()));
+                    // Point deletes of exactly the extent records in the range (one object's,
+                    // usually): a range tombstone would slow every later read of the column
+                    // family until compaction drops it. Whole PGs and pools get one.
+                    let keys = self.delete_range(&start, &end)?;
+                    if keys.len() <= POINT_DELETES {
+                        self.out.extend(keys.into_iter().map(|key| BatchOp::Delete(Cf::Extent, key)));
+                    } else {
+                        self.out.push(BatchOp::DeleteRange(Cf::Extent, start.clone(), end.clone()));
+                    }
                     self.out.push(BatchOp::DeleteRange(Cf::Data, start, end));
                 }
                 BatchOp::Put(Cf::Extent, ..) | BatchOp::Delete(Cf::Extent, _) | BatchOp::DeleteRange(Cf::Extent, ..) => {
@@ -460,10 +470,11 @@ impl Lowering<'_> {
         Ok(())
     }
 
-    /// Drops the extent records in `[start, end)`, which may span many objects.
-    fn delete_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
+    /// Drops the extent records in `[start, end)`, which may span many objects; returns
+    /// their keys.
+    fn delete_range(&mut self, start: &[u8], end: &[u8]) -> Result<Vec<Vec<u8>>> {
         if start >= end {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let stored = self.kv.scan(Cf::Extent, start, end, usize::MAX)?;
         let mut objects: Vec<Vec<u8>> = Vec::new();
@@ -478,14 +489,22 @@ impl Lowering<'_> {
         }
         let mut gone = Vec::new();
         for (object, map) in &mut self.objects {
-            let doomed: Vec<u32> =
-                map.keys().copied().filter(|&i| (start..end).contains(&chunk_key(object, i).as_slice())).collect();
-            gone.extend(doomed.into_iter().filter_map(|i| map.remove(&i)));
+            let doomed: Vec<Vec<u8>> = map
+                .keys()
+                .map(|&i| chunk_key(object, i))
+                .filter(|key| (start..end).contains(&key.as_slice()))
+                .collect();
+            for key in doomed {
+                let (_, index) = split_chunk_key(&key)?;
+                gone.extend(map.remove(&index).map(|extent| (key, extent)));
+            }
         }
-        for extent in gone {
+        let mut keys = Vec::with_capacity(gone.len());
+        for (key, extent) in gone {
             self.free(extent);
+            keys.push(key);
         }
-        Ok(())
+        Ok(keys)
     }
 }
 
