@@ -111,8 +111,14 @@ impl BlockDevice for FileDevice {
         if size <= old {
             return Ok(());
         }
-        rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::empty(), old, size - old)
-            .map_err(|e| self.io_error("growing data device", e))?;
+        match rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::empty(), old, size - old) {
+            Ok(()) => {}
+            // A file system without fallocate gets a sparse file: blocks are found at write.
+            Err(rustix::io::Errno::OPNOTSUPP) => {
+                self.file.set_len(size).map_err(|e| self.io_error("growing data device", e))?
+            }
+            Err(e) => return Err(self.io_error("growing data device", e)),
+        }
         // The new length must be durable before extents past the old end are referenced.
         self.file.sync_all().map_err(|e| self.io_error("syncing data device", e))?;
         self.size.fetch_max(size, Ordering::AcqRel);
