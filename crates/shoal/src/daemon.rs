@@ -199,12 +199,12 @@ async fn follow_mon_config(mon: Arc<Monitor>, cli: Vec<String>) {
 }
 
 /// A daemon's configuration at start: the central settings for `who`, overridden by the
-/// local ones; the local ones alone if the central ones are unusable (with a warning).
-fn startup_config(map: &shoal_types::OsdMap, who: &str, local: &[String]) -> Config {
-    let settings: Vec<String> = map.config_for(who).into_iter().chain(local.iter().cloned()).collect();
+/// `local` ones; the local ones alone if the central ones are unusable (with a warning).
+fn startup_config(map: &shoal_types::OsdMap, who: &str, local: Config) -> Config {
+    let settings: Vec<String> = map.config_for(who).into_iter().chain(local.settings().iter().cloned()).collect();
     Config::from_settings(&settings).unwrap_or_else(|e| {
         tracing::warn!(error = %e, "ignoring the central configuration");
-        Config::from_settings(local).expect("the local options were checked")
+        local
     })
 }
 
@@ -215,7 +215,7 @@ const PG_STATS_INTERVAL: Duration = Duration::from_secs(1);
 /// map, pings its peers, reports failures and PG states, and serves operations.
 pub async fn run_osd(args: OsdArgs) -> Result<()> {
     let resolved = args.daemon.resolve("osd_data", &args.id.to_string())?;
-    Config::from_settings(&resolved.options)?;
+    let local = Config::from_settings(&resolved.options)?;
     let mon = match &args.mon {
         Some(m) => m.clone(),
         None => {
@@ -232,7 +232,7 @@ pub async fn run_osd(args: OsdArgs) -> Result<()> {
     let network = network(&resolved.secret_file)?;
     // The central configuration first: the store and the shards are set up with it.
     let rados = Rados::connect(network.clone(), &mon).await?;
-    let config = startup_config(&*rados.refresh_map().await?, &id.to_string(), &resolved.options);
+    let config = startup_config(&*rados.refresh_map().await?, &id.to_string(), local);
     let (kv, store) = open_store(&resolved.data, &config)?;
     let listener = network.bind(&bind)?;
     let entry = OsdEntry {

@@ -46,8 +46,8 @@ const MAX_UNIT: u64 = 4096;
 /// Extent records a range deletion removes one by one (a 128 MiB object's); more get a
 /// range tombstone.
 const POINT_DELETES: usize = 8192;
-/// Extent records read per page when rebuilding the allocator.
-const REBUILD_PAGE: usize = 4096;
+/// Extent records read per page when walking them all.
+const EXTENT_PAGE: usize = 4096;
 
 /// Space figures of the data device, in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -98,19 +98,40 @@ pub struct Lowered {
 }
 
 /// The chunk key's object key and chunk index.
-fn split_chunk_key(key: &[u8]) -> Result<(&[u8], u32)> {
-    let cut = key.len().checked_sub(4).ok_or_else(|| err::invalid(format!("chunk key {key:02x?} is too short")))?;
-    let index = u32::from_be_bytes(key[cut..].try_into().expect("four bytes"));
-    Ok((&key[..cut], index))
+pub(crate) fn split_chunk_key(key: &[u8]) -> Result<(&[u8], u32)> {
+    let (object, index) =
+        key.split_last_chunk::<4>().ok_or_else(|| err::io(format!("chunk key {key:02x?} is too short")))?;
+    Ok((object, u32::from_be_bytes(*index)))
+}
+
+/// An extent record read back from the engine; EIO naming its key if it does not decode.
+pub(crate) fn decode_record(key: &[u8], value: &[u8]) -> Result<Extent> {
+    Extent::decode(value).map_err(|e| err::io(format!("extent record {key:02x?}: {e}")))
+}
+
+/// Calls `visit(object key, chunk index, extent)` for every extent record in key order,
+/// reading them a page at a time.
+pub(crate) fn for_each_extent(
+    kv: &dyn KvEngine,
+    mut visit: impl FnMut(&[u8], u32, Extent) -> Result<()>,
+) -> Result<()> {
+    let mut from = Vec::new();
+    loop {
+        // Object keys start with the pool id, which is never all ones.
+        let rows = kv.scan(Cf::Extent, &from, &[0xff; 8], EXTENT_PAGE)?;
+        for (key, value) in &rows {
+            let (object, index) = split_chunk_key(key)?;
+            visit(object, index, decode_record(key, value)?)?;
+        }
+        match rows.last() {
+            Some((last, _)) if rows.len() == EXTENT_PAGE => from = [last.as_slice(), &[0]].concat(),
+            _ => return Ok(()),
+        }
+    }
 }
 
 fn chunk_key(object: &[u8], index: u32) -> Vec<u8> {
     [object, &index.to_be_bytes()].concat()
-}
-
-/// Every key starting with `object` sorts before this.
-fn object_end(object: &[u8]) -> Vec<u8> {
-    crate::object::prefix_end(object)
 }
 
 impl DataSpace {
@@ -125,19 +146,10 @@ impl DataSpace {
         let chunk_size = u64::from(chunk_size);
         let unit = MAX_UNIT.min(1 << chunk_size.trailing_zeros());
         let mut used = Vec::new();
-        let mut from = Vec::new();
-        loop {
-            // Object keys start with the pool id, which is never all ones.
-            let rows = kv.scan(Cf::Extent, &from, &[0xff; 8], REBUILD_PAGE)?;
-            for (key, value) in &rows {
-                let extent = Extent::decode(value).map_err(|e| err::io(format!("extent record {key:02x?}: {e}")))?;
-                used.push((extent.addr, u64::from(extent.len)));
-            }
-            match rows.last() {
-                Some((last, _)) if rows.len() == REBUILD_PAGE => from = [last.as_slice(), &[0]].concat(),
-                _ => break,
-            }
-        }
+        for_each_extent(kv, |_, _, extent| {
+            used.push((extent.addr, u64::from(extent.len)));
+            Ok(())
+        })?;
         let allocator = Allocator::rebuild(unit, device.size(), used)?;
         let referenced = allocator.size() - allocator.free_bytes();
         Ok(DataSpace {
@@ -426,12 +438,11 @@ impl Lowering<'_> {
     /// The extent records of `object` as the batch leaves them so far.
     fn extents(&mut self, object: &[u8]) -> Result<&mut BTreeMap<u32, Extent>> {
         if !self.objects.contains_key(object) {
-            let rows = self.kv.scan(Cf::Extent, object, &object_end(object), usize::MAX)?;
+            let rows = self.kv.scan(Cf::Extent, object, &crate::object::prefix_end(object), usize::MAX)?;
             let mut map = BTreeMap::new();
             for (key, value) in rows {
                 let (_, index) = split_chunk_key(&key)?;
-                let extent = Extent::decode(&value).map_err(|e| err::io(format!("extent record {key:02x?}: {e}")))?;
-                map.insert(index, extent);
+                map.insert(index, decode_record(&key, &value)?);
             }
             self.objects.insert(object.to_vec(), map);
         }

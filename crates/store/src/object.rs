@@ -7,12 +7,12 @@
 //! - `onode` CF: object key → [`Onode`] (size, mtime, version, xattrs, omap header).
 //! - `data` CF: object key ‖ chunk index (u32 BE) → up to `chunk_size` bytes; a missing
 //!   chunk is a hole and reads as zeros.
-//! - `extent` CF: object key ‖ chunk index (u32 BE) → [`Extent`]: a chunk of a large write
+//! - `extent` CF: object key ‖ chunk index (u32 BE) → [`crate::Extent`]: a chunk of a large write
 //!   on the data device; it shadows a `data` row at the same index (see [`crate::extents`]).
 //! - `omap` CF: object key ‖ omap key → value.
 
 use crate::device::BlockDevice;
-use crate::extents::{DataSpace, Extent, SpaceStats};
+use crate::extents::{DataSpace, SpaceStats, decode_record, for_each_extent, split_chunk_key};
 use crate::kv::{Batch, BatchOp, Cf, KvEngine, KvStats};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -432,16 +432,10 @@ impl ObjectStore {
         }
         let (from, to) = (key.chunk_key(first), key.chunk_key(end));
         let limit = (end - first) as usize;
-        let index_of = |k: &[u8]| {
-            k.get(key.0.len()..)
-                .and_then(|s| <[u8; 4]>::try_from(s).ok())
-                .map(u32::from_be_bytes)
-                .ok_or_else(|| err::io(format!("corrupt chunk key {k:02x?}")))
-        };
+        let index_of = |k: &[u8]| split_chunk_key(k).map(|(_, index)| index);
         let mut extents = Vec::new();
         for (k, v) in self.kv.scan(Cf::Extent, &from, &to, limit)? {
-            let extent = Extent::decode(&v).map_err(|e| err::io(format!("extent record {k:02x?}: {e}")))?;
-            extents.push((index_of(&k)?, extent));
+            extents.push((index_of(&k)?, decode_record(&k, &v)?));
         }
         let name = || key.decode().map_or_else(|_| format!("{:02x?}", key.0), |(pool, name)| format!("{pool:?}/{name}"));
         let mut runs: BTreeMap<u32, Bytes> = self.space.read(&extents, &name)?.into_iter().collect();
@@ -587,38 +581,28 @@ impl ObjectStore {
     pub fn fsck(&self, deep: bool) -> Result<FsckReport> {
         let mut report = FsckReport::default();
         let chunk = u64::from(self.format.chunk_size);
-        let mut from = Vec::new();
         let mut current: Option<(Vec<u8>, Option<Onode>)> = None;
-        loop {
-            let rows = self.kv.scan(Cf::Extent, &from, &[0xff; 8], COPY_PAGE)?;
-            for (k, v) in &rows {
-                let (object, index) = k.split_at(k.len().saturating_sub(4));
-                let index = u32::from_be_bytes(index.try_into().map_err(|_| err::io(format!("extent key {k:02x?}")))?);
-                if current.as_ref().is_none_or(|(o, _)| o.as_slice() != object) {
-                    let key = ObjectKey::from_bytes(object.to_vec())?;
-                    current = Some((object.to_vec(), self.onode(&key)?));
-                    report.objects += 1;
-                }
-                let name = || ObjectKey(object.to_vec()).decode().map_or_else(|e| e.to_string(), |(_, n)| n.to_string());
-                let extent = Extent::decode(v).map_err(|e| err::io(format!("extent record {k:02x?}: {e}")))?;
-                report.extents += 1;
-                report.referenced += self.space.allocated_len(&extent);
-                match current.as_ref().and_then(|(_, onode)| onode.as_ref()) {
-                    None => report.errors.push(format!("extent of chunk {index} of {} which does not exist", name())),
-                    Some(onode) if u64::from(index) * chunk >= onode.size.max(1) => {
-                        report.errors.push(format!("extent of chunk {index} lies past the end of {}", name()))
-                    }
-                    Some(_) => {}
-                }
-                if deep && let Err(e) = self.space.read(&[(index, extent)], &name) {
-                    report.errors.push(e.message);
-                }
+        for_each_extent(self.kv.as_ref(), |object, index, extent| {
+            if current.as_ref().is_none_or(|(o, _)| o.as_slice() != object) {
+                let key = ObjectKey::from_bytes(object.to_vec())?;
+                current = Some((object.to_vec(), self.onode(&key)?));
+                report.objects += 1;
             }
-            match rows.last() {
-                Some((last, _)) if rows.len() == COPY_PAGE => from = [last.as_slice(), &[0]].concat(),
-                _ => break,
+            let name = || ObjectKey(object.to_vec()).decode().map_or_else(|e| e.to_string(), |(_, n)| n.to_string());
+            report.extents += 1;
+            report.referenced += self.space.allocated_len(&extent);
+            match current.as_ref().and_then(|(_, onode)| onode.as_ref()) {
+                None => report.errors.push(format!("extent of chunk {index} of {} which does not exist", name())),
+                Some(onode) if u64::from(index) * chunk >= onode.size.max(1) => {
+                    report.errors.push(format!("extent of chunk {index} lies past the end of {}", name()))
+                }
+                Some(_) => {}
             }
-        }
+            if deep && let Err(e) = self.space.read(&[(index, extent)], &name) {
+                report.errors.push(e.message);
+            }
+            Ok(())
+        })?;
         let space = self.space.stats();
         report.allocated = space.device - space.free;
         if report.allocated != report.referenced {
@@ -635,6 +619,6 @@ impl ObjectStore {
     pub fn corrupt_chunk(&self, key: &ObjectKey, index: u32) -> Result<()> {
         let record = self.kv.get(Cf::Extent, &key.chunk_key(index))?;
         let record = record.ok_or_else(|| err::not_found(format!("chunk {index} is not on the data device")))?;
-        self.space.corrupt(&Extent::decode(&record)?)
+        self.space.corrupt(&decode_record(&key.chunk_key(index), &record)?)
     }
 }

@@ -65,9 +65,10 @@ impl Decoder {
         &mut self.buffer
     }
 
+    /// The payload length in the buffered header, once the header's first 8 bytes are in.
     fn frame_len(&self) -> Option<usize> {
-        let word = self.buffer.get(4..8)?;
-        Some(u32::from_be_bytes([word[0], word[1], word[2], word[3]]) as usize)
+        let word: [u8; 4] = self.buffer.get(4..8)?.try_into().ok()?;
+        Some(u32::from_be_bytes(word) as usize)
     }
 
     /// The next complete payload, `None` if more bytes are needed. The payload shares the
@@ -79,7 +80,7 @@ impl Decoder {
         if self.buffer[..4] != MAGIC {
             return Err(err::invalid(format!("bad frame magic {:02x?}", &self.buffer[..4])));
         }
-        let len = self.frame_len().expect("a whole header is buffered");
+        let Some(len) = self.frame_len() else { return Ok(None) };
         if len > self.max_payload {
             return Err(err::too_big(format!("frame of {len} bytes exceeds the limit of {}", self.max_payload)));
         }
