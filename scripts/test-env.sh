@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Sourced by scripts/test.sh: a Python venv with boto3, pytest, requests, the aws CLI, pika
 # and kafka-python for the suites in tests/s3 (Debian's python3-venv provides the venv
-# module), and the test brokers (RabbitMQ, Kafka) the notification suite pushes to.
+# module), promtool (Debian's prometheus package) to check every daemon's metrics, and the
+# test brokers (RabbitMQ, Kafka) the notification suite pushes to.
 set -euo pipefail
 
-if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
-  echo "[setup] installing python3-venv" >&2
+need_apt=()
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "[setup] installing ${need_apt[*]}" >&2
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 VENV="${SHOAL_VENV:-$HOME/.cache/shoal/venv}"
 if ! "$VENV/bin/python" -c 'import boto3, pytest, requests, awscli, pika, kafka' >/dev/null 2>&1; then

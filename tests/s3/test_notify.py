@@ -133,6 +133,25 @@ def wait_drained(topic, timeout=60):
     raise AssertionError("queue of %s did not drain: %s" % (topic, stats(topic)))
 
 
+def topic_metric(series, topic, combine=sum):
+    """SERIES{topic=TOPIC} combined over every gateway's Prometheus endpoint."""
+    urls = [u for u in os.environ.get("SHOAL_METRICS_URLS", "").split(",") if u]
+    assert urls, "SHOAL_METRICS_URLS names the gateways' metrics endpoints"
+    values = [0.0]
+    for url in urls:
+        for line in requests.get(url, timeout=10).text.splitlines():
+            if line.startswith('%s{topic="%s"}' % (series, topic)):
+                values.append(float(line.rsplit(" ", 1)[1]))
+    return combine(values)
+
+
+def wait_metric(series, topic, expected, timeout=30):
+    deadline = time.time() + timeout
+    while topic_metric(series, topic) != expected and time.time() < deadline:
+        time.sleep(0.3)
+    assert topic_metric(series, topic) == expected, (series, topic, expected)
+
+
 def wait_moved(topic, timeout=30):
     """Stats once no event waits in a bucket index log any more (moved to the queue)."""
     deadline = time.time() + timeout
@@ -380,9 +399,14 @@ def test_persistent_stats_grow_while_down_and_drain_after_fix(s3, bucket, receiv
     assert sorted(e["record"]["s3"]["object"]["key"] for e in dump) == sorted("k%d" % i for i in range(20))
     time.sleep(1)
     assert stats(topic)["oldest_age_secs"] >= 1
+    # The gateways' metrics show the same lag: 20 events pending, the oldest a second old.
+    wait_metric("shoal_notify_pending", topic, 20)
+    assert topic_metric("shoal_notify_oldest_pending_seconds", topic, max) >= 1
     sns().set_topic_attributes(TopicArn=arn, AttributeName="push-endpoint", AttributeValue=receiver.url)
     events = receiver.wait(20)
     wait_drained(topic)
+    wait_metric("shoal_notify_pending", topic, 0)
+    assert topic_metric("shoal_notify_oldest_pending_seconds", topic, max) == 0
     assert sorted(e["s3"]["object"]["key"] for e in events) == sorted("k%d" % i for i in range(20))
 
 

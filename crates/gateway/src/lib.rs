@@ -136,47 +136,62 @@ impl Gateway {
 }
 
 impl Gateway {
-    /// The gateway's counters in the Prometheus text format: requests, throttling, the
-    /// metadata cache, and per-topic notification counters.
-    pub fn prometheus(&self, front: &Front) -> String {
-        use std::sync::atomic::Ordering::Relaxed;
-        let cache = &self.s3.meta.stats;
-        let mut out = String::new();
-        for (name, kind, value) in [
-            ("shoal_rgw_requests_total", "counter", front.stats.requests.load(Relaxed)),
-            ("shoal_rgw_throttled_total", "counter", front.stats.throttled.load(Relaxed)),
-            ("shoal_rgw_cache_hits_total", "counter", cache.hits.load(Relaxed)),
-            ("shoal_rgw_cache_misses_total", "counter", cache.misses.load(Relaxed)),
-            ("shoal_rgw_cache_invalidations_total", "counter", cache.invalidations.load(Relaxed)),
-            ("shoal_notify_owned_shards", "gauge", self.manager.owned_shards().len() as u64),
-            ("shoal_notify_owned_event_logs", "gauge", self.manager.owned_logs().len() as u64),
-        ] {
-            out.push_str(&format!("# TYPE {name} {kind}\n{name} {value}\n"));
-        }
-        out + &self.s3.notifier.publisher.metrics.prometheus()
+    /// Registers the gateway's metrics: requests and throttling under `rgw_`, the metadata
+    /// cache, and under `notify_` the queue shards and event logs it owns and the
+    /// per-topic notification counters and lag.
+    pub fn register_metrics(&self, front: Arc<Front>, registry: &mut prometheus_client::registry::Registry) {
+        let collector = GatewayCollector { front, meta: self.s3.meta.clone(), manager: self.manager.clone() };
+        registry.register_collector(Box::new(collector));
+        let notify = registry.sub_registry_with_prefix("notify");
+        notify.register_collector(Box::new(self.s3.notifier.publisher.metrics.clone()));
     }
+}
 
-    /// Answers every request on `listener` with [`Gateway::prometheus`] until it fails.
-    pub async fn serve_metrics(self: Arc<Self>, front: Arc<Front>, listener: tokio::net::TcpListener) {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else { return };
-            let (gateway, front) = (self.clone(), front.clone());
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |_req| {
-                    let body = gateway.prometheus(&front);
-                    async move {
-                        let mut response = http::Response::new(http_body_util::Full::new(bytes::Bytes::from(body)));
-                        response.headers_mut().insert(
-                            http::header::CONTENT_TYPE,
-                            http::HeaderValue::from_static("text/plain; version=0.0.4"),
-                        );
-                        Ok::<_, std::convert::Infallible>(response)
-                    }
-                });
-                let io = hyper_util::rt::TokioIo::new(stream);
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
-            });
+/// The gateway's own counters, read when Prometheus scrapes.
+struct GatewayCollector {
+    front: Arc<Front>,
+    meta: Arc<Meta>,
+    manager: Arc<Manager>,
+}
+
+impl std::fmt::Debug for GatewayCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayCollector").finish_non_exhaustive()
+    }
+}
+
+impl prometheus_client::collector::Collector for GatewayCollector {
+    fn encode(&self, mut encoder: prometheus_client::encoding::DescriptorEncoder) -> std::fmt::Result {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::{counter::ConstCounter, gauge::ConstGauge};
+        use std::sync::atomic::Ordering::Relaxed;
+        let cache = &self.meta.stats;
+        for (name, help, value) in [
+            ("rgw_requests", "Requests answered", self.front.stats.requests.load(Relaxed)),
+            ("rgw_throttled", "Requests refused with 503 SlowDown", self.front.stats.throttled.load(Relaxed)),
+            ("rgw_cache_hits", "Metadata lookups answered from the cache", cache.hits.load(Relaxed)),
+            ("rgw_cache_misses", "Metadata lookups that read the object layer", cache.misses.load(Relaxed)),
+            (
+                "rgw_cache_invalidations",
+                "Metadata cache entries dropped on a change",
+                cache.invalidations.load(Relaxed),
+            ),
+        ] {
+            let counter = ConstCounter::new(value);
+            counter.encode(encoder.encode_descriptor(name, help, None, counter.metric_type())?)?;
         }
+        for (name, help, value) in [
+            (
+                "notify_owned_shards",
+                "Notification queue shards this gateway delivers",
+                self.manager.owned_shards().len(),
+            ),
+            ("notify_owned_event_logs", "Bucket index event logs this gateway moves", self.manager.owned_logs().len()),
+        ] {
+            let gauge = ConstGauge::new(value as i64);
+            gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
+        }
+        Ok(())
     }
 }
 

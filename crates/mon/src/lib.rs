@@ -295,3 +295,63 @@ impl Monitor {
         }
     }
 }
+
+/// The monitor's view, read when Prometheus scrapes: the map, the quorum, and (on the
+/// leader) the PG states the OSDs reported.
+struct MonCollector(Arc<Monitor>);
+
+impl std::fmt::Debug for MonCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MonCollector").finish_non_exhaustive()
+    }
+}
+
+impl prometheus_client::collector::Collector for MonCollector {
+    fn encode(&self, mut encoder: prometheus_client::encoding::DescriptorEncoder) -> std::fmt::Result {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::gauge::ConstGauge;
+        let map = self.0.authority.subscribe().borrow().clone();
+        let (members, leader) = self.0.authority.quorum();
+        let is_leader = self.0.authority.leader().is_none();
+        let count = |pred: &dyn Fn(&shoal_types::OsdEntry) -> bool| map.osds.values().filter(|o| pred(o)).count();
+        let pgs: u64 = map.pools.values().map(|p| u64::from(p.pg_num)).sum();
+        for (name, help, value) in [
+            ("map_epoch", "Epoch of the newest cluster map", map.epoch as i64),
+            ("osds", "OSDs in the map", count(&|_| true) as i64),
+            ("osds_up", "OSDs up", count(&|o| o.up) as i64),
+            ("osds_in", "OSDs in (eligible for data)", count(&|o| o.is_in) as i64),
+            ("pools", "Pools", map.pools.len() as i64),
+            ("pgs", "Placement groups over all pools", pgs as i64),
+            ("quorum_members", "Monitors in the quorum", members.len() as i64),
+            ("has_leader", "1 when the quorum has a leader", i64::from(leader.is_some())),
+            ("is_leader", "1 on the leader", i64::from(is_leader)),
+        ] {
+            let gauge = ConstGauge::new(value);
+            gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
+        }
+        // Only the leader collects PG states; the others would report none.
+        if is_leader {
+            let mut states: std::collections::BTreeMap<String, i64> = std::collections::BTreeMap::new();
+            for stat in self.0.pg_stats(&map) {
+                *states.entry(stat.state_name()).or_default() += 1;
+            }
+            let mut family = encoder.encode_descriptor(
+                "pgs_by_state",
+                "PGs by the state their primaries last reported",
+                None,
+                prometheus_client::metrics::MetricType::Gauge,
+            )?;
+            for (state, n) in &states {
+                ConstGauge::new(*n).encode(family.encode_family(&[("state", state.as_str())])?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Monitor {
+    /// Registers the monitor's metrics (map, quorum, PG states) for Prometheus.
+    pub fn register_metrics(self: &Arc<Self>, registry: &mut prometheus_client::registry::Registry) {
+        registry.register_collector(Box::new(MonCollector(self.clone())));
+    }
+}

@@ -19,3 +19,8 @@ pub mod metrics;
 pub mod publish;
 pub mod queue;
 pub mod topic;
+
+/// The wall clock, ns since the Unix epoch.
+fn now_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}

@@ -114,6 +114,8 @@ struct ShardState {
     trimmed: Option<u64>,
     /// When the queue was last trimmed.
     last_trim: Option<Instant>,
+    /// The topic whose lag this shard last reported.
+    reported_for: Option<String>,
 }
 
 /// Handled entries waiting to be trimmed.
@@ -168,10 +170,6 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
-}
-
-fn now_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
 impl Manager {
@@ -313,6 +311,9 @@ impl Manager {
                 }
                 Err(e) if e.errno == Errno::Busy => {
                     tracing::info!(%shard, "another gateway owns this queue now");
+                    if let Some(topic) = &state.reported_for {
+                        self.metrics.topic(topic).clear_lag(&shard);
+                    }
                     return;
                 }
                 Err(e) => {
@@ -339,7 +340,10 @@ impl Manager {
         let batch = if state.endpoint_down { 1 } else { self.config.batch };
         let listing = self.queues.list(shard, state.cursor, batch).await?;
         state.full_batch = listing.truncated;
+        let counters = self.metrics.topic(&topic.name);
+        state.reported_for = Some(topic.name.clone());
         if listing.entries.is_empty() {
+            counters.set_lag(shard, 0, 0);
             // A drained old generation is trimmed at once, so it can be retired.
             self.trim(shard, state, generation != current.generation).await?;
             if generation != current.generation && shard == shard_name(&key, generation, 0) {
@@ -350,18 +354,32 @@ impl Manager {
         // Decoded once here; an unreadable entry gets a group of its own and is dropped (counted).
         let mut groups: BTreeMap<(String, String), Vec<(u64, Decoded)>> = BTreeMap::new();
         let mut order = Vec::new();
+        let (mut not_done, mut oldest_ns) = (0u64, None);
         for entry in &listing.entries {
             order.push(entry.marker);
             if state.done.contains(&entry.marker) {
                 continue;
             }
             let event = QueuedEvent::decode(&entry.data);
+            not_done += 1;
+            if let (None, Ok(e)) = (oldest_ns, &event) {
+                oldest_ns = Some(e.created_ns);
+            }
             let group = match &event {
                 Ok(e) => (e.record.s3.bucket.name.clone(), e.record.s3.object.key.clone()),
                 Err(_) => (String::new(), entry.marker.to_string()),
             };
             groups.entry(group).or_default().push((entry.marker, event));
         }
+        // The lag as this pass found it; past a full batch the queue's header counts the rest.
+        let pending = match listing.truncated {
+            false => not_done,
+            true => self.queues.header(shard).await.map_or(not_done, |h| {
+                let handled = state.done.len() as u64 + state.untrimmed().map_or(0, |u| u.count);
+                h.committed_entries.saturating_sub(handled).max(not_done)
+            }),
+        };
+        counters.set_lag(shard, pending, oldest_ns.unwrap_or(0));
         let topic_ref = &topic;
         let attempts = &state.attempts;
         // Once a push fails, the rest of this pass does not hammer the endpoint: the
@@ -443,7 +461,7 @@ impl Manager {
         let max_retries = topic.dest.max_retries.unwrap_or(self.config.max_retries);
         let sleep = Duration::from_secs(topic.dest.retry_sleep_duration.unwrap_or(self.config.retry_sleep));
         let (tried, last) = attempts.map_or((0, None), |(n, at)| (n, Some(at)));
-        let age = Duration::from_nanos(now_ns().saturating_sub(event.created_ns));
+        let age = Duration::from_nanos(crate::now_ns().saturating_sub(event.created_ns));
         if ttl > 0 && age > Duration::from_secs(ttl) {
             self.expire(topic, &event, &format!("older than time_to_live {ttl}s")).await;
             return Outcome::Done;
@@ -492,7 +510,7 @@ impl Manager {
         let key = Topic::key(&topic.tenant, &topic.dest.dead_letter_topic);
         let dlq = self.topics.topic(&key).await.map_err(|e| e.to_string())?;
         let dlq = dlq.ok_or_else(|| format!("dead-letter topic {key} does not exist"))?;
-        let moved = QueuedEvent { topic: key, created_ns: now_ns(), ..event.clone() };
+        let moved = QueuedEvent { topic: key, created_ns: crate::now_ns(), ..event.clone() };
         if dlq.dest.persistent {
             self.publisher.enqueue_now(&dlq, &moved).await.map_err(|e| e.to_string())
         } else {

@@ -8,6 +8,8 @@
 //! Must not depend on RocksDB: it sees the store only through `shoal-store`.
 
 pub mod committer;
+pub mod counters;
+pub mod damage;
 pub mod exec;
 pub mod heartbeat;
 pub mod limits;
@@ -83,6 +85,8 @@ struct Inner {
     limits: watch::Sender<Arc<Limits>>,
     /// The options in effect (start values, then live changes).
     options: std::sync::Mutex<BTreeMap<String, String>>,
+    counters: Arc<counters::OsdCounters>,
+    damage: Arc<damage::Damage>,
 }
 
 /// A running OSD. Cloning gives another handle to the same OSD.
@@ -124,6 +128,8 @@ impl Osd {
             committer,
             class_cache_entries: config.class_cache_entries,
             pg_log_entries: config.pg_log_entries,
+            counters: Arc::default(),
+            damage: Arc::default(),
         };
         let count = config.op_shards.max(1);
         let shards: Vec<_> = (0..count).map(|i| shard::start(i, count, ctx.clone())).collect();
@@ -155,6 +161,8 @@ impl Osd {
                 watches: notify::Watches::default(),
                 next_conn: AtomicU64::new(1),
                 limits,
+                counters: ctx.counters.clone(),
+                damage: ctx.damage.clone(),
             }),
         }
     }
@@ -171,7 +179,9 @@ impl Osd {
     }
 
     /// Answers an administrative command with a JSON document: `config show` (the options
-    /// in effect), `perf dump` (store and data-device counters since start), `df` (space).
+    /// in effect), `perf dump` (counters since start), `df` (space), `damaged` (objects
+    /// with a bad checksum not yet repaired), `injectdataerr <pool> <object> [chunk]` (flip
+    /// a stored byte of an object's chunk on the data device, for tests, as Ceph's).
     pub fn tell(&self, command: &str) -> Result<String> {
         let store = &self.inner.store;
         let words: Vec<&str> = command.split_whitespace().collect();
@@ -184,12 +194,22 @@ impl Osd {
                 let kv = store.stats();
                 let space = store.space();
                 serde_json::json!({
+                    "osd": self.inner.counters.json(),
                     "store": {
                         "user_bytes_written": kv.user_bytes_written,
                         "wal_bytes": kv.wal_bytes,
                         "wal_syncs": kv.wal_syncs,
                         "flush_bytes": kv.flush_bytes,
+                        "flushes": kv.flushes,
+                        "flush_seconds": kv.flush_micros as f64 / 1e6,
                         "compaction_bytes": kv.compaction_bytes,
+                        "compactions": kv.compactions,
+                        "compaction_seconds": kv.compaction_micros as f64 / 1e6,
+                        "stall_seconds": kv.stall_micros as f64 / 1e6,
+                        "block_cache_hits": kv.block_cache_hits,
+                        "block_cache_misses": kv.block_cache_misses,
+                        "memtable_hits": kv.memtable_hits,
+                        "memtable_misses": kv.memtable_misses,
                         "live_bytes": kv.live_bytes,
                         "write_amplification": kv.write_amplification(),
                     },
@@ -198,6 +218,26 @@ impl Osd {
                         "syncs": space.syncs,
                     },
                 })
+            }
+            ["damaged"] => serde_json::Value::from(
+                self.inner
+                    .damage
+                    .list()
+                    .into_iter()
+                    .map(|(pg, object)| serde_json::json!({ "pg": pg.to_string(), "object": object.to_string() }))
+                    .collect::<Vec<_>>(),
+            ),
+            ["injectdataerr", pool, object, rest @ ..] => {
+                let chunk = match rest {
+                    [] => 0,
+                    [chunk] => chunk.parse().map_err(|_| err::invalid(format!("bad chunk index '{chunk}'")))?,
+                    _ => return Err(err::invalid("usage: injectdataerr <pool> <object> [chunk]")),
+                };
+                let map = self.inner.map.borrow().clone();
+                let pool = map.pool_named(pool)?;
+                store.corrupt_chunk(&ObjectKey::new(pool.id, &shoal_types::ObjectName::new("", *object))?, chunk)?;
+                tracing::warn!(pool = %pool.name, %object, chunk, "flipped a stored byte on request (injectdataerr)");
+                serde_json::json!({ "corrupted": { "pool": pool.name, "object": object, "chunk": chunk } })
             }
             ["df"] => {
                 let space = store.space();
@@ -209,9 +249,19 @@ impl Osd {
                     "kv_bytes": store.stats().live_bytes,
                 })
             }
-            _ => return Err(err::invalid(format!("unknown command '{command}': try 'perf dump', 'config show' or 'df'"))),
+            _ => {
+                return Err(err::invalid(format!(
+                    "unknown command '{command}': try 'perf dump', 'config show', 'df', 'damaged' or \
+                     'injectdataerr <pool> <object> [chunk]'"
+                )));
+            }
         };
         Ok(value.to_string())
+    }
+
+    /// Registers this OSD's counters and its store's statistics for Prometheus.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.inner.counters.register(registry, self.inner.store.clone());
     }
 
     /// Replaces the operation limits; operations that start afterwards use them.
@@ -280,10 +330,12 @@ impl Osd {
                     }
                     // Queue in arrival order; answer asynchronously.
                     let (reply_tx, reply_rx) = oneshot::channel();
+                    let (kind, arrived) = (self.inner.counters.received(&request), std::time::Instant::now());
                     self.dispatch(request, client, conn_id, &sender, reply_tx).await;
-                    let sender = sender.clone();
+                    let (sender, counters) = (sender.clone(), self.inner.counters.clone());
                     tokio::spawn(async move {
                         let reply = reply_rx.await.unwrap_or_else(|_| Err(err::io("the OSD dropped the request")));
+                        counters.answered(kind, arrived.elapsed());
                         let _ = sender.send(Message::Reply { tid, reply }).await;
                     });
                 }

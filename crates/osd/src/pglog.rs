@@ -168,7 +168,6 @@ mod tests {
     use super::*;
     use shoal_store::{StoreFormat, StoreOptions};
     use shoal_types::{ClientId, ObjectName, PoolId};
-    use std::sync::Arc;
 
     #[test]
     fn log_survives_reload_and_trims_in_batches() {

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use shoal_store::{ObjectKey, Transaction};
 use shoal_types::msg::{Activate, OsdOp, PeerRequest, RepOp, Reply};
 use shoal_types::pg::{EVersion, PgLogEntry, PgStat, PgStateFlag, PgSummary};
-use shoal_types::{ClientId, ObjectName, OsdId, OsdMap, PgId, Result, Versioned, err};
+use shoal_types::{ClientId, Errno, ObjectName, OsdId, OsdMap, PgId, RadosError, Result, Versioned, err};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
@@ -42,6 +42,17 @@ pub enum Event {
     StrayRemoved(OsdId, Result<()>),
     /// Time to peer again, unless peering restarted since (the round it was set in).
     Retry(u64),
+    /// A replica's copy of an object whose local copy failed its checksum.
+    RepairCopy(Box<RepairCopy>),
+}
+
+/// A client operation waiting for its object's local copy to be repaired, and the copy
+/// a replica sent (an encoded store transaction).
+pub struct RepairCopy {
+    op: OsdOp,
+    caller: ClientId,
+    reply: ReplyTx,
+    copy: Result<Bytes>,
 }
 
 enum Phase {
@@ -291,7 +302,11 @@ impl ShardState {
     /// Handles an event of one of this shard's primaries.
     pub(crate) fn primary_event(&mut self, pg: PgId, interval: u64, event: Event) {
         if self.primaries.get(&pg).is_none_or(|p| p.interval != interval) {
-            return; // From an interval that is over.
+            // From an interval that is over; a client waiting on it resends.
+            if let Event::RepairCopy(repair) = event {
+                let _ = repair.reply.send(Err(err::again(format!("pg {pg} changed interval during a repair"))));
+            }
+            return;
         }
         match event {
             Event::Summary(osd, result) => match result {
@@ -363,6 +378,7 @@ impl ShardState {
                     tracing::info!(%pg, %osd, error = %e, "a stray copy was not removed");
                 }
             }
+            Event::RepairCopy(repair) => self.repair_with(pg, *repair),
             Event::Retry(round) => {
                 let stalled = |p: &Primary| matches!(p.phase, Phase::Peering { .. } | Phase::Blocked { .. });
                 if self.primaries.get(&pg).is_some_and(|p| p.round == round && stalled(p)) {
@@ -380,7 +396,7 @@ impl ShardState {
         self.schedule_retry(pg, RETRY_DELAY);
     }
 
-    fn peer_failed(&mut self, pg: PgId, what: &str, e: shoal_types::RadosError) {
+    fn peer_failed(&mut self, pg: PgId, what: &str, e: RadosError) {
         tracing::info!(%pg, error = %e, "{what} failed; peering again");
         self.restart_later(pg);
     }
@@ -515,12 +531,7 @@ impl ShardState {
             Pull::Log { .. } => return,
         };
         match request {
-            Some(request) => self.ask(pg, interval, auth, request, |r| {
-                Event::Pulled(r.and_then(|reply| match reply {
-                    Reply::Copies { txn, next } => Ok((txn, next)),
-                    other => Err(err::io(format!("unexpected reply {other:?}"))),
-                }))
-            }),
+            Some(request) => self.ask(pg, interval, auth, request, |r| Event::Pulled(r.and_then(copies))),
             None => self.self_recovered(pg),
         }
     }
@@ -667,6 +678,12 @@ impl ShardState {
 
     /// Runs a client operation on an active primary; queues it while the PG peers.
     pub(crate) fn client_op(&mut self, op: OsdOp, caller: ClientId, reply: ReplyTx) {
+        self.serve_op(op, caller, reply, false);
+    }
+
+    /// Runs a client operation; `repaired` once its object's copy was repaired for it (a
+    /// second bad read is then answered with EIO).
+    fn serve_op(&mut self, op: OsdOp, caller: ClientId, reply: ReplyTx, repaired: bool) {
         let pg = match self.map.pool(op.pool) {
             Ok(pool) => shoal_placement::pg_of(pool, &op.object),
             Err(e) => return self.respond(Err(e), reply),
@@ -680,13 +697,83 @@ impl ShardState {
             Some(p) => p.client_ops += 1,
         }
         let outcome = self.run_op(pg, &op, caller);
+        let served =
+            matches!(outcome, Ok(OpOutcome::Done(..) | OpOutcome::AfterWrites(_) | OpOutcome::Replicating { .. }));
+        if served && self.ctx.damage.contains(pg, &op.object) {
+            self.forget_damage_if_readable(pg, &op.object);
+        }
         match outcome {
             Err(e) => self.respond(Err(e), reply),
+            Ok(OpOutcome::Unreadable(e)) if !repaired => self.repair_then_serve(pg, op, caller, reply, e),
+            Ok(OpOutcome::Unreadable(e)) => {
+                self.ctx.damage.add(pg, &op.object);
+                self.respond(Err(e), reply)
+            }
             Ok(OpOutcome::Done(seq, r)) => self.respond(Ok((seq, Reply::Op(r))), reply),
             Ok(OpOutcome::AfterWrites(r)) => self.attach_to_last_write(pg, reply, Ok(Reply::Op(r))),
             Ok(OpOutcome::Replicating { at, seq, reply: r, prev, entry, shipped }) => {
                 self.replicate(pg, at, seq, prev, entry, shipped, reply, r);
             }
+        }
+    }
+
+    /// The local copy of the operation's object could not be read (a bad checksum): marks
+    /// it damaged and asks a complete replica for its copy; the operation runs again once
+    /// the copy is here. Without such a replica the client gets the error.
+    fn repair_then_serve(&mut self, pg: PgId, op: OsdOp, caller: ClientId, reply: ReplyTx, e: RadosError) {
+        self.ctx.counters.checksum_error();
+        self.ctx.damage.add(pg, &op.object);
+        let me = self.ctx.me;
+        let Some(p) = self.primaries.get(&pg) else { return self.respond(Err(e), reply) };
+        let source = p.acting.iter().copied().find(|o| *o != me && !p.recovery.contains_key(o));
+        let Some(source) = source else {
+            tracing::error!(%pg, object = %op.object, error = %e, "bad copy and no replica to repair it from");
+            return self.respond(Err(e), reply);
+        };
+        tracing::error!(%pg, object = %op.object, error = %e, %source, "bad copy; repairing it from a replica");
+        let request = PeerRequest::Pull { pg, objects: vec![op.object.clone()] };
+        self.ask(pg, p.interval, source, request, move |r| {
+            let copy = r.and_then(copies).map(|(txn, _)| txn);
+            Event::RepairCopy(Box::new(RepairCopy { op, caller, reply, copy }))
+        });
+    }
+
+    /// Applies a replica's copy if it is of the same version as the local one (a write
+    /// since may have changed either), then runs the waiting operation again.
+    fn repair_with(&mut self, pg: PgId, repair: RepairCopy) {
+        let RepairCopy { op, caller, reply, copy } = repair;
+        let applied: Result<bool> = (|| {
+            let txn = Transaction::decode(&copy?)?;
+            let key = ObjectKey::new(self.map.pool(op.pool)?.id, &op.object)?;
+            if txn.onode(&key)? != self.ctx.store.onode(&key)? {
+                return Ok(false);
+            }
+            self.commit(pg, txn)?;
+            Ok(true)
+        })();
+        match applied {
+            Ok(true) => {
+                self.ctx.counters.read_repaired();
+                self.ctx.damage.remove(pg, &op.object);
+                tracing::info!(%pg, object = %op.object, "repaired the local copy from a replica");
+            }
+            Ok(false) => tracing::info!(%pg, object = %op.object, "the replica's copy is of another version; not used"),
+            Err(e) => tracing::error!(%pg, object = %op.object, error = %e, "repairing the local copy failed"),
+        }
+        self.serve_op(op, caller, reply, true);
+    }
+
+    /// Forgets a damaged object once every chunk of its local copy reads back (a client
+    /// rewrote or removed it).
+    fn forget_damage_if_readable(&mut self, pg: PgId, object: &ObjectName) {
+        let readable = self
+            .map
+            .pool(pg.pool)
+            .and_then(|pool| ObjectKey::new(pool.id, object))
+            .and_then(|key| self.ctx.store.chunks(&key, 0, u32::MAX));
+        if readable.is_ok() {
+            self.ctx.damage.remove(pg, object);
+            tracing::info!(%pg, %object, "a damaged object reads back whole again");
         }
     }
 
@@ -702,7 +789,11 @@ impl ShardState {
         }
         let prev = state.info.last_update;
         let at = EVersion { epoch: interval, version: prev.version + 1 };
-        let executed = self.execute(op, caller, at)?;
+        let executed = match self.execute(op, caller, at) {
+            // A store read failed: the local copy is damaged (nothing was applied).
+            Err(e) if e.errno == Errno::Io => return Ok(OpOutcome::Unreadable(e)),
+            other => other?,
+        };
         let Some((mut txn, entry)) = executed.write else {
             return Ok(unchanged(self.last_seq, executed.reply));
         };
@@ -871,6 +962,8 @@ impl ShardState {
 
 /// What running an operation on the primary led to.
 enum OpOutcome {
+    /// Reading the object's local copy failed.
+    Unreadable(RadosError),
     /// Answer once the store is durable up to the sequence number.
     Done(u64, shoal_types::msg::OpReply),
     /// Answer after the writes in flight (a read must not see what may still be lost).
@@ -884,6 +977,14 @@ enum OpOutcome {
         entry: PgLogEntry,
         shipped: Bytes,
     },
+}
+
+/// The transaction and resume point of a [`Reply::Copies`].
+fn copies(reply: Reply) -> Result<(Bytes, Option<Bytes>)> {
+    match reply {
+        Reply::Copies { txn, next } => Ok((txn, next)),
+        other => Err(err::io(format!("unexpected reply {other:?}"))),
+    }
 }
 
 fn fail_in_flight(p: &mut Primary, why: &str) {

@@ -91,6 +91,10 @@ pub struct ShardContext {
     pub runtime: tokio::runtime::Handle,
     /// Set when the OSD stops: shards drop every job from then on.
     pub stopping: Arc<std::sync::atomic::AtomicBool>,
+    /// Counters since start.
+    pub counters: Arc<crate::counters::OsdCounters>,
+    /// Objects whose local copy failed its checksum and is not repaired yet.
+    pub damage: Arc<crate::damage::Damage>,
 }
 
 /// The shard a PG's operations run on.
@@ -187,7 +191,11 @@ impl ShardState {
                     .iter()
                     .map(|(pg, p)| {
                         let last_update = self.pgs.get(pg).map(|s| s.info.last_update).unwrap_or_default();
-                        p.stat(*pg, &self.map, last_update)
+                        let mut stat = p.stat(*pg, &self.map, last_update);
+                        if self.ctx.damage.in_pg(*pg) {
+                            stat.state.push(shoal_types::PgStateFlag::Inconsistent);
+                        }
+                        stat
                     })
                     .collect();
                 let _ = reply.send(stats);

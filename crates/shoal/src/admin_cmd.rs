@@ -52,7 +52,8 @@ pub struct TellArgs {
     cluster: ClusterArgs,
     /// The daemon, `osd.N`.
     who: String,
-    /// The command: `perf dump`, `config show` or `df`.
+    /// The command: `perf dump`, `config show`, `df`, `damaged` or `injectdataerr <pool>
+    /// <object> [chunk]`.
     #[arg(required = true, num_args = 1..)]
     command: Vec<String>,
 }
@@ -159,7 +160,37 @@ pub fn health(map: &OsdMap, stats: &[PgStat]) -> (&'static str, Vec<String>) {
     if moving > 0 {
         reasons.push(format!("{moving} pgs recovering or backfilling"));
     }
+    let inconsistent = count(&|s| s.contains("inconsistent"));
+    if inconsistent > 0 {
+        reasons.push(format!("Possible data damage: {inconsistent} pgs inconsistent"));
+        return ("HEALTH_ERR", reasons);
+    }
     (if reasons.is_empty() { "HEALTH_OK" } else { "HEALTH_WARN" }, reasons)
+}
+
+/// The objects the primaries of inconsistent PGs report as damaged, as `pg object
+/// (osd.N)` (or a note that an OSD could not say).
+async fn damaged_objects(rados: &shoal_client::Rados, stats: &[PgStat]) -> Vec<String> {
+    let primaries: std::collections::BTreeSet<OsdId> = stats
+        .iter()
+        .filter(|s| s.state.contains(&shoal_types::PgStateFlag::Inconsistent))
+        .filter_map(|s| s.acting.first().copied())
+        .collect();
+    let mut out = Vec::new();
+    for osd in primaries {
+        let listed = rados
+            .tell_osd(osd, "damaged")
+            .await
+            .and_then(|json| serde_json::from_str::<Vec<serde_json::Value>>(&json).map_err(|e| err::io(e.to_string())));
+        match listed {
+            Ok(objects) => out.extend(objects.iter().map(|o| {
+                let field = |name: &str| o[name].as_str().unwrap_or("?").to_owned();
+                format!("pg {} object '{}' ({osd})", field("pg"), field("object"))
+            })),
+            Err(e) => out.push(format!("({osd} did not list its damaged objects: {e})")),
+        }
+    }
+    out
 }
 
 /// What a cluster-wide command does.
@@ -215,6 +246,12 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
             let (stats, ops_per_sec) = rados.pg_stats().await?;
             let (mons, leader) = rados.mon_status().await?;
             let (mut state, mut reasons) = health(&map, &stats);
+            let damaged = damaged_objects(rados, &stats).await;
+            if !damaged.is_empty() {
+                let s = if damaged.len() == 1 { "" } else { "s" };
+                reasons.push(format!("{} object{s} with a bad checksum: {}", damaged.len(), damaged.join(", ")));
+                state = "HEALTH_ERR";
+            }
             if leader.is_none() {
                 reasons.push("the monitors have no leader".to_owned());
                 state = "HEALTH_ERR";

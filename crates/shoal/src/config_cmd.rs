@@ -77,7 +77,14 @@ pub async fn run(command: ConfigCommand) -> Result<()> {
     let cluster = match &command {
         ConfigCommand::Help => {
             for o in OPTIONS {
-                println!("{:<34} {}\n{:<34} default: {}; takes effect {}", o.name, o.help, "", o.default, takes_effect(o.name));
+                println!(
+                    "{:<34} {}\n{:<34} default: {}; takes effect {}",
+                    o.name,
+                    o.help,
+                    "",
+                    o.default,
+                    takes_effect(o.name)
+                );
             }
             return Ok(());
         }

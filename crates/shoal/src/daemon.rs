@@ -38,6 +38,10 @@ pub struct DaemonArgs {
     /// A configuration option, `key=value` (repeatable).
     #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
     pub options: Vec<String>,
+    /// Serve Prometheus metrics at `/metrics` on this port of the daemon's address (0: any
+    /// free port; the URL is printed).
+    #[arg(long, value_name = "PORT")]
+    pub metrics_port: Option<u16>,
 }
 
 /// A daemon's settings with the configuration file applied.
@@ -171,6 +175,11 @@ pub async fn run_mon(args: MonArgs) -> Result<()> {
     let members = members.unwrap_or_else(|| std::collections::BTreeMap::from([(id, listener.local_addr().to_owned())]));
     let authority = RaftAuthority::start(id, store.clone(), network.clone(), &members).await?;
     let mon = Monitor::new(authority.clone(), network);
+    if let Some(port) = args.metrics_port {
+        let mut registry = crate::metrics::registry();
+        mon.register_metrics(registry.sub_registry_with_prefix("mon"));
+        crate::metrics::serve(crate::metrics::host_of(listener.local_addr()), port, registry).await?;
+    }
     tokio::spawn(follow_mon_config(mon.clone(), resolved.options.clone()));
     println!("mon.{id} listening on {}", listener.local_addr());
     tokio::spawn(mon.serve(listener));
@@ -298,6 +307,12 @@ pub async fn run_osd(args: OsdArgs) -> Result<()> {
         }
     });
     tokio::spawn(follow_pool_removals(osd.clone(), maps));
+    if let Some(port) = args.daemon.metrics_port {
+        let mut registry = crate::metrics::registry();
+        let labelled = registry.sub_registry_with_label(("daemon".into(), id.to_string().into()));
+        osd.register_metrics(labelled.sub_registry_with_prefix("osd"));
+        crate::metrics::serve(crate::metrics::host_of(listener.local_addr()), port, registry).await?;
+    }
     println!("{id} listening on {}", listener.local_addr());
     tokio::spawn(osd.clone().serve(listener));
     until_terminated().await;

@@ -48,6 +48,25 @@ pub enum DebugCommand {
         #[command(flatten)]
         large: LargeArgs,
     },
+    /// Flip a stored byte of one chunk of an object's copy on an OSD's data device (Ceph's
+    /// `injectdataerr`), so the next read of that copy fails its checksum.
+    Corrupt {
+        /// Where the cluster is.
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// The pool.
+        #[arg(long)]
+        pool: String,
+        /// The object.
+        #[arg(long)]
+        object: String,
+        /// The OSD whose copy to damage; the object's primary when not given.
+        #[arg(long)]
+        osd: Option<u32>,
+        /// The chunk (checksum block) to damage.
+        #[arg(long, default_value_t = 0)]
+        chunk: u32,
+    },
     /// Check a stopped store's books: extent records against objects and free space;
     /// exits non-zero when something is wrong.
     Fsck {
@@ -153,7 +172,30 @@ pub async fn run(command: DebugCommand) -> Result<()> {
             result
         }
         DebugCommand::Fsck { data, deep, options } => fsck(&data, deep, &options),
+        DebugCommand::Corrupt { cluster, pool, object, osd, chunk } => {
+            let session = cluster.open().await?;
+            let result = corrupt(&session, &pool, &object, osd, chunk).await;
+            session.close();
+            result
+        }
     }
+}
+
+async fn corrupt(session: &Session, pool: &str, object: &str, osd: Option<u32>, chunk: u32) -> Result<()> {
+    let map = session.rados.refresh_map().await?;
+    let spec = map.pool_named(pool)?;
+    let up = shoal_placement::pg_up_osds(
+        &map,
+        spec,
+        shoal_placement::pg_of(spec, &shoal_types::ObjectName::new("", object)),
+    );
+    let target = match osd {
+        Some(id) => shoal_types::OsdId(id),
+        None => *up.first().ok_or_else(|| err::again(format!("no OSD is up for {pool}/{object}")))?,
+    };
+    let role = if up.first() == Some(&target) { "primary" } else { "replica" };
+    session.rados.tell_osd(target, &format!("injectdataerr {pool} {object} {chunk}")).await?;
+    print_line(format_args!("corrupted chunk {chunk} of {pool}/{object} on {target} ({role})"))
 }
 
 fn print_line(line: std::fmt::Arguments) -> Result<()> {

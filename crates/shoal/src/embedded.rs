@@ -27,6 +27,7 @@ pub struct Embedded {
     pub store: Arc<ObjectStore>,
     kv: Arc<RocksKv>,
     osd: Osd,
+    mon: Arc<Monitor>,
     closed: std::sync::atomic::AtomicBool,
 }
 
@@ -68,7 +69,7 @@ impl Embedded {
         let osd_handle = osd.clone();
         tokio::spawn(report_pg_stats(osd, Arc::downgrade(&mon)));
         let rados = Rados::connect(network, &mon_addr).await?;
-        Ok(Embedded { rados, mon_addr, store, kv, osd: osd_handle, closed: Default::default() })
+        Ok(Embedded { rados, mon_addr, store, kv, osd: osd_handle, mon, closed: Default::default() })
     }
 
     /// Where the monitor listens; other clients connect there.
@@ -87,6 +88,13 @@ impl Embedded {
             tracing::error!(error = %e, "final WAL sync failed");
         }
         self.kv.close();
+    }
+
+    /// Registers the monitor's and the OSD's metrics, as `shoal mon` and `shoal osd` do.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.mon.register_metrics(registry.sub_registry_with_prefix("mon"));
+        let osd = registry.sub_registry_with_label(("daemon".into(), "osd.0".into()));
+        self.osd.register_metrics(osd.sub_registry_with_prefix("osd"));
     }
 
     /// RocksDB's own statistics report.

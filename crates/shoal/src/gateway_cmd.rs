@@ -22,6 +22,10 @@ pub struct ListenArgs {
     /// Address to bind.
     #[arg(long, default_value = "0.0.0.0")]
     pub bind: String,
+    /// Serve Prometheus metrics at `/metrics` on this port of the same address (0: any
+    /// free port); overrides `rgw_metrics_port`.
+    #[arg(long, value_name = "PORT")]
+    pub metrics_port: Option<u16>,
 }
 
 /// `shoal server`.
@@ -73,19 +77,22 @@ async fn connect_handles(
     Ok(handles)
 }
 
-async fn serve(gateway: &Gateway, listen: &ListenArgs) -> Result<()> {
+/// Serves S3 on `listen`, and the metrics of `registry` plus the gateway's when a metrics
+/// port is set.
+async fn serve(
+    gateway: &Gateway,
+    listen: &ListenArgs,
+    mut registry: prometheus_client::registry::Registry,
+) -> Result<()> {
     let addr = format!("{}:{}", listen.bind, listen.port);
     let listener =
         tokio::net::TcpListener::bind(&addr).await.map_err(|e| err::io(format!("cannot listen on {addr}: {e}")))?;
     let front = gateway.start();
     eprintln!("S3 endpoint: http://{addr}");
-    if gateway.config.metrics_port > 0 {
-        let metrics_addr = format!("{}:{}", listen.bind, gateway.config.metrics_port);
-        let metrics = tokio::net::TcpListener::bind(&metrics_addr)
-            .await
-            .map_err(|e| err::io(format!("cannot listen on {metrics_addr}: {e}")))?;
-        eprintln!("metrics: http://{metrics_addr}/metrics");
-        tokio::spawn(Arc::new(gateway.clone()).serve_metrics(front.clone(), metrics));
+    let metrics_port = listen.metrics_port.or((gateway.config.metrics_port > 0).then_some(gateway.config.metrics_port));
+    if let Some(port) = metrics_port {
+        gateway.register_metrics(front.clone(), &mut registry);
+        crate::metrics::serve(&listen.bind, port, registry).await?;
     }
     let result = tokio::select! {
         result = front.serve(listener) => result.map_err(|e| err::io(format!("accepting connections: {e}"))),
@@ -124,7 +131,9 @@ pub async fn run_server(args: ServerArgs) -> Result<()> {
     let keys = admin_keys(&gateway, dir).await?;
     println!("access key: {}\nsecret key: {}", keys.access_key, keys.secret_key);
     println!("admin: shoal admin -c {} user list", dir.join("shoal.conf").display());
-    let result = serve(&gateway, &args.listen).await;
+    let mut registry = crate::metrics::registry();
+    local.register_metrics(&mut registry);
+    let result = serve(&gateway, &args.listen, registry).await;
     local.close();
     result
 }
@@ -162,7 +171,7 @@ pub async fn run_gateway(args: GatewayArgs) -> Result<()> {
         handles.push(args.cluster.open().await?.rados);
     }
     let gateway = Gateway::open(handles, gateway_config).await?;
-    let result = serve(&gateway, &args.listen).await;
+    let result = serve(&gateway, &args.listen, crate::metrics::registry()).await;
     session.close();
     result
 }

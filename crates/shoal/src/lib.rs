@@ -11,6 +11,7 @@ pub mod debug;
 pub mod embedded;
 pub mod gateway_cmd;
 pub mod guarded_append;
+pub mod metrics;
 pub mod rados_cmd;
 pub mod recovery_bench;
 pub mod s3_bench;

@@ -557,14 +557,7 @@ async fn rados_bench(
     ];
     row.extend(stats.columns());
     if let (Some(before), Some(after)) = (before, stats_now()) {
-        let delta = shoal_store::KvStats {
-            user_bytes_written: after.user_bytes_written - before.user_bytes_written,
-            wal_bytes: after.wal_bytes - before.wal_bytes,
-            wal_syncs: after.wal_syncs - before.wal_syncs,
-            flush_bytes: after.flush_bytes - before.flush_bytes,
-            compaction_bytes: after.compaction_bytes - before.compaction_bytes,
-            live_bytes: after.live_bytes,
-        };
+        let delta = after.since(&before);
         row.push(("wal_syncs", Value::from(delta.wal_syncs)));
         row.push(("write_amp", round(delta.write_amplification(), 2)));
     }

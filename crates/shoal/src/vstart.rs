@@ -36,8 +36,8 @@ fn io(context: String) -> impl FnOnce(std::io::Error) -> shoal_types::RadosError
 }
 
 /// Starts one daemon with stdout and stderr in DIR/NAME.log; returns its pid and the
-/// address it printed.
-fn spawn(dir: &Path, name: &str, args: &[String]) -> Result<(u32, String)> {
+/// address and metrics URL it printed.
+fn spawn(dir: &Path, name: &str, args: &[String]) -> Result<(u32, String, Option<String>)> {
     let log_path = dir.join(format!("{name}.log"));
     let log = std::fs::File::create(&log_path).map_err(io(format!("creating {}", log_path.display())))?;
     let err_log = log.try_clone().map_err(io(format!("opening {}", log_path.display())))?;
@@ -54,7 +54,8 @@ fn spawn(dir: &Path, name: &str, args: &[String]) -> Result<(u32, String)> {
         let text = std::fs::read_to_string(&log_path).unwrap_or_default();
         if let Some(line) = text.lines().find(|l| l.contains(" listening on ")) {
             let addr = line.rsplit(' ').next().unwrap_or_default().to_owned();
-            return Ok((child.id(), addr));
+            let metrics = text.lines().find_map(|l| l.strip_prefix("metrics: ")).map(str::to_owned);
+            return Ok((child.id(), addr, metrics));
         }
         if !Path::new(&format!("/proc/{}", child.id())).exists() {
             break;
@@ -124,15 +125,18 @@ pub fn run(args: VstartArgs) -> Result<()> {
             vec!["osd".to_owned(), "run".into(), "--id".into(), id.to_string(), "--host".into(), host],
         )
     });
+    let mut metrics = Vec::new();
     for (name, mut daemon_args) in daemons.chain(osds) {
-        daemon_args.extend(["-c".to_owned(), conf_arg.clone()]);
-        let (pid, _) = spawn(dir, &name, &daemon_args).inspect_err(|_| abandon(dir, &pids))?;
+        daemon_args.extend(["-c".to_owned(), conf_arg.clone(), "--metrics-port".into(), "0".into()]);
+        let (pid, _, url) = spawn(dir, &name, &daemon_args).inspect_err(|_| abandon(dir, &pids))?;
         pids.push(format!("{name} {pid}"));
+        metrics.push(format!("{name:<7} {}", url.unwrap_or_else(|| "(none)".into())));
     }
     std::fs::write(dir.join(PIDS), pids.join("\n") + "\n").map_err(io("writing the pid file".into()))?;
     println!("cluster running: {} monitors at {mon_addr}, {} OSDs on {} hosts", args.mons, args.osds, args.hosts);
     println!("reach it with:   shoal rados -c {} lspools", conf.display());
     println!("stop it with:    shoal vstart --stop --dir {}", dir.display());
+    println!("prometheus metrics:\n  {}", metrics.join("\n  "));
     Ok(())
 }
 

@@ -1,12 +1,16 @@
 //! The cluster survives the loss of OSDs and of the monitor, as separate processes on
 //! real TCP: writers never see an error nor lose an acknowledged write, and afterwards
 //! every PG is active+clean by itself and every replica holds the same bytes. Large
-//! overwrites survive an OSD killed again and again, without leaking device space.
+//! overwrites survive an OSD killed again and again, without leaking device space. A copy
+//! with a bad checksum is never served: it is repaired from a replica, or (one copy only)
+//! the client gets EIO and `shoal status` names the object.
 
 mod common;
 
 use bytes::Bytes;
-use common::{Restarted, Vstart, cmdline, conf_value, kill9, ok, wait_for};
+use common::{
+    Restarted, Vstart, cmdline, conf_value, kill9, metrics_url, ok, sample, scrape_checked, shoal_c, wait_for,
+};
 use shoal_client::{Rados, ReadOp, WriteOp};
 use shoal_store::{ObjectKey, ObjectStore};
 use shoal_transport::TcpNetwork;
@@ -394,4 +398,68 @@ fn large_overwrites_survive_repeated_osd_kills() {
         assert!(report.contains(&format!("referenced {}", 12 * 4194304)), "osd.{osd}: {report}");
     }
     eprintln!("{kills} kills of osd.1, {} acknowledged 4 MiB writes verified", acked.len());
+}
+
+/// `shoal tell OSD perf dump`'s `osd` section.
+fn osd_counters(conf: &str, osd: &str) -> serde_json::Value {
+    let dump: serde_json::Value = serde_json::from_str(&ok(conf, &["tell", osd, "perf", "dump"])).unwrap();
+    dump["osd"].clone()
+}
+
+#[test]
+fn a_bad_checksum_is_repaired_from_a_replica_or_reported_on_a_single_copy() {
+    let cluster = Vstart::start("3", "3");
+    let conf = cluster.conf();
+    let dir = cluster.path();
+    ok(&conf, &["pool", "create", "rep", "--size", "3", "--pg-num", "8"]);
+    ok(&conf, &["pool", "create", "one", "--size", "1", "--pg-num", "8"]);
+    // 1 MiB of bytes that differ chunk to chunk, stored on the data device.
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let (file, back) = (dir.join("payload"), dir.join("back"));
+    std::fs::write(&file, &data).unwrap();
+    let (file, back_path) = (file.to_str().unwrap(), back.to_str().unwrap());
+    for pool in ["rep", "one"] {
+        let put = wait_for(|| shoal_c(&conf, &["rados", "-p", pool, "put", "big", file]).0.then_some(()));
+        assert!(put.is_some(), "writing to pool {pool}");
+    }
+    let read_back = |pool: &str| {
+        let _ = std::fs::remove_file(&back);
+        let (success, _, err) = shoal_c(&conf, &["rados", "-p", pool, "get", "big", back_path]);
+        (success, std::fs::read(&back).ok(), err)
+    };
+
+    // Three copies: the primary's copy is damaged; the read is answered from a replica and
+    // the primary's copy rewritten, so the next read finds it good.
+    let out = ok(&conf, &["debug", "corrupt", "--pool", "rep", "--object", "big", "--chunk", "3"]);
+    assert!(out.contains("(primary)"), "{out}");
+    let primary = out.split_whitespace().find(|w| w.starts_with("osd.")).unwrap().to_owned();
+    assert_eq!(read_back("rep"), (true, Some(data.clone()), String::new()));
+    let counters = osd_counters(&conf, &primary);
+    assert_eq!((counters["checksum_errors"].as_u64(), counters["read_repairs"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(read_back("rep").1.as_ref(), Some(&data));
+    assert_eq!(osd_counters(&conf, &primary)["checksum_errors"].as_u64(), Some(1), "the copy was repaired");
+    let text = scrape_checked(&metrics_url(&cluster, &primary));
+    assert_eq!(sample(&text, &format!("shoal_osd_read_repairs_total{{daemon=\"{primary}\"}}")), Some(1.0), "{text}");
+
+    // One copy: the client gets EIO naming the object, never the damaged bytes, and the
+    // cluster reports the object until it is rewritten.
+    let out = ok(&conf, &["debug", "corrupt", "--pool", "one", "--object", "big"]);
+    assert!(out.contains("(primary)"), "{out}");
+    let (success, bytes, err) = read_back("one");
+    assert!(!success && bytes.is_none(), "a damaged single copy was served");
+    assert!(err.contains("EIO") && err.contains("checksum mismatch") && err.contains("'big'"), "{err}");
+    let reported = wait_for(|| {
+        let status = ok(&conf, &["status"]);
+        (status.contains("HEALTH_ERR") && status.contains("1 object with a bad checksum")).then_some(status)
+    });
+    let status = reported.expect("shoal status reports the damaged object");
+    assert!(status.contains("object 'big'") && status.contains("inconsistent"), "{status}");
+    ok(&conf, &["rados", "-p", "one", "put", "big", file]);
+    assert_eq!(read_back("one").1.as_ref(), Some(&data));
+    let healthy = wait_for(|| ok(&conf, &["status"]).contains("HEALTH_OK").then_some(()));
+    assert!(healthy.is_some(), "{}", ok(&conf, &["status"]));
+
+    // The monitor's endpoint is scraped too.
+    let text = scrape_checked(&metrics_url(&cluster, "mon.0"));
+    assert_eq!(sample(&text, "shoal_mon_osds_up"), Some(3.0), "{text}");
 }

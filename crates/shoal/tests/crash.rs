@@ -126,7 +126,10 @@ fn large_overwrites_survive_sigkill_without_leaking_space() {
         let want = newest.get(&(w, k)).copied().unwrap_or(0);
         let in_flight = newest_of_writer.get(&w).copied().unwrap_or(0) + 1;
         assert!(seq >= want, "large.{w}.{k}: write {want} was acknowledged but it holds {seq}");
-        assert!(seq == want || seq == in_flight, "large.{w}.{k}: holds write {seq}, neither acknowledged nor in flight");
+        assert!(
+            seq == want || seq == in_flight,
+            "large.{w}.{k}: holds write {seq}, neither acknowledged nor in flight"
+        );
         assert_eq!(seq % KEYS, k, "large.{w}.{k} holds another key's write {seq}");
         overwritten += u64::from(seq > KEYS);
     }

@@ -163,7 +163,8 @@ fn central_config_changes_reach_running_osds() {
 fn store_options_set_centrally_take_effect_at_the_next_start() {
     let cluster = Vstart::start("1", "1");
     let conf = cluster.conf();
-    let show = || -> serde_json::Value { serde_json::from_str(&ok(&conf, &["tell", "osd.0", "config", "show"])).unwrap() };
+    let show =
+        || -> serde_json::Value { serde_json::from_str(&ok(&conf, &["tell", "osd.0", "config", "show"])).unwrap() };
     assert_eq!(show()["store_prefer_deferred_size"], "65536", "the default before");
     let settings = [
         ("store_rocksdb_options", "compression=kNoCompression,write_buffer_size=33554432"),

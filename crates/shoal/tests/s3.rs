@@ -177,14 +177,13 @@ fn notification_suite_against_shoal_server() {
         ("SHOAL_S3_ACCESS_KEY", keys["access_key"].as_str().unwrap().to_owned()),
         ("SHOAL_S3_SECRET_KEY", keys["secret_key"].as_str().unwrap().to_owned()),
         ("SHOAL_CONF", data.join("shoal.conf").to_str().unwrap().to_owned()),
+        ("SHOAL_METRICS_URLS", format!("http://127.0.0.1:{metrics_port}/metrics")),
     ];
     env.extend(broker_env());
     run_suite(&["test_notify.py"], &env);
-    // The Prometheus listener shows the requests and the per-topic counters the suite made.
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", metrics_port)).unwrap();
-    std::io::Write::write_all(&mut stream, b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut stream, &mut text).unwrap();
+    // The Prometheus listener shows the requests and the per-topic counters the suite made,
+    // with the embedded monitor's and OSD's, in a text promtool accepts.
+    let text = common::scrape_checked(&format!("http://127.0.0.1:{metrics_port}/metrics"));
     let total = |series: &str| -> u64 {
         let prefix = format!("{series}{{topic=");
         text.lines().filter(|l| l.starts_with(&prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok()).sum()
@@ -196,6 +195,12 @@ fn notification_suite_against_shoal_server() {
     assert!(total("shoal_notify_moved_total") > 0, "events moved from the bucket index logs: {text}");
     assert!(text.contains("\nshoal_notify_owned_event_logs "), "{text}");
     assert!(text.contains("shoal_notify_expired_total{topic=") && text.contains("shoal_rgw_requests_total"), "{text}");
+    assert!(
+        text.contains("shoal_notify_pending{topic=") && text.contains("shoal_notify_delivery_latency_seconds_bucket")
+    );
+    assert_eq!(common::sample(&text, "shoal_mon_osds_up"), Some(1.0), "{text}");
+    let writes = common::sample(&text, "shoal_osd_op_latency_seconds_count{daemon=\"osd.0\",op=\"write\"}");
+    assert!(writes.is_some_and(|n| n > 0.0), "{text}");
 }
 
 /// The notification suite against two gateways of a 3-OSD cluster, plus SIGKILLs of a
@@ -205,19 +210,21 @@ fn notification_suite_against_vstart_with_two_gateways() {
     let cluster = Vstart::start("3", "3");
     let conf = cluster.conf();
     let (p1, p2) = (free_port(), free_port());
-    let gateway_args = |port: u16| {
+    let (m1, m2) = (free_port(), free_port());
+    let gateway_args = |port: u16, metrics: u16| {
         let mut args: Vec<String> = ["gateway", "-c", &conf, "--port", &port.to_string(), "--bind", "127.0.0.1"]
             .iter()
             .map(|s| s.to_string())
             .collect();
+        args.extend(["--metrics-port".to_string(), metrics.to_string()]);
         for option in NOTIFY_OPTIONS {
             args.extend(["-o".to_string(), option.to_string()]);
         }
         args
     };
-    let args1 = gateway_args(p1);
+    let args1 = gateway_args(p1, m1);
     let first = spawn(&args1.iter().map(String::as_str).collect::<Vec<_>>(), &cluster.path().join("gateway.0.log"));
-    let args2 = gateway_args(p2);
+    let args2 = gateway_args(p2, m2);
     let second = spawn(&args2.iter().map(String::as_str).collect::<Vec<_>>(), &cluster.path().join("gateway.1.log"));
     wait_listening(p1);
     wait_listening(p2);
@@ -229,12 +236,17 @@ fn notification_suite_against_vstart_with_two_gateways() {
         ("SHOAL_S3_ACCESS_KEY", user["keys"][0]["access_key"].as_str().unwrap().to_owned()),
         ("SHOAL_S3_SECRET_KEY", user["keys"][0]["secret_key"].as_str().unwrap().to_owned()),
         ("SHOAL_CONF", conf.clone()),
+        ("SHOAL_METRICS_URLS", format!("http://127.0.0.1:{m1}/metrics,http://127.0.0.1:{m2}/metrics")),
         ("SHOAL_GATEWAY2_PID", second.0.id().to_string()),
         ("SHOAL_GATEWAY2_ARGS", serde_json::to_string(&args2).unwrap()),
         ("SHOAL_GATEWAY2_LOG", cluster.path().join("gateway.1.restarted.log").to_str().unwrap().to_owned()),
     ];
     env.extend(broker_env());
     run_suite(&["test_notify.py", "test_notify_crash.py"], &env);
+    for port in [m1, m2] {
+        let text = common::scrape_checked(&format!("http://127.0.0.1:{port}/metrics"));
+        assert!(text.contains("shoal_rgw_requests_total ") && text.contains("shoal_notify_owned_shards "), "{text}");
+    }
     drop((first, second));
 }
 

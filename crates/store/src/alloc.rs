@@ -134,7 +134,7 @@ impl Allocator {
     /// space that is already free is refused with EIO: the caller's records disagree.
     pub fn release(&mut self, addr: u64, len: u64) -> Result<()> {
         let len = self.round(len);
-        let end = addr.checked_add(len).filter(|&end| end <= self.size && addr % self.unit == 0);
+        let end = addr.checked_add(len).filter(|&end| end <= self.size && addr.is_multiple_of(self.unit));
         let end = end.ok_or_else(|| err::io(format!("freeing {addr}+{len}: outside the device or misaligned")))?;
         if len == 0 {
             return Ok(());

@@ -88,11 +88,8 @@ impl FileDevice {
             .map_err(|e| err::io(format!("opening data device {}: {e}", path.display())))?;
         let size = file.metadata().map_err(|e| err::io(format!("stat {}: {e}", path.display())))?.len();
         // Some file systems (tmpfs) refuse O_DIRECT: then every write is buffered.
-        let direct = OpenOptions::new()
-            .write(true)
-            .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-            .open(path)
-            .ok();
+        let direct =
+            OpenOptions::new().write(true).custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32).open(path).ok();
         Ok(FileDevice { file, direct, path: path.to_owned(), size: AtomicU64::new(size) })
     }
 

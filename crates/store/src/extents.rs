@@ -215,8 +215,9 @@ impl DataSpace {
         }
     }
 
-    /// Writes `data` to fresh space and syncs it; returns the extent of each chunk.
-    fn write_run(&self, chunks: &[&[u8]]) -> Result<(Vec<Extent>, Vec<(u64, u64)>)> {
+    /// Writes `data` to fresh space and syncs it; returns the extent of each chunk and the
+    /// pieces `(address, length)` of space it took.
+    fn write_run(&self, chunks: &[&[u8]]) -> Result<(Vec<Extent>, Pieces)> {
         let total: u64 = chunks.iter().map(|c| c.len() as u64).sum();
         let pieces = self.allocate(total)?;
         let written = self.write_pieces(chunks, &pieces);
@@ -366,6 +367,9 @@ impl DataSpace {
     }
 }
 
+/// Pieces of device space, `(address, length)`.
+type Pieces = Vec<(u64, u64)>;
+
 /// The state of one lowering: the extent records of every object it touched, as the
 /// batch leaves them so far.
 struct Lowering<'a> {
@@ -414,7 +418,9 @@ impl Lowering<'_> {
                     }
                     self.out.push(BatchOp::DeleteRange(Cf::Data, start, end));
                 }
-                BatchOp::Put(Cf::Extent, ..) | BatchOp::Delete(Cf::Extent, _) | BatchOp::DeleteRange(Cf::Extent, ..) => {
+                BatchOp::Put(Cf::Extent, ..)
+                | BatchOp::Delete(Cf::Extent, _)
+                | BatchOp::DeleteRange(Cf::Extent, ..) => {
                     return Err(err::invalid("a transaction may not change extent records itself"));
                 }
                 other => self.out.push(other),

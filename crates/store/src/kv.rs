@@ -52,8 +52,8 @@ pub enum BatchOp {
 /// Changes applied all together or not at all, in order (a later op wins).
 pub type Batch = Vec<BatchOp>;
 
-/// Counters of what the engine wrote since it was opened, for write-amplification
-/// figures, and the space it uses now.
+/// Counters of what the engine did since it was opened (writes for write-amplification
+/// figures, stalls, background work, cache hits), and the space it uses now.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KvStats {
     /// Bytes of keys and values handed to the engine.
@@ -64,8 +64,26 @@ pub struct KvStats {
     pub wal_syncs: u64,
     /// Bytes written by memtable flushes.
     pub flush_bytes: u64,
+    /// Memtable flushes.
+    pub flushes: u64,
+    /// Time spent in memtable flushes, µs.
+    pub flush_micros: u64,
     /// Bytes written by compactions.
     pub compaction_bytes: u64,
+    /// Compactions run.
+    pub compactions: u64,
+    /// Time spent in compactions, µs.
+    pub compaction_micros: u64,
+    /// Time writers were stalled or slowed down by the engine, µs.
+    pub stall_micros: u64,
+    /// Reads answered by the block cache.
+    pub block_cache_hits: u64,
+    /// Reads that missed the block cache.
+    pub block_cache_misses: u64,
+    /// Point reads answered by a memtable.
+    pub memtable_hits: u64,
+    /// Point reads not answered by a memtable.
+    pub memtable_misses: u64,
     /// Bytes the engine's files take now (SST and blob files), all column families.
     pub live_bytes: u64,
 }
@@ -77,6 +95,28 @@ impl KvStats {
             return 0.0;
         }
         (self.wal_bytes + self.flush_bytes + self.compaction_bytes) as f64 / self.user_bytes_written as f64
+    }
+
+    /// What the counters grew by since `before` (the space in use is today's).
+    pub fn since(&self, before: &KvStats) -> KvStats {
+        let d = |now: u64, then: u64| now.saturating_sub(then);
+        KvStats {
+            user_bytes_written: d(self.user_bytes_written, before.user_bytes_written),
+            wal_bytes: d(self.wal_bytes, before.wal_bytes),
+            wal_syncs: d(self.wal_syncs, before.wal_syncs),
+            flush_bytes: d(self.flush_bytes, before.flush_bytes),
+            flushes: d(self.flushes, before.flushes),
+            flush_micros: d(self.flush_micros, before.flush_micros),
+            compaction_bytes: d(self.compaction_bytes, before.compaction_bytes),
+            compactions: d(self.compactions, before.compactions),
+            compaction_micros: d(self.compaction_micros, before.compaction_micros),
+            stall_micros: d(self.stall_micros, before.stall_micros),
+            block_cache_hits: d(self.block_cache_hits, before.block_cache_hits),
+            block_cache_misses: d(self.block_cache_misses, before.block_cache_misses),
+            memtable_hits: d(self.memtable_hits, before.memtable_hits),
+            memtable_misses: d(self.memtable_misses, before.memtable_misses),
+            live_bytes: self.live_bytes,
+        }
     }
 }
 

@@ -60,6 +60,15 @@ impl ObjectKey {
         &self.0
     }
 
+    /// The object as people read it, `pool 2 object 'name'` (the key's bytes if it does not
+    /// decode).
+    pub fn describe(&self) -> String {
+        self.decode().map_or_else(
+            |_| format!("object key {:02x?}", self.0),
+            |(pool, name)| format!("pool {pool} object '{name}'"),
+        )
+    }
+
     /// The pool and object name encoded in the key.
     pub fn decode(&self) -> Result<(PoolId, ObjectName)> {
         let corrupt = || err::io(format!("corrupt object key {:02x?}", self.0));
@@ -246,6 +255,16 @@ impl Transaction {
     /// Whether nothing would change.
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
+    }
+
+    /// The metadata this transaction last stores for `key`, if it stores any: how a copy
+    /// pulled from a replica shows which version of the object it holds.
+    pub fn onode(&self, key: &ObjectKey) -> Result<Option<Onode>> {
+        let stored = self.ops.iter().rev().find_map(|op| match op {
+            BatchOp::Put(Cf::Onode, k, v) if *k == key.0 => Some(v),
+            _ => None,
+        });
+        stored.map(|bytes| Onode::decode(bytes)).transpose()
     }
 
     /// Stores an object's metadata (creating the object).
@@ -437,13 +456,13 @@ impl ObjectStore {
         for (k, v) in self.kv.scan(Cf::Extent, &from, &to, limit)? {
             extents.push((index_of(&k)?, decode_record(&k, &v)?));
         }
-        let name = || key.decode().map_or_else(|_| format!("{:02x?}", key.0), |(pool, name)| format!("{pool:?}/{name}"));
+        let name = || key.describe();
         let mut runs: BTreeMap<u32, Bytes> = self.space.read(&extents, &name)?.into_iter().collect();
         let chunk = u64::from(self.format.chunk_size);
         let shadowed = |runs: &BTreeMap<u32, Bytes>, index: u32| {
-            runs.range(..=index).next_back().is_some_and(|(&at, bytes)| {
-                u64::from(index - at) < (bytes.len() as u64).div_ceil(chunk)
-            })
+            runs.range(..=index)
+                .next_back()
+                .is_some_and(|(&at, bytes)| u64::from(index - at) < (bytes.len() as u64).div_ceil(chunk))
         };
         for (k, v) in self.kv.scan(Cf::Data, &from, &to, limit)? {
             let index = index_of(&k)?;
@@ -588,7 +607,7 @@ impl ObjectStore {
                 current = Some((object.to_vec(), self.onode(&key)?));
                 report.objects += 1;
             }
-            let name = || ObjectKey(object.to_vec()).decode().map_or_else(|e| e.to_string(), |(_, n)| n.to_string());
+            let name = || ObjectKey(object.to_vec()).describe();
             report.extents += 1;
             report.referenced += self.space.allocated_len(&extent);
             match current.as_ref().and_then(|(_, onode)| onode.as_ref()) {

@@ -5,7 +5,7 @@
 //! (`key=value` pairs separated by commas); RocksDB's own parser wants semicolons, so
 //! top-level commas are translated. This is the only crate that links RocksDB.
 
-use rocksdb::statistics::Ticker;
+use rocksdb::statistics::{Histogram, Ticker};
 use rocksdb::{ColumnFamilyDescriptor, DB, Options, WriteBatch, WriteOptions};
 use shoal_store::{Batch, BatchOp, Cf, KvEngine, KvStats};
 use shoal_types::{RadosError, Result, err};
@@ -197,12 +197,23 @@ impl KvEngine for RocksKv {
 
     fn stats(&self) -> KvStats {
         let o = &self.options;
+        let flush = o.get_histogram_data(Histogram::FlushTime);
+        let compaction = o.get_histogram_data(Histogram::CompactionTime);
         KvStats {
             user_bytes_written: o.get_ticker_count(Ticker::BytesWritten),
             wal_bytes: o.get_ticker_count(Ticker::WalFileBytes),
             wal_syncs: o.get_ticker_count(Ticker::WalFileSynced),
             flush_bytes: o.get_ticker_count(Ticker::FlushWriteBytes),
+            flushes: flush.count(),
+            flush_micros: flush.sum(),
             compaction_bytes: o.get_ticker_count(Ticker::CompactWriteBytes),
+            compactions: compaction.count(),
+            compaction_micros: compaction.sum(),
+            stall_micros: o.get_ticker_count(Ticker::StallMicros),
+            block_cache_hits: o.get_ticker_count(Ticker::BlockCacheHit),
+            block_cache_misses: o.get_ticker_count(Ticker::BlockCacheMiss),
+            memtable_hits: o.get_ticker_count(Ticker::MemtableHit),
+            memtable_misses: o.get_ticker_count(Ticker::MemtableMiss),
             live_bytes: self.live_bytes(),
         }
     }

@@ -152,7 +152,10 @@ impl Network for LocalFirst {
         match local {
             Some(accept_queue) => Box::pin(async move {
                 let (ours, theirs) = connection_pair();
-                accept_queue.send(theirs).await.map_err(|_| err::not_connected(format!("listener on {addr} is gone")))?;
+                accept_queue
+                    .send(theirs)
+                    .await
+                    .map_err(|_| err::not_connected(format!("listener on {addr} is gone")))?;
                 Ok(ours)
             }),
             None => self.inner.connect(addr),

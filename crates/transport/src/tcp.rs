@@ -5,8 +5,8 @@
 
 use crate::auth::{self, Handshake, NONCE_LEN};
 use crate::frame::{self, Decoder};
-use bytes::Bytes;
 use crate::{ACCEPT_QUEUE, CONNECTION_QUEUE, ConnectFuture, Connection, Listener, Network};
+use bytes::Bytes;
 use shoal_types::msg::Message;
 use shoal_types::{RadosError, Result, Versioned, err};
 use std::sync::Arc;

@@ -63,7 +63,8 @@ pub enum Request {
         kind: RaftRpc,
         /// The encoded request.
         body: Bytes,
-    },    /// An administrative command for a daemon (`perf dump`, `config show`, `df`),
+    },
+    /// An administrative command for a daemon (`perf dump`, `config show`, `df`),
     /// answered with [`Reply::Tell`]. Appended last: the other encodings are unchanged.
     Tell(String),
 }
@@ -121,7 +122,8 @@ pub enum Reply {
         members: Vec<(u64, String)>,
         /// The leader, if one is elected.
         leader: Option<u64>,
-    },    /// The answer to a [`Request::Tell`]: a JSON document.
+    },
+    /// The answer to a [`Request::Tell`]: a JSON document.
     Tell(String),
 }
 

@@ -143,6 +143,9 @@ pub enum PgStateFlag {
     Inactive,
     /// No authoritative copy among the reachable replicas.
     Incomplete,
+    /// The primary holds objects whose copy failed its checksum and could not be repaired.
+    /// Appended last, so the encodings of the others are unchanged.
+    Inconsistent,
 }
 
 impl PgStateFlag {
@@ -158,6 +161,7 @@ impl PgStateFlag {
             PgStateFlag::Backfilling => "backfilling",
             PgStateFlag::Inactive => "inactive",
             PgStateFlag::Incomplete => "incomplete",
+            PgStateFlag::Inconsistent => "inconsistent",
         }
     }
 }

@@ -147,3 +147,55 @@ pub fn conf_value(conf: &Path, key: &str) -> String {
         .find_map(|l| l.split_once('=').filter(|(k, _)| k.trim() == key).map(|(_, v)| v.trim().to_owned()))
         .unwrap_or_else(|| panic!("{key} missing from {}", conf.display()))
 }
+
+/// The body of `GET url` (a plain `http://host:port/path`), asking for no particular format.
+pub fn http_get(url: &str) -> String {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap_or_else(|| panic!("not an http URL: {url}"));
+    let (host, path) = rest.split_once('/').map_or((rest, String::from("/")), |(h, p)| (h, format!("/{p}")));
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no HTTP response: {response}"));
+    assert!(head.starts_with("HTTP/1.1 200"), "GET {url}: {head}");
+    body.to_owned()
+}
+
+/// Scrapes a Prometheus endpoint and checks the text with `promtool check metrics` (from
+/// Debian's prometheus package, which scripts/test.sh installs); returns the text.
+pub fn scrape_checked(url: &str) -> String {
+    use std::io::Write;
+    let text = http_get(url);
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian package prometheus) is needed: run the suite through scripts/test.sh");
+    promtool.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool rejects {url}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// The metrics URL a daemon of a vstart cluster printed in its log (`osd.0`, `mon.0`).
+pub fn metrics_url(cluster: &Vstart, daemon: &str) -> String {
+    let log = std::fs::read_to_string(cluster.path().join(format!("{daemon}.log"))).unwrap();
+    log.lines()
+        .find_map(|l| l.strip_prefix("metrics: "))
+        .unwrap_or_else(|| panic!("{daemon} printed no metrics URL: {log}"))
+        .to_owned()
+}
+
+/// The value of one sample line `series` (name and labels exactly as printed).
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
