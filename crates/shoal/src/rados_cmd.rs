@@ -169,6 +169,8 @@ pub enum BenchMode {
     Seq,
     /// Read the written objects at random.
     Rand,
+    /// Overwrite the written objects at random, whole, with the block size they have.
+    RandWrite,
 }
 
 /// One line of an interactive session.
@@ -524,7 +526,7 @@ async fn rados_bench(
             io.operate(BENCH_META, meta).await?;
             (stats, block_size)
         }
-        BenchMode::Seq | BenchMode::Rand => {
+        BenchMode::Seq | BenchMode::Rand | BenchMode::RandWrite => {
             let reply = io.read(BENCH_META, ReadOp::new().get_xattrs()).await.map_err(|e| {
                 err::not_found(format!("no benchmark data to read ({e}); run `bench N write --no-cleanup` first"))
             })?;
@@ -535,14 +537,23 @@ async fn rados_bench(
                 |k: &str| -> u64 { meta.get(k).and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()).unwrap_or(0) };
             let (count, size) = (field("count").max(1), field("size") as usize);
             let io2 = io.clone();
-            let stats = run_for(if mode == BenchMode::Seq { "seq" } else { "rand" }, threads, duration, move |w, i| {
-                let io = io2.clone();
+            let payload = Bytes::from((0..size).map(|i| (i % 241) as u8).collect::<Vec<u8>>());
+            let label = match mode {
+                BenchMode::Seq => "seq",
+                BenchMode::Rand => "rand",
+                _ => "rand-write",
+            };
+            let stats = run_for(label, threads, duration, move |w, i| {
+                let (io, payload) = (io2.clone(), payload.clone());
                 async move {
-                    let index = if mode == BenchMode::Seq {
-                        (i * threads as u64 + w as u64) % count
-                    } else {
-                        rand::random_range(0..count)
+                    let index = match mode {
+                        BenchMode::Seq => (i * threads as u64 + w as u64) % count,
+                        _ => rand::random_range(0..count),
                     };
+                    if mode == BenchMode::RandWrite {
+                        io.write_full(&bench_object(index), payload.clone()).await?;
+                        return Ok(payload.len() as u64);
+                    }
                     Ok(io.read_full(&bench_object(index)).await?.len() as u64)
                 }
             })

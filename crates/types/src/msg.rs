@@ -456,6 +456,13 @@ mod tests {
         assert_eq!(reply.encode(), [1, 1, 2, 0, 12, 2, b'{', b'}']);
     }
 
+    #[test]
+    fn the_inconsistent_pg_state_is_appended() {
+        // postcard writes a unit variant as its index: the earlier flags keep theirs.
+        let flags = [crate::PgStateFlag::Active, crate::PgStateFlag::Incomplete, crate::PgStateFlag::Inconsistent];
+        assert_eq!(postcard::to_allocvec(&flags).unwrap(), [0, 8, 9]);
+    }
+
     proptest::proptest! {
         #[test]
         fn decoding_garbage_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
