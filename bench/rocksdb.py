@@ -5,7 +5,8 @@ Each preset runs on a fresh `shoal server` (one OSD, embedded store) pinned to t
 under the same workloads: 4 KiB objects written then overwritten at random through
 `shoal rados bench` (write, rand-write), then S3 4 KiB PUT, GET, LIST and DELETE through
 `shoal bench s3`. Around each workload the OSD's `perf dump` gives what RocksDB wrote
-(WAL, flushes, compactions), its flushes and compactions, and stall time.
+(WAL, flushes, compactions), its flushes and compactions, stall time, and the size of its
+files (SST and blob files) afterwards.
 
 Prints one JSON object per workload and preset; with --table, the markdown tables for
 bench/RESULTS.md; with --plot FILE, a PNG of throughput and write amplification per
@@ -134,7 +135,6 @@ def run_preset(name, options, seconds, work):
             cpu = cpu_seconds(server.pid) - cpu_before
             row.update(preset=name, workload=workload, kv=delta(store_stats(conf), before))
             row["server_cpu_us_per_op"] = round(cpu * 1e6 / max(row.get("ops", 0), 1), 1)
-            row["space_bytes"] = du(data)
             rows.append(row)
             print(json.dumps(row), flush=True)
     finally:
@@ -151,17 +151,6 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def du(path):
-    total = 0
-    for root, _, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.stat(os.path.join(root, f)).st_blocks * 512
-            except OSError:
-                pass
-    return total
-
-
 def ops(row):
     return row.get("ops_per_sec") or 0
 
@@ -175,7 +164,7 @@ def table(rows):
            "|---|" + "---:|" * len(workloads)]
     for p in presets:
         out.append(f"| {p} | " + " | ".join(f"{ops(by[(p, w)]):,.0f}" if (p, w) in by else "" for w in workloads) + " |")
-    out += ["", "| preset | workload | p99 ms | CPU µs/op | WAL MiB | flush MiB (n) | compaction MiB (n, s) | stall s | write amp | space MiB |",
+    out += ["", "| preset | workload | p99 ms | CPU µs/op | WAL MiB | flush MiB (n) | compaction MiB (n, s) | stall s | write amp | RocksDB files MiB |",
             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for p in presets:
         for w in workloads:
@@ -187,7 +176,7 @@ def table(rows):
                 f"| {p} | {w} | {r.get('p99_ms', '')} | {r['server_cpu_us_per_op']} | "
                 f"{kv['wal_bytes'] / MIB:.0f} | {kv['flush_bytes'] / MIB:.0f} ({kv['flushes']}) | "
                 f"{kv['compaction_bytes'] / MIB:.0f} ({kv['compactions']}, {kv['compaction_seconds']:.1f}) | "
-                f"{kv['stall_seconds']:.1f} | {kv['write_amp']} | {r['space_bytes'] / MIB:.0f} |")
+                f"{kv['stall_seconds']:.1f} | {kv['write_amp']} | {kv['live_bytes'] / MIB:.0f} |")
     out += ["", "| preset | memtable | count | merge | flush size | flushes (all workloads) | flushed MiB |",
             "|---|---:|---:|---:|---:|---:|---:|"]
     for p in presets:
@@ -204,14 +193,18 @@ def plot(rows, path):
     import matplotlib.pyplot as plt
     presets = list(dict.fromkeys(r["preset"] for r in rows))
     by = {(r["preset"], r["workload"]): r for r in rows}
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
+    fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(11, 9), sharex=True)
     width = 0.2
-    for i, w in enumerate(["rados rand-write", "s3 put", "s3 get", "s3 list"]):
-        xs = [j + (i - 1.5) * width for j in range(len(presets))]
+    for i, w in enumerate(["rados rand-write", "s3 put", "s3 get"]):
+        xs = [j + (i - 1) * width for j in range(len(presets))]
         top.bar(xs, [ops(by[(p, w)]) if (p, w) in by else 0 for p in presets], width, label=w)
     top.set_ylabel("ops/s (4 KiB)")
-    top.legend(ncol=4, fontsize=8)
+    top.legend(ncol=3, fontsize=8)
     top.set_title("Shoal RocksDB presets: one OSD (shoal server), 2 cores")
+    middle.bar(range(len(presets)), [by[(p, "s3 list")]["keys_per_sec"] if (p, "s3 list") in by else 0
+                                     for p in presets], 0.4, color="tab:red", label="s3 list")
+    middle.set_ylabel("keys listed/s")
+    middle.legend(fontsize=8)
     for i, w in enumerate(["rados rand-write", "s3 put"]):
         xs = [j + (i - 0.5) * width for j in range(len(presets))]
         bottom.bar(xs, [by[(p, w)]["kv"]["write_amp"] if (p, w) in by else 0 for p in presets], width, label=w)
