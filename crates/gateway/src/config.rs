@@ -30,6 +30,14 @@ pub struct GatewayConfig {
     pub pool_size: u32,
     /// Largest request header section in bytes (`rgw_max_header_size`-like).
     pub max_header_size: usize,
+    /// Client connections served at once (`rgw_max_connections`); more wait to be accepted.
+    pub max_connections: usize,
+    /// Longest a client may take to send a request's header, or stay silent between
+    /// requests on a kept-alive connection (`rgw_header_read_timeout`).
+    pub header_read_timeout: Duration,
+    /// Longest a connection may make no progress while the gateway waits to read a body or
+    /// to write a response (`rgw_request_timeout`).
+    pub request_timeout: Duration,
     /// Largest XML request body in bytes.
     pub max_xml_size: usize,
     /// Greatest allowed difference between a request's time and ours.
@@ -90,6 +98,9 @@ impl Default for GatewayConfig {
             gc_period: Duration::from_secs(60),
             pool_size: 0,
             max_header_size: 16 << 10,
+            max_connections: 16_384,
+            header_read_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(65),
             max_xml_size: 20 << 20,
             max_clock_skew: Duration::from_secs(900),
             notify: NotifyConfig::default(),

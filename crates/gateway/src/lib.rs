@@ -17,6 +17,7 @@ pub mod s3;
 pub mod server;
 pub mod sigv4;
 pub mod sns;
+pub mod stall;
 
 use crate::config::GatewayConfig;
 use crate::gc::Gc;

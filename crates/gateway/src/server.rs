@@ -15,6 +15,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use tokio::sync::Semaphore;
 
+/// The pause after a failed accept (EMFILE and the like) before the next.
+const ACCEPT_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// The client's address, put in each request's extensions.
 #[derive(Clone, Debug)]
 struct Peer(String);
@@ -36,6 +39,10 @@ pub struct Front {
     admitted: AtomicUsize,
     max_admitted: usize,
     max_header_size: usize,
+    /// One permit per connection served; accepting waits while none is left.
+    connections: Arc<Semaphore>,
+    header_read_timeout: std::time::Duration,
+    request_timeout: std::time::Duration,
     next_id: AtomicU64,
     id_base: u64,
     /// Counters.
@@ -120,27 +127,49 @@ impl Front {
             admitted: AtomicUsize::new(0),
             max_admitted: config.max_concurrent_requests.max(1),
             max_header_size: config.max_header_size,
+            connections: Arc::new(Semaphore::new(config.max_connections.max(1))),
+            header_read_timeout: config.header_read_timeout,
+            request_timeout: config.request_timeout,
             next_id: AtomicU64::new(0),
             id_base: rand::random::<u64>() >> 16,
             stats: FrontStats::default(),
         })
     }
 
-    /// Accepts connections until the listener fails.
+    /// Accepts connections forever, at most `rgw_max_connections` at once. Failing accepts
+    /// (out of file descriptors, a connection reset before it was taken) are logged and
+    /// retried after a pause: they end connections, never the gateway.
     pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+        let mut last_warning: Option<std::time::Instant> = None;
         loop {
-            let (stream, peer) = listener.accept().await?;
+            let Ok(permit) = self.connections.clone().acquire_owned().await else { return Ok(()) };
+            let (stream, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    if last_warning.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(10)) {
+                        tracing::warn!(error = %e, "accepting a connection failed; retrying");
+                        last_warning = Some(std::time::Instant::now());
+                    }
+                    tokio::time::sleep(ACCEPT_RETRY).await;
+                    continue;
+                }
+            };
             let _ = stream.set_nodelay(true);
             let front = self.clone();
             tokio::spawn(async move {
+                let _permit = permit;
+                let (header_read_timeout, request_timeout) = (front.header_read_timeout, front.request_timeout);
                 let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
                     let front = front.clone();
                     req.extensions_mut().insert(Peer(peer.ip().to_string()));
                     async move { Ok::<_, Infallible>(front.handle(req).await) }
                 });
-                let io = hyper_util::rt::TokioIo::new(stream);
-                let connection =
-                    hyper::server::conn::http1::Builder::new().max_buf_size(1 << 20).serve_connection(io, service);
+                let io = hyper_util::rt::TokioIo::new(crate::stall::StallGuard::new(stream, request_timeout));
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(header_read_timeout)
+                    .max_buf_size(1 << 20)
+                    .serve_connection(io, service);
                 if let Err(e) = connection.await {
                     tracing::debug!(error = %e, "connection ended with an error");
                 }

@@ -161,6 +161,21 @@ pub const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec { name: "rgw_max_header_size", default: "16384", help: "largest S3 request header section in bytes" },
     OptionSpec {
+        name: "rgw_max_connections",
+        default: "16384",
+        help: "client connections served at once (at most the open-file limit less 1024); more wait to be accepted",
+    },
+    OptionSpec {
+        name: "rgw_header_read_timeout",
+        default: "30",
+        help: "seconds a client may take to send a request header or stay silent between requests",
+    },
+    OptionSpec {
+        name: "rgw_request_timeout",
+        default: "65",
+        help: "seconds a connection may make no progress while a body is read or a response written",
+    },
+    OptionSpec {
         name: "rgw_max_clock_skew",
         default: "900",
         help: "seconds a signed request's time may differ from the gateway's",
@@ -345,6 +360,9 @@ impl Config {
             gc_period: self.seconds("rgw_gc_processor_period")?.max(std::time::Duration::from_millis(100)),
             pool_size: self.u64("rgw_pool_size")?.min(16) as u32,
             max_header_size: usize_of("rgw_max_header_size")?,
+            max_connections: usize_of("rgw_max_connections")?.max(1),
+            header_read_timeout: self.seconds("rgw_header_read_timeout")?.max(std::time::Duration::from_millis(100)),
+            request_timeout: self.seconds("rgw_request_timeout")?.max(std::time::Duration::from_millis(100)),
             max_clock_skew: self.seconds("rgw_max_clock_skew")?,
             metrics_port: u16::try_from(self.u64("rgw_metrics_port")?)
                 .map_err(|_| err::invalid("rgw_metrics_port must be a port number"))?,

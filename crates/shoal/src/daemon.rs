@@ -133,6 +133,24 @@ pub fn network(secret_file: &Path) -> Result<Arc<TcpNetwork>> {
     Ok(Arc::new(TcpNetwork::new(&read_secret(secret_file)?, MAX_MESSAGE_BYTES)))
 }
 
+/// File descriptors kept back from client connections: RocksDB's files, links to the
+/// monitors and OSDs, logs.
+const RESERVED_FDS: u64 = 1024;
+
+/// Raises this process's open-file limit to its hard limit (as servers do: each client
+/// connection is a descriptor) and returns how many connections the rest allows.
+pub fn connection_budget() -> usize {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum
+        && let Err(e) = setrlimit(Resource::Nofile, Rlimit { current: limit.maximum, maximum: limit.maximum })
+    {
+        tracing::warn!(error = %e, "cannot raise the open-file limit");
+    }
+    let current = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
+    current.saturating_sub(RESERVED_FDS).max(64).min(usize::MAX as u64) as usize
+}
+
 /// Waits for SIGTERM or Ctrl-C.
 pub async fn until_terminated() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();

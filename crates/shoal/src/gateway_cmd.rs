@@ -125,6 +125,7 @@ pub async fn run_server(args: ServerArgs) -> Result<()> {
     central.extend(args.options.iter().cloned());
     let mut gateway_config = Config::from_settings(&central)?.gateway()?;
     gateway_config.pool_size = 1;
+    gateway_config.max_connections = gateway_config.max_connections.min(crate::daemon::connection_budget());
     let handles =
         connect_handles(local.rados.clone(), network, local.mon_addr(), gateway_config.num_rados_handles).await?;
     let gateway = Gateway::open(handles, gateway_config).await?;
@@ -165,7 +166,8 @@ pub async fn run_gateway(args: GatewayArgs) -> Result<()> {
         return Err(err::invalid("shoal gateway serves a cluster (-c CONF); with a local --data DIR use shoal server"));
     }
     let session = args.cluster.open().await?;
-    let gateway_config = args.cluster.config_for(&session.rados, &format!("client.{}", args.name))?.gateway()?;
+    let mut gateway_config = args.cluster.config_for(&session.rados, &format!("client.{}", args.name))?.gateway()?;
+    gateway_config.max_connections = gateway_config.max_connections.min(crate::daemon::connection_budget());
     let mut handles = vec![session.rados.clone()];
     for _ in 1..gateway_config.num_rados_handles {
         handles.push(args.cluster.open().await?.rados);

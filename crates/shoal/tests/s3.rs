@@ -325,3 +325,78 @@ async fn limits_answer_slow_down_and_entity_too_large() {
     let count = String::from_utf8_lossy(&listed.body).matches("<Key>").count();
     assert_eq!(count, ok, "exactly the acknowledged PUTs are stored");
 }
+
+/// Hostile clients do not stop service: 2,000 idle connections (more than the connection
+/// cap of 1,500; the rest wait in the listen backlog) and 200 clients trickling a request header, while a normal client keeps writing and
+/// reading. The idle and slow ones are closed after the header timeout, the normal client
+/// gets every answer, and the server is still up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_slow_header_floods_do_not_stop_service() {
+    use bytes::Bytes;
+    use http::Method;
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let options = ["rgw_max_connections=1500", "rgw_header_read_timeout=2", "rgw_request_timeout=3"];
+    let (mut server, port, keys) = start_server(dir.path(), &options);
+    let s3 = shoal::s3client::S3Client::new(
+        &format!("http://127.0.0.1:{port}"),
+        keys["access_key"].as_str().unwrap(),
+        keys["secret_key"].as_str().unwrap(),
+    )
+    .unwrap();
+    s3.expect_ok(Method::PUT, "/flood", &[], Bytes::new()).await.unwrap();
+    let attack = std::thread::spawn(move || {
+        let connect = || std::net::TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(3));
+        let idle: Vec<_> = (0..2000).filter_map(|_| connect().ok()).collect();
+        let mut slow: Vec<_> = (0..200).filter_map(|_| connect().ok()).collect();
+        for stream in &mut slow {
+            let _ = stream.write_all(b"GET /flood HTTP/1.1\r\nHost: x\r\n");
+        }
+        // One more header byte every half second: each request header never ends.
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(6) {
+            std::thread::sleep(Duration::from_millis(500));
+            for stream in &mut slow {
+                let _ = stream.write_all(b"X");
+            }
+        }
+        // By now the server has closed what it accepted of both floods.
+        let closed = |s: &mut std::net::TcpStream| {
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0u8; 256];
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) => return true,
+                    Ok(_) => continue,
+                    Err(e) => {
+                        return !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut);
+                    }
+                }
+            }
+        };
+        let slow_closed = slow.iter_mut().map(closed).filter(|c| *c).count();
+        (idle.len(), slow.len(), slow_closed)
+    });
+    let mut latencies = Vec::new();
+    let started = Instant::now();
+    let mut i = 0u64;
+    while started.elapsed() < Duration::from_secs(8) {
+        let t = Instant::now();
+        let path = format!("/flood/k{}", i % 16);
+        s3.expect_ok(Method::PUT, &path, &[], Bytes::from(vec![i as u8; 4096])).await.unwrap();
+        let got = s3.expect_ok(Method::GET, &path, &[], Bytes::new()).await.unwrap();
+        assert_eq!(got.body, Bytes::from(vec![i as u8; 4096]));
+        latencies.push(t.elapsed());
+        i += 1;
+    }
+    let (idle, slow, slow_closed) = tokio::task::spawn_blocking(move || attack.join().unwrap()).await.unwrap();
+    latencies.sort();
+    let p99 = latencies[(latencies.len() * 99 / 100).min(latencies.len() - 1)];
+    println!("{idle} idle and {slow} slow-header connections; {} PUT+GET pairs, p99 {p99:?}", latencies.len());
+    assert!(idle >= 1900 && slow >= 190, "the floods connected: {idle} idle, {slow} slow");
+    assert_eq!(slow_closed, slow, "every slow-header client was cut off");
+    assert!(latencies.len() >= 10, "the normal client kept getting answers");
+    assert!(server.0.try_wait().unwrap().is_none(), "the server is still up");
+    s3.expect_ok(Method::GET, "/flood/k0", &[], Bytes::new()).await.unwrap();
+}
