@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds Shoal and starts the S3 server with embedded storage in ${SHOAL_DATA:-./shoal-data}
-# on port ${SHOAL_PORT:-7480}; it prints the admin user's keys. Extra arguments go to
+# on port ${SHOAL_PORT:-7480}; it prints the admin user's access key (both keys are in DATA/admin.json). Extra arguments go to
 # `shoal server` (e.g. `-o rgw_thread_pool_size=64`).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -198,6 +198,21 @@ def test_topic_crud_errors_and_ownership(user):
         with pytest.raises(botocore.exceptions.ClientError) as e:
             client_sns.create_topic(Name=bad_name, Attributes=attrs)
         assert e.value.response["Error"]["Code"] == "InvalidParameter", bad_name
+    # Nor attach it to a bucket of theirs, nor name it as their dead-letter topic.
+    other_s3 = client(access_key=access, secret_key=secret)
+    theirs = name("theirs")
+    other_s3.create_bucket(Bucket=theirs)
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        notify(other_s3, theirs, arn)
+    assert e.value.response["Error"]["Code"] == "AccessDenied"
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        other.create_topic(Name=name("dl"), Attributes={"push-endpoint": "http://127.0.0.1:9/x",
+                                                        "persistent": "true", "dead_letter_topic": topic})
+    assert e.value.response["Error"]["Code"] == "AuthorizationError"
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        client_sns.set_topic_attributes(TopicArn=arn, AttributeName="dead_letter_topic", AttributeValue=name("none"))
+    assert e.value.response["Error"]["Code"] == "InvalidParameter"
+    other_s3.delete_bucket(Bucket=theirs)
     client_sns.delete_topic(TopicArn=arn)
     with pytest.raises(botocore.exceptions.ClientError) as e:
         client_sns.get_topic_attributes(TopicArn=arn)

@@ -11,6 +11,8 @@ import urllib.request
 
 import boto3
 import botocore
+import botocore.auth
+import botocore.awsrequest
 import pytest
 import requests
 
@@ -282,17 +284,34 @@ def test_multipart_small_parts_abort_and_part_copy(s3, bucket):
 
 def test_presigned_urls_and_expiry(s3, bucket):
     s3.put_object(Bucket=bucket, Key="p", Body=b"presigned")
-    url = s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "p"}, ExpiresIn=60)
+    url = client(signature_version="s3v4").generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "p"}, ExpiresIn=60)
     assert requests.get(url).content == b"presigned"
-    put = s3.generate_presigned_url("put_object", Params={"Bucket": bucket, "Key": "p2"}, ExpiresIn=60)
+    put = client(signature_version="s3v4").generate_presigned_url("put_object", Params={"Bucket": bucket, "Key": "p2"}, ExpiresIn=60)
     assert requests.put(put, data=b"via url").status_code == 200
     assert s3.get_object(Bucket=bucket, Key="p2")["Body"].read() == b"via url"
-    expired = s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "p"}, ExpiresIn=1)
+    expired = client(signature_version="s3v4").generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "p"}, ExpiresIn=1)
     time.sleep(2.5)
     r = requests.get(expired)
     assert r.status_code == 403 and "<Code>AccessDenied</Code>" in r.text
-    tampered = url.replace("Signature=", "Signature=0")
+    assert "X-Amz-Signature=" in url
+    tampered = url[:-1] + ("0" if url[-1] != "0" else "1")  # the signature comes last
     assert "<Code>SignatureDoesNotMatch</Code>" in requests.get(tampered).text
+
+
+def test_week_long_presigned_urls_and_signature_v2_are_refused(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="p", Body=b"presigned")
+    week = client(signature_version="s3v4").generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "p"}, ExpiresIn=604800)
+    assert requests.get(week).content == b"presigned"
+    longer = client(signature_version="s3v4").generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "p"}, ExpiresIn=604801)
+    r = requests.get(longer)
+    assert r.status_code == 400 and "<Code>AuthorizationQueryParametersError</Code>" in r.text, r.text
+    # A request signed with signature version 2 (botocore's HmacV1 signer).
+    creds = s3._request_signer._credentials.get_frozen_credentials()
+    request = botocore.awsrequest.AWSRequest(method="GET", url="%s/%s/p" % (s3.meta.endpoint_url, bucket))
+    botocore.auth.HmacV1Auth(creds).add_auth(request)
+    assert request.headers["Authorization"].startswith("AWS ")
+    r = requests.get(request.url, headers=dict(request.headers))
+    assert r.status_code == 400 and "<Code>InvalidRequest</Code>" in r.text, r.text
 
 
 def test_auth_errors_touch_nothing(s3, bucket):
@@ -365,7 +384,7 @@ def test_error_bodies_and_request_ids(s3, bucket):
     ok = s3.put_object(Bucket=bucket, Key="k", Body=b"x")
     assert ok["ResponseMetadata"]["HTTPHeaders"]["x-amz-request-id"]
     upload = s3.create_multipart_upload(Bucket=bucket, Key="k")["UploadId"]
-    url = s3.generate_presigned_url("complete_multipart_upload", Params={"Bucket": bucket, "Key": "k", "UploadId": upload})
+    url = client(signature_version="s3v4").generate_presigned_url("complete_multipart_upload", Params={"Bucket": bucket, "Key": "k", "UploadId": upload})
     r = requests.post(url, data=b"<CompleteMultipartUpload><Part><PartNumber>1</Oops>")
     assert r.status_code == 400 and "<Code>MalformedXML</Code>" in r.text
     r = requests.get(f"{os.environ['SHOAL_S3_ENDPOINT']}/{bucket}/k", headers={"X-Big": "v" * 20000})

@@ -38,6 +38,9 @@ pub struct GatewayConfig {
     /// Longest a connection may make no progress while the gateway waits to read a body or
     /// to write a response (`rgw_request_timeout`).
     pub request_timeout: Duration,
+    /// Accept AWS signature version 2 (`rgw_s3_allow_sigv2`); refused by default, as AWS
+    /// does in regions opened since 2014.
+    pub allow_sigv2: bool,
     /// Largest XML request body in bytes.
     pub max_xml_size: usize,
     /// Greatest allowed difference between a request's time and ours.
@@ -101,6 +104,7 @@ impl Default for GatewayConfig {
             max_connections: 16_384,
             header_read_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(65),
+            allow_sigv2: false,
             max_xml_size: 20 << 20,
             max_clock_skew: Duration::from_secs(900),
             notify: NotifyConfig::default(),

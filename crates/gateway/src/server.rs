@@ -1,6 +1,7 @@
-//! The HTTP front: admission (`rgw_max_concurrent_requests` → 503 SlowDown), a bounded
-//! worker pool (`rgw_thread_pool_size`), request ids, header limits, and error bodies
-//! completed with `Resource` and `RequestId` (s3s leaves them out).
+//! The HTTP front: connection limits and timeouts, admission (`rgw_max_concurrent_requests`
+//! → 503 SlowDown), a bounded worker pool (`rgw_thread_pool_size`), request ids, header
+//! limits, refusal of signature version 2 and of presigned URLs valid for more than a week,
+//! and error bodies completed with `Resource` and `RequestId` (s3s leaves them out).
 
 use crate::config::GatewayConfig;
 use crate::notifications::Origin;
@@ -39,6 +40,7 @@ pub struct Front {
     admitted: AtomicUsize,
     max_admitted: usize,
     max_header_size: usize,
+    allow_sigv2: bool,
     /// One permit per connection served; accepting waits while none is left.
     connections: Arc<Semaphore>,
     header_read_timeout: std::time::Duration,
@@ -117,6 +119,33 @@ fn default_message(status: StatusCode, body: &str) -> String {
     }
 }
 
+/// Longest validity of a presigned URL, as AWS allows: seven days.
+const MAX_PRESIGNED_EXPIRES: u64 = 7 * 24 * 3600;
+
+/// Why a request's authentication is refused before it is checked: signature version 2
+/// when not allowed, a presigned URL valid for longer than seven days.
+fn refused_authentication<B>(req: &Request<B>, allow_sigv2: bool) -> Option<(&'static str, &'static str)> {
+    let query = req.uri().query().unwrap_or_default();
+    let param =
+        |name: &str| query.split('&').find_map(|pair| pair.split_once('=').filter(|(k, _)| *k == name).map(|(_, v)| v));
+    let authorization = req.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let sigv2 =
+        authorization.starts_with("AWS ") || (param("AWSAccessKeyId").is_some() && param("Signature").is_some());
+    if sigv2 && !allow_sigv2 {
+        return Some((
+            "InvalidRequest",
+            "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.",
+        ));
+    }
+    match param("X-Amz-Expires").map(str::parse::<u64>) {
+        Some(Ok(seconds)) if seconds > MAX_PRESIGNED_EXPIRES => Some((
+            "AuthorizationQueryParametersError",
+            "X-Amz-Expires must be less than a week (in seconds) that is 604800",
+        )),
+        _ => None,
+    }
+}
+
 impl Front {
     /// A front for `service` (and the SNS topic API of `routes`) with `config`'s limits.
     pub fn new(service: S3Service, routes: Arc<crate::sns::Routes>, config: &GatewayConfig) -> Arc<Front> {
@@ -127,6 +156,7 @@ impl Front {
             admitted: AtomicUsize::new(0),
             max_admitted: config.max_concurrent_requests.max(1),
             max_header_size: config.max_header_size,
+            allow_sigv2: config.allow_sigv2,
             connections: Arc::new(Semaphore::new(config.max_connections.max(1))),
             header_read_timeout: config.header_read_timeout,
             request_timeout: config.request_timeout,
@@ -204,6 +234,9 @@ impl Front {
                 id,
             );
         }
+        if let Some((code, message)) = refused_authentication(&req, self.allow_sigv2) {
+            return xml_error(StatusCode::BAD_REQUEST, code, message, resource, id);
+        }
         if self.admitted.fetch_add(1, Ordering::AcqRel) >= self.max_admitted {
             self.admitted.fetch_sub(1, Ordering::AcqRel);
             self.stats.throttled.fetch_add(1, Ordering::Relaxed);
@@ -235,6 +268,49 @@ impl Front {
             Err(e) => {
                 tracing::error!(error = ?e, "request failed");
                 xml_error(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", "internal error", resource, id)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(uri: &str, authorization: Option<&str>) -> Request<()> {
+        let mut builder = Request::builder().uri(uri);
+        if let Some(a) = authorization {
+            builder = builder.header(http::header::AUTHORIZATION, a);
+        }
+        builder.body(()).unwrap()
+    }
+
+    #[test]
+    fn signature_v2_and_week_long_presigned_urls_are_refused() {
+        let v2_header = request("/b/k", Some("AWS AKID:c2lnbmF0dXJl"));
+        let v2_url = request("/b/k?AWSAccessKeyId=AKID&Expires=1700000000&Signature=abc", None);
+        let v4_header = request("/b/k", Some("AWS4-HMAC-SHA256 Credential=AKID/20261124/us-east-1/s3/aws4_request"));
+        let week = request("/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=604800", None);
+        let longer = request("/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=604801", None);
+        assert_eq!(refused_authentication(&v2_header, false).map(|r| r.0), Some("InvalidRequest"));
+        assert_eq!(refused_authentication(&v2_url, false).map(|r| r.0), Some("InvalidRequest"));
+        assert_eq!(refused_authentication(&v2_header, true), None);
+        assert_eq!(refused_authentication(&v2_url, true), None);
+        assert_eq!(refused_authentication(&v4_header, false), None);
+        assert_eq!(refused_authentication(&week, false), None);
+        assert_eq!(refused_authentication(&longer, false).map(|r| r.0), Some("AuthorizationQueryParametersError"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_query_and_authorization_are_judged_without_panic(query in ".{0,200}", auth in ".{0,100}") {
+            let uri = format!("/b/k?{}", query.replace(|c: char| !c.is_ascii_graphic(), ""));
+            if let Ok(uri) = uri.parse::<http::Uri>() {
+                let mut req = Request::builder().uri(uri).body(()).unwrap();
+                if let Ok(value) = HeaderValue::from_str(&auth) {
+                    req.headers_mut().insert(http::header::AUTHORIZATION, value);
+                }
+                let _ = refused_authentication(&req, false);
             }
         }
     }

@@ -264,6 +264,24 @@ impl Routes {
         Ok(topic)
     }
 
+    /// A dead-letter topic must be one of the caller's own: another user's queue is not
+    /// theirs to fill.
+    async fn check_dead_letter(&self, topic: &Topic, who: &UserInfo) -> Result<(), SnsFailure> {
+        let name = &topic.dest.dead_letter_topic;
+        if name.is_empty() {
+            return Ok(());
+        }
+        match self.meta.topic(&Topic::key(&topic.tenant, name)).await.map_err(internal)? {
+            Some(dead_letter) if dead_letter.owner == who.uid => Ok(()),
+            Some(_) => Err(SnsFailure(
+                StatusCode::FORBIDDEN,
+                "AuthorizationError",
+                format!("dead_letter_topic '{name}' belongs to another user"),
+            )),
+            None => Err(bad(format!("dead_letter_topic '{name}' does not exist"))),
+        }
+    }
+
     fn check_secret(&self, topic: &Topic) -> Result<(), SnsFailure> {
         if topic.has_secret() && !self.config.notify.secrets_in_cleartext {
             return Err(bad(
@@ -456,6 +474,7 @@ impl Routes {
                 }
                 topic.validate().map_err(|e| bad(e.0))?;
                 self.check_secret(&topic)?;
+                self.check_dead_letter(&topic, who).await?;
                 self.sync_queues(old.as_deref(), &mut topic).await?;
                 self.meta.put_topic(&topic).await.map_err(internal)?;
                 Ok(Some(format!("<TopicArn>{}</TopicArn>", escape(&topic.arn))))
@@ -477,6 +496,7 @@ impl Routes {
                 topic.set_attribute(name, &value, false).map_err(|e| bad(e.0))?;
                 topic.validate().map_err(|e| bad(e.0))?;
                 self.check_secret(&topic)?;
+                self.check_dead_letter(&topic, who).await?;
                 self.sync_queues(Some(&old), &mut topic).await?;
                 self.meta.put_topic(&topic).await.map_err(internal)?;
                 Ok(None)
@@ -547,8 +567,13 @@ impl Routes {
                 for config in &parsed {
                     let key = Routes::arn_key(&config.topic_arn)
                         .map_err(|_| s3_error!(InvalidArgument, "invalid topic ARN '{}'", config.topic_arn))?;
-                    if self.meta.topic(&key).await.map_err(rados_error)?.is_none() {
-                        return Err(s3_error!(InvalidArgument, "topic {} does not exist", config.topic_arn));
+                    match self.meta.topic(&key).await.map_err(rados_error)? {
+                        None => return Err(s3_error!(InvalidArgument, "topic {} does not exist", config.topic_arn)),
+                        // Only the caller's own topics: another user's queue is not theirs to fill.
+                        Some(topic) if topic.owner != who.uid => {
+                            return Err(s3_error!(AccessDenied, "topic {} belongs to another user", config.topic_arn));
+                        }
+                        Some(_) => {}
                     }
                 }
                 let mut updated = (*info).clone();

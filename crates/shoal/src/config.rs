@@ -161,6 +161,11 @@ pub const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec { name: "rgw_max_header_size", default: "16384", help: "largest S3 request header section in bytes" },
     OptionSpec {
+        name: "rgw_s3_allow_sigv2",
+        default: "false",
+        help: "accept AWS signature version 2 (headers and presigned URLs); version 4 is always accepted",
+    },
+    OptionSpec {
         name: "rgw_max_connections",
         default: "16384",
         help: "client connections served at once (at most the open-file limit less 1024); more wait to be accepted",
@@ -361,6 +366,7 @@ impl Config {
             pool_size: self.u64("rgw_pool_size")?.min(16) as u32,
             max_header_size: usize_of("rgw_max_header_size")?,
             max_connections: usize_of("rgw_max_connections")?.max(1),
+            allow_sigv2: self.bool("rgw_s3_allow_sigv2")?,
             header_read_timeout: self.seconds("rgw_header_read_timeout")?.max(std::time::Duration::from_millis(100)),
             request_timeout: self.seconds("rgw_request_timeout")?.max(std::time::Duration::from_millis(100)),
             max_clock_skew: self.seconds("rgw_max_clock_skew")?,

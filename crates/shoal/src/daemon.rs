@@ -133,6 +133,18 @@ pub fn network(secret_file: &Path) -> Result<Arc<TcpNetwork>> {
     Ok(Arc::new(TcpNetwork::new(&read_secret(secret_file)?, MAX_MESSAGE_BYTES)))
 }
 
+/// Writes a file only its owner may read or write (mode 0600): secrets and keys.
+pub fn write_private(path: &Path, contents: &[u8]) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let failed = |e: std::io::Error| err::io(format!("writing {}: {e}", path.display()));
+    let mut file =
+        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path).map_err(failed)?;
+    // A file that existed keeps its mode through open: set it.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(failed)?;
+    file.write_all(contents).map_err(failed)
+}
+
 /// File descriptors kept back from client connections: RocksDB's files, links to the
 /// monitors and OSDs, logs.
 const RESERVED_FDS: u64 = 1024;

@@ -112,7 +112,7 @@ pub async fn run_server(args: ServerArgs) -> Result<()> {
     if !secret_path.exists() {
         let secret: [u8; 24] = rand::random();
         let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
-        std::fs::write(&secret_path, hex + "\n").map_err(|e| err::io(format!("writing the secret: {e}")))?;
+        crate::daemon::write_private(&secret_path, (hex + "\n").as_bytes())?;
     }
     // Other processes (the CLI) reach the object layer over TCP; the gateway in this one
     // reaches it without a socket.
@@ -130,7 +130,12 @@ pub async fn run_server(args: ServerArgs) -> Result<()> {
         connect_handles(local.rados.clone(), network, local.mon_addr(), gateway_config.num_rados_handles).await?;
     let gateway = Gateway::open(handles, gateway_config).await?;
     let keys = admin_keys(&gateway, dir).await?;
-    println!("access key: {}\nsecret key: {}", keys.access_key, keys.secret_key);
+    // The secret key stays out of the console and its logs: it is in the 0600 key file.
+    println!(
+        "access key: {}\nsecret key: in {} (readable by its owner only)",
+        keys.access_key,
+        dir.join("admin.json").display()
+    );
     println!("admin: shoal admin -c {} user list", dir.join("shoal.conf").display());
     let mut registry = crate::metrics::registry();
     local.register_metrics(&mut registry);
@@ -156,7 +161,7 @@ async fn admin_keys(gateway: &Gateway, dir: &Path) -> Result<AdminKeys> {
     gateway.s3.meta.create_user(&user).await?;
     let keys = AdminKeys { user: user.uid, access_key: key.access_key, secret_key: key.secret_key };
     let text = serde_json::to_string_pretty(&keys).map_err(|e| err::io(e.to_string()))?;
-    std::fs::write(&path, text).map_err(|e| err::io(format!("writing {}: {e}", path.display())))?;
+    crate::daemon::write_private(&path, text.as_bytes())?;
     Ok(keys)
 }
 

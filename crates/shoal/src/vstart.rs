@@ -101,8 +101,7 @@ pub fn run(args: VstartArgs) -> Result<()> {
     let secret_path = dir.join("secret");
     let secret: [u8; 24] = rand::random();
     let secret_hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
-    std::fs::write(&secret_path, format!("{secret_hex}\n"))
-        .map_err(io(format!("writing {}", secret_path.display())))?;
+    crate::daemon::write_private(&secret_path, format!("{secret_hex}\n").as_bytes())?;
     let path = |p: PathBuf| p.to_string_lossy().into_owned();
     // Monitors must know each other's addresses before they start: pick free ports. Every
     // daemon then starts from the configuration file, as on a real deployment.

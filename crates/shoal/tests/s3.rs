@@ -400,3 +400,20 @@ async fn idle_and_slow_header_floods_do_not_stop_service() {
     assert!(server.0.try_wait().unwrap().is_none(), "the server is still up");
     s3.expect_ok(Method::GET, "/flood/k0", &[], Bytes::new()).await.unwrap();
 }
+
+/// Keys and the cluster secret are written readable by their owner only, and the admin
+/// secret key never reaches the server's console output.
+#[test]
+fn key_files_are_private_and_the_secret_stays_out_of_the_log() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _port, keys) = start_server(dir.path(), &[]);
+    for file in ["admin.json", "secret"] {
+        let mode = std::fs::metadata(dir.path().join("data").join(file)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{file}");
+    }
+    drop(server);
+    let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap();
+    let secret = keys["secret_key"].as_str().unwrap();
+    assert!(log.contains(keys["access_key"].as_str().unwrap()) && !log.contains(secret), "{log}");
+}
