@@ -41,6 +41,9 @@ pub fn amz_dates(unix_secs: u64) -> (String, String) {
     (date, stamp)
 }
 
+/// How long an idle connection stays in the pool.
+const POOL_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl S3Client {
     /// A client of `endpoint` (`http://host:port`).
     pub fn new(endpoint: &str, access_key: &str, secret_key: &str) -> Result<S3Client> {
@@ -52,7 +55,13 @@ impl S3Client {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         Ok(S3Client {
-            http: Client::builder(TokioExecutor::new()).pool_max_idle_per_host(1024).build(connector),
+            // Idle connections are dropped well before a gateway closes them
+            // (`rgw_header_read_timeout`, 30 s): reusing one it is closing would fail the request.
+            http: Client::builder(TokioExecutor::new())
+                .pool_max_idle_per_host(1024)
+                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+                .pool_timer(hyper_util::rt::TokioTimer::new())
+                .build(connector),
             base: format!("http://{host}"),
             host,
             access_key: access_key.to_owned(),
