@@ -5,6 +5,7 @@
 //! Layers: [`server`] (HTTP, limits) → [`s3`] (operations, permissions) → [`meta`] (users,
 //! buckets, cache) and [`objects`] / [`multipart`] (data path) → [`gc`] → the client library.
 
+pub mod access;
 pub mod config;
 pub mod gc;
 pub mod layout;

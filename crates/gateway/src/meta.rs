@@ -2,6 +2,9 @@
 //! cached in an LRU that every gateway keeps coherent through watch/notify on one control
 //! object: a gateway that changes a record notifies the others, which drop their copy.
 
+use crate::access::acl::Acl;
+use crate::access::policy::Policy;
+use crate::access::{BucketRules, Ownership, PublicAccessBlock};
 use crate::layout::{CONTROL_OBJECT, NS_BUCKETS, NS_CONTROL, NS_KEYS, NS_TOPICS, NS_USER_BUCKETS, NS_USERS};
 use bytes::Bytes;
 use lru::LruCache;
@@ -42,7 +45,8 @@ pub struct UserInfo {
     pub suspended: bool,
 }
 
-/// A canned ACL, the permissions S3 clients set with `x-amz-acl`.
+/// The canned ACL records written before grant ACLs held (object metadata version 2,
+/// bucket records without grants); read, never written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CannedAcl {
     /// Only the owner.
@@ -57,29 +61,25 @@ pub enum CannedAcl {
 }
 
 impl CannedAcl {
-    /// Parses an `x-amz-acl` value; `None` when unknown.
-    pub fn parse(name: &str) -> Option<CannedAcl> {
-        Some(match name {
-            "private" => CannedAcl::Private,
-            "public-read" => CannedAcl::PublicRead,
-            "public-read-write" => CannedAcl::PublicReadWrite,
-            "authenticated-read" => CannedAcl::AuthenticatedRead,
-            _ => return None,
-        })
+    /// The grants it stood for, on a resource owned by `owner`.
+    pub fn grants(self, owner: &str) -> Acl {
+        let name = match self {
+            CannedAcl::Private => "private",
+            CannedAcl::PublicRead => "public-read",
+            CannedAcl::PublicReadWrite => "public-read-write",
+            CannedAcl::AuthenticatedRead => "authenticated-read",
+        };
+        Acl::canned(name, owner, owner).unwrap_or_default()
     }
+}
 
-    /// Whether a requester (`None` = anonymous) other than the owner may read.
-    pub fn allows_read(self, authenticated: bool) -> bool {
-        match self {
-            CannedAcl::Private => false,
-            CannedAcl::PublicRead | CannedAcl::PublicReadWrite => true,
-            CannedAcl::AuthenticatedRead => authenticated,
-        }
-    }
-
-    /// Whether a requester other than the owner may write.
-    pub fn allows_write(self) -> bool {
-        self == CannedAcl::PublicReadWrite
+/// A bucket record written before grant ACLs names its canned ACL as a string: turn it
+/// into the grants it stood for.
+fn upgrade_bucket_record(record: &mut serde_json::Value) {
+    let legacy = record.get("acl").and_then(|acl| serde_json::from_value::<CannedAcl>(acl.clone()).ok());
+    if let (Some(canned), Some(owner)) = (legacy, record.get("owner").and_then(|o| o.as_str())) {
+        let grants = serde_json::to_value(canned.grants(owner)).unwrap_or_default();
+        record["acl"] = grants;
     }
 }
 
@@ -135,9 +135,8 @@ pub struct BucketInfo {
     pub created_ns: u64,
     /// Index shards, fixed at creation.
     pub num_shards: u32,
-    /// The bucket's canned ACL.
-    #[serde(default)]
-    pub acl: CannedAcl,
+    /// The bucket's ACL.
+    pub acl: Acl,
     /// Notification configurations, by Id.
     #[serde(default)]
     pub notifications: Vec<NotificationConfig>,
@@ -153,6 +152,29 @@ pub struct BucketInfo {
     /// Lifecycle rules (none: no lifecycle configuration).
     #[serde(default)]
     pub lifecycle: Vec<crate::lifecycle::rules::Rule>,
+    /// The bucket policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Policy>,
+    /// The public access block, if one was put.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_access_block: Option<PublicAccessBlock>,
+    /// The object ownership control, if one was put.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ownership: Option<Ownership>,
+}
+
+impl BucketInfo {
+    /// What the bucket says about access.
+    pub fn rules(&self) -> BucketRules<'_> {
+        BucketRules {
+            name: &self.name,
+            owner: &self.owner,
+            acl: &self.acl,
+            policy: self.policy.as_ref(),
+            public_access_block: self.public_access_block.unwrap_or_default(),
+            ownership: self.ownership.unwrap_or_default(),
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -412,7 +434,15 @@ impl Meta {
         if let Some(Cached::Bucket(b)) = self.cache_get(&bucket_key(name)) {
             return Ok(Some(b));
         }
-        let bucket = self.read_json::<BucketInfo>(NS_BUCKETS, name).await?.map(Arc::new);
+        let bucket = match self.read_json::<serde_json::Value>(NS_BUCKETS, name).await? {
+            Some(mut record) => {
+                upgrade_bucket_record(&mut record);
+                let info = serde_json::from_value::<BucketInfo>(record)
+                    .map_err(|e| err::io(format!("corrupt record {NS_BUCKETS}/{name}: {e}")))?;
+                Some(Arc::new(info))
+            }
+            None => None,
+        };
         if let Some(b) = &bucket {
             self.cache_put(bucket_key(name), Cached::Bucket(b.clone()));
         }
@@ -530,4 +560,41 @@ pub fn generate_key() -> AccessKey {
         (0..n).map(|_| alphabet[rng.random_range(0..alphabet.len())] as char).collect()
     };
     AccessKey { access_key: pick(UPPER, 20), secret_key: pick(SECRET, 40) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::acl::{Grant, Grantee, Group, Permission};
+
+    #[test]
+    fn a_bucket_record_with_a_canned_acl_reads_as_its_grants_and_new_records_round_trip() {
+        let legacy = r#"{"name":"b","id":"i","owner":"o","created_ns":1,"num_shards":11,"acl":"PublicRead"}"#;
+        let mut record: serde_json::Value = serde_json::from_str(legacy).unwrap();
+        upgrade_bucket_record(&mut record);
+        let info: BucketInfo = serde_json::from_value(record).unwrap();
+        let grants = vec![
+            Grant { grantee: Grantee::User("o".into()), permission: Permission::FullControl },
+            Grant { grantee: Grantee::Group(Group::AllUsers), permission: Permission::Read },
+        ];
+        assert_eq!(info.acl, Acl { grants });
+        assert_eq!((info.policy.as_ref(), info.public_access_block, info.ownership), (None, None, None));
+        let policy =
+            r#"{"Statement":{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*"}}"#;
+        let full = BucketInfo {
+            policy: Some(Policy::parse(policy, "b").unwrap()),
+            public_access_block: Some(PublicAccessBlock { ignore_public_acls: true, ..Default::default() }),
+            ownership: Some(Ownership::BucketOwnerEnforced),
+            ..info
+        };
+        let json = serde_json::to_value(&full).unwrap();
+        assert_eq!(json["policy"], policy, "the policy is kept as its text");
+        assert_eq!(
+            json["acl"]["grants"][1],
+            serde_json::json!({"grantee": {"Group": "AllUsers"}, "permission": "Read"})
+        );
+        let mut again = json.clone();
+        upgrade_bucket_record(&mut again);
+        assert_eq!(serde_json::from_value::<BucketInfo>(again).unwrap(), full);
+    }
 }

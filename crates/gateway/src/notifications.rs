@@ -25,6 +25,8 @@ pub struct Origin {
     pub request_id: String,
     /// The client's address.
     pub source_ip: String,
+    /// Whether the request came over TLS.
+    pub secure: bool,
 }
 
 /// What an operation is about, known before it runs.

@@ -9,6 +9,7 @@
 //! after `gc_min_wait`; a tail whose writer died before linking it is found the same way,
 //! through the *intent* recorded before its first chunk.
 
+use crate::access::acl::Acl;
 use crate::gc::{Gc, GcEntry, IndexRef};
 use crate::layout;
 use crate::meta::{BucketInfo, CannedAcl, Versioning, remove_ignoring_missing};
@@ -43,8 +44,8 @@ pub struct ObjectMeta {
     pub mtime_ns: u64,
     /// Owner's uid.
     pub owner: String,
-    /// The object's canned ACL.
-    pub acl: CannedAcl,
+    /// The object's ACL.
+    pub acl: Acl,
     /// `Content-Type`.
     pub content_type: Option<String>,
     /// Other standard headers stored with the object (cache-control, content-disposition,
@@ -66,14 +67,55 @@ pub struct ObjectMeta {
 
 impl Versioned for ObjectMeta {
     const NAME: &'static str = "object metadata";
-    /// Version 2 adds `version`.
-    const VERSION: u8 = 2;
+    /// Version 3 holds grants where version 2 had a canned ACL; version 2 added `version`.
+    const VERSION: u8 = 3;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
-        (version == 1).then(|| {
+        let v2 = match version {
             // Version 1 is version 2 without its last field: a `None` appended reads as it.
-            shoal_types::encoding::decode_body("object metadata v1", &[body, &[0]].concat())
-        })
+            1 => shoal_types::encoding::decode_body::<ObjectMetaV2>("object metadata v1", &[body, &[0]].concat()),
+            2 => shoal_types::encoding::decode_body::<ObjectMetaV2>("object metadata v2", body),
+            _ => return None,
+        };
+        Some(v2.map(ObjectMeta::from))
+    }
+}
+
+/// [`ObjectMeta`] version 2, with a canned ACL.
+#[derive(Deserialize)]
+struct ObjectMetaV2 {
+    size: u64,
+    etag: String,
+    mtime_ns: u64,
+    owner: String,
+    acl: CannedAcl,
+    content_type: Option<String>,
+    headers: BTreeMap<String, String>,
+    user_meta: BTreeMap<String, String>,
+    tags: Vec<(String, String)>,
+    order: String,
+    tail: Vec<Segment>,
+    parts: Option<u32>,
+    version: Option<String>,
+}
+
+impl From<ObjectMetaV2> for ObjectMeta {
+    fn from(v2: ObjectMetaV2) -> ObjectMeta {
+        ObjectMeta {
+            acl: v2.acl.grants(&v2.owner),
+            size: v2.size,
+            etag: v2.etag,
+            mtime_ns: v2.mtime_ns,
+            owner: v2.owner,
+            content_type: v2.content_type,
+            headers: v2.headers,
+            user_meta: v2.user_meta,
+            tags: v2.tags,
+            order: v2.order,
+            tail: v2.tail,
+            parts: v2.parts,
+            version: v2.version,
+        }
     }
 }
 
@@ -890,4 +932,51 @@ pub fn detach<T: Send + 'static>(
         }
     });
     futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::acl::{Grant, Grantee, Group, Permission};
+
+    #[test]
+    fn metadata_keeps_its_golden_bytes_and_versions_1_and_2_still_decode() {
+        let acl = Acl {
+            grants: vec![
+                Grant { grantee: Grantee::User("o".into()), permission: Permission::FullControl },
+                Grant { grantee: Grantee::Group(Group::AllUsers), permission: Permission::Read },
+            ],
+        };
+        let meta = ObjectMeta {
+            size: 5,
+            etag: "e".into(),
+            mtime_ns: 7,
+            owner: "o".into(),
+            acl,
+            tags: vec![("k".into(), "v".into())],
+            order: "r".into(),
+            tail: vec![Segment { prefix: "p".into(), size: 9 }],
+            version: Some("x".into()),
+            ..Default::default()
+        };
+        // version, size, etag, mtime, owner, acl: 2 grants (User "o" FullControl, Group
+        // AllUsers Read), no content type, no headers, no metadata, 1 tag, order, 1
+        // segment, no parts, version id.
+        let golden = [
+            3, 5, 1, b'e', 7, 1, b'o', 2, 0, 1, b'o', 4, 2, 0, 0, 0, 0, 0, 1, 1, b'k', 1, b'v', 1, b'r', 1, 1, b'p', 9,
+            0, 1, 1, b'x',
+        ];
+        assert_eq!(meta.encode(), golden);
+        assert_eq!(ObjectMeta::decode(&golden).unwrap(), meta);
+        // Version 2: canned ACL PublicRead (variant 1) where version 3 has the grants.
+        let v2 = [
+            &[2, 5, 1, b'e', 7, 1, b'o', 1, 0, 0, 0, 1, 1, b'k', 1, b'v', 1, b'r', 1, 1, b'p', 9, 0][..],
+            &[1, 1, b'x'],
+        ]
+        .concat();
+        assert_eq!(ObjectMeta::decode(&v2).unwrap(), meta);
+        // Version 1: version 2 without the version id.
+        let v1 = [&[1][..], &v2[1..v2.len() - 3]].concat();
+        assert_eq!(ObjectMeta::decode(&v1).unwrap(), ObjectMeta { version: None, ..meta });
+    }
 }

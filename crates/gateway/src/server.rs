@@ -212,7 +212,7 @@ impl Front {
         let id = format!("tx{:012x}-{:08x}", self.id_base, self.next_id.fetch_add(1, Ordering::Relaxed));
         let resource = req.uri().path().to_owned();
         let source_ip = req.extensions().get::<Peer>().map(|p| p.0.clone()).unwrap_or_default();
-        req.extensions_mut().insert(Origin { request_id: id.clone(), source_ip });
+        req.extensions_mut().insert(Origin { request_id: id.clone(), source_ip, secure: false });
         let mut response = self.admit(req, &resource, &id).await;
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         let headers = response.headers_mut();

@@ -30,6 +30,7 @@ const FEATURES: &[&str] = &[
     "test_writes.py",
     "test_object_lock.py",
     "test_lifecycle.py",
+    "test_access.py",
 ];
 
 fn suite_dir() -> PathBuf {

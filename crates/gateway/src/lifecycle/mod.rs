@@ -323,7 +323,7 @@ impl Lifecycle {
             .iter()
             .map(|e| Version { size: e.size, mtime_ns: e.mtime_ns, delete_marker: e.delete_marker })
             .collect();
-        let origin = Origin { request_id: format!("lc-{}", self.cookie), source_ip: String::new() };
+        let origin = Origin { request_id: format!("lc-{}", self.cookie), ..Default::default() };
         let mut outcomes = Vec::new();
         for (index, action, rule) in rules::plan(rules, key, &views, clock) {
             let entry = &versions[index];

@@ -1,12 +1,12 @@
 //! Object lock as S3 shows it: the bucket's configuration, a version's retention and
 //! legal hold, and the lock a new version asks for. The bucket index enforces locks.
 
-use super::{ShoalS3, rados_error};
-use crate::meta::{BucketInfo, DefaultRetention as DefaultLock, LockConfig, UserInfo, Versioning};
+use super::{Caller, ShoalS3, rados_error};
+use crate::access::Action;
+use crate::meta::{BucketInfo, DefaultRetention as DefaultLock, LockConfig, Versioning};
 use s3s::dto::*;
 use s3s::{S3Error, S3Result, s3_error};
 use shoal_objclass::bucket_index::{LockMode, ObjectLock, Retention, SetLockInput};
-use std::sync::Arc;
 
 fn mode_of(mode: &str) -> S3Result<LockMode> {
     match mode {
@@ -75,9 +75,10 @@ pub fn shown_lock(lock: &ObjectLock) -> (Option<ObjectLockMode>, Option<Timestam
 }
 
 impl ShoalS3 {
-    /// Whether the requester may bypass governance retention: it asked to, and owns the bucket.
-    pub(super) fn bypass(bucket: &BucketInfo, who: &Option<Arc<UserInfo>>, asked: Option<bool>) -> bool {
-        asked == Some(true) && who.as_ref().is_some_and(|u| u.uid == bucket.owner)
+    /// Whether the requester may bypass governance retention on `key`: it asked to, and
+    /// may (the bucket owner, or a policy allowing s3:BypassGovernanceRetention).
+    pub(super) fn bypass(bucket: &BucketInfo, caller: &Caller, key: &str, asked: Option<bool>) -> bool {
+        asked == Some(true) && Self::permits(bucket, caller, Action::BypassGovernanceRetention, Some(key), None)
     }
 
     pub(super) async fn put_lock_configuration(
@@ -132,33 +133,31 @@ impl ShoalS3 {
         bucket: &str,
         key: &str,
         version_id: Option<&str>,
-        who: &Option<Arc<UserInfo>>,
+        caller: &Caller,
+        action: Action,
     ) -> S3Result<ObjectLock> {
-        let found = self.readable_object(bucket, key, version_id, who).await?;
+        let found = self.readable_object(bucket, key, version_id, caller, action).await?;
         if found.bucket.object_lock.is_none() {
             return Err(no_lock_configuration());
         }
         Ok(found.lock)
     }
 
-    /// Changes the lock of the version a request names (the bucket owner's or the object
-    /// owner's right); the index refuses what the current retention forbids.
+    /// Changes the lock of the version a request names if `caller` may do `action` on it;
+    /// the index refuses what the current retention forbids.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn change_lock(
         &self,
         bucket: &str,
         key: &str,
         version_id: Option<&str>,
-        who: &Option<Arc<UserInfo>>,
+        caller: &Caller,
+        action: Action,
         retention: Option<Option<Retention>>,
         legal_hold: Option<bool>,
         bypass_asked: Option<bool>,
     ) -> S3Result<()> {
-        let found = self.readable_object(bucket, key, version_id, who).await?;
-        let uid = who.as_ref().map(|u| u.uid.as_str());
-        if uid != Some(found.bucket.owner.as_str()) && uid != Some(found.meta.owner.as_str()) {
-            return Err(s3_error!(AccessDenied));
-        }
+        let found = self.readable_object(bucket, key, version_id, caller, action).await?;
         if found.bucket.object_lock.is_none() {
             return Err(no_lock_configuration());
         }
@@ -168,7 +167,7 @@ impl ShoalS3 {
             version,
             retention,
             legal_hold,
-            bypass_governance: Self::bypass(&found.bucket, who, bypass_asked),
+            bypass_governance: Self::bypass(&found.bucket, caller, key, bypass_asked),
         };
         self.objects.set_lock(&found.bucket, input).await.map_err(rados_error)?;
         Ok(())

@@ -2,20 +2,23 @@
 //! check permissions and act on the object layer through [`Meta`] and [`Objects`].
 //! Handler families with logic of their own live in submodules.
 
+mod access;
 mod lifecycle;
 mod lock;
 mod versions;
 
+use crate::access::acl::Acl;
+use crate::access::{Action, Ownership};
 use crate::config::GatewayConfig;
 use crate::layout;
-use crate::meta::{BucketInfo, CannedAcl, Meta, UserInfo, Versioning};
+use crate::meta::{BucketInfo, Meta, UserInfo, Versioning};
 use crate::multipart::{CompleteError, hex};
 use crate::notifications::{Done, Operation, Origin, Pending};
 use crate::objects::{ObjectMeta, Objects, StreamError, WriteTerms, new_tag, now_ns, order_of};
+use access::{Caller, requested_acl};
 use bytes::Bytes;
 use futures::StreamExt;
 use lock::{requested_lock, shown_lock};
-use s3s::auth::Credentials;
 use s3s::dto::*;
 use s3s::{S3, S3Error, S3Request, S3Response, S3Result, s3_error};
 use shoal_client::IoCtx;
@@ -83,15 +86,6 @@ fn seconds(ts: &Timestamp) -> i64 {
 
 fn etag(value: &str) -> ETag {
     ETag::Strong(value.to_owned())
-}
-
-fn parse_acl(acl: Option<&str>) -> S3Result<CannedAcl> {
-    match acl {
-        None => Ok(CannedAcl::Private),
-        Some(name) => {
-            CannedAcl::parse(name).ok_or_else(|| s3_error!(InvalidArgument, "unsupported canned ACL '{name}'"))
-        }
-    }
 }
 
 fn owner_of(uid: &str, display_name: Option<&str>) -> Owner {
@@ -194,7 +188,6 @@ fn copy_range(header: &str, size: u64) -> Option<std::ops::Range<u64>> {
 
 /// The headers a new object takes from its request.
 struct NewObject {
-    acl: Option<ObjectCannedACL>,
     content_type: Option<String>,
     cache_control: Option<String>,
     content_disposition: Option<String>,
@@ -206,7 +199,7 @@ struct NewObject {
 }
 
 impl NewObject {
-    fn into_meta(self, owner: &str) -> S3Result<ObjectMeta> {
+    fn into_meta(self, owner: &str, acl: Acl) -> S3Result<ObjectMeta> {
         let mut headers = BTreeMap::new();
         let encoding = self.content_encoding.map(|e| {
             e.split(',').map(str::trim).filter(|p| !p.eq_ignore_ascii_case("aws-chunked")).collect::<Vec<_>>().join(",")
@@ -228,7 +221,7 @@ impl NewObject {
         }
         Ok(ObjectMeta {
             owner: owner.to_owned(),
-            acl: parse_acl(self.acl.as_ref().map(|a| a.as_str()))?,
+            acl,
             content_type: self.content_type,
             headers,
             user_meta,
@@ -243,7 +236,6 @@ impl NewObject {
 macro_rules! new_object {
     ($input:expr) => {
         NewObject {
-            acl: $input.acl,
             content_type: $input.content_type,
             cache_control: $input.cache_control,
             content_disposition: $input.content_disposition,
@@ -377,44 +369,8 @@ fn origin_of(extensions: &http::Extensions) -> Origin {
 
 /// What a written object tells its events.
 impl ShoalS3 {
-    /// The authenticated user (None for anonymous requests); suspended users are refused.
-    async fn requester(&self, credentials: &Option<Credentials>) -> S3Result<Option<Arc<UserInfo>>> {
-        let Some(credentials) = credentials else { return Ok(None) };
-        let user = self.meta.user_by_access_key(&credentials.access_key).await.map_err(rados_error)?;
-        match user {
-            Some(u) if u.suspended => Err(s3_error!(AccessDenied, "the user is suspended")),
-            Some(u) => Ok(Some(u)),
-            None => Err(s3_error!(InvalidAccessKeyId)),
-        }
-    }
-
     async fn named_bucket(&self, name: &str) -> S3Result<Arc<BucketInfo>> {
         self.meta.bucket(name).await.map_err(rados_error)?.ok_or_else(|| s3_error!(NoSuchBucket))
-    }
-
-    /// A bucket the requester may list (read).
-    async fn readable_bucket(&self, name: &str, who: &Option<Arc<UserInfo>>) -> S3Result<Arc<BucketInfo>> {
-        let bucket = self.named_bucket(name).await?;
-        let owner = who.as_ref().is_some_and(|u| u.uid == bucket.owner);
-        if owner || bucket.acl.allows_read(who.is_some()) { Ok(bucket) } else { Err(s3_error!(AccessDenied)) }
-    }
-
-    /// A bucket the requester may write into; also returns who will own new objects.
-    async fn writable_bucket(&self, name: &str, who: &Option<Arc<UserInfo>>) -> S3Result<(Arc<BucketInfo>, String)> {
-        let bucket = self.named_bucket(name).await?;
-        let owner = who.as_ref().is_some_and(|u| u.uid == bucket.owner);
-        if owner || bucket.acl.allows_write() {
-            let uid = who.as_ref().map_or_else(|| bucket.owner.clone(), |u| u.uid.clone());
-            Ok((bucket, uid))
-        } else {
-            Err(s3_error!(AccessDenied))
-        }
-    }
-
-    /// The bucket's owner.
-    async fn owned_bucket(&self, name: &str, who: &Option<Arc<UserInfo>>) -> S3Result<Arc<BucketInfo>> {
-        let bucket = self.named_bucket(name).await?;
-        if who.as_ref().is_some_and(|u| u.uid == bucket.owner) { Ok(bucket) } else { Err(s3_error!(AccessDenied)) }
     }
 
     /// Writes the head and links the index entry with the persistent `events` if the
@@ -578,13 +534,14 @@ impl ShoalS3 {
     async fn copy_source(
         &self,
         source: &CopySource,
-        who: &Option<Arc<UserInfo>>,
+        caller: &Caller,
         conditions: CopyConditions<'_>,
     ) -> S3Result<(String, Found)> {
         let CopySource::Bucket { bucket, key, version_id } = source else {
             return Err(s3_error!(NotImplemented, "access point copy sources are not supported"));
         };
-        let found = self.readable_object(bucket, key, version_id.as_deref(), who).await?;
+        let action = Action::GetObject.of_version(version_id.is_some());
+        let found = self.readable_object(bucket, key, version_id.as_deref(), caller, action).await?;
         let CopyConditions { if_match, if_none_match, if_modified_since, if_unmodified_since } = conditions;
         check_conditions(&found.meta, if_match, if_none_match, if_modified_since, if_unmodified_since, true)?;
         Ok((key.to_string(), found))
@@ -607,46 +564,11 @@ impl ShoalS3 {
     }
 }
 
-fn acl_grants(owner: &str, acl: CannedAcl) -> Vec<Grant> {
-    let canonical = |perm: &'static str| Grant {
-        grantee: Some(Grantee {
-            id: Some(owner.to_owned()),
-            display_name: Some(owner.to_owned()),
-            type_: Type::from_static(Type::CANONICAL_USER),
-            email_address: None,
-            uri: None,
-        }),
-        permission: Some(Permission::from_static(perm)),
-    };
-    let group = |uri: &str, perm: &'static str| Grant {
-        grantee: Some(Grantee {
-            id: None,
-            display_name: None,
-            type_: Type::from_static(Type::GROUP),
-            email_address: None,
-            uri: Some(uri.to_owned()),
-        }),
-        permission: Some(Permission::from_static(perm)),
-    };
-    const ALL_USERS: &str = "http://acs.amazonaws.com/groups/global/AllUsers";
-    const AUTH_USERS: &str = "http://acs.amazonaws.com/groups/global/AuthenticatedUsers";
-    let mut grants = vec![canonical(Permission::FULL_CONTROL)];
-    match acl {
-        CannedAcl::Private => {}
-        CannedAcl::PublicRead => grants.push(group(ALL_USERS, Permission::READ)),
-        CannedAcl::PublicReadWrite => {
-            grants.push(group(ALL_USERS, Permission::READ));
-            grants.push(group(ALL_USERS, Permission::WRITE));
-        }
-        CannedAcl::AuthenticatedRead => grants.push(group(AUTH_USERS, Permission::READ)),
-    }
-    grants
-}
-
 #[async_trait::async_trait]
 impl S3 for ShoalS3 {
     async fn list_buckets(&self, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
-        let who = self.requester(&req.credentials).await?.ok_or_else(|| s3_error!(AccessDenied))?;
+        let caller = self.caller(&req).await?;
+        let who = caller.user.clone().ok_or_else(|| s3_error!(AccessDenied))?;
         let mut buckets = Vec::new();
         for name in self.meta.user_buckets(&who.uid).await.map_err(rados_error)? {
             if let Some(b) = self.meta.bucket(&name).await.map_err(rados_error)? {
@@ -665,10 +587,25 @@ impl S3 for ShoalS3 {
     }
 
     async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
-        let who = self.requester(&req.credentials).await?.ok_or_else(|| s3_error!(AccessDenied))?;
+        let caller = self.caller(&req).await?;
+        let who = caller.user.clone().ok_or_else(|| s3_error!(AccessDenied))?;
         let input = req.input;
-        let acl = CannedAcl::parse(input.acl.as_ref().map_or("private", |a| a.as_str()))
-            .ok_or_else(|| s3_error!(InvalidArgument, "unsupported canned ACL"))?;
+        let requested = requested_acl!(input, input.grant_write.as_deref());
+        let acl =
+            self.requested_acl(requested, None, &who.uid, &who.uid).await?.unwrap_or_else(|| Acl::private(&who.uid));
+        let ownership = match &input.object_ownership {
+            Some(name) => Some(
+                Ownership::named(name.as_str())
+                    .ok_or_else(|| s3_error!(InvalidArgument, "unknown x-amz-object-ownership '{}'", name.as_str()))?,
+            ),
+            None => None,
+        };
+        if ownership == Some(Ownership::BucketOwnerEnforced) && !access::only_owner(&acl, &who.uid) {
+            return Err(s3_error!(
+                InvalidBucketAclWithObjectOwnership,
+                "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting"
+            ));
+        }
         // Object lock turns versioning on, for good.
         let lock_enabled = input.object_lock_enabled_for_bucket == Some(true);
         if let Some(existing) = self.meta.bucket(&input.bucket).await.map_err(rados_error)? {
@@ -691,6 +628,9 @@ impl S3 for ShoalS3 {
             tags: Vec::new(),
             object_lock: lock_enabled.then(crate::meta::LockConfig::default),
             lifecycle: Vec::new(),
+            policy: None,
+            public_access_block: None,
+            ownership,
         };
         self.objects.init_index(&info).await.map_err(rados_error)?;
         if let Err(e) = self.meta.create_bucket(&info).await {
@@ -704,14 +644,14 @@ impl S3 for ShoalS3 {
     }
 
     async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
-        let who = self.requester(&req.credentials).await?;
-        self.readable_bucket(&req.input.bucket, &who).await?;
+        let caller = self.caller(&req).await?;
+        self.bucket_for(&req.input.bucket, &caller, Action::ListBucket, None).await?;
         Ok(S3Response::new(HeadBucketOutput::default()))
     }
 
     async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> S3Result<S3Response<DeleteBucketOutput>> {
-        let who = self.requester(&req.credentials).await?;
-        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::DeleteBucket, None).await?;
         let stats = self.objects.bucket_stats(&bucket).await.map_err(rados_error)?;
         if !stats.is_empty() {
             return Err(s3_error!(BucketNotEmpty));
@@ -724,8 +664,8 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<GetBucketLocationInput>,
     ) -> S3Result<S3Response<GetBucketLocationOutput>> {
-        let who = self.requester(&req.credentials).await?;
-        self.owned_bucket(&req.input.bucket, &who).await?;
+        let caller = self.caller(&req).await?;
+        self.bucket_for(&req.input.bucket, &caller, Action::GetBucketLocation, None).await?;
         let zonegroup = self.config.notify.zonegroup.clone();
         Ok(S3Response::new(GetBucketLocationOutput {
             location_constraint: Some(BucketLocationConstraint::from(zonegroup)),
@@ -736,8 +676,8 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<GetBucketVersioningInput>,
     ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
-        let who = self.requester(&req.credentials).await?;
-        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetBucketVersioning, None).await?;
         let status = match bucket.versioning {
             Versioning::Off => None,
             Versioning::Enabled => Some(BucketVersioningStatus::ENABLED),
@@ -753,9 +693,9 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<PutBucketVersioningInput>,
     ) -> S3Result<S3Response<PutBucketVersioningOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let bucket = self.owned_bucket(&input.bucket, &who).await?;
+        let bucket = self.bucket_for(&input.bucket, &caller, Action::PutBucketVersioning, None).await?;
         let config = input.versioning_configuration;
         if config.mfa_delete.as_ref().is_some_and(|m| m.as_str() == MFADelete::ENABLED) {
             return Err(s3_error!(NotImplemented, "MFA delete is not supported"));
@@ -779,8 +719,8 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<PutBucketLifecycleConfigurationInput>,
     ) -> S3Result<S3Response<PutBucketLifecycleConfigurationOutput>> {
-        let who = self.requester(&req.credentials).await?;
-        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutLifecycleConfiguration, None).await?;
         self.put_lifecycle(&bucket, req.input.lifecycle_configuration).await?;
         Ok(S3Response::new(PutBucketLifecycleConfigurationOutput::default()))
     }
@@ -789,8 +729,8 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<GetBucketLifecycleConfigurationInput>,
     ) -> S3Result<S3Response<GetBucketLifecycleConfigurationOutput>> {
-        let who = self.requester(&req.credentials).await?;
-        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetLifecycleConfiguration, None).await?;
         let rules = Self::lifecycle_rules(&bucket)?;
         Ok(S3Response::new(GetBucketLifecycleConfigurationOutput { rules: Some(rules), ..Default::default() }))
     }
@@ -799,8 +739,8 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<DeleteBucketLifecycleInput>,
     ) -> S3Result<S3Response<DeleteBucketLifecycleOutput>> {
-        let who = self.requester(&req.credentials).await?;
-        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutLifecycleConfiguration, None).await?;
         self.delete_lifecycle(&bucket).await?;
         Ok(S3Response::new(DeleteBucketLifecycleOutput::default()))
     }
@@ -809,8 +749,9 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<PutObjectLockConfigurationInput>,
     ) -> S3Result<S3Response<PutObjectLockConfigurationOutput>> {
-        let who = self.requester(&req.credentials).await?;
-        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
+        let caller = self.caller(&req).await?;
+        let bucket =
+            self.bucket_for(&req.input.bucket, &caller, Action::PutBucketObjectLockConfiguration, None).await?;
         self.put_lock_configuration(&bucket, req.input.object_lock_configuration).await?;
         Ok(S3Response::new(PutObjectLockConfigurationOutput::default()))
     }
@@ -819,8 +760,9 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<GetObjectLockConfigurationInput>,
     ) -> S3Result<S3Response<GetObjectLockConfigurationOutput>> {
-        let who = self.requester(&req.credentials).await?;
-        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
+        let caller = self.caller(&req).await?;
+        let bucket =
+            self.bucket_for(&req.input.bucket, &caller, Action::GetBucketObjectLockConfiguration, None).await?;
         let config = Self::lock_configuration(&bucket)?;
         Ok(S3Response::new(GetObjectLockConfigurationOutput { object_lock_configuration: Some(config) }))
     }
@@ -829,9 +771,11 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<GetObjectRetentionInput>,
     ) -> S3Result<S3Response<GetObjectRetentionOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let lock = self.version_lock(&input.bucket, &input.key, input.version_id.as_deref(), &who).await?;
+        let lock = self
+            .version_lock(&input.bucket, &input.key, input.version_id.as_deref(), &caller, Action::GetObjectRetention)
+            .await?;
         let (mode, retain_until_date, _) = shown_lock(&lock);
         if mode.is_none() {
             return Err(s3_error!(NoSuchObjectLockConfiguration, "the version has no retention"));
@@ -848,12 +792,13 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<PutObjectRetentionInput>,
     ) -> S3Result<S3Response<PutObjectRetentionOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
         let retention = Self::requested_retention(input.retention)?;
         let (bucket, key, version) = (&input.bucket, &input.key, input.version_id.as_deref());
         let bypass = input.bypass_governance_retention;
-        self.change_lock(bucket, key, version, &who, Some(retention), None, bypass).await?;
+        self.change_lock(bucket, key, version, &caller, Action::PutObjectRetention, Some(retention), None, bypass)
+            .await?;
         Ok(S3Response::new(PutObjectRetentionOutput::default()))
     }
 
@@ -861,9 +806,11 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<GetObjectLegalHoldInput>,
     ) -> S3Result<S3Response<GetObjectLegalHoldOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let lock = self.version_lock(&input.bucket, &input.key, input.version_id.as_deref(), &who).await?;
+        let lock = self
+            .version_lock(&input.bucket, &input.key, input.version_id.as_deref(), &caller, Action::GetObjectLegalHold)
+            .await?;
         let status = if lock.legal_hold { ObjectLockLegalHoldStatus::ON } else { ObjectLockLegalHoldStatus::OFF };
         Ok(S3Response::new(GetObjectLegalHoldOutput {
             legal_hold: Some(ObjectLockLegalHold { status: Some(ObjectLockLegalHoldStatus::from_static(status)) }),
@@ -874,7 +821,7 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<PutObjectLegalHoldInput>,
     ) -> S3Result<S3Response<PutObjectLegalHoldOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
         let hold = match input.legal_hold.and_then(|h| h.status).as_ref().map(|s| s.as_str()) {
             Some(ObjectLockLegalHoldStatus::ON) => true,
@@ -882,7 +829,7 @@ impl S3 for ShoalS3 {
             _ => return Err(s3_error!(MalformedXML, "LegalHold Status must be ON or OFF")),
         };
         let (bucket, key, version) = (&input.bucket, &input.key, input.version_id.as_deref());
-        self.change_lock(bucket, key, version, &who, None, Some(hold), None).await?;
+        self.change_lock(bucket, key, version, &caller, Action::PutObjectLegalHold, None, Some(hold), None).await?;
         Ok(S3Response::new(PutObjectLegalHoldOutput::default()))
     }
 
@@ -890,36 +837,145 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<ListObjectVersionsInput>,
     ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
-        let who = self.requester(&req.credentials).await?;
-        let bucket = self.readable_bucket(&req.input.bucket, &who).await?;
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::ListBucketVersions, None).await?;
         Ok(S3Response::new(self.list_versions_page(&bucket, &req.input).await?))
     }
 
     async fn get_bucket_acl(&self, req: S3Request<GetBucketAclInput>) -> S3Result<S3Response<GetBucketAclOutput>> {
-        let who = self.requester(&req.credentials).await?;
-        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetBucketAcl, None).await?;
         Ok(S3Response::new(GetBucketAclOutput {
-            grants: Some(acl_grants(&bucket.owner, bucket.acl)),
+            grants: Some(self.shown_grants(&bucket.acl).await),
             owner: Some(self.owners().get(&bucket.owner).await),
         }))
     }
 
     async fn put_bucket_acl(&self, req: S3Request<PutBucketAclInput>) -> S3Result<S3Response<PutBucketAclOutput>> {
-        let who = self.requester(&req.credentials).await?;
-        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
-        let Some(acl) = req.input.acl else {
-            return Err(s3_error!(NotImplemented, "only canned ACLs (x-amz-acl) are supported"));
-        };
-        let acl = CannedAcl::parse(acl.as_str()).ok_or_else(|| s3_error!(InvalidArgument, "unsupported canned ACL"))?;
-        let updated = BucketInfo { acl, ..(*bucket).clone() };
-        self.meta.update_bucket(&updated).await.map_err(rados_error)?;
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketAcl, None).await?;
+        self.set_bucket_acl(&bucket, req.input).await?;
         Ok(S3Response::new(PutBucketAclOutput::default()))
     }
 
+    async fn put_bucket_policy(
+        &self,
+        req: S3Request<PutBucketPolicyInput>,
+    ) -> S3Result<S3Response<PutBucketPolicyOutput>> {
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketPolicy, None).await?;
+        self.set_policy(&bucket, &req.input.policy).await?;
+        Ok(S3Response::new(PutBucketPolicyOutput::default()))
+    }
+
+    async fn get_bucket_policy(
+        &self,
+        req: S3Request<GetBucketPolicyInput>,
+    ) -> S3Result<S3Response<GetBucketPolicyOutput>> {
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetBucketPolicy, None).await?;
+        let policy =
+            bucket.policy.as_ref().ok_or_else(|| s3_error!(NoSuchBucketPolicy, "The bucket policy does not exist"))?;
+        Ok(S3Response::new(GetBucketPolicyOutput { policy: Some(policy.text().to_owned()) }))
+    }
+
+    async fn delete_bucket_policy(
+        &self,
+        req: S3Request<DeleteBucketPolicyInput>,
+    ) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::DeleteBucketPolicy, None).await?;
+        if bucket.policy.is_some() {
+            let updated = BucketInfo { policy: None, ..(*bucket).clone() };
+            self.meta.update_bucket(&updated).await.map_err(rados_error)?;
+        }
+        Ok(S3Response::new(DeleteBucketPolicyOutput::default()))
+    }
+
+    async fn get_bucket_policy_status(
+        &self,
+        req: S3Request<GetBucketPolicyStatusInput>,
+    ) -> S3Result<S3Response<GetBucketPolicyStatusOutput>> {
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetBucketPolicyStatus, None).await?;
+        let policy =
+            bucket.policy.as_ref().ok_or_else(|| s3_error!(NoSuchBucketPolicy, "The bucket policy does not exist"))?;
+        Ok(S3Response::new(GetBucketPolicyStatusOutput {
+            policy_status: Some(PolicyStatus { is_public: Some(policy.is_public()) }),
+        }))
+    }
+
+    async fn put_bucket_ownership_controls(
+        &self,
+        req: S3Request<PutBucketOwnershipControlsInput>,
+    ) -> S3Result<S3Response<PutBucketOwnershipControlsOutput>> {
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketOwnershipControls, None).await?;
+        self.set_ownership(&bucket, req.input.ownership_controls).await?;
+        Ok(S3Response::new(PutBucketOwnershipControlsOutput::default()))
+    }
+
+    async fn get_bucket_ownership_controls(
+        &self,
+        req: S3Request<GetBucketOwnershipControlsInput>,
+    ) -> S3Result<S3Response<GetBucketOwnershipControlsOutput>> {
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetBucketOwnershipControls, None).await?;
+        Ok(S3Response::new(GetBucketOwnershipControlsOutput {
+            ownership_controls: Some(access::shown_ownership(&bucket)?),
+        }))
+    }
+
+    async fn delete_bucket_ownership_controls(
+        &self,
+        req: S3Request<DeleteBucketOwnershipControlsInput>,
+    ) -> S3Result<S3Response<DeleteBucketOwnershipControlsOutput>> {
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketOwnershipControls, None).await?;
+        if bucket.ownership.is_some() {
+            let updated = BucketInfo { ownership: None, ..(*bucket).clone() };
+            self.meta.update_bucket(&updated).await.map_err(rados_error)?;
+        }
+        Ok(S3Response::new(DeleteBucketOwnershipControlsOutput::default()))
+    }
+
+    async fn put_public_access_block(
+        &self,
+        req: S3Request<PutPublicAccessBlockInput>,
+    ) -> S3Result<S3Response<PutPublicAccessBlockOutput>> {
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketPublicAccessBlock, None).await?;
+        self.set_public_access_block(&bucket, req.input.public_access_block_configuration).await?;
+        Ok(S3Response::new(PutPublicAccessBlockOutput::default()))
+    }
+
+    async fn get_public_access_block(
+        &self,
+        req: S3Request<GetPublicAccessBlockInput>,
+    ) -> S3Result<S3Response<GetPublicAccessBlockOutput>> {
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetBucketPublicAccessBlock, None).await?;
+        let config = access::shown_public_access_block(&bucket)?;
+        Ok(S3Response::new(GetPublicAccessBlockOutput { public_access_block_configuration: Some(config) }))
+    }
+
+    async fn delete_public_access_block(
+        &self,
+        req: S3Request<DeletePublicAccessBlockInput>,
+    ) -> S3Result<S3Response<DeletePublicAccessBlockOutput>> {
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketPublicAccessBlock, None).await?;
+        if bucket.public_access_block.is_some() {
+            let updated = BucketInfo { public_access_block: None, ..(*bucket).clone() };
+            self.meta.update_bucket(&updated).await.map_err(rados_error)?;
+        }
+        Ok(S3Response::new(DeletePublicAccessBlockOutput::default()))
+    }
+
     async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let bucket = self.readable_bucket(&input.bucket, &who).await?;
+        let bucket = self.bucket_for(&input.bucket, &caller, Action::ListBucket, None).await?;
         let url = url_encoding(input.encoding_type.as_ref())?;
         let (prefix, delimiter) =
             (input.prefix.clone().unwrap_or_default(), input.delimiter.clone().unwrap_or_default());
@@ -950,9 +1006,9 @@ impl S3 for ShoalS3 {
     async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
         use base64::Engine;
         let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let bucket = self.readable_bucket(&input.bucket, &who).await?;
+        let bucket = self.bucket_for(&input.bucket, &caller, Action::ListBucket, None).await?;
         let url = url_encoding(input.encoding_type.as_ref())?;
         let after = match &input.continuation_token {
             Some(token) => b64
@@ -997,10 +1053,11 @@ impl S3 for ShoalS3 {
     }
 
     async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let (bucket, owner) = self.writable_bucket(&input.bucket, &who).await?;
-        let meta = new_object!(input).into_meta(&owner)?;
+        let bucket = self.bucket_for(&input.bucket, &caller, Action::PutObject, Some(&input.key)).await?;
+        let (owner, acl) = self.new_object_acl(&bucket, &caller, requested_acl!(input, None)).await?;
+        let meta = new_object!(input).into_meta(&owner, acl.clone())?;
         if input.content_length.is_some_and(|l| l as u64 > self.config.max_put_size) {
             return Err(s3_error!(EntityTooLarge));
         }
@@ -1028,7 +1085,7 @@ impl S3 for ShoalS3 {
         let work = async |events: &Pending| {
             self.store_object(&bucket, &input.key, meta.clone(), body, md5, &tag, events, terms.clone()).await
         };
-        let meta = self.with_events(&op, &origin_of(&req.extensions), &who, work, Done::of).await?;
+        let meta = self.with_events(&op, &origin_of(&req.extensions), &caller.user, work, Done::of).await?;
         if input.content_length.is_some_and(|l| l as u64 != meta.size) {
             tracing::warn!(key = %input.key, "body length differs from Content-Length");
         }
@@ -1040,10 +1097,17 @@ impl S3 for ShoalS3 {
     }
 
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let Found { meta, inline, version_id, lock, .. } =
-            self.readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &who).await?;
+        let Found { meta, inline, version_id, lock, .. } = self
+            .readable_object(
+                &input.bucket,
+                &input.key,
+                input.version_id.as_deref(),
+                &caller,
+                Action::GetObject.of_version(input.version_id.is_some()),
+            )
+            .await?;
         check_conditions(
             &meta,
             input.if_match.as_ref(),
@@ -1077,10 +1141,17 @@ impl S3 for ShoalS3 {
     }
 
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let Found { meta, version_id, lock, .. } =
-            self.readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &who).await?;
+        let Found { meta, version_id, lock, .. } = self
+            .readable_object(
+                &input.bucket,
+                &input.key,
+                input.version_id.as_deref(),
+                &caller,
+                Action::GetObject.of_version(input.version_id.is_some()),
+            )
+            .await?;
         check_conditions(
             &meta,
             input.if_match.as_ref(),
@@ -1106,13 +1177,21 @@ impl S3 for ShoalS3 {
     }
 
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let (bucket, _) = self.writable_bucket(&input.bucket, &who).await?;
+        let bucket = self
+            .bucket_for(
+                &input.bucket,
+                &caller,
+                Action::DeleteObject.of_version(input.version_id.is_some()),
+                Some(&input.key),
+            )
+            .await?;
         let origin = origin_of(&req.extensions);
-        let bypass = Self::bypass(&bucket, &who, input.bypass_governance_retention);
+        let bypass = Self::bypass(&bucket, &caller, &input.key, input.bypass_governance_retention);
         let remover = Remover::User { bypass };
-        let deleted = self.delete_key(&bucket, &input.key, input.version_id.as_deref(), remover, &origin, &who).await?;
+        let version = input.version_id.as_deref();
+        let deleted = self.delete_key(&bucket, &input.key, version, remover, &origin, &caller.user).await?;
         Ok(S3Response::new(DeleteObjectOutput {
             delete_marker: deleted.delete_marker.then_some(true),
             version_id: deleted.version_id,
@@ -1121,23 +1200,27 @@ impl S3 for ShoalS3 {
     }
 
     async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let (bucket, _) = self.writable_bucket(&input.bucket, &who).await?;
+        let bucket = self.named_bucket(&input.bucket).await?;
         if input.delete.objects.len() > 1000 {
             return Err(s3_error!(MalformedXML, "at most 1000 keys per request"));
         }
         let quiet = input.delete.quiet == Some(true);
-        let bypass = Self::bypass(&bucket, &who, input.bypass_governance_retention);
+        let bypass_asked = input.bypass_governance_retention;
         let (mut deleted, mut errors) = (Vec::new(), Vec::new());
         let origin = origin_of(&req.extensions);
         let results = futures::stream::iter(input.delete.objects)
             .map(|object| {
-                let (bucket, origin, who) = (bucket.clone(), &origin, &who);
+                let (bucket, origin, caller) = (bucket.clone(), &origin, &caller);
                 async move {
                     let version = object.version_id.as_deref();
-                    let remover = Remover::User { bypass };
-                    let result = self.delete_key(&bucket, &object.key, version, remover, origin, who).await;
+                    let action = Action::DeleteObject.of_version(version.is_some());
+                    if !Self::permits(&bucket, caller, action, Some(&object.key), None) {
+                        return (object, Err(s3_error!(AccessDenied)));
+                    }
+                    let remover = Remover::User { bypass: Self::bypass(&bucket, caller, &object.key, bypass_asked) };
+                    let result = self.delete_key(&bucket, &object.key, version, remover, origin, &caller.user).await;
                     (object, result)
                 }
             })
@@ -1169,11 +1252,12 @@ impl S3 for ShoalS3 {
     }
 
     async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let (src_key, source) = self.copy_source(&input.copy_source, &who, copy_conditions!(input)).await?;
+        let (src_key, source) = self.copy_source(&input.copy_source, &caller, copy_conditions!(input)).await?;
         let Found { bucket: src_bucket, meta: src_meta, inline, version_id: src_version, .. } = source;
-        let (bucket, owner) = self.writable_bucket(&input.bucket, &who).await?;
+        let bucket = self.bucket_for(&input.bucket, &caller, Action::PutObject, Some(&input.key)).await?;
+        let (owner, acl) = self.new_object_acl(&bucket, &caller, requested_acl!(input, None)).await?;
         let replace = match input.metadata_directive.as_ref().map(|d| d.as_str()) {
             None | Some(MetadataDirective::COPY) => false,
             Some(MetadataDirective::REPLACE) => true,
@@ -1186,13 +1270,9 @@ impl S3 for ShoalS3 {
             ));
         }
         let meta = if replace {
-            new_object!(input).into_meta(&owner)?
+            new_object!(input).into_meta(&owner, acl.clone())?
         } else {
-            ObjectMeta {
-                owner: owner.clone(),
-                acl: parse_acl(input.acl.as_ref().map(|a| a.as_str()))?,
-                ..src_meta.clone()
-            }
+            ObjectMeta { owner: owner.clone(), acl, ..src_meta.clone() }
         };
         let data = self.objects.read_range(&src_meta, inline, 0..src_meta.size);
         let lock = requested_lock(
@@ -1216,7 +1296,7 @@ impl S3 for ShoalS3 {
             self.store_object(&bucket, &input.key, meta.clone(), Box::pin(data), None, &tag, events, terms.clone())
                 .await
         };
-        let meta = self.with_events(&op, &origin_of(&req.extensions), &who, work, Done::of).await?;
+        let meta = self.with_events(&op, &origin_of(&req.extensions), &caller.user, work, Done::of).await?;
         Ok(S3Response::new(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
                 e_tag: Some(etag(&meta.etag)),
@@ -1233,10 +1313,17 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<GetObjectAttributesInput>,
     ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let Found { meta, version_id, .. } =
-            self.readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &who).await?;
+        let Found { meta, version_id, .. } = self
+            .readable_object(
+                &input.bucket,
+                &input.key,
+                input.version_id.as_deref(),
+                &caller,
+                Action::GetObjectAttributes,
+            )
+            .await?;
         // One header, its values separated by commas (s3s keeps them as one).
         let wanted =
             |name: &str| input.object_attributes.iter().flat_map(|a| a.as_str().split(',')).any(|a| a.trim() == name);
@@ -1279,25 +1366,32 @@ impl S3 for ShoalS3 {
     }
 
     async fn get_object_acl(&self, req: S3Request<GetObjectAclInput>) -> S3Result<S3Response<GetObjectAclOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let Found { meta, .. } =
-            self.readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &who).await?;
+        let action = Action::GetObjectAcl.of_version(input.version_id.is_some());
+        let Found { bucket, meta, .. } =
+            self.readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &caller, action).await?;
+        // Under BucketOwnerEnforced the bucket owner owns every object, with full control.
+        let (owner, acl) = match bucket.ownership {
+            Some(Ownership::BucketOwnerEnforced) => (&bucket.owner, Acl::private(&bucket.owner)),
+            _ => (&meta.owner, meta.acl.clone()),
+        };
         Ok(S3Response::new(GetObjectAclOutput {
-            grants: Some(acl_grants(&meta.owner, meta.acl)),
-            owner: Some(self.owners().get(&meta.owner).await),
+            grants: Some(self.shown_grants(&acl).await),
+            owner: Some(self.owners().get(owner).await),
             ..Default::default()
         }))
     }
 
     async fn put_object_acl(&self, req: S3Request<PutObjectAclInput>) -> S3Result<S3Response<PutObjectAclOutput>> {
-        let who = self.requester(&req.credentials).await?;
-        let input = req.input;
-        let Some(acl) = input.acl else {
-            return Err(s3_error!(NotImplemented, "only canned ACLs (x-amz-acl) are supported"));
-        };
-        let acl = parse_acl(Some(acl.as_str()))?;
-        self.change_object_meta(&input.bucket, &input.key, input.version_id.as_deref(), &who, |m| m.acl = acl).await?;
+        let caller = self.caller(&req).await?;
+        let mut input = req.input;
+        let action = Action::PutObjectAcl.of_version(input.version_id.is_some());
+        let version = input.version_id.clone();
+        let found = self.readable_object(&input.bucket, &input.key, version.as_deref(), &caller, action).await?;
+        let acl = self.object_acl_to_set(&found.bucket, &found.meta.owner, &mut input).await?;
+        self.change_object_meta(&input.bucket, &input.key, version.as_deref(), &caller, action, |m| m.acl = acl)
+            .await?;
         Ok(S3Response::new(PutObjectAclOutput::default()))
     }
 
@@ -1305,10 +1399,11 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<GetObjectTaggingInput>,
     ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let Found { meta, version_id, .. } =
-            self.readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &who).await?;
+        let Found { meta, version_id, .. } = self
+            .readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &caller, Action::GetObjectTagging)
+            .await?;
         Ok(S3Response::new(GetObjectTaggingOutput { tag_set: tag_set(&meta.tags), version_id }))
     }
 
@@ -1316,9 +1411,9 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<PutBucketTaggingInput>,
     ) -> S3Result<S3Response<PutBucketTaggingOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let bucket = self.owned_bucket(&input.bucket, &who).await?;
+        let bucket = self.bucket_for(&input.bucket, &caller, Action::PutBucketTagging, None).await?;
         let tags = tag_pairs(input.tagging.tag_set);
         check_tags(&tags, 50)?;
         self.meta.update_bucket(&BucketInfo { tags, ..(*bucket).clone() }).await.map_err(rados_error)?;
@@ -1329,8 +1424,8 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<GetBucketTaggingInput>,
     ) -> S3Result<S3Response<GetBucketTaggingOutput>> {
-        let who = self.requester(&req.credentials).await?;
-        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetBucketTagging, None).await?;
         if bucket.tags.is_empty() {
             return Err(s3_error!(NoSuchTagSet));
         }
@@ -1341,8 +1436,8 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<DeleteBucketTaggingInput>,
     ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
-        let who = self.requester(&req.credentials).await?;
-        let bucket = self.owned_bucket(&req.input.bucket, &who).await?;
+        let caller = self.caller(&req).await?;
+        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketTagging, None).await?;
         if !bucket.tags.is_empty() {
             let updated = BucketInfo { tags: Vec::new(), ..(*bucket).clone() };
             self.meta.update_bucket(&updated).await.map_err(rados_error)?;
@@ -1354,12 +1449,16 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<PutObjectTaggingInput>,
     ) -> S3Result<S3Response<PutObjectTaggingOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
         let tags = tag_pairs(input.tagging.tag_set);
         check_tags(&tags, 10)?;
         let version = input.version_id.as_deref();
-        let version_id = self.change_object_meta(&input.bucket, &input.key, version, &who, |m| m.tags = tags).await?;
+        let version_id = self
+            .change_object_meta(&input.bucket, &input.key, version, &caller, Action::PutObjectTagging, |m| {
+                m.tags = tags
+            })
+            .await?;
         Ok(S3Response::new(PutObjectTaggingOutput { version_id }))
     }
 
@@ -1367,10 +1466,14 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<DeleteObjectTaggingInput>,
     ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
         let version = input.version_id.as_deref();
-        let version_id = self.change_object_meta(&input.bucket, &input.key, version, &who, |m| m.tags.clear()).await?;
+        let version_id = self
+            .change_object_meta(&input.bucket, &input.key, version, &caller, Action::DeleteObjectTagging, |m| {
+                m.tags.clear()
+            })
+            .await?;
         Ok(S3Response::new(DeleteObjectTaggingOutput { version_id }))
     }
 
@@ -1378,9 +1481,10 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let (bucket, owner) = self.writable_bucket(&input.bucket, &who).await?;
+        let bucket = self.bucket_for(&input.bucket, &caller, Action::PutObject, Some(&input.key)).await?;
+        let (owner, acl) = self.new_object_acl(&bucket, &caller, requested_acl!(input, None)).await?;
         let lock = requested_lock(
             &bucket,
             input.object_lock_mode.as_ref(),
@@ -1388,7 +1492,7 @@ impl S3 for ShoalS3 {
             input.object_lock_legal_hold_status.as_ref(),
             now_ns(),
         )?;
-        let meta = new_object!(input).into_meta(&owner)?;
+        let meta = new_object!(input).into_meta(&owner, acl.clone())?;
         let upload_id =
             self.objects.create_upload(&self.uploads, &bucket, &input.key, meta, lock).await.map_err(rados_error)?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
@@ -1400,9 +1504,9 @@ impl S3 for ShoalS3 {
     }
 
     async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let (bucket, _) = self.writable_bucket(&input.bucket, &who).await?;
+        let bucket = self.bucket_for(&input.bucket, &caller, Action::PutObject, Some(&input.key)).await?;
         let number = Self::validate_part_number(input.part_number)?;
         self.require_upload(&bucket, &input.key, &input.upload_id).await?;
         let body = input.body.map(|b| b.boxed()).unwrap_or_else(|| futures::stream::empty().boxed());
@@ -1424,11 +1528,11 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<UploadPartCopyInput>,
     ) -> S3Result<S3Response<UploadPartCopyOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
         let (_, Found { meta: src_meta, inline, .. }) =
-            self.copy_source(&input.copy_source, &who, copy_conditions!(input)).await?;
-        let (bucket, _) = self.writable_bucket(&input.bucket, &who).await?;
+            self.copy_source(&input.copy_source, &caller, copy_conditions!(input)).await?;
+        let bucket = self.bucket_for(&input.bucket, &caller, Action::PutObject, Some(&input.key)).await?;
         let number = Self::validate_part_number(input.part_number)?;
         self.require_upload(&bucket, &input.key, &input.upload_id).await?;
         let span = match &input.copy_source_range {
@@ -1453,9 +1557,10 @@ impl S3 for ShoalS3 {
     }
 
     async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let (bucket, _) = self.writable_bucket(&input.bucket, &who).await?;
+        let bucket =
+            self.bucket_for(&input.bucket, &caller, Action::ListMultipartUploadParts, Some(&input.key)).await?;
         let Some(upload) =
             self.objects.upload(&self.uploads, &bucket, &input.key, &input.upload_id).await.map_err(rados_error)?
         else {
@@ -1499,9 +1604,9 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<ListMultipartUploadsInput>,
     ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let (bucket, _) = self.writable_bucket(&input.bucket, &who).await?;
+        let bucket = self.bucket_for(&input.bucket, &caller, Action::ListBucketMultipartUploads, None).await?;
         let max = input.max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
         let after = match (&input.key_marker, &input.upload_id_marker) {
             (Some(k), Some(u)) => layout::upload_key(k, u) + "\u{1}",
@@ -1544,9 +1649,9 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let (bucket, _) = self.writable_bucket(&input.bucket, &who).await?;
+        let bucket = self.bucket_for(&input.bucket, &caller, Action::PutObject, Some(&input.key)).await?;
         let listed: Vec<(u32, String)> = input
             .multipart_upload
             .and_then(|m| m.parts)
@@ -1599,7 +1704,7 @@ impl S3 for ShoalS3 {
                 CompleteError::Rados(e) => rados_error(e),
             })
         };
-        let meta = self.with_events(&op, &origin_of(&req.extensions), &who, work, Done::of).await?;
+        let meta = self.with_events(&op, &origin_of(&req.extensions), &caller.user, work, Done::of).await?;
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(input.bucket.clone()),
             key: Some(input.key.clone()),
@@ -1614,9 +1719,9 @@ impl S3 for ShoalS3 {
         &self,
         req: S3Request<AbortMultipartUploadInput>,
     ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
-        let who = self.requester(&req.credentials).await?;
+        let caller = self.caller(&req).await?;
         let input = req.input;
-        let (bucket, _) = self.writable_bucket(&input.bucket, &who).await?;
+        let bucket = self.bucket_for(&input.bucket, &caller, Action::AbortMultipartUpload, Some(&input.key)).await?;
         let found = self
             .objects
             .abort_upload(&self.uploads, &bucket, &input.key, &input.upload_id)
@@ -1659,22 +1764,19 @@ impl ShoalS3 {
         crate::meta::remove_ignoring_missing(&self.uploads, &bucket.id).await
     }
 
-    /// Changes the metadata of an object's version in place (ACL, tags); the object's
-    /// owner or the bucket's owner only. Returns the version id to show.
+    /// Changes the metadata of an object's version in place (ACL, tags) if `caller` may
+    /// do `action` on it. Returns the version id to show.
     async fn change_object_meta(
         &self,
         bucket: &str,
         key: &str,
         version_id: Option<&str>,
-        who: &Option<Arc<UserInfo>>,
+        caller: &Caller,
+        action: Action,
         change: impl FnOnce(&mut ObjectMeta),
     ) -> S3Result<Option<String>> {
-        let Found { bucket, head, mut meta, version_id, .. } =
-            self.readable_object(bucket, key, version_id, who).await?;
-        let uid = who.as_ref().map(|u| u.uid.as_str());
-        if uid != Some(bucket.owner.as_str()) && uid != Some(meta.owner.as_str()) {
-            return Err(s3_error!(AccessDenied));
-        }
+        let Found { head, mut meta, version_id, .. } =
+            self.readable_object(bucket, key, version_id, caller, action).await?;
         change(&mut meta);
         match self.objects.update_meta(&head, &meta).await {
             Ok(()) => Ok(version_id),
@@ -1719,7 +1821,6 @@ mod tests {
         fn header_parsers_never_panic(text in ".{0,64}", size in 0u64..1000) {
             let _ = parse_tagging(&text);
             let _ = copy_range(&text, size);
-            let _ = parse_acl(Some(&text));
             let _ = url_encode(&text);
         }
     }

@@ -1,7 +1,8 @@
 //! Versions as S3 shows them: finding the version a request names, deleting (delete
 //! markers, or one version for good), and listing versions.
 
-use super::{ShoalS3, etag, rados_error, timestamp, url_encode};
+use super::{Caller, ShoalS3, etag, rados_error, timestamp, url_encode};
+use crate::access::Action;
 use crate::layout;
 use crate::meta::{BucketInfo, UserInfo, Versioning};
 use crate::notifications::{Done, Operation, Origin, Pending};
@@ -85,17 +86,17 @@ fn not_found(version_id: Option<&str>) -> S3Error {
 
 impl ShoalS3 {
     /// The version of `key` a request names (`version_id`; `None`: the current one), if
-    /// the requester may read it.
+    /// `caller` may do `action` on it.
     pub(super) async fn readable_object(
         &self,
         bucket: &str,
         key: &str,
         version_id: Option<&str>,
-        who: &Option<Arc<UserInfo>>,
+        caller: &Caller,
+        action: Action,
     ) -> S3Result<Found> {
         let bucket = self.named_bucket(bucket).await?;
-        let uid = who.as_ref().map(|u| u.uid.as_str());
-        let listable = uid == Some(bucket.owner.as_str()) || bucket.acl.allows_read(who.is_some());
+        let listable = Self::permits(&bucket, caller, Action::ListBucket, None, None);
         // Only someone who may list the bucket learns what is not there.
         let hidden = |e: S3Error| if listable { e } else { s3_error!(AccessDenied) };
         let (head, shown, lock) = match (bucket.versioning, version_id) {
@@ -117,11 +118,9 @@ impl ShoalS3 {
         let Some((meta, inline)) = self.objects.read_head(&head).await.map_err(rados_error)? else {
             return Err(hidden(not_found(version_id)));
         };
-        if uid == Some(bucket.owner.as_str()) || uid == Some(meta.owner.as_str()) || meta.acl.allows_read(who.is_some())
-        {
-            Ok(Found { bucket, head, meta, inline, version_id: shown, lock })
-        } else {
-            Err(s3_error!(AccessDenied))
+        match Self::permits(&bucket, caller, action, Some(key), Some(&meta)) {
+            true => Ok(Found { bucket, head, meta, inline, version_id: shown, lock }),
+            false => Err(s3_error!(AccessDenied)),
         }
     }
 
