@@ -52,3 +52,15 @@ def test_objects_written_through_one_gateway_read_through_the_other(s3, bucket):
     assert two.get_object(Bucket=bucket, Key="k")["Body"].read() == data
     two.delete_object(Bucket=bucket, Key="k")
     assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0
+
+
+def test_a_bucket_policy_put_on_one_gateway_binds_the_other_at_once(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="k", Body=b"x")
+    first, second = os.environ["SHOAL_S3_ENDPOINT"], os.environ["SHOAL_S3_ENDPOINT2"]
+    assert requests.get(f"{second}/{bucket}/k").status_code == 403, "the second gateway caches the bucket"
+    s3.put_bucket_policy(Bucket=bucket, Policy='{"Statement":[{"Effect":"Allow","Principal":"*",'
+                         f'"Action":"s3:GetObject","Resource":"arn:aws:s3:::{bucket}/*"}}]}}')
+    eventually(lambda: requests.get(f"{second}/{bucket}/k").status_code == 200)
+    assert requests.get(f"{first}/{bucket}/k").content == b"x"
+    s3.delete_bucket_policy(Bucket=bucket)
+    eventually(lambda: requests.get(f"{second}/{bucket}/k").status_code == 403)
