@@ -26,7 +26,7 @@ def client(endpoint=None, access_key=None, secret_key=None, **config):
         # never the 4xx answers the tests check): a server may close a connection after an
         # error answered before the request body was read.
         config=botocore.config.Config(retries=config.pop("retries", {"max_attempts": 3, "mode": "standard"}),
-                                      s3={"addressing_style": "path"}, **config),
+                                      s3=config.pop("s3", {"addressing_style": "path"}), **config),
     )
 
 

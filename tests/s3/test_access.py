@@ -352,3 +352,17 @@ def test_anonymous_requests_get_clear_errors_over_plain_http(s3, bucket):
     base = os.environ["SHOAL_S3_ENDPOINT"]
     r = requests.get(f"{base}/{bucket}?policy")
     assert r.status_code == 403 and "<Code>AccessDenied</Code>" in r.text
+
+
+def test_an_unsigned_body_read_before_authorization_is_capped(s3, bucket):
+    base = os.environ["SHOAL_S3_ENDPOINT"]
+    r = requests.post(f"{base}/{bucket}?delete", data=b"<Delete>" + b" " * (100 << 10) + b"</Delete>")
+    assert r.status_code == 400 and "<Code>MaxMessageLengthExceeded</Code>" in r.text, r.text
+    small = requests.post(f"{base}/{bucket}?delete", data=b"<Delete><Object><Key>k</Key></Object></Delete>")
+    assert "<Code>AccessDenied</Code>" in small.text, "read, then refused key by key: " + small.text
+    s3.put_bucket_acl(Bucket=bucket, ACL="public-read-write")
+    assert requests.put(f"{base}/{bucket}/big", data=b"x" * (1 << 20)).status_code == 200, "object data is not capped"
+    keys = "".join(f"<Object><Key>{'k' * 200}{i}</Key></Object>" for i in range(400))
+    assert len(keys) > 64 << 10
+    signed = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "k" * 200 + str(i)} for i in range(400)]})
+    assert len(signed["Deleted"]) == 400, "a signed body of that size is read"

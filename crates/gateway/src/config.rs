@@ -41,6 +41,11 @@ pub struct GatewayConfig {
     /// Accept AWS signature version 2 (`rgw_s3_allow_sigv2`); refused by default, as AWS
     /// does in regions opened since 2014.
     pub allow_sigv2: bool,
+    /// Largest body of an unsigned request read before authorization
+    /// (`rgw_anonymous_max_body`); larger ones get 400 MaxMessageLengthExceeded.
+    pub anonymous_max_body: usize,
+    /// Host names of the endpoint (`rgw_dns_name`): `<bucket>.<name>` addresses the bucket.
+    pub dns_names: Vec<String>,
     /// Largest XML request body in bytes.
     pub max_xml_size: usize,
     /// Greatest allowed difference between a request's time and ours.
@@ -105,6 +110,8 @@ impl Default for GatewayConfig {
             header_read_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(65),
             allow_sigv2: false,
+            dns_names: Vec::new(),
+            anonymous_max_body: 64 << 10,
             max_xml_size: 20 << 20,
             max_clock_skew: Duration::from_secs(900),
             notify: NotifyConfig::default(),

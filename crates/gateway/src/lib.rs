@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod config;
+pub mod cors;
 pub mod gc;
 pub mod layout;
 pub mod lifecycle;
@@ -39,7 +40,7 @@ use shoal_notify::queue::Queues;
 use shoal_types::{Errno, PoolSpec, Result, err};
 use std::sync::Arc;
 
-pub use server::Front;
+pub use server::{Front, VirtualHosts};
 
 /// The gateway's state, shared by the HTTP front, the admin commands and background tasks.
 #[derive(Clone)]
@@ -129,6 +130,9 @@ impl Gateway {
         builder.set_route(RouteHandle(self.routes.clone()));
         builder.set_auth(Auth(self.s3.meta.clone()));
         builder.set_access(AllowAll);
+        if !self.config.dns_names.is_empty() {
+            builder.set_host(VirtualHosts(self.config.dns_names.clone()));
+        }
         let mut s3_config = s3s::config::S3Config::default();
         s3_config.xml_max_body_size = self.config.max_xml_size;
         s3_config.presigned_url_max_skew_time_secs = self.config.max_clock_skew.as_secs() as u32;

@@ -161,6 +161,9 @@ pub struct BucketInfo {
     /// The object ownership control, if one was put.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ownership: Option<Ownership>,
+    /// CORS rules (none: no CORS configuration).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cors: Vec<crate::cors::CorsRule>,
 }
 
 impl BucketInfo {

@@ -4,6 +4,7 @@
 //! and error bodies completed with `Resource` and `RequestId` (s3s leaves them out).
 
 use crate::config::GatewayConfig;
+use crate::cors;
 use crate::notifications::Origin;
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
@@ -41,6 +42,9 @@ pub struct Front {
     max_admitted: usize,
     max_header_size: usize,
     allow_sigv2: bool,
+    /// Largest body of an unsigned request read before authorization.
+    anonymous_max_body: usize,
+    hosts: VirtualHosts,
     /// One permit per connection served; accepting waits while none is left.
     connections: Arc<Semaphore>,
     header_read_timeout: std::time::Duration,
@@ -157,6 +161,8 @@ impl Front {
             max_admitted: config.max_concurrent_requests.max(1),
             max_header_size: config.max_header_size,
             allow_sigv2: config.allow_sigv2,
+            anonymous_max_body: config.anonymous_max_body,
+            hosts: VirtualHosts(config.dns_names.clone()),
             connections: Arc::new(Semaphore::new(config.max_connections.max(1))),
             header_read_timeout: config.header_read_timeout,
             request_timeout: config.request_timeout,
@@ -213,7 +219,18 @@ impl Front {
         let resource = req.uri().path().to_owned();
         let source_ip = req.extensions().get::<Peer>().map(|p| p.0.clone()).unwrap_or_default();
         req.extensions_mut().insert(Origin { request_id: id.clone(), source_ip, secure: false });
-        let mut response = self.admit(req, &resource, &id).await;
+        let mut response = if req.method() == http::Method::OPTIONS {
+            self.preflight(&req, &resource, &id).await
+        } else {
+            // A browser's request names its page's origin: the bucket's CORS rules may let it see the answer.
+            let cross_origin = header(&req, "origin").map(str::to_owned).zip(bucket_of(&req, &self.hosts));
+            let method = req.method().clone();
+            let mut response = self.admit(req, &resource, &id).await;
+            if let Some((origin, bucket)) = cross_origin {
+                self.allow_cross_origin(&bucket, &origin, method.as_str(), &mut response).await;
+            }
+            response
+        };
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         let headers = response.headers_mut();
         if let Ok(value) = HeaderValue::from_str(&id) {
@@ -221,6 +238,54 @@ impl Front {
             headers.insert("x-amz-id-2", value);
         }
         response
+    }
+
+    /// Answers a CORS preflight (OPTIONS) from the bucket's rules: 200 with the allowed
+    /// origin, methods, headers and age, or 403 when no rule allows the request.
+    async fn preflight<B>(&self, req: &Request<B>, resource: &str, id: &str) -> Response<Body> {
+        let forbidden = |message: &str| xml_error(StatusCode::FORBIDDEN, "AccessForbidden", message, resource, id);
+        let (Some(origin), Some(method)) = (header(req, "origin"), header(req, "access-control-request-method")) else {
+            let message = "Insufficient information. Origin request header needed.";
+            return xml_error(StatusCode::BAD_REQUEST, "BadRequest", message, resource, id);
+        };
+        let Some(name) = bucket_of(req, &self.hosts) else {
+            return forbidden("CORSResponse: a preflight names a bucket.");
+        };
+        let bucket = match self.routes.meta.bucket(&name).await {
+            Ok(Some(bucket)) => bucket,
+            Ok(None) => {
+                let message = "The specified bucket does not exist.";
+                return xml_error(StatusCode::NOT_FOUND, "NoSuchBucket", message, resource, id);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "reading a bucket record for a preflight failed");
+                let message = "Please retry.";
+                return xml_error(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", message, resource, id);
+            }
+        };
+        if bucket.cors.is_empty() {
+            return forbidden("CORSResponse: CORS is not enabled for this bucket.");
+        }
+        let headers = cors::requested_headers(header(req, "access-control-request-headers").unwrap_or_default());
+        let request = cors::CorsRequest { origin, method, headers };
+        let Some(rule) = cors::matching(&bucket.cors, &request) else {
+            return forbidden(
+                "CORSResponse: This CORS request is not allowed. This is usually because the evaluation of Origin, request method / Access-Control-Request-Method or Access-Control-Request-Headers are not whitelisted by the resource's CORS spec.",
+            );
+        };
+        let mut response = Response::new(Body::empty());
+        add_headers(&mut response, cors::response_headers(rule, &request, true));
+        response
+    }
+
+    /// Adds the CORS headers of the bucket's first rule allowing `origin` and `method` to
+    /// the answer of an actual request.
+    async fn allow_cross_origin(&self, bucket: &str, origin: &str, method: &str, response: &mut Response<Body>) {
+        let Ok(Some(bucket)) = self.routes.meta.bucket(bucket).await else { return };
+        let request = cors::CorsRequest { origin, method, headers: Vec::new() };
+        if let Some(rule) = cors::matching(&bucket.cors, &request) {
+            add_headers(response, cors::response_headers(rule, &request, false));
+        }
     }
 
     async fn admit(&self, req: Request<Incoming>, resource: &str, id: &str) -> Response<Body> {
@@ -248,11 +313,23 @@ impl Front {
                 id,
             );
         }
+        let capped = unsigned_and_buffered(&req).then_some(self.anonymous_max_body);
+        if let Some(cap) = capped
+            && content_length(&req).is_some_and(|length| length > cap as u64)
+        {
+            self.admitted.fetch_sub(1, Ordering::AcqRel);
+            let message = format!("An unsigned request's body is at most {cap} bytes.");
+            return xml_error(StatusCode::BAD_REQUEST, "MaxMessageLengthExceeded", &message, resource, id);
+        }
+        let req = req.map(|body| match capped {
+            Some(cap) => Body::http_body_unsync(http_body_util::Limited::new(body, cap)),
+            None => Body::from(body),
+        });
         let response = match self.workers.acquire().await {
             Ok(_permit) if crate::sns::is_sns(req.method(), req.uri(), req.headers()) => {
-                Ok(self.routes.sns_request(req.map(Body::from)).await)
+                Ok(self.routes.sns_request(req).await)
             }
-            Ok(_permit) => self.service.call(req.map(Body::from)).await,
+            Ok(_permit) => self.service.call(req).await,
             Err(_) => Err(s3s::HttpError::new(Box::new(std::io::Error::other("worker pool closed")))),
         };
         self.admitted.fetch_sub(1, Ordering::AcqRel);
@@ -273,6 +350,72 @@ impl Front {
     }
 }
 
+/// Whether a request is unsigned (no Authorization header, no presigned signature) and
+/// its body is read whole before it is authorized: anything but an object's data (PUT,
+/// which is authorized before its body is read) and a browser's form upload (whose
+/// signed policy s3s checks as the form streams in).
+fn unsigned_and_buffered<B>(req: &Request<B>) -> bool {
+    let query = req.uri().query().unwrap_or_default();
+    let signed = req.headers().contains_key(http::header::AUTHORIZATION)
+        || form_urlencoded::parse(query.as_bytes()).any(|(k, _)| k == "X-Amz-Signature" || k == "Signature");
+    let form = header(req, "content-type").is_some_and(|t| t.starts_with("multipart/form-data"));
+    !signed && !form && req.method() != http::Method::PUT
+}
+
+fn content_length<B>(req: &Request<B>) -> Option<u64> {
+    header(req, "content-length").and_then(|v| v.parse().ok())
+}
+
+/// A request header's value, if it is text.
+fn header<'r, B>(req: &'r Request<B>, name: &str) -> Option<&'r str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The endpoint's host names (`rgw_dns_name`): a request to `<bucket>.<name>` addresses
+/// the bucket; any other host (an address, an unknown name) is path style.
+pub struct VirtualHosts(pub Vec<String>);
+
+impl VirtualHosts {
+    /// The bucket a `Host` header names, if it is `<bucket>.<name>[:port]`.
+    pub fn bucket(&self, host: &str) -> Option<String> {
+        let name = match host.rsplit_once(':') {
+            Some((name, port)) if port.parse::<u16>().is_ok() => name,
+            _ => host,
+        };
+        let name = name.to_ascii_lowercase();
+        self.0.iter().find_map(|domain| {
+            let bucket = name.strip_suffix(domain.as_str())?.strip_suffix('.')?;
+            (!bucket.is_empty()).then(|| bucket.to_owned())
+        })
+    }
+}
+
+impl s3s::host::S3Host for VirtualHosts {
+    fn parse_host_header<'a>(&'a self, host: &'a str) -> s3s::S3Result<s3s::host::VirtualHost<'a>> {
+        let virtual_host = s3s::host::VirtualHost::new(host);
+        Ok(match self.bucket(host) {
+            Some(bucket) => virtual_host.with_bucket(bucket),
+            None => virtual_host,
+        })
+    }
+}
+
+/// The bucket a request names: by its host (virtual-host style) or its path's first part.
+fn bucket_of<B>(req: &Request<B>, hosts: &VirtualHosts) -> Option<String> {
+    if let Some(bucket) = header(req, "host").and_then(|host| hosts.bucket(host)) {
+        return Some(bucket);
+    }
+    req.uri().path().trim_start_matches('/').split('/').next().filter(|b| !b.is_empty()).map(str::to_owned)
+}
+
+fn add_headers(response: &mut Response<Body>, headers: Vec<(&'static str, String)>) {
+    for (name, value) in headers {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,6 +426,22 @@ mod tests {
             builder = builder.header(http::header::AUTHORIZATION, a);
         }
         builder.body(()).unwrap()
+    }
+
+    #[test]
+    fn virtual_hosts_name_buckets_under_the_dns_names_only() {
+        let hosts = VirtualHosts(vec!["s3.example.com".into(), "s3.test".into()]);
+        for (host, bucket) in [
+            ("photos.s3.example.com", Some("photos")),
+            ("Photos.S3.Example.com:8080", Some("photos")),
+            ("a.b.s3.test", Some("a.b")),
+            ("s3.example.com", None),
+            ("127.0.0.1:8080", None),
+            ("xs3.test", None),
+            (".s3.test", None),
+        ] {
+            assert_eq!(hosts.bucket(host).as_deref(), bucket, "{host}");
+        }
     }
 
     #[test]

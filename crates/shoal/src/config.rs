@@ -166,6 +166,16 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "accept AWS signature version 2 (headers and presigned URLs); version 4 is always accepted",
     },
     OptionSpec {
+        name: "rgw_anonymous_max_body",
+        default: "65536",
+        help: "largest body in bytes of an unsigned request that is read before it is authorized (anything but object data and form uploads)",
+    },
+    OptionSpec {
+        name: "rgw_dns_name",
+        default: "",
+        help: "host names of the S3 endpoint, comma-separated: a request to <bucket>.<name> addresses the bucket (virtual-host style); path style always works",
+    },
+    OptionSpec {
         name: "rgw_max_connections",
         default: "16384",
         help: "client connections served at once (at most the open-file limit less 1024); more wait to be accepted",
@@ -367,6 +377,13 @@ impl Config {
             max_header_size: usize_of("rgw_max_header_size")?,
             max_connections: usize_of("rgw_max_connections")?.max(1),
             allow_sigv2: self.bool("rgw_s3_allow_sigv2")?,
+            anonymous_max_body: usize_of("rgw_anonymous_max_body")?.max(1024),
+            dns_names: self
+                .get("rgw_dns_name")
+                .split(',')
+                .map(|name| name.trim().to_ascii_lowercase())
+                .filter(|name| !name.is_empty())
+                .collect(),
             header_read_timeout: self.seconds("rgw_header_read_timeout")?.max(std::time::Duration::from_millis(100)),
             request_timeout: self.seconds("rgw_request_timeout")?.max(std::time::Duration::from_millis(100)),
             max_clock_skew: self.seconds("rgw_max_clock_skew")?,

@@ -31,6 +31,7 @@ const FEATURES: &[&str] = &[
     "test_object_lock.py",
     "test_lifecycle.py",
     "test_access.py",
+    "test_browser.py",
 ];
 
 fn suite_dir() -> PathBuf {
@@ -140,7 +141,7 @@ fn s3_suite_against_vstart_with_two_gateways() {
 }
 
 /// Gateway options for the S3 suite: a lifecycle day lasts two seconds.
-const S3_OPTIONS: &[&str] = &["rgw_lc_debug_interval=2"];
+const S3_OPTIONS: &[&str] = &["rgw_lc_debug_interval=2", "rgw_dns_name=s3.test"];
 
 /// Gateway options for the notification suite: short leases and polls so
 /// takeovers and crash recovery happen within seconds.
