@@ -6,6 +6,7 @@
 //! buckets, cache) and [`objects`] / [`multipart`] (data path) → [`gc`] → the client library.
 
 pub mod access;
+pub mod checksum;
 pub mod config;
 pub mod cors;
 pub mod gc;

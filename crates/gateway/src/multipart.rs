@@ -62,15 +62,41 @@ pub struct PartInfo {
 
 impl Versioned for UploadInfo {
     const NAME: &'static str = "upload record";
-    /// Version 2: metadata of version 2 (with a version id), and `lock`.
-    const VERSION: u8 = 2;
+    /// Version 3: metadata of version 3 (grants, checksum). Version 2: metadata of
+    /// version 2 (with a version id), and `lock`.
+    const VERSION: u8 = 3;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
-        // Version 1 ends with version 1 metadata: the fields added since (the metadata's
-        // version id, the lock's retention and hold, the completion) read as none when
-        // given as zero bytes.
-        (version == 1).then(|| shoal_types::encoding::decode_body("upload record v1", &[body, &[0, 0, 0, 0]].concat()))
+        let v2 = match version {
+            // Version 1 ends with version 1 metadata: the fields added since (the
+            // metadata's version id, the lock's retention and hold, the completion) read
+            // as none when given as zero bytes.
+            1 => {
+                shoal_types::encoding::decode_body::<UploadInfoV2>("upload record v1", &[body, &[0, 0, 0, 0]].concat())
+            }
+            2 => shoal_types::encoding::decode_body::<UploadInfoV2>("upload record v2", body),
+            _ => return None,
+        };
+        Some(v2.map(|v2| UploadInfo {
+            key: v2.key,
+            upload_id: v2.upload_id,
+            initiated_ns: v2.initiated_ns,
+            meta: v2.meta.into(),
+            lock: v2.lock,
+            completion: v2.completion,
+        }))
     }
+}
+
+/// [`UploadInfo`] version 2, with version 2 metadata.
+#[derive(Deserialize)]
+struct UploadInfoV2 {
+    key: String,
+    upload_id: String,
+    initiated_ns: u64,
+    meta: crate::objects::ObjectMetaV2,
+    lock: ObjectLock,
+    completion: Option<Completion>,
 }
 
 shoal_objclass::versioned_v1! { PartInfo => "part record" }
@@ -463,10 +489,18 @@ mod tests {
         .concat();
         let info = UploadInfo::decode(&v1).unwrap();
         assert_eq!((info.key.as_str(), info.upload_id.as_str(), info.initiated_ns), ("k", "u", 5));
+        assert_eq!(info.meta.acl, crate::access::acl::Acl::private("o"), "the canned ACL became its grants");
         assert_eq!(
             (info.meta.owner.as_str(), info.meta.version.clone(), info.lock),
             ("o", None, ObjectLock::default())
         );
-        assert_eq!(UploadInfo::decode(&info.encode()).unwrap(), info);
+        // Version 2: version 1 with the version id, lock and completion (none here).
+        let v2 = [&[2][..], &v1[1..], &[0, 0, 0, 0]].concat();
+        assert_eq!(UploadInfo::decode(&v2).unwrap(), info);
+        // Version 3 holds version 3 metadata: the owner's grant where a canned ACL was.
+        let v3 = info.encode();
+        let expected = [&[3, 1, b'k', 1, b'u', 5, 0, 0, 0, 1, b'o'][..], &[1, 0, 1, b'o', 4], &[0; 12]].concat();
+        assert_eq!(v3, expected);
+        assert_eq!(UploadInfo::decode(&v3).unwrap(), info);
     }
 }

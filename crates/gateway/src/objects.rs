@@ -63,11 +63,14 @@ pub struct ObjectMeta {
     pub parts: Option<u32>,
     /// The version id (`None`: the null version).
     pub version: Option<String>,
+    /// The additional checksum the writer asked for.
+    pub checksum: Option<crate::checksum::Stored>,
 }
 
 impl Versioned for ObjectMeta {
     const NAME: &'static str = "object metadata";
-    /// Version 3 holds grants where version 2 had a canned ACL; version 2 added `version`.
+    /// Version 3 holds grants where version 2 had a canned ACL, and the checksum;
+    /// version 2 added `version`.
     const VERSION: u8 = 3;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
@@ -81,9 +84,9 @@ impl Versioned for ObjectMeta {
     }
 }
 
-/// [`ObjectMeta`] version 2, with a canned ACL.
+/// [`ObjectMeta`] version 2, with a canned ACL (also inside upload records of version 2).
 #[derive(Deserialize)]
-struct ObjectMetaV2 {
+pub(crate) struct ObjectMetaV2 {
     size: u64,
     etag: String,
     mtime_ns: u64,
@@ -115,6 +118,7 @@ impl From<ObjectMetaV2> for ObjectMeta {
             tail: v2.tail,
             parts: v2.parts,
             version: v2.version,
+            checksum: None,
         }
     }
 }
@@ -959,12 +963,20 @@ mod tests {
             version: Some("x".into()),
             ..Default::default()
         };
+        let meta = ObjectMeta {
+            checksum: Some(crate::checksum::Stored {
+                algorithm: crate::checksum::Algorithm::Crc32c,
+                value: "c".into(),
+                parts: Some(2),
+            }),
+            ..meta
+        };
         // version, size, etag, mtime, owner, acl: 2 grants (User "o" FullControl, Group
         // AllUsers Read), no content type, no headers, no metadata, 1 tag, order, 1
-        // segment, no parts, version id.
+        // segment, no parts, version id, checksum (CRC32C "c" of 2 parts).
         let golden = [
             3, 5, 1, b'e', 7, 1, b'o', 2, 0, 1, b'o', 4, 2, 0, 0, 0, 0, 0, 1, 1, b'k', 1, b'v', 1, b'r', 1, 1, b'p', 9,
-            0, 1, 1, b'x',
+            0, 1, 1, b'x', 1, 1, 1, b'c', 1, 2,
         ];
         assert_eq!(meta.encode(), golden);
         assert_eq!(ObjectMeta::decode(&golden).unwrap(), meta);
@@ -974,9 +986,9 @@ mod tests {
             &[1, 1, b'x'],
         ]
         .concat();
-        assert_eq!(ObjectMeta::decode(&v2).unwrap(), meta);
+        assert_eq!(ObjectMeta::decode(&v2).unwrap(), ObjectMeta { checksum: None, ..meta.clone() });
         // Version 1: version 2 without the version id.
         let v1 = [&[1][..], &v2[1..v2.len() - 3]].concat();
-        assert_eq!(ObjectMeta::decode(&v1).unwrap(), ObjectMeta { version: None, ..meta });
+        assert_eq!(ObjectMeta::decode(&v1).unwrap(), ObjectMeta { version: None, checksum: None, ..meta });
     }
 }

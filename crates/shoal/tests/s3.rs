@@ -32,6 +32,7 @@ const FEATURES: &[&str] = &[
     "test_lifecycle.py",
     "test_access.py",
     "test_browser.py",
+    "test_checksums.py",
 ];
 
 fn suite_dir() -> PathBuf {

@@ -9,6 +9,7 @@ mod versions;
 
 use crate::access::acl::Acl;
 use crate::access::{Action, Ownership};
+use crate::checksum;
 use crate::config::GatewayConfig;
 use crate::cors::CorsRule;
 use crate::layout;
@@ -185,6 +186,98 @@ fn copy_range(header: &str, size: u64) -> Option<std::ops::Range<u64>> {
     let (first, last) = header.strip_prefix("bytes=")?.split_once('-')?;
     let (first, last) = (first.parse::<u64>().ok()?, last.parse::<u64>().ok()?);
     (first <= last && last < size).then(|| first..last + 1)
+}
+
+/// What a write's data must match: its Content-MD5 and the additional checksum asked for
+/// (a value in a header, or in the aws-chunked trailer).
+#[derive(Default)]
+struct Integrity {
+    content_md5: Option<String>,
+    checksum: Option<checksum::Requested>,
+    trailers: Option<s3s::TrailingHeaders>,
+}
+
+impl Integrity {
+    /// The integrity terms of a request with `content_md5`.
+    fn of<I>(req: &mut S3Request<I>, content_md5: Option<String>) -> S3Result<Integrity> {
+        let checksum = checksum::requested(&req.headers).map_err(|e| s3_error!(InvalidRequest, "{e}"))?;
+        Ok(Integrity { content_md5, checksum, trailers: req.trailing_headers.take() })
+    }
+
+    /// `body`, feeding the checksum asked for (returned) as it streams.
+    fn watch<S, E>(&self, body: S) -> (impl futures::Stream<Item = Result<Bytes, E>> + Unpin, Option<checksum::Running>)
+    where
+        S: futures::Stream<Item = Result<Bytes, E>> + Unpin,
+    {
+        let running = self.checksum.as_ref().map(|c| checksum::Running::new(c.algorithm));
+        let feed = running.clone();
+        let body = body.map(move |item| {
+            if let (Some(running), Ok(bytes)) = (&feed, &item) {
+                running.update(bytes);
+            }
+            item
+        });
+        (body, running)
+    }
+
+    /// Checks the data's MD5 and checksum against what the request sent; the checksum to
+    /// store.
+    fn verify(&self, md5: &[u8], running: Option<&checksum::Running>) -> S3Result<Option<checksum::Stored>> {
+        if let Some(expected) = &self.content_md5 {
+            use base64::Engine;
+            let digest = base64::engine::general_purpose::STANDARD.decode(expected).ok().filter(|d| d.len() == 16);
+            match digest {
+                None => return Err(s3_error!(InvalidDigest, "Content-MD5 is not a base64 MD5")),
+                Some(d) if d != md5 => return Err(s3_error!(BadDigest)),
+                Some(_) => {}
+            }
+        }
+        let (Some(requested), Some(running)) = (&self.checksum, running) else { return Ok(None) };
+        let algorithm = requested.algorithm;
+        let computed = running.finish();
+        let from_trailer = || {
+            let trailers = self.trailers.as_ref()?;
+            trailers.read(|h| h.get(algorithm.header()).and_then(|v| v.to_str().ok()).map(str::to_owned)).flatten()
+        };
+        match requested.value.clone().or_else(from_trailer) {
+            Some(sent) if sent.trim() != computed => Err(s3_error!(
+                BadDigest,
+                "The {} you specified did not match the calculated checksum.",
+                algorithm.name()
+            )),
+            _ => Ok(Some(checksum::Stored { algorithm, value: computed, parts: None })),
+        }
+    }
+}
+
+/// Sets the `checksum_*` fields of an output from a stored checksum, when asked for with
+/// `x-amz-checksum-mode: ENABLED`.
+macro_rules! show_checksum {
+    ($out:expr, $stored:expr, $mode:expr) => {{
+        show_checksum!($out, $stored, $mode, part);
+        if let Some(stored) =
+            $stored.filter(|_| $mode.as_ref().is_some_and(|m: &ChecksumMode| m.as_str() == ChecksumMode::ENABLED))
+        {
+            let stored: &checksum::Stored = stored;
+            let kind = if stored.parts.is_some() { ChecksumType::COMPOSITE } else { ChecksumType::FULL_OBJECT };
+            $out.checksum_type = Some(ChecksumType::from_static(kind));
+        }
+    }};
+    // A part's output, which has no checksum type.
+    ($out:expr, $stored:expr, $mode:expr, part) => {{
+        let enabled = $mode.as_ref().is_some_and(|m: &ChecksumMode| m.as_str() == ChecksumMode::ENABLED);
+        if let (true, Some(stored)) = (enabled, $stored) {
+            let stored: &checksum::Stored = stored;
+            let value = Some(stored.shown());
+            match stored.algorithm {
+                checksum::Algorithm::Crc32 => $out.checksum_crc32 = value,
+                checksum::Algorithm::Crc32c => $out.checksum_crc32c = value,
+                checksum::Algorithm::Crc64Nvme => $out.checksum_crc64nvme = value,
+                checksum::Algorithm::Sha1 => $out.checksum_sha1 = value,
+                checksum::Algorithm::Sha256 => $out.checksum_sha256 = value,
+            }
+        }
+    }};
 }
 
 /// The headers a new object takes from its request.
@@ -419,7 +512,7 @@ impl ShoalS3 {
         key: &str,
         mut meta: ObjectMeta,
         body: S,
-        content_md5: Option<&str>,
+        integrity: &Integrity,
         tag: &str,
         events: &Pending,
         terms: WriteTerms,
@@ -434,18 +527,14 @@ impl ShoalS3 {
             false => (layout::head_object(&bucket.id, key), None),
         };
         let prefix = layout::tail_prefix(&bucket.id, key, tag);
+        let (body, running) = integrity.watch(body);
         let written = self.objects.write_data(body, &head, index_ref, &prefix, true).await.map_err(stream_error)?;
-        if let Some(expected) = content_md5 {
-            use base64::Engine;
-            let digest = base64::engine::general_purpose::STANDARD
-                .decode(expected)
-                .ok()
-                .filter(|d| d.len() == 16)
-                .ok_or_else(|| s3_error!(InvalidDigest, "Content-MD5 is not a base64 MD5"));
-            if digest.as_deref().map_or(true, |d| d != written.md5) {
+        match integrity.verify(&written.md5, running.as_ref()) {
+            Ok(checksum) => meta.checksum = checksum.or(meta.checksum),
+            Err(e) => {
                 let garbage: Vec<_> = written.segment.into_iter().collect();
                 self.objects.gc.retire_now(&head, &garbage).await.map_err(rados_error)?;
-                return Err(digest.err().unwrap_or_else(|| s3_error!(BadDigest)));
+                return Err(e);
             }
         }
         meta.size = written.size;
@@ -1110,8 +1199,10 @@ impl S3 for ShoalS3 {
         }))
     }
 
-    async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+    async fn put_object(&self, mut req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
         let caller = self.caller(&req).await?;
+        let content_md5 = req.input.content_md5.take();
+        let integrity = Integrity::of(&mut req, content_md5)?;
         let input = req.input;
         let bucket = self.bucket_for(&input.bucket, &caller, Action::PutObject, Some(&input.key)).await?;
         let (owner, acl) = self.new_object_acl(&bucket, &caller, requested_acl!(input, None)).await?;
@@ -1129,7 +1220,6 @@ impl S3 for ShoalS3 {
             metadata: &meta.user_meta,
             tags: &meta.tags,
         };
-        let md5 = input.content_md5.as_deref();
         let terms = WriteTerms {
             condition: write_condition(input.if_match.as_ref(), input.if_none_match.as_ref())?,
             lock: requested_lock(
@@ -1141,17 +1231,19 @@ impl S3 for ShoalS3 {
             )?,
         };
         let work = async |events: &Pending| {
-            self.store_object(&bucket, &input.key, meta.clone(), body, md5, &tag, events, terms.clone()).await
+            self.store_object(&bucket, &input.key, meta.clone(), body, &integrity, &tag, events, terms.clone()).await
         };
         let meta = self.with_events(&op, &origin_of(&req.extensions), &caller.user, work, Done::of).await?;
         if input.content_length.is_some_and(|l| l as u64 != meta.size) {
             tracing::warn!(key = %input.key, "body length differs from Content-Length");
         }
-        Ok(S3Response::new(PutObjectOutput {
+        let mut out = PutObjectOutput {
             e_tag: Some(etag(&meta.etag)),
             version_id: shown_version(&bucket, meta.version.as_deref()),
             ..Default::default()
-        }))
+        };
+        show_checksum!(out, meta.checksum.as_ref(), Some(ChecksumMode::from_static(ChecksumMode::ENABLED)));
+        Ok(S3Response::new(out))
     }
 
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
@@ -1195,6 +1287,9 @@ impl S3 for ShoalS3 {
         (out.object_lock_mode, out.object_lock_retain_until_date, out.object_lock_legal_hold_status) =
             shown_lock(&lock);
         describe_object!(out, &meta);
+        if out.content_range.is_none() {
+            show_checksum!(out, meta.checksum.as_ref(), input.checksum_mode);
+        }
         Ok(S3Response::new(out))
     }
 
@@ -1231,6 +1326,9 @@ impl S3 for ShoalS3 {
         (out.object_lock_mode, out.object_lock_retain_until_date, out.object_lock_legal_hold_status) =
             shown_lock(&lock);
         describe_object!(out, &meta);
+        if out.content_range.is_none() {
+            show_checksum!(out, meta.checksum.as_ref(), input.checksum_mode);
+        }
         Ok(S3Response::new(out))
     }
 
@@ -1351,8 +1449,18 @@ impl S3 for ShoalS3 {
             tags: &meta.tags,
         };
         let work = async |events: &Pending| {
-            self.store_object(&bucket, &input.key, meta.clone(), Box::pin(data), None, &tag, events, terms.clone())
-                .await
+            let integrity = Integrity::default();
+            self.store_object(
+                &bucket,
+                &input.key,
+                meta.clone(),
+                Box::pin(data),
+                &integrity,
+                &tag,
+                events,
+                terms.clone(),
+            )
+            .await
         };
         let meta = self.with_events(&op, &origin_of(&req.extensions), &caller.user, work, Done::of).await?;
         Ok(S3Response::new(CopyObjectOutput {
@@ -1411,7 +1519,13 @@ impl S3 for ShoalS3 {
             }
             _ => None,
         };
+        let checksum = meta.checksum.as_ref().filter(|_| wanted(ObjectAttributes::CHECKSUM)).map(|stored| {
+            let mut shown = Checksum::default();
+            show_checksum!(shown, Some(stored), Some(ChecksumMode::from_static(ChecksumMode::ENABLED)));
+            shown
+        });
         Ok(S3Response::new(GetObjectAttributesOutput {
+            checksum,
             e_tag: wanted(ObjectAttributes::ETAG).then(|| etag(&meta.etag)),
             object_size: wanted(ObjectAttributes::OBJECT_SIZE).then_some(meta.size as i64),
             storage_class: wanted(ObjectAttributes::STORAGE_CLASS)
@@ -1561,25 +1675,26 @@ impl S3 for ShoalS3 {
         }))
     }
 
-    async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
+    async fn upload_part(&self, mut req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
         let caller = self.caller(&req).await?;
+        let content_md5 = req.input.content_md5.take();
+        let integrity = Integrity::of(&mut req, content_md5)?;
         let input = req.input;
         let bucket = self.bucket_for(&input.bucket, &caller, Action::PutObject, Some(&input.key)).await?;
         let number = Self::validate_part_number(input.part_number)?;
         self.require_upload(&bucket, &input.key, &input.upload_id).await?;
         let body = input.body.map(|b| b.boxed()).unwrap_or_else(|| futures::stream::empty().boxed());
+        let (body, running) = integrity.watch(body);
         let written = self
             .objects
             .upload_part(&self.uploads, &bucket, &input.key, &input.upload_id, number, body)
             .await
             .map_err(stream_error)?;
-        if let Some(expected) = &input.content_md5 {
-            use base64::Engine;
-            if base64::engine::general_purpose::STANDARD.decode(expected).ok().as_deref() != Some(&written.md5[..]) {
-                return Err(s3_error!(BadDigest));
-            }
-        }
-        Ok(S3Response::new(UploadPartOutput { e_tag: Some(etag(&hex(&written.md5))), ..Default::default() }))
+        // A part that fails its check stays until it is uploaded again or the upload ends.
+        let checksum = integrity.verify(&written.md5, running.as_ref())?;
+        let mut out = UploadPartOutput { e_tag: Some(etag(&hex(&written.md5))), ..Default::default() };
+        show_checksum!(out, checksum.as_ref(), Some(ChecksumMode::from_static(ChecksumMode::ENABLED)), part);
+        Ok(S3Response::new(out))
     }
 
     async fn upload_part_copy(
