@@ -2,7 +2,7 @@
 # Sourced by scripts/test.sh: a Python venv with boto3, pytest, requests, the aws CLI, pika
 # and kafka-python for the suites in tests/s3 (Debian's python3-venv provides the venv
 # module), promtool (Debian's prometheus package) to check every daemon's metrics, headless
-# Chromium for the CORS test from a real browser, and the
+# Chromium for the CORS test from a real browser, openssl for the test CA of the HTTPS test, and the
 # test brokers (RabbitMQ, Kafka) the notification suite pushes to.
 set -euo pipefail
 
@@ -10,6 +10,7 @@ need_apt=()
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "[setup] installing ${need_apt[*]}" >&2
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -44,6 +44,12 @@ pub struct GatewayConfig {
     /// Largest body of an unsigned request read before authorization
     /// (`rgw_anonymous_max_body`); larger ones get 400 MaxMessageLengthExceeded.
     pub anonymous_max_body: usize,
+    /// Port of the HTTPS endpoint (`rgw_tls_port`; 0: none).
+    pub tls_port: u16,
+    /// Its certificate chain (`rgw_tls_cert`).
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// Its private key (`rgw_tls_key`).
+    pub tls_key: Option<std::path::PathBuf>,
     /// Host names of the endpoint (`rgw_dns_name`): `<bucket>.<name>` addresses the bucket.
     pub dns_names: Vec<String>,
     /// Largest XML request body in bytes.
@@ -112,6 +118,9 @@ impl Default for GatewayConfig {
             allow_sigv2: false,
             dns_names: Vec::new(),
             anonymous_max_body: 64 << 10,
+            tls_port: 0,
+            tls_cert: None,
+            tls_key: None,
             max_xml_size: 20 << 20,
             max_clock_skew: Duration::from_secs(900),
             notify: NotifyConfig::default(),

@@ -21,6 +21,7 @@ pub mod server;
 pub mod sigv4;
 pub mod sns;
 pub mod stall;
+pub mod tls;
 
 use crate::config::GatewayConfig;
 use crate::gc::Gc;

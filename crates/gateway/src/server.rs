@@ -20,9 +20,12 @@ use tokio::sync::Semaphore;
 /// The pause after a failed accept (EMFILE and the like) before the next.
 const ACCEPT_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// The client's address, put in each request's extensions.
+/// The client's address and whether it speaks TLS, put in each request's extensions.
 #[derive(Clone, Debug)]
-struct Peer(String);
+struct Peer {
+    ip: String,
+    secure: bool,
+}
 
 /// Counters of the front end.
 #[derive(Debug, Default)]
@@ -172,10 +175,15 @@ impl Front {
         })
     }
 
-    /// Accepts connections forever, at most `rgw_max_connections` at once. Failing accepts
-    /// (out of file descriptors, a connection reset before it was taken) are logged and
+    /// Accepts connections forever, at most `rgw_max_connections` at once (shared by
+    /// every listener), speaking TLS first when given an acceptor. Failing accepts (out
+    /// of file descriptors, a connection reset before it was taken) are logged and
     /// retried after a pause: they end connections, never the gateway.
-    pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+    pub async fn serve(
+        self: Arc<Self>,
+        listener: tokio::net::TcpListener,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) -> std::io::Result<()> {
         let mut last_warning: Option<std::time::Instant> = None;
         loop {
             let Ok(permit) = self.connections.clone().acquire_owned().await else { return Ok(()) };
@@ -192,24 +200,44 @@ impl Front {
             };
             let _ = stream.set_nodelay(true);
             let front = self.clone();
+            let tls = tls.clone();
             tokio::spawn(async move {
                 let _permit = permit;
-                let (header_read_timeout, request_timeout) = (front.header_read_timeout, front.request_timeout);
-                let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
-                    let front = front.clone();
-                    req.extensions_mut().insert(Peer(peer.ip().to_string()));
-                    async move { Ok::<_, Infallible>(front.handle(req).await) }
-                });
-                let io = hyper_util::rt::TokioIo::new(crate::stall::StallGuard::new(stream, request_timeout));
-                let connection = hyper::server::conn::http1::Builder::new()
-                    .timer(hyper_util::rt::TokioTimer::new())
-                    .header_read_timeout(header_read_timeout)
-                    .max_buf_size(1 << 20)
-                    .serve_connection(io, service);
-                if let Err(e) = connection.await {
-                    tracing::debug!(error = %e, "connection ended with an error");
+                let peer = Peer { ip: peer.ip().to_string(), secure: tls.is_some() };
+                let stream = crate::stall::StallGuard::new(stream, front.request_timeout);
+                match tls {
+                    None => front.connection(stream, peer).await,
+                    Some(acceptor) => {
+                        // A handshake gets as long as a request header.
+                        match tokio::time::timeout(front.header_read_timeout, acceptor.accept(stream)).await {
+                            Ok(Ok(tls_stream)) => front.connection(tls_stream, peer).await,
+                            Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                            Err(_) => tracing::debug!("TLS handshake timed out"),
+                        }
+                    }
                 }
             });
+        }
+    }
+
+    /// Serves HTTP/1.1 requests on one connection until it ends.
+    async fn connection<IO>(self: Arc<Self>, io: IO, peer: Peer)
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let header_read_timeout = self.header_read_timeout;
+        let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+            let front = self.clone();
+            req.extensions_mut().insert(peer.clone());
+            async move { Ok::<_, Infallible>(front.handle(req).await) }
+        });
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(header_read_timeout)
+            .max_buf_size(1 << 20)
+            .serve_connection(hyper_util::rt::TokioIo::new(io), service);
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "connection ended with an error");
         }
     }
 
@@ -217,8 +245,8 @@ impl Front {
     pub async fn handle(&self, mut req: Request<Incoming>) -> Response<Body> {
         let id = format!("tx{:012x}-{:08x}", self.id_base, self.next_id.fetch_add(1, Ordering::Relaxed));
         let resource = req.uri().path().to_owned();
-        let source_ip = req.extensions().get::<Peer>().map(|p| p.0.clone()).unwrap_or_default();
-        req.extensions_mut().insert(Origin { request_id: id.clone(), source_ip, secure: false });
+        let (source_ip, secure) = req.extensions().get::<Peer>().map(|p| (p.ip.clone(), p.secure)).unwrap_or_default();
+        req.extensions_mut().insert(Origin { request_id: id.clone(), source_ip, secure });
         let mut response = if req.method() == http::Method::OPTIONS {
             self.preflight(&req, &resource, &id).await
         } else {

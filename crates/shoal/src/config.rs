@@ -170,6 +170,13 @@ pub const OPTIONS: &[OptionSpec] = &[
         default: "65536",
         help: "largest body in bytes of an unsigned request that is read before it is authorized (anything but object data and form uploads)",
     },
+    OptionSpec { name: "rgw_tls_port", default: "0", help: "also serve S3 over HTTPS on this port (0: no HTTPS)" },
+    OptionSpec {
+        name: "rgw_tls_cert",
+        default: "",
+        help: "the HTTPS certificate chain (PEM file, leaf first); read again when it changes",
+    },
+    OptionSpec { name: "rgw_tls_key", default: "", help: "the HTTPS private key (PEM file)" },
     OptionSpec {
         name: "rgw_dns_name",
         default: "",
@@ -378,6 +385,10 @@ impl Config {
             max_connections: usize_of("rgw_max_connections")?.max(1),
             allow_sigv2: self.bool("rgw_s3_allow_sigv2")?,
             anonymous_max_body: usize_of("rgw_anonymous_max_body")?.max(1024),
+            tls_port: u16::try_from(self.u64("rgw_tls_port")?)
+                .map_err(|_| err::invalid("rgw_tls_port must be a port number"))?,
+            tls_cert: Some(self.get("rgw_tls_cert")).filter(|p| !p.is_empty()).map(std::path::PathBuf::from),
+            tls_key: Some(self.get("rgw_tls_key")).filter(|p| !p.is_empty()).map(std::path::PathBuf::from),
             dns_names: self
                 .get("rgw_dns_name")
                 .split(',')

@@ -26,6 +26,35 @@ pub struct ListenArgs {
     /// free port); overrides `rgw_metrics_port`.
     #[arg(long, value_name = "PORT")]
     pub metrics_port: Option<u16>,
+    /// Also serve S3 over HTTPS on this port (needs a certificate and key); overrides
+    /// `rgw_tls_port`.
+    #[arg(long, value_name = "PORT")]
+    pub tls_port: Option<u16>,
+    /// The HTTPS certificate chain, PEM, leaf first (read again when it changes);
+    /// overrides `rgw_tls_cert`.
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// The HTTPS private key, PEM; overrides `rgw_tls_key`.
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+}
+
+/// The HTTPS endpoint to serve, if any: port, certificate and key from the flags, else the options.
+fn tls_endpoint(
+    listen: &ListenArgs,
+    config: &shoal_gateway::config::GatewayConfig,
+) -> Result<Option<(u16, PathBuf, PathBuf)>> {
+    let port = listen.tls_port.or((config.tls_port > 0).then_some(config.tls_port));
+    let cert = listen.tls_cert.clone().or_else(|| config.tls_cert.clone());
+    let key = listen.tls_key.clone().or_else(|| config.tls_key.clone());
+    match (port, cert, key) {
+        (None, None, None) => Ok(None),
+        (Some(port), Some(cert), Some(key)) => Ok(Some((port, cert, key))),
+        (None, _, _) => Err(err::invalid("a TLS certificate and key were given without --tls-port (or rgw_tls_port)")),
+        (Some(_), _, _) => {
+            Err(err::invalid("--tls-port needs both --tls-cert and --tls-key (or rgw_tls_cert and rgw_tls_key)"))
+        }
+    }
 }
 
 /// `shoal server`.
@@ -87,15 +116,37 @@ async fn serve(
     let addr = format!("{}:{}", listen.bind, listen.port);
     let listener =
         tokio::net::TcpListener::bind(&addr).await.map_err(|e| err::io(format!("cannot listen on {addr}: {e}")))?;
+    let tls = match tls_endpoint(listen, &gateway.config)? {
+        Some((port, cert, key)) => {
+            let certificates = shoal_gateway::tls::Certificates::load(&cert, &key)
+                .map_err(|e| err::invalid(format!("cannot serve HTTPS: {e}")))?;
+            let acceptor = certificates.acceptor().map_err(|e| err::invalid(format!("cannot serve HTTPS: {e}")))?;
+            tokio::spawn(certificates.watch());
+            let tls_addr = format!("{}:{port}", listen.bind);
+            let listener = tokio::net::TcpListener::bind(&tls_addr)
+                .await
+                .map_err(|e| err::io(format!("cannot listen on {tls_addr}: {e}")))?;
+            Some((listener, acceptor, tls_addr))
+        }
+        None => None,
+    };
     let front = gateway.start();
     eprintln!("S3 endpoint: http://{addr}");
+    let https = match tls {
+        Some((listener, acceptor, tls_addr)) => {
+            eprintln!("S3 endpoint: https://{tls_addr}");
+            futures::future::Either::Left(front.clone().serve(listener, Some(acceptor)))
+        }
+        None => futures::future::Either::Right(std::future::pending()),
+    };
     let metrics_port = listen.metrics_port.or((gateway.config.metrics_port > 0).then_some(gateway.config.metrics_port));
     if let Some(port) = metrics_port {
         gateway.register_metrics(front.clone(), &mut registry);
         crate::metrics::serve(&listen.bind, port, registry).await?;
     }
     let result = tokio::select! {
-        result = front.serve(listener) => result.map_err(|e| err::io(format!("accepting connections: {e}"))),
+        result = front.serve(listener, None) => result.map_err(|e| err::io(format!("accepting connections: {e}"))),
+        result = https => result.map_err(|e| err::io(format!("accepting HTTPS connections: {e}"))),
         () = crate::daemon::until_terminated() => Ok(()),
     };
     // Hand the notification queues this gateway owns to the others at once.

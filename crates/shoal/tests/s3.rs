@@ -141,6 +141,83 @@ fn s3_suite_against_vstart_with_two_gateways() {
     drop(gateways);
 }
 
+/// Makes a test CA and a certificate it signed for 127.0.0.1 and localhost (`<name>.pem`,
+/// `<name>.key`) in `dir` with the openssl command.
+fn issue_certificate(dir: &Path, name: &str) {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl (scripts/test-env.sh installs it)");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+    if !dir.join("ca.pem").exists() {
+        run(&[
+            &["req", "-x509"][..],
+            &ec,
+            &["-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=Shoal test CA"],
+        ]
+        .concat());
+    }
+    std::fs::write(dir.join("ext.cnf"), "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+        .unwrap();
+    let (key, csr, pem) = (format!("{name}.key"), format!("{name}.csr"), format!("{name}.pem"));
+    run(&[&["req"][..], &ec, &["-keyout", &key, "-out", &csr, "-subj", &format!("/CN={name}")]].concat());
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        &pem,
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+}
+
+/// `shoal server` serving S3 over HTTP and HTTPS at once, with a test CA: boto3 and the
+/// aws CLI over HTTPS, aws:SecureTransport in policies, trailing checksums (what SDKs
+/// send over TLS), and a renewed certificate served without a restart.
+#[test]
+fn s3_over_https_with_a_test_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    issue_certificate(&certs, "server");
+    let tls_port = free_port().to_string();
+    let (cert, key) = (certs.join("server.pem"), certs.join("server.key"));
+    let options = [
+        &["rgw_tls_port=", tls_port.as_str()].concat(),
+        &format!("rgw_tls_cert={}", cert.display()),
+        &format!("rgw_tls_key={}", key.display()),
+    ];
+    let options: Vec<&str> = options.iter().map(|o| o.as_str()).collect();
+    let (_server, port, keys) = start_server(dir.path(), &options);
+    wait_listening(tls_port.parse().unwrap());
+    let data = dir.path().join("data");
+    run_suite(
+        &["test_tls.py"],
+        &[
+            ("SHOAL_S3_ENDPOINT", format!("http://127.0.0.1:{port}")),
+            ("SHOAL_S3_HTTPS_ENDPOINT", format!("https://127.0.0.1:{tls_port}")),
+            ("SHOAL_TLS_CA", certs.join("ca.pem").to_str().unwrap().to_owned()),
+            ("SHOAL_TLS_DIR", certs.to_str().unwrap().to_owned()),
+            ("SHOAL_S3_ACCESS_KEY", keys["access_key"].as_str().unwrap().to_owned()),
+            ("SHOAL_S3_SECRET_KEY", keys["secret_key"].as_str().unwrap().to_owned()),
+            ("SHOAL_CONF", data.join("shoal.conf").to_str().unwrap().to_owned()),
+        ],
+    );
+}
+
 /// Gateway options for the S3 suite: a lifecycle day lasts two seconds.
 const S3_OPTIONS: &[&str] = &["rgw_lc_debug_interval=2", "rgw_dns_name=s3.test"];
 
