@@ -1,5 +1,5 @@
-//! A small S3 client for the benchmark: HTTP/1.1 with keep-alive (hyper) and AWS
-//! Signature V4 in headers, path-style addressing.
+//! A small S3 client for the benchmark: HTTP/1.1 with keep-alive (hyper), over TLS
+//! (rustls) for an `https://` endpoint, AWS Signature V4 in headers, path-style addressing.
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, StatusCode, Uri};
@@ -13,7 +13,7 @@ use shoal_types::{Result, err};
 /// An S3 endpoint and the credentials to sign with.
 #[derive(Clone)]
 pub struct S3Client {
-    http: Client<HttpConnector, Full<Bytes>>,
+    http: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
     host: String,
     base: String,
     access_key: String,
@@ -41,19 +41,64 @@ pub fn amz_dates(unix_secs: u64) -> (String, String) {
     (date, stamp)
 }
 
+/// TLS settings trusting the certificate authority in `ca` (none without one: plain HTTP only).
+fn tls_config(ca: Option<&std::path::Path>) -> Result<rustls::ClientConfig> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    if let Some(ca) = ca {
+        let bad = |e: &dyn std::fmt::Display| err::invalid(format!("{}: {e}", ca.display()));
+        for cert in CertificateDer::pem_file_iter(ca).map_err(|e| bad(&e))? {
+            roots.add(cert.map_err(|e| bad(&e))?).map_err(|e| bad(&e))?;
+        }
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| err::invalid(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
 /// How long an idle connection stays in the pool.
 const POOL_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl S3Client {
     /// A client of `endpoint` (`http://host:port`).
     pub fn new(endpoint: &str, access_key: &str, secret_key: &str) -> Result<S3Client> {
+        S3Client::connect(endpoint, access_key, secret_key, None)
+    }
+
+    /// A client of `endpoint` (`http://host:port`, or `https://host:port` trusting the
+    /// certificate authority in the PEM file `ca`).
+    pub fn connect(
+        endpoint: &str,
+        access_key: &str,
+        secret_key: &str,
+        ca: Option<&std::path::Path>,
+    ) -> Result<S3Client> {
         let uri: Uri = endpoint.parse().map_err(|e| err::invalid(format!("bad endpoint '{endpoint}': {e}")))?;
-        if uri.scheme_str() != Some("http") {
-            return Err(err::invalid(format!("endpoint '{endpoint}' must be http://HOST:PORT")));
-        }
+        let scheme = match (uri.scheme_str(), ca) {
+            (Some("http"), _) => "http",
+            (Some("https"), Some(_)) => "https",
+            (Some("https"), None) => {
+                return Err(err::invalid("an https endpoint needs the CA that signed its certificate (--ca FILE)"));
+            }
+            _ => {
+                return Err(err::invalid(format!(
+                    "endpoint '{endpoint}' must be http://HOST:PORT or https://HOST:PORT"
+                )));
+            }
+        };
         let host = uri.authority().ok_or_else(|| err::invalid("the endpoint has no host"))?.to_string();
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
+        connector.enforce_http(false);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config(ca)?)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector);
         Ok(S3Client {
             // Idle connections are dropped well before a gateway closes them
             // (`rgw_header_read_timeout`, 30 s): reusing one it is closing would fail the request.
@@ -62,7 +107,7 @@ impl S3Client {
                 .pool_idle_timeout(POOL_IDLE_TIMEOUT)
                 .pool_timer(hyper_util::rt::TokioTimer::new())
                 .build(connector),
-            base: format!("http://{host}"),
+            base: format!("{scheme}://{host}"),
             host,
             access_key: access_key.to_owned(),
             secret_key: secret_key.to_owned(),
@@ -77,7 +122,8 @@ impl S3Client {
             Some((name, _)) => format!("{name}:{port}"),
             None => format!("{}:{port}", self.host),
         };
-        S3Client { base: format!("http://{host}"), host, ..self.clone() }
+        let scheme = self.base.split_once("://").map_or("http", |(scheme, _)| scheme);
+        S3Client { base: format!("{scheme}://{host}"), host, ..self.clone() }
     }
 
     /// The same client signing for another SigV4 service (`sns` for the topic API).

@@ -263,7 +263,7 @@ mod tests {
     struct NoKeys;
 
     impl Context for NoKeys {
-        fn values(&self, _key: &str) -> Option<Vec<String>> {
+        fn values(&self, _key: &str) -> Option<std::borrow::Cow<'_, [String]>> {
             None
         }
     }

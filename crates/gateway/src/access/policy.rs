@@ -255,7 +255,7 @@ impl Condition {
     fn holds(&self, context: &dyn Context) -> bool {
         let found = context.values(&self.key);
         if self.operator == Operator::Null {
-            let absent = found.as_ref().is_none_or(Vec::is_empty);
+            let absent = found.as_ref().is_none_or(|v| v.is_empty());
             return self.values.iter().any(|v| v.eq_ignore_ascii_case("true") == absent);
         }
         let Some(values) = found.filter(|v| !v.is_empty()) else {
@@ -265,6 +265,7 @@ impl Condition {
             };
         };
         let one = |value: &String| self.values.iter().any(|c| self.operator.matches(c, value));
+        let values: &[String] = &values;
         let positive = match self.quantifier {
             Quantifier::All => values.iter().all(one),
             Quantifier::Single | Quantifier::Any => values.iter().any(one),
@@ -276,7 +277,7 @@ impl Condition {
 /// The request values of condition keys, looked up by their [`normal_key`].
 pub trait Context {
     /// The key's values; `None` when the request has none.
-    fn values(&self, key: &str) -> Option<Vec<String>>;
+    fn values(&self, key: &str) -> Option<std::borrow::Cow<'_, [String]>>;
 }
 
 /// What a request asks, in the policy's terms.
@@ -686,8 +687,8 @@ mod tests {
     struct Keys(BTreeMap<String, Vec<String>>);
 
     impl Context for Keys {
-        fn values(&self, key: &str) -> Option<Vec<String>> {
-            self.0.get(key).cloned()
+        fn values(&self, key: &str) -> Option<std::borrow::Cow<'_, [String]>> {
+            self.0.get(key).map(|v| std::borrow::Cow::Borrowed(v.as_slice()))
         }
     }
 

@@ -11,6 +11,7 @@ use crate::notifications::Origin;
 use crate::objects::ObjectMeta;
 use s3s::dto::*;
 use s3s::{S3Error, S3Request, S3Result, s3_error};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -111,20 +112,20 @@ struct Conditions<'a> {
 }
 
 impl Context for Conditions<'_> {
-    fn values(&self, key: &str) -> Option<Vec<String>> {
-        let now = time::OffsetDateTime::now_utc();
+    fn values(&self, key: &str) -> Option<Cow<'_, [String]>> {
         match key {
             "aws:currenttime" => {
+                let now = time::OffsetDateTime::now_utc();
                 let text = now.format(&time::format_description::well_known::Rfc3339).ok()?;
-                Some(vec![text])
+                Some(Cow::Owned(vec![text]))
             }
-            "aws:epochtime" => Some(vec![now.unix_timestamp().to_string()]),
+            "aws:epochtime" => Some(Cow::Owned(vec![time::OffsetDateTime::now_utc().unix_timestamp().to_string()])),
             _ => match key.strip_prefix("s3:existingobjecttag/") {
                 Some(tag) => {
                     let tags = &self.object?.tags;
-                    tags.iter().find(|(k, _)| k == tag).map(|(_, v)| vec![v.clone()])
+                    tags.iter().find(|(k, _)| k == tag).map(|(_, v)| Cow::Owned(vec![v.clone()]))
                 }
-                None => self.caller.keys.get(key).cloned(),
+                None => self.caller.keys.get(key).map(|v| Cow::Borrowed(v.as_slice())),
             },
         }
     }

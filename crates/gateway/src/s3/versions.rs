@@ -96,9 +96,11 @@ impl ShoalS3 {
         action: Action,
     ) -> S3Result<Found> {
         let bucket = self.named_bucket(bucket).await?;
-        let listable = Self::permits(&bucket, caller, Action::ListBucket, None, None);
         // Only someone who may list the bucket learns what is not there.
-        let hidden = |e: S3Error| if listable { e } else { s3_error!(AccessDenied) };
+        let hidden = |e: S3Error| match Self::permits(&bucket, caller, Action::ListBucket, None, None) {
+            true => e,
+            false => s3_error!(AccessDenied),
+        };
         let (head, shown, lock) = match (bucket.versioning, version_id) {
             (Versioning::Off, None | Some("null")) => {
                 (layout::head_object(&bucket.id, key), version_id.map(str::to_owned), ObjectLock::default())

@@ -73,6 +73,13 @@ pub struct S3BenchArgs {
     /// Turn versioning on in the bucket (cleanup then removes every version written).
     #[arg(long)]
     pub versioned: bool,
+    /// Give the bucket a policy of this many statements, none of which applies to the
+    /// benchmark's requests, so that each request evaluates them all (0: no policy).
+    #[arg(long, default_value_t = 0)]
+    pub policy_statements: usize,
+    /// The certificate authority (PEM) of an https:// endpoint.
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<std::path::PathBuf>,
     /// List: ListObjectVersions instead of ListObjectsV2.
     #[arg(long)]
     pub list_versions: bool,
@@ -219,6 +226,36 @@ impl Shared {
             let body = "<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>";
             self.client.expect_ok(Method::PUT, &path, &[("versioning", "")], Bytes::from(body)).await?;
         }
+        Ok(())
+    }
+
+    /// Puts a bucket policy of `statements` statements (removes it for 0): denials of other
+    /// keys and allowances from other networks, so that all are evaluated and none applies.
+    async fn set_policy(&self, statements: usize) -> Result<()> {
+        let path = format!("/{}", self.bucket);
+        if statements == 0 {
+            let removed = self.client.send(Method::DELETE, &path, &[("policy", "")], Bytes::new()).await?;
+            return match removed.status.is_success() {
+                true => Ok(()),
+                false => Err(err::io(format!("removing the policy of {}: HTTP {}", self.bucket, removed.status))),
+            };
+        }
+        let arn = format!("arn:aws:s3:::{}", self.bucket);
+        let list: Vec<serde_json::Value> = (0..statements)
+            .map(|i| match i % 2 {
+                0 => serde_json::json!({
+                    "Sid": format!("deny{i}"), "Effect": "Deny", "Principal": "*",
+                    "Action": ["s3:GetObject", "s3:PutObject"], "Resource": format!("{arn}/never-{i}/*"),
+                }),
+                _ => serde_json::json!({
+                    "Sid": format!("allow{i}"), "Effect": "Allow", "Principal": "*", "Action": "s3:*",
+                    "Resource": [arn.clone(), format!("{arn}/*")],
+                    "Condition": {"IpAddress": {"aws:SourceIp": format!("10.{}.0.0/16", i % 256)}},
+                }),
+            })
+            .collect();
+        let policy = serde_json::json!({"Version": "2012-10-17", "Statement": list}).to_string();
+        self.client.expect_ok(Method::PUT, &path, &[("policy", "")], Bytes::from(policy)).await?;
         Ok(())
     }
 
@@ -425,12 +462,13 @@ fn progress(enabled: bool, len: u64, message: &str) -> indicatif::ProgressBar {
 /// Runs `shoal bench s3`.
 pub async fn run(args: S3BenchArgs) -> Result<()> {
     let (access, secret) = keys(&args)?;
-    let client = S3Client::new(&args.endpoint, &access, &secret)?;
+    let client = S3Client::connect(&args.endpoint, &access, &secret, args.ca.as_deref())?;
     let mut payload = vec![0u8; args.obj_size as usize];
     rand::rng().fill(&mut payload[..]);
     let shared =
         Arc::new(Shared::new(client, &args.bucket, args.prefix.as_deref(), Bytes::from(payload), args.list_versions));
     shared.create_bucket(args.versioned).await?;
+    shared.set_policy(args.policy_statements).await?;
     let show = !args.no_progress && !args.json;
     if args.no_prepare {
         shared.adopt(args.objects as u64);
