@@ -340,7 +340,7 @@ impl ShoalS3 {
         if acl.is_public() && bucket.public_access_block.is_some_and(|b| b.block_public_acls) {
             return Err(s3_error!(AccessDenied, "the bucket's public access block refuses public ACLs"));
         }
-        self.meta.update_bucket(&BucketInfo { acl, ..bucket.clone() }).await.map_err(rados_error)
+        self.change_bucket(bucket, |b| b.acl = acl).await
     }
 
     /// The ACL PutObjectAcl sets on an object of `bucket` owned by `owner`.
@@ -375,8 +375,7 @@ impl ShoalS3 {
         if policy.is_public() && bucket.public_access_block.is_some_and(|b| b.block_public_policy) {
             return Err(s3_error!(AccessDenied, "the bucket's public access block refuses public policies"));
         }
-        let updated = BucketInfo { policy: Some(policy), ..bucket.clone() };
-        self.meta.update_bucket(&updated).await.map_err(rados_error)
+        self.change_bucket(bucket, |b| b.policy = Some(policy)).await
     }
 
     /// PutBucketOwnershipControls.
@@ -393,8 +392,7 @@ impl ShoalS3 {
                 "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting"
             ));
         }
-        let updated = BucketInfo { ownership: Some(ownership), ..bucket.clone() };
-        self.meta.update_bucket(&updated).await.map_err(rados_error)
+        self.change_bucket(bucket, |b| b.ownership = Some(ownership)).await
     }
 
     /// PutPublicAccessBlock.
@@ -409,8 +407,7 @@ impl ShoalS3 {
             block_public_policy: config.block_public_policy.unwrap_or(false),
             restrict_public_buckets: config.restrict_public_buckets.unwrap_or(false),
         };
-        let updated = BucketInfo { public_access_block: Some(block), ..bucket.clone() };
-        self.meta.update_bucket(&updated).await.map_err(rados_error)
+        self.change_bucket(bucket, |b| b.public_access_block = Some(block)).await
     }
 }
 

@@ -463,6 +463,16 @@ fn origin_of(extensions: &http::Extensions) -> Origin {
 
 /// What a written object tells its events.
 impl ShoalS3 {
+    /// Applies `change` to a copy of the bucket record and stores it if that changed it.
+    async fn change_bucket(&self, bucket: &BucketInfo, change: impl FnOnce(&mut BucketInfo)) -> S3Result<()> {
+        let mut updated = bucket.clone();
+        change(&mut updated);
+        if updated != *bucket {
+            self.meta.update_bucket(&updated).await.map_err(rados_error)?;
+        }
+        Ok(())
+    }
+
     async fn named_bucket(&self, name: &str) -> S3Result<Arc<BucketInfo>> {
         self.meta.bucket(name).await.map_err(rados_error)?.ok_or_else(|| s3_error!(NoSuchBucket))
     }
@@ -823,10 +833,7 @@ impl S3 for ShoalS3 {
         if versioning == Versioning::Suspended && bucket.object_lock.is_some() {
             return Err(s3_error!(InvalidBucketState, "versioning cannot be suspended on a bucket with object lock"));
         }
-        if versioning != bucket.versioning {
-            let updated = BucketInfo { versioning, ..(*bucket).clone() };
-            self.meta.update_bucket(&updated).await.map_err(rados_error)?;
-        }
+        self.change_bucket(&bucket, |b| b.versioning = versioning).await?;
         Ok(S3Response::new(PutBucketVersioningOutput::default()))
     }
 
@@ -1000,10 +1007,7 @@ impl S3 for ShoalS3 {
     ) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
         let caller = self.caller(&req).await?;
         let bucket = self.bucket_for(&req.input.bucket, &caller, Action::DeleteBucketPolicy, None).await?;
-        if bucket.policy.is_some() {
-            let updated = BucketInfo { policy: None, ..(*bucket).clone() };
-            self.meta.update_bucket(&updated).await.map_err(rados_error)?;
-        }
+        self.change_bucket(&bucket, |b| b.policy = None).await?;
         Ok(S3Response::new(DeleteBucketPolicyOutput::default()))
     }
 
@@ -1047,10 +1051,7 @@ impl S3 for ShoalS3 {
     ) -> S3Result<S3Response<DeleteBucketOwnershipControlsOutput>> {
         let caller = self.caller(&req).await?;
         let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketOwnershipControls, None).await?;
-        if bucket.ownership.is_some() {
-            let updated = BucketInfo { ownership: None, ..(*bucket).clone() };
-            self.meta.update_bucket(&updated).await.map_err(rados_error)?;
-        }
+        self.change_bucket(&bucket, |b| b.ownership = None).await?;
         Ok(S3Response::new(DeleteBucketOwnershipControlsOutput::default()))
     }
 
@@ -1079,10 +1080,7 @@ impl S3 for ShoalS3 {
     ) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
         let caller = self.caller(&req).await?;
         let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketCORS, None).await?;
-        if !bucket.cors.is_empty() {
-            let updated = BucketInfo { cors: Vec::new(), ..(*bucket).clone() };
-            self.meta.update_bucket(&updated).await.map_err(rados_error)?;
-        }
+        self.change_bucket(&bucket, |b| b.cors = Vec::new()).await?;
         Ok(S3Response::new(DeleteBucketCorsOutput::default()))
     }
 
@@ -1112,10 +1110,7 @@ impl S3 for ShoalS3 {
     ) -> S3Result<S3Response<DeletePublicAccessBlockOutput>> {
         let caller = self.caller(&req).await?;
         let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketPublicAccessBlock, None).await?;
-        if bucket.public_access_block.is_some() {
-            let updated = BucketInfo { public_access_block: None, ..(*bucket).clone() };
-            self.meta.update_bucket(&updated).await.map_err(rados_error)?;
-        }
+        self.change_bucket(&bucket, |b| b.public_access_block = None).await?;
         Ok(S3Response::new(DeletePublicAccessBlockOutput::default()))
     }
 
@@ -1610,10 +1605,7 @@ impl S3 for ShoalS3 {
     ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
         let caller = self.caller(&req).await?;
         let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketTagging, None).await?;
-        if !bucket.tags.is_empty() {
-            let updated = BucketInfo { tags: Vec::new(), ..(*bucket).clone() };
-            self.meta.update_bucket(&updated).await.map_err(rados_error)?;
-        }
+        self.change_bucket(&bucket, |b| b.tags.clear()).await?;
         Ok(S3Response::new(DeleteBucketTaggingOutput::default()))
     }
 
