@@ -44,6 +44,11 @@ pub struct GatewayConfig {
     /// Largest body of an unsigned request read before authorization
     /// (`rgw_anonymous_max_body`); larger ones get 400 MaxMessageLengthExceeded.
     pub anonymous_max_body: usize,
+    /// How long a request body may take before it must keep up with `body_min_rate`
+    /// (`rgw_body_rate_grace`).
+    pub body_rate_grace: Duration,
+    /// Bytes a second a request body must average after the grace (`rgw_body_min_rate`).
+    pub body_min_rate: u64,
     /// Port of the HTTPS endpoint (`rgw_tls_port`; 0: none).
     pub tls_port: u16,
     /// Its certificate chain (`rgw_tls_cert`).
@@ -118,6 +123,8 @@ impl Default for GatewayConfig {
             allow_sigv2: false,
             dns_names: Vec::new(),
             anonymous_max_body: 64 << 10,
+            body_rate_grace: Duration::from_secs(20),
+            body_min_rate: 500,
             tls_port: 0,
             tls_cert: None,
             tls_key: None,

@@ -47,6 +47,9 @@ pub struct Front {
     allow_sigv2: bool,
     /// Largest body of an unsigned request read before authorization.
     anonymous_max_body: usize,
+    /// A request body must arrive at `body_min_rate` bytes a second after this.
+    body_rate_grace: std::time::Duration,
+    body_min_rate: u64,
     hosts: VirtualHosts,
     /// One permit per connection served; accepting waits while none is left.
     connections: Arc<Semaphore>,
@@ -165,6 +168,8 @@ impl Front {
             max_header_size: config.max_header_size,
             allow_sigv2: config.allow_sigv2,
             anonymous_max_body: config.anonymous_max_body,
+            body_rate_grace: config.body_rate_grace,
+            body_min_rate: config.body_min_rate,
             hosts: VirtualHosts(config.dns_names.clone()),
             connections: Arc::new(Semaphore::new(config.max_connections.max(1))),
             header_read_timeout: config.header_read_timeout,
@@ -349,9 +354,13 @@ impl Front {
             let message = format!("An unsigned request's body is at most {cap} bytes.");
             return xml_error(StatusCode::BAD_REQUEST, "MaxMessageLengthExceeded", &message, resource, id);
         }
-        let req = req.map(|body| match capped {
-            Some(cap) => Body::http_body_unsync(http_body_util::Limited::new(body, cap)),
-            None => Body::from(body),
+        let (grace, min_rate) = (self.body_rate_grace, self.body_min_rate);
+        let req = req.map(|body| {
+            let body = crate::stall::MinRate::new(body, grace, min_rate);
+            match capped {
+                Some(cap) => Body::http_body_unsync(http_body_util::Limited::new(body, cap)),
+                None => Body::http_body_unsync(body),
+            }
         });
         let response = match self.workers.acquire().await {
             Ok(_permit) if crate::sns::is_sns(req.method(), req.uri(), req.headers()) => {

@@ -170,6 +170,16 @@ pub const OPTIONS: &[OptionSpec] = &[
         default: "65536",
         help: "largest body in bytes of an unsigned request that is read before it is authorized (anything but object data and form uploads)",
     },
+    OptionSpec {
+        name: "rgw_body_rate_grace",
+        default: "20",
+        help: "seconds a request body may take before it must keep up with rgw_body_min_rate",
+    },
+    OptionSpec {
+        name: "rgw_body_min_rate",
+        default: "500",
+        help: "bytes a second a request body must average after rgw_body_rate_grace; a slower one is cut off",
+    },
     OptionSpec { name: "rgw_tls_port", default: "0", help: "also serve S3 over HTTPS on this port (0: no HTTPS)" },
     OptionSpec {
         name: "rgw_tls_cert",
@@ -385,6 +395,8 @@ impl Config {
             max_connections: usize_of("rgw_max_connections")?.max(1),
             allow_sigv2: self.bool("rgw_s3_allow_sigv2")?,
             anonymous_max_body: usize_of("rgw_anonymous_max_body")?.max(1024),
+            body_rate_grace: self.seconds("rgw_body_rate_grace")?,
+            body_min_rate: self.u64("rgw_body_min_rate")?.max(1),
             tls_port: u16::try_from(self.u64("rgw_tls_port")?)
                 .map_err(|_| err::invalid("rgw_tls_port must be a port number"))?,
             tls_cert: Some(self.get("rgw_tls_cert")).filter(|p| !p.is_empty()).map(std::path::PathBuf::from),

@@ -381,7 +381,16 @@ async fn limits_answer_slow_down_and_entity_too_large() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let body = refused.expect("a request beyond rgw_max_concurrent_requests was admitted");
+    if refused.is_none() {
+        for mut stream in stalled {
+            stream.set_read_timeout(Some(std::time::Duration::from_millis(200))).unwrap();
+            let mut buf = [0u8; 400];
+            let n = stream.read(&mut buf).unwrap_or(0);
+            eprintln!("a stalled request was answered: {:?}", String::from_utf8_lossy(&buf[..n]));
+        }
+        panic!("a request beyond rgw_max_concurrent_requests was admitted");
+    }
+    let body = refused.unwrap();
     assert!(body.contains("<Code>SlowDown</Code>") && body.contains("<RequestId>"), "{body}");
     drop(stalled);
     // Once the stalled requests end, requests are admitted again (served by three cluster handles).
@@ -404,6 +413,61 @@ async fn limits_answer_slow_down_and_entity_too_large() {
     let listed = s3.expect_ok(Method::GET, "/limits", &query, Bytes::new()).await.unwrap();
     let count = String::from_utf8_lossy(&listed.body).matches("<Key>").count();
     assert_eq!(count, ok, "exactly the acknowledged PUTs are stored");
+}
+
+/// A body that trickles in (ten bytes a second against a minimum of 1,000 after 2 s) is
+/// cut off instead of holding its connection, and nothing is stored.
+#[tokio::test]
+async fn a_trickling_body_is_cut_off_at_the_minimum_rate() {
+    use bytes::Bytes;
+    use http::Method;
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let options = ["rgw_body_rate_grace=2", "rgw_body_min_rate=1000"];
+    let (_server, port, keys) = start_server(dir.path(), &options);
+    let s3 = shoal::s3client::S3Client::new(
+        &format!("http://127.0.0.1:{port}"),
+        keys["access_key"].as_str().unwrap(),
+        keys["secret_key"].as_str().unwrap(),
+    )
+    .unwrap();
+    s3.expect_ok(Method::PUT, "/trickle", &[], Bytes::new()).await.expect("creating the bucket");
+    let (path, headers) = s3.sign(&Method::PUT, "/trickle/k", &[], "UNSIGNED-PAYLOAD");
+    let outcome = tokio::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connecting to the server");
+        let mut head = format!("PUT {path} HTTP/1.1\r\ncontent-length: 100000\r\n");
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        stream.write_all(format!("{head}\r\n").as_bytes()).expect("sending the request header");
+        // Ten bytes a second, far below 1,000: cut off about when the 2 s grace runs out.
+        stream.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        let started = Instant::now();
+        let mut answer = Vec::new();
+        while started.elapsed() < Duration::from_secs(20) {
+            if stream.write_all(b"0123456789").is_err() {
+                break;
+            }
+            let mut buf = [0u8; 1024];
+            match stream.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+                Err(_) => {}
+            }
+            std::thread::sleep(Duration::from_millis(900));
+        }
+        (started.elapsed(), String::from_utf8_lossy(&answer).into_owned())
+    })
+    .await
+    .unwrap();
+    let (elapsed, answer) = outcome;
+    println!("cut off after {elapsed:?}: {}", answer.lines().next().unwrap_or("(connection closed)"));
+    assert!(elapsed < Duration::from_secs(10), "the trickling body held its connection for {elapsed:?}");
+    let missing = s3.send(Method::GET, "/trickle/k", &[], Bytes::new()).await.expect("reading the key back");
+    assert_eq!(missing.status, http::StatusCode::NOT_FOUND, "nothing was stored");
+    // A body at a normal rate is not affected.
+    s3.expect_ok(Method::PUT, "/trickle/k", &[], Bytes::from(vec![7u8; 1 << 20])).await.expect("a normal PUT");
 }
 
 /// Hostile clients do not stop service: 2,000 idle connections (more than the connection
