@@ -368,6 +368,9 @@ async fn limits_answer_slow_down_and_entity_too_large() {
     };
     // Signed for a one-byte body that is never sent.
     let stalled: Vec<_> = (0..4).map(|i| raw(&format!("/limits/stalled{i}"), &format!("{:064x}", i + 1), "")).collect();
+    // Let the server admit all four before probing: a probe admitted first would take a
+    // stalled request's place (that one gets the 503) and leave a free slot behind.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let mut refused = None;
     for _ in 0..100 {
         let one_byte_hash = "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb";
