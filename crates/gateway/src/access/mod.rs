@@ -179,6 +179,21 @@ pub struct BucketRules<'a> {
     pub ownership: Ownership,
 }
 
+impl<'a> BucketRules<'a> {
+    /// Whether ACLs are off (BucketOwnerEnforced).
+    pub fn acls_disabled(&self) -> bool {
+        self.ownership == Ownership::BucketOwnerEnforced
+    }
+
+    /// Who owns an object `writer` wrote: the bucket owner while ACLs are off.
+    pub fn object_owner<'w>(&self, writer: &'w str) -> &'w str
+    where
+        'a: 'w,
+    {
+        if self.acls_disabled() { self.owner } else { writer }
+    }
+}
+
 /// The object an action is on, when it exists.
 #[derive(Clone, Copy, Debug)]
 pub struct ObjectRules<'a> {
@@ -234,9 +249,9 @@ pub fn allowed(bucket: &BucketRules<'_>, ask: &Ask<'_>) -> bool {
     if decision == Decision::Deny {
         return false;
     }
-    let enforced = bucket.ownership == Ownership::BucketOwnerEnforced;
+    let enforced = bucket.acls_disabled();
     // Under BucketOwnerEnforced the bucket owner owns every object, whoever wrote it.
-    let object_owner = ask.object.is_some_and(|o| ask.who == Some(if enforced { bucket.owner } else { o.owner }));
+    let object_owner = ask.object.is_some_and(|o| ask.who == Some(bucket.object_owner(o.owner)));
     let owner = match ask.action.governed() {
         Governed::Bucket(_) => bucket_owner,
         Governed::Object(Permission::ReadAcp | Permission::WriteAcp) => object_owner,

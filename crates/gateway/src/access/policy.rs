@@ -334,7 +334,9 @@ impl Policy {
         }
         let document: Value =
             serde_json::from_str(text).map_err(|e| format!("This policy contains invalid Json: {e}"))?;
-        let Value::Object(fields) = document else { unreachable!("starts with a brace") };
+        let Value::Object(fields) = document else {
+            return Err("Policies must be valid JSON and the first byte must be '{'".into());
+        };
         let mut statements = None;
         for (name, value) in &fields {
             match name.as_str() {

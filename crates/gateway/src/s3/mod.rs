@@ -640,8 +640,7 @@ impl ShoalS3 {
         let CopySource::Bucket { bucket, key, version_id } = source else {
             return Err(s3_error!(NotImplemented, "access point copy sources are not supported"));
         };
-        let action = Action::GetObject.of_version(version_id.is_some());
-        let found = self.readable_object(bucket, key, version_id.as_deref(), caller, action).await?;
+        let found = self.readable_object(bucket, key, version_id.as_deref(), caller, Action::GetObject).await?;
         let CopyConditions { if_match, if_none_match, if_modified_since, if_unmodified_since } = conditions;
         check_conditions(&found.meta, if_match, if_none_match, if_modified_since, if_unmodified_since, true)?;
         Ok((key.to_string(), found))
@@ -1060,7 +1059,7 @@ impl S3 for ShoalS3 {
         let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketCORS, None).await?;
         let rules: Vec<CorsRule> = req.input.cors_configuration.cors_rules.into_iter().map(cors_rule).collect();
         crate::cors::validate(&rules).map_err(|e| s3_error!(InvalidRequest, "{e}"))?;
-        self.meta.update_bucket(&BucketInfo { cors: rules, ..(*bucket).clone() }).await.map_err(rados_error)?;
+        self.change_bucket(&bucket, |b| b.cors = rules).await?;
         Ok(S3Response::new(PutBucketCorsOutput::default()))
     }
 
@@ -1201,7 +1200,7 @@ impl S3 for ShoalS3 {
         let input = req.input;
         let bucket = self.bucket_for(&input.bucket, &caller, Action::PutObject, Some(&input.key)).await?;
         let (owner, acl) = self.new_object_acl(&bucket, &caller, requested_acl!(input, None)).await?;
-        let meta = new_object!(input).into_meta(&owner, acl.clone())?;
+        let meta = new_object!(input).into_meta(&owner, acl)?;
         if input.content_length.is_some_and(|l| l as u64 > self.config.max_put_size) {
             return Err(s3_error!(EntityTooLarge));
         }
@@ -1245,13 +1244,7 @@ impl S3 for ShoalS3 {
         let caller = self.caller(&req).await?;
         let input = req.input;
         let Found { meta, inline, version_id, lock, .. } = self
-            .readable_object(
-                &input.bucket,
-                &input.key,
-                input.version_id.as_deref(),
-                &caller,
-                Action::GetObject.of_version(input.version_id.is_some()),
-            )
+            .readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &caller, Action::GetObject)
             .await?;
         check_conditions(
             &meta,
@@ -1292,13 +1285,7 @@ impl S3 for ShoalS3 {
         let caller = self.caller(&req).await?;
         let input = req.input;
         let Found { meta, version_id, lock, .. } = self
-            .readable_object(
-                &input.bucket,
-                &input.key,
-                input.version_id.as_deref(),
-                &caller,
-                Action::GetObject.of_version(input.version_id.is_some()),
-            )
+            .readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &caller, Action::GetObject)
             .await?;
         check_conditions(
             &meta,
@@ -1421,7 +1408,7 @@ impl S3 for ShoalS3 {
             ));
         }
         let meta = if replace {
-            new_object!(input).into_meta(&owner, acl.clone())?
+            new_object!(input).into_meta(&owner, acl)?
         } else {
             ObjectMeta { owner: owner.clone(), acl, ..src_meta.clone() }
         };
@@ -1535,14 +1522,13 @@ impl S3 for ShoalS3 {
     async fn get_object_acl(&self, req: S3Request<GetObjectAclInput>) -> S3Result<S3Response<GetObjectAclOutput>> {
         let caller = self.caller(&req).await?;
         let input = req.input;
-        let action = Action::GetObjectAcl.of_version(input.version_id.is_some());
+        let action = Action::GetObjectAcl;
         let Found { bucket, meta, .. } =
             self.readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &caller, action).await?;
-        // Under BucketOwnerEnforced the bucket owner owns every object, with full control.
-        let (owner, acl) = match bucket.ownership {
-            Some(Ownership::BucketOwnerEnforced) => (&bucket.owner, Acl::private(&bucket.owner)),
-            _ => (&meta.owner, meta.acl.clone()),
-        };
+        // While ACLs are off the bucket owner owns every object, with full control.
+        let rules = bucket.rules();
+        let owner = rules.object_owner(&meta.owner);
+        let acl = if rules.acls_disabled() { Acl::private(owner) } else { meta.acl.clone() };
         Ok(S3Response::new(GetObjectAclOutput {
             grants: Some(self.shown_grants(&acl).await),
             owner: Some(self.owners().get(owner).await),
@@ -1553,12 +1539,12 @@ impl S3 for ShoalS3 {
     async fn put_object_acl(&self, req: S3Request<PutObjectAclInput>) -> S3Result<S3Response<PutObjectAclOutput>> {
         let caller = self.caller(&req).await?;
         let mut input = req.input;
-        let action = Action::PutObjectAcl.of_version(input.version_id.is_some());
+        let action = Action::PutObjectAcl;
         let version = input.version_id.clone();
-        let found = self.readable_object(&input.bucket, &input.key, version.as_deref(), &caller, action).await?;
-        let acl = self.object_acl_to_set(&found.bucket, &found.meta.owner, &mut input).await?;
-        self.change_object_meta(&input.bucket, &input.key, version.as_deref(), &caller, action, |m| m.acl = acl)
-            .await?;
+        let Found { bucket, head, mut meta, .. } =
+            self.readable_object(&input.bucket, &input.key, version.as_deref(), &caller, action).await?;
+        meta.acl = self.object_acl_to_set(&bucket, &meta.owner, &mut input).await?;
+        self.rewrite_meta(&head, &meta).await?;
         Ok(S3Response::new(PutObjectAclOutput::default()))
     }
 
@@ -1656,7 +1642,7 @@ impl S3 for ShoalS3 {
             input.object_lock_legal_hold_status.as_ref(),
             now_ns(),
         )?;
-        let meta = new_object!(input).into_meta(&owner, acl.clone())?;
+        let meta = new_object!(input).into_meta(&owner, acl)?;
         let upload_id =
             self.objects.create_upload(&self.uploads, &bucket, &input.key, meta, lock).await.map_err(rados_error)?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
@@ -1943,8 +1929,15 @@ impl ShoalS3 {
         let Found { head, mut meta, version_id, .. } =
             self.readable_object(bucket, key, version_id, caller, action).await?;
         change(&mut meta);
-        match self.objects.update_meta(&head, &meta).await {
-            Ok(()) => Ok(version_id),
+        self.rewrite_meta(&head, &meta).await?;
+        Ok(version_id)
+    }
+
+    /// Replaces the metadata of the version whose head is `head`, unless the version
+    /// changed since it was read.
+    async fn rewrite_meta(&self, head: &str, meta: &ObjectMeta) -> S3Result<()> {
+        match self.objects.update_meta(head, meta).await {
+            Ok(()) => Ok(()),
             Err(e) if e.errno == Errno::Canceled => {
                 Err(s3_error!(OperationAborted, "the object changed meanwhile; try again"))
             }

@@ -86,7 +86,8 @@ fn not_found(version_id: Option<&str>) -> S3Error {
 
 impl ShoalS3 {
     /// The version of `key` a request names (`version_id`; `None`: the current one), if
-    /// `caller` may do `action` on it.
+    /// `caller` may do `action` on it (its version form, such as GetObjectVersion, when a
+    /// version is named).
     pub(super) async fn readable_object(
         &self,
         bucket: &str,
@@ -95,6 +96,7 @@ impl ShoalS3 {
         caller: &Caller,
         action: Action,
     ) -> S3Result<Found> {
+        let action = action.of_version(version_id.is_some());
         let bucket = self.named_bucket(bucket).await?;
         // Only someone who may list the bucket learns what is not there.
         let hidden = |e: S3Error| match Self::permits(&bucket, caller, Action::ListBucket, None, None) {
