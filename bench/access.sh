@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Reproduces the access-control and TLS figures in bench/RESULTS.md against `shoal server`
-# (HTTP and HTTPS on one server, a test CA made with openssl): 4 KiB PUT and GET with a
-# 20-statement bucket policy against none, and over HTTPS against HTTP, in alternating
-# rounds. Prints one JSON row per line, tagged with the setup.
-# Usage: bench/access.sh [SECONDS] [ROUNDS] (defaults 15, 2).
+# Reproduces the access-control, TLS and encryption figures in bench/RESULTS.md against
+# `shoal server` (HTTP and HTTPS on one server, a test CA made with openssl, the SSE key file
+# the server makes): 4 KiB PUT and GET with a 20-statement bucket policy against none, over
+# HTTPS against HTTP, and SSE-S3 (default bucket encryption) against plain; then 4 MiB PUT
+# and GET with SSE-S3 against plain; in alternating rounds. Prints one JSON row per line,
+# tagged with the setup. Usage: bench/access.sh [SECONDS] [ROUNDS] (defaults 15, 2).
 set -euo pipefail
 shoal="${SHOAL:-${CARGO_TARGET_DIR:-$HOME/.cache/shoal/target}/release/shoal}"
 secs="${1:-15}" rounds="${2:-2}"
@@ -31,13 +32,19 @@ bench() { # tag, endpoint, then `shoal bench s3` arguments
 }
 http=http://127.0.0.1:17494 https=https://127.0.0.1:17495
 for round in $(seq "$rounds"); do
-  for setup in "no policy" "20-statement policy" "https"; do
-    endpoint=$http statements=0 bucket=acc-plain
-    [ "$setup" = "20-statement policy" ] && statements=20 bucket=acc-policy
-    [ "$setup" = "https" ] && endpoint=$https bucket=acc-tls
+  for setup in "no policy" "20-statement policy" "https" "sse-s3" "4 MiB plain" "4 MiB sse-s3"; do
+    endpoint=$http statements=0 bucket=acc-plain size=4KiB objects=1000 encryption=()
+    case $setup in
+      "20-statement policy") statements=20 bucket=acc-policy ;;
+      https) endpoint=$https bucket=acc-tls ;;
+      sse-s3) bucket=acc-sse encryption=(--bucket-encryption AES256) ;;
+      "4 MiB plain") bucket=acc-large size=4MiB objects=64 ;;
+      "4 MiB sse-s3") bucket=acc-large-sse size=4MiB objects=64 encryption=(--bucket-encryption AES256) ;;
+    esac
     for workload in put get; do
       bench "$setup round $round" "$endpoint" --bucket "$bucket-$workload" --policy-statements "$statements" \
-        --workload "$workload" --objects 1000 --concurrent 32 --duration "${secs}s"
+        "${encryption[@]}" --workload "$workload" --obj-size "$size" --objects "$objects" --concurrent 32 \
+        --duration "${secs}s"
     done
   done
 done

@@ -124,3 +124,25 @@ def test_a_part_checksum_is_checked(s3, bucket):
                           **checksum_args("CRC32C", b"part"))
     assert part["ChecksumCRC32C"] == expected("CRC32C", b"part")
     s3.abort_multipart_upload(Bucket=bucket, Key="m", UploadId=upload["UploadId"])
+
+
+@pytest.mark.parametrize("algorithm", ["CRC32C", "SHA256"])
+def test_a_multipart_object_gets_the_composite_of_its_part_checksums(s3, bucket, algorithm):
+    parts = [b"a" * (5 << 20), b"tail of the object"]
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="m", ChecksumAlgorithm=algorithm)
+    done = []
+    for n, data in enumerate(parts, 1):
+        r = s3.upload_part(Bucket=bucket, Key="m", UploadId=upload["UploadId"], PartNumber=n, Body=data,
+                           **{f"Checksum{algorithm}": expected(algorithm, data)})
+        done.append({"PartNumber": n, "ETag": r["ETag"]})
+    listed = s3.list_parts(Bucket=bucket, Key="m", UploadId=upload["UploadId"])["Parts"]
+    assert [p[f"Checksum{algorithm}"] for p in listed] == [expected(algorithm, d) for d in parts]
+    s3.complete_multipart_upload(Bucket=bucket, Key="m", UploadId=upload["UploadId"], MultipartUpload={"Parts": done})
+    # The algorithm over the concatenated binary part checksums, then "-<parts>".
+    joined = b"".join(base64.b64decode(expected(algorithm, d)) for d in parts)
+    composite = f"{expected(algorithm, joined)}-2"
+    head = s3.head_object(Bucket=bucket, Key="m", ChecksumMode="ENABLED")
+    assert head[f"Checksum{algorithm}"] == composite and head["ChecksumType"] == "COMPOSITE"
+    got = s3.get_object(Bucket=bucket, Key="m", ChecksumMode="ENABLED")
+    assert got[f"Checksum{algorithm}"] == composite
+    assert got["Body"].read() == b"".join(parts)

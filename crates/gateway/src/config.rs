@@ -55,6 +55,13 @@ pub struct GatewayConfig {
     pub tls_cert: Option<std::path::PathBuf>,
     /// Its private key (`rgw_tls_key`).
     pub tls_key: Option<std::path::PathBuf>,
+    /// The key file of SSE-S3 and SSE-KMS master keys (`rgw_crypt_key_file`; none: no
+    /// SSE-S3 or SSE-KMS).
+    pub crypt_key_file: Option<std::path::PathBuf>,
+    /// The key file's key that protects SSE-S3 objects (`rgw_crypt_sse_s3_key_id`).
+    pub crypt_sse_s3_key_id: String,
+    /// Refuse SSE-C keys over plain HTTP (`rgw_crypt_require_ssl`).
+    pub crypt_require_ssl: bool,
     /// Host names of the endpoint (`rgw_dns_name`): `<bucket>.<name>` addresses the bucket.
     pub dns_names: Vec<String>,
     /// Largest XML request body in bytes.
@@ -122,6 +129,9 @@ impl Default for GatewayConfig {
             request_timeout: Duration::from_secs(65),
             allow_sigv2: false,
             dns_names: Vec::new(),
+            crypt_key_file: None,
+            crypt_sse_s3_key_id: "sse-s3".into(),
+            crypt_require_ssl: true,
             anonymous_max_body: 64 << 10,
             body_rate_grace: Duration::from_secs(20),
             body_min_rate: 500,

@@ -9,6 +9,7 @@ pub mod access;
 pub mod checksum;
 pub mod config;
 pub mod cors;
+pub mod crypt;
 pub mod gc;
 pub mod layout;
 pub mod lifecycle;
@@ -116,7 +117,11 @@ impl Gateway {
         let routes =
             Arc::new(Routes { meta: meta.clone(), queues, logs, manager: manager.clone(), config: config.clone() });
         let lifecycle = lifecycle::Registry::new(first.ioctx(layout::LOG_POOL).await?);
-        let s3 = Arc::new(ShoalS3 { meta, objects, uploads, notifier, lifecycle, config: config.clone() });
+        let keyring = match &config.crypt_key_file {
+            Some(path) => Some(crypt::Keyring::load(path).map_err(|e| err::invalid(e.to_string()))?),
+            None => None,
+        };
+        let s3 = Arc::new(ShoalS3 { meta, objects, uploads, notifier, lifecycle, keyring, config: config.clone() });
         let lifecycle = lifecycle::Lifecycle::new(s3.clone(), config.lifecycle.clone());
         Ok(Gateway { s3, gc, routes, manager, lifecycle, config })
     }

@@ -164,6 +164,9 @@ pub struct BucketInfo {
     /// CORS rules (none: no CORS configuration).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cors: Vec<crate::cors::CorsRule>,
+    /// Default encryption of new objects, if configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<crate::crypt::DefaultEncryption>,
 }
 
 impl BucketInfo {

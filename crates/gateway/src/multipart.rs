@@ -58,48 +58,85 @@ pub struct PartInfo {
     pub mtime_ns: u64,
     /// Where its chunks are.
     pub prefix: String,
+    /// The checksum it was uploaded with.
+    pub checksum: Option<crate::checksum::Stored>,
+    /// How it is sealed, when the upload is encrypted.
+    pub sealed: Option<SealedPart>,
+}
+
+/// The encryption of one uploaded part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealedPart {
+    /// The part's nonce salt.
+    pub salt: u64,
+    /// Its stored (ciphertext) size.
+    pub stored: u64,
+}
+
+impl PartInfo {
+    /// The part's data as a tail segment.
+    fn segment(&self) -> Segment {
+        Segment { prefix: self.prefix.clone(), size: self.sealed.map_or(self.size, |s| s.stored) }
+    }
 }
 
 impl Versioned for UploadInfo {
     const NAME: &'static str = "upload record";
-    /// Version 3: metadata of version 3 (grants, checksum). Version 2: metadata of
-    /// version 2 (with a version id), and `lock`.
-    const VERSION: u8 = 3;
+    /// Version 4: metadata of version 4 (encryption). Version 3: metadata of version 3
+    /// (grants, checksum). Version 2: metadata of version 2 (with a version id), and `lock`.
+    const VERSION: u8 = 4;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
-        let v2 = match version {
+        use crate::objects::{ObjectMetaV2, ObjectMetaV3};
+        use shoal_types::encoding::decode_body;
+        let older = match version {
             // Version 1 ends with version 1 metadata: the fields added since (the
             // metadata's version id, the lock's retention and hold, the completion) read
             // as none when given as zero bytes.
-            1 => {
-                shoal_types::encoding::decode_body::<UploadInfoV2>("upload record v1", &[body, &[0, 0, 0, 0]].concat())
-            }
-            2 => shoal_types::encoding::decode_body::<UploadInfoV2>("upload record v2", body),
+            1 => decode_body::<OlderUpload<ObjectMetaV2>>("upload record v1", &[body, &[0, 0, 0, 0]].concat())
+                .map(UploadInfo::from),
+            2 => decode_body::<OlderUpload<ObjectMetaV2>>("upload record v2", body).map(UploadInfo::from),
+            3 => decode_body::<OlderUpload<ObjectMetaV3>>("upload record v3", body).map(UploadInfo::from),
             _ => return None,
         };
-        Some(v2.map(|v2| UploadInfo {
-            key: v2.key,
-            upload_id: v2.upload_id,
-            initiated_ns: v2.initiated_ns,
-            meta: v2.meta.into(),
-            lock: v2.lock,
-            completion: v2.completion,
-        }))
+        Some(older)
     }
 }
 
-/// [`UploadInfo`] version 2, with version 2 metadata.
+/// [`UploadInfo`] of an earlier version, with metadata `M` of that version.
 #[derive(Deserialize)]
-struct UploadInfoV2 {
+struct OlderUpload<M> {
     key: String,
     upload_id: String,
     initiated_ns: u64,
-    meta: crate::objects::ObjectMetaV2,
+    meta: M,
     lock: ObjectLock,
     completion: Option<Completion>,
 }
 
-shoal_objclass::versioned_v1! { PartInfo => "part record" }
+impl<M: Into<ObjectMeta>> From<OlderUpload<M>> for UploadInfo {
+    fn from(older: OlderUpload<M>) -> UploadInfo {
+        UploadInfo {
+            key: older.key,
+            upload_id: older.upload_id,
+            initiated_ns: older.initiated_ns,
+            meta: older.meta.into(),
+            lock: older.lock,
+            completion: older.completion,
+        }
+    }
+}
+
+impl Versioned for PartInfo {
+    const NAME: &'static str = "part record";
+    /// Version 2 added `checksum` and `sealed`.
+    const VERSION: u8 = 2;
+
+    fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
+        // Version 1 is version 2 without its last two fields: two `None`s appended read as them.
+        (version == 1).then(|| shoal_types::encoding::decode_body("part record v1", &[body, &[0, 0]].concat()))
+    }
+}
 
 /// Smallest part but the last, as S3 requires.
 pub const MIN_PART_SIZE: u64 = 5 << 20;
@@ -180,8 +217,11 @@ impl Objects {
         entries.into_iter().next().map(|(_, v)| Ok((UploadInfo::decode(&v)?, v))).transpose()
     }
 
-    /// Stores one part's data and record, replacing an earlier upload of the same number.
-    pub async fn upload_part<S, E>(
+    /// Stores one part's data (sealed by `sealer` if given) and, if `check` accepts the
+    /// data written (returning its checksum), its record, replacing an earlier upload of
+    /// the same number; data `check` refuses is deleted. Returns the part's record.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn upload_part<S, E, X>(
         &self,
         uploads: &IoCtx,
         bucket: &BucketInfo,
@@ -189,24 +229,38 @@ impl Objects {
         upload_id: &str,
         number: u32,
         body: S,
-    ) -> std::result::Result<Written, StreamError>
+        sealer: Option<crate::crypt::Sealer>,
+        check: impl FnOnce(&Written) -> std::result::Result<Option<crate::checksum::Stored>, X>,
+    ) -> std::result::Result<PartInfo, X>
     where
         S: Stream<Item = std::result::Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
+        X: From<StreamError>,
     {
         let prefix = layout::part_prefix(&bucket.id, key, upload_id, number, &new_tag());
         let head = layout::head_object(&bucket.id, key);
-        let written = self.write_data(body, &head, None, &prefix, false).await?;
+        let written = self.write_data(body, &head, None, &prefix, false, sealer).await?;
+        let stored_size = written.segment.as_ref().map_or(0, |s| s.size);
+        let segment = Segment { prefix: prefix.clone(), size: stored_size };
+        let checksum = match check(&written) {
+            Ok(checksum) => checksum,
+            Err(refused) => {
+                self.gc.retire_now(&head, &[segment]).await.map_err(StreamError::Rados)?;
+                return Err(refused);
+            }
+        };
         let part_key = Bytes::from(layout::part_key(key, upload_id, number));
-        let earlier =
-            absent_as_empty(uploads.omap_vals_by_keys(&Self::uploads_object(bucket), [part_key.clone()]).await)?;
-        let previous = earlier.first().map(|(_, v)| PartInfo::decode(v)).transpose()?;
+        let earlier = uploads.omap_vals_by_keys(&Self::uploads_object(bucket), [part_key.clone()]).await;
+        let earlier = absent_as_empty(earlier).map_err(StreamError::Rados)?;
+        let previous = earlier.first().map(|(_, v)| PartInfo::decode(v)).transpose().map_err(StreamError::Rados)?;
         let part = PartInfo {
             number,
             size: written.size,
             etag: hex(&written.md5),
             mtime_ns: now_ns(),
-            prefix: prefix.clone(),
+            prefix,
+            checksum,
+            sealed: written.salt.map(|salt| SealedPart { salt, stored: stored_size }),
         };
         // The upload must still exist (not completed or aborted meanwhile).
         let upload = Bytes::from(layout::upload_key(key, upload_id));
@@ -215,16 +269,16 @@ impl Objects {
             .omap_set([(part_key, Bytes::from(part.encode()))]);
         let stored = uploads.operate(&Self::uploads_object(bucket), op).await;
         if let Some(intent) = &written.intent {
-            self.gc.forget(intent).await?;
+            self.gc.forget(intent).await.map_err(StreamError::Rados)?;
         }
         let garbage: Vec<Segment> = match &stored {
-            Ok(_) => previous.map(|p| Segment { prefix: p.prefix, size: p.size }).into_iter().collect(),
-            Err(_) => vec![Segment { prefix, size: written.size }],
+            Ok(_) => previous.map(|p| p.segment()).into_iter().collect(),
+            Err(_) => vec![segment],
         };
-        self.gc.retire(&head, &garbage).await?;
+        self.gc.retire(&head, &garbage).await.map_err(StreamError::Rados)?;
         match stored {
-            Err(e) if e.errno == Errno::Canceled => Err(StreamError::Rados(err::not_found("no such upload"))),
-            other => other.map(|_| written).map_err(StreamError::Rados),
+            Err(e) if e.errno == Errno::Canceled => Err(StreamError::Rados(err::not_found("no such upload")).into()),
+            other => other.map(|_| part).map_err(|e| StreamError::Rados(e).into()),
         }
     }
 
@@ -296,11 +350,8 @@ impl Objects {
             op = op.omap_set([(Bytes::from(start), Bytes::from(completed.encode()))]);
         }
         uploads.operate(&Self::uploads_object(bucket), op).await?;
-        let garbage: Vec<Segment> = parts
-            .into_values()
-            .filter(|p| !keep.contains(&p.prefix))
-            .map(|p| Segment { prefix: p.prefix, size: p.size })
-            .collect();
+        let garbage: Vec<Segment> =
+            parts.into_values().filter(|p| !keep.contains(&p.prefix)).map(|p| p.segment()).collect();
         self.gc.retire_now(&layout::head_object(&bucket.id, &info.key), &garbage).await
     }
 
@@ -437,6 +488,7 @@ impl Objects {
         let done = *done;
         let mut md5s = Vec::with_capacity(listed.len() * 16);
         let mut tail = Vec::with_capacity(listed.len());
+        let (mut size, mut salts, mut checksums) = (0, Vec::new(), Vec::new());
         for (i, (number, etag)) in listed.iter().enumerate() {
             // A completed upload's part records are gone: its list was checked when it completed.
             let part = match parts.get(number) {
@@ -448,13 +500,29 @@ impl Objects {
                 if i + 1 < listed.len() && part.size < MIN_PART_SIZE {
                     return Err(CompleteError::EntityTooSmall(*number));
                 }
-                tail.push(Segment { prefix: part.prefix.clone(), size: part.size });
+                size += part.size;
+                tail.push(part.segment());
+                salts.extend(part.sealed.map(|s| s.salt));
+                checksums.push(part.checksum.as_ref());
             }
             md5s.extend(unhex(etag));
         }
+        let sealed = info.meta.sealed.clone().map(|sealed| crate::crypt::Sealed { salts, ..sealed });
+        // Parts all checked with one algorithm give the object their composite checksum.
+        let algorithm = checksums.first().copied().flatten().map(|c| c.algorithm);
+        let same = checksums.iter().all(|c| c.is_some_and(|c| Some(c.algorithm) == algorithm));
+        let checksum = match (algorithm, same && checksums.len() == listed.len()) {
+            (Some(algorithm), true) => {
+                let values: Vec<String> = checksums.iter().flatten().map(|c| c.value.clone()).collect();
+                crate::checksum::composite(algorithm, &values)
+            }
+            _ => None,
+        };
         use md5::Digest;
         Ok(ObjectMeta {
-            size: tail.iter().map(|s| s.size).sum(),
+            size,
+            sealed,
+            checksum,
             etag: format!("{}-{}", hex(&md5::Md5::digest(&md5s).into()), listed.len()),
             mtime_ns: *mtime_ns,
             version: version.clone(),
@@ -498,9 +566,11 @@ mod tests {
         let v2 = [&[2][..], &v1[1..], &[0, 0, 0, 0]].concat();
         assert_eq!(UploadInfo::decode(&v2).unwrap(), info);
         // Version 3 holds version 3 metadata: the owner's grant where a canned ACL was.
-        let v3 = info.encode();
-        let expected = [&[3, 1, b'k', 1, b'u', 5, 0, 0, 0, 1, b'o'][..], &[1, 0, 1, b'o', 4], &[0; 12]].concat();
-        assert_eq!(v3, expected);
+        let v3 = [&[3, 1, b'k', 1, b'u', 5, 0, 0, 0, 1, b'o'][..], &[1, 0, 1, b'o', 4], &[0; 12]].concat();
         assert_eq!(UploadInfo::decode(&v3).unwrap(), info);
+        // Version 4 holds version 4 metadata: one more field, `sealed`, after the checksum.
+        let v4 = [&[4][..], &v3[1..v3.len() - 3], &[0], &v3[v3.len() - 3..]].concat();
+        assert_eq!(info.encode(), v4);
+        assert_eq!(UploadInfo::decode(&v4).unwrap(), info);
     }
 }

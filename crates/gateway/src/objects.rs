@@ -10,6 +10,7 @@
 //! through the *intent* recorded before its first chunk.
 
 use crate::access::acl::Acl;
+use crate::crypt::{Key, Opener, Sealer};
 use crate::gc::{Gc, GcEntry, IndexRef};
 use crate::layout;
 use crate::meta::{BucketInfo, CannedAcl, Versioning, remove_ignoring_missing};
@@ -65,16 +66,23 @@ pub struct ObjectMeta {
     pub version: Option<String>,
     /// The additional checksum the writer asked for.
     pub checksum: Option<crate::checksum::Stored>,
+    /// How the data is encrypted, if it is ([`crate::crypt`]): the sizes of `tail` are
+    /// then those of the stored ciphertext, `size` that of the plaintext.
+    pub sealed: Option<crate::crypt::Sealed>,
 }
 
 impl Versioned for ObjectMeta {
     const NAME: &'static str = "object metadata";
-    /// Version 3 holds grants where version 2 had a canned ACL, and the checksum;
-    /// version 2 added `version`.
-    const VERSION: u8 = 3;
+    /// Version 4 added `sealed`; version 3 holds grants where version 2 had a canned
+    /// ACL, and the checksum; version 2 added `version`.
+    const VERSION: u8 = 4;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
         let v2 = match version {
+            3 => {
+                let v3 = shoal_types::encoding::decode_body::<ObjectMetaV3>("object metadata v3", body);
+                return Some(v3.map(ObjectMeta::from));
+            }
             // Version 1 is version 2 without its last field: a `None` appended reads as it.
             1 => shoal_types::encoding::decode_body::<ObjectMetaV2>("object metadata v1", &[body, &[0]].concat()),
             2 => shoal_types::encoding::decode_body::<ObjectMetaV2>("object metadata v2", body),
@@ -102,6 +110,47 @@ pub(crate) struct ObjectMetaV2 {
     version: Option<String>,
 }
 
+/// [`ObjectMeta`] version 3, without `sealed` (inside upload records of version 3).
+#[derive(Deserialize)]
+pub(crate) struct ObjectMetaV3 {
+    size: u64,
+    etag: String,
+    mtime_ns: u64,
+    owner: String,
+    acl: Acl,
+    content_type: Option<String>,
+    headers: BTreeMap<String, String>,
+    user_meta: BTreeMap<String, String>,
+    tags: Vec<(String, String)>,
+    order: String,
+    tail: Vec<Segment>,
+    parts: Option<u32>,
+    version: Option<String>,
+    checksum: Option<crate::checksum::Stored>,
+}
+
+impl From<ObjectMetaV3> for ObjectMeta {
+    fn from(v3: ObjectMetaV3) -> ObjectMeta {
+        ObjectMeta {
+            size: v3.size,
+            etag: v3.etag,
+            mtime_ns: v3.mtime_ns,
+            owner: v3.owner,
+            acl: v3.acl,
+            content_type: v3.content_type,
+            headers: v3.headers,
+            user_meta: v3.user_meta,
+            tags: v3.tags,
+            order: v3.order,
+            tail: v3.tail,
+            parts: v3.parts,
+            version: v3.version,
+            checksum: v3.checksum,
+            sealed: None,
+        }
+    }
+}
+
 impl From<ObjectMetaV2> for ObjectMeta {
     fn from(v2: ObjectMetaV2) -> ObjectMeta {
         ObjectMeta {
@@ -119,6 +168,7 @@ impl From<ObjectMetaV2> for ObjectMeta {
             parts: v2.parts,
             version: v2.version,
             checksum: None,
+            sealed: None,
         }
     }
 }
@@ -220,6 +270,8 @@ pub struct Written {
     pub segment: Option<Segment>,
     /// The GC intent covering the chunks; forget it once they are linked.
     pub intent: Option<String>,
+    /// The salt of the sealed segment, when the data was encrypted.
+    pub salt: Option<u64>,
 }
 
 /// The data path of one gateway.
@@ -237,7 +289,7 @@ pub struct Objects {
 impl Objects {
     /// Streams `body` into chunk objects under `prefix` (recording a GC intent for `head`,
     /// a version's head if `version` says where its key is indexed, first), or keeps it
-    /// for the head when it fits (and `allow_inline`).
+    /// for the head when it fits (and `allow_inline`); sealed by `sealer` if given.
     pub async fn write_data<S, E>(
         &self,
         mut body: S,
@@ -245,6 +297,7 @@ impl Objects {
         version: Option<IndexRef>,
         prefix: &str,
         allow_inline: bool,
+        mut sealer: Option<Sealer>,
     ) -> std::result::Result<Written, StreamError>
     where
         S: Stream<Item = std::result::Result<Bytes, E>> + Unpin,
@@ -253,7 +306,8 @@ impl Objects {
         let stripe = self.stripe as usize;
         let mut md5 = Md5::new();
         let mut buffer = BytesMut::new();
-        let (mut size, mut chunks) = (0u64, 0u64);
+        // Bytes received, bytes stored (more when sealed), chunks written.
+        let (mut size, mut stored, mut chunks) = (0u64, 0u64, 0u64);
         let mut pending: Option<tokio::task::JoinHandle<Result<()>>> = None;
         let mut intent = None;
         loop {
@@ -266,8 +320,15 @@ impl Objects {
                     return Err(StreamError::TooLarge);
                 }
                 md5.update(&piece);
-                buffer.extend_from_slice(&piece);
+                match &mut sealer {
+                    Some(sealer) => sealer.push(&piece, &mut buffer),
+                    None => buffer.extend_from_slice(&piece),
+                }
             }
+            if finished && let Some(sealer) = &mut sealer {
+                sealer.finish(&mut buffer);
+            }
+            let salt = sealer.as_ref().map(Sealer::salt);
             if finished && chunks == 0 && allow_inline && buffer.len() <= stripe {
                 return Ok(Written {
                     size,
@@ -275,6 +336,7 @@ impl Objects {
                     inline: Some(buffer.freeze()),
                     segment: None,
                     intent: None,
+                    salt,
                 });
             }
             while buffer.len() >= stripe || (finished && !buffer.is_empty()) {
@@ -282,6 +344,7 @@ impl Objects {
                     intent = Some(self.gc.record_intent(&GcEntry::intent(head, prefix, version.clone())).await?);
                 }
                 let take = buffer.len().min(stripe);
+                stored += take as u64;
                 let chunk = buffer.split_to(take).freeze();
                 // One chunk in flight while the next one arrives.
                 if let Some(previous) = pending.take() {
@@ -296,9 +359,10 @@ impl Objects {
                 if let Some(previous) = pending.take() {
                     previous.await.map_err(|e| err::io(e.to_string()))??;
                 }
-                let segment = (chunks > 0 || !allow_inline).then(|| Segment { prefix: prefix.to_owned(), size });
+                let segment =
+                    (chunks > 0 || !allow_inline).then(|| Segment { prefix: prefix.to_owned(), size: stored });
                 let inline = segment.is_none().then(Bytes::new);
-                return Ok(Written { size, md5: md5.finalize().into(), inline, segment, intent });
+                return Ok(Written { size, md5: md5.finalize().into(), inline, segment, intent, salt });
             }
         }
     }
@@ -405,9 +469,49 @@ impl Objects {
         }
     }
 
-    /// The bytes `range` of an object whose head was read as `meta` and `inline`, as a
-    /// stream of chunk reads (two in flight).
+    /// The plaintext bytes `range` of an object whose head was read as `meta` and
+    /// `inline`, as a stream of chunk reads (two in flight); `key` is its data key when
+    /// it is sealed.
     pub fn read_range(
+        &self,
+        meta: &ObjectMeta,
+        inline: Bytes,
+        range: std::ops::Range<u64>,
+        key: Option<Key>,
+    ) -> futures::stream::BoxStream<'static, Result<Bytes>> {
+        let (sealed, key) = match (&meta.sealed, key) {
+            (None, _) => return self.read_stored(meta, inline, range).boxed(),
+            (Some(sealed), Some(key)) => (sealed, key),
+            (Some(_), None) => {
+                return futures::stream::once(async { Err(err::io("reading a sealed object without its key")) })
+                    .boxed();
+            }
+        };
+        // Each stored segment is sealed on its own: open the blocks of each that `range` covers.
+        let stored_sizes: Vec<u64> = match meta.tail.is_empty() {
+            true => vec![inline.len() as u64],
+            false => meta.tail.iter().map(|s| s.size).collect(),
+        };
+        let (mut plain_base, mut stored_base) = (0u64, 0u64);
+        let mut reads = Vec::new();
+        for (stored, salt) in stored_sizes.into_iter().zip(sealed.salts.iter().copied()) {
+            let plain = crate::crypt::plain_size(stored);
+            let (start, end) = (range.start.max(plain_base), range.end.min(plain_base + plain));
+            if start < end {
+                let local = start - plain_base..end - plain_base;
+                let span = Opener::stored_range(&local, stored);
+                let stored_span = stored_base + span.start..stored_base + span.end;
+                let opener = Opener::new(key.clone(), salt, local);
+                reads.push(open_stream(self.read_stored(meta, inline.clone(), stored_span).boxed(), opener));
+            }
+            plain_base += plain;
+            stored_base += stored;
+        }
+        futures::stream::iter(reads).flatten().boxed()
+    }
+
+    /// The stored bytes `range` of an object (ciphertext if it is sealed).
+    fn read_stored(
         &self,
         meta: &ObjectMeta,
         inline: Bytes,
@@ -921,6 +1025,28 @@ struct ShardCursor<T> {
     more: bool,
 }
 
+/// The plaintext `opener` opens from the sealed `stored` bytes.
+fn open_stream(
+    stored: futures::stream::BoxStream<'static, Result<Bytes>>,
+    opener: Opener,
+) -> impl Stream<Item = Result<Bytes>> + Send + 'static {
+    let corrupt = |e: crate::crypt::CryptError| err::io(e.to_string());
+    futures::stream::try_unfold((stored, opener, false), move |(mut stored, mut opener, mut end)| async move {
+        loop {
+            if let Some(plain) = opener.next_plain(end).map_err(corrupt)? {
+                return Ok(Some((plain, (stored, opener, end))));
+            }
+            if end {
+                return Ok(None);
+            }
+            match stored.next().await {
+                Some(bytes) => opener.push(&bytes?),
+                None => end = true,
+            }
+        }
+    })
+}
+
 /// Runs `stream` in its own task and returns a stream of its items that is `Sync` (as
 /// HTTP bodies must be); two items are read ahead.
 pub fn detach<T: Send + 'static>(
@@ -944,7 +1070,7 @@ mod tests {
     use crate::access::acl::{Grant, Grantee, Group, Permission};
 
     #[test]
-    fn metadata_keeps_its_golden_bytes_and_versions_1_and_2_still_decode() {
+    fn metadata_keeps_its_golden_bytes_and_versions_1_to_3_still_decode() {
         let acl = Acl {
             grants: vec![
                 Grant { grantee: Grantee::User("o".into()), permission: Permission::FullControl },
@@ -969,17 +1095,27 @@ mod tests {
                 value: "c".into(),
                 parts: Some(2),
             }),
+            sealed: Some(crate::crypt::Sealed {
+                kind: crate::crypt::Kind::Kms { key_id: "k".into() },
+                wrapped: vec![1, 2],
+                salts: vec![3],
+            }),
             ..meta
         };
         // version, size, etag, mtime, owner, acl: 2 grants (User "o" FullControl, Group
         // AllUsers Read), no content type, no headers, no metadata, 1 tag, order, 1
-        // segment, no parts, version id, checksum (CRC32C "c" of 2 parts).
-        let golden = [
+        // segment, no parts, version id, checksum (CRC32C "c" of 2 parts), sealed (KMS
+        // key "k", wrapped key [1, 2], salts [3]).
+        let v3 = [
             3, 5, 1, b'e', 7, 1, b'o', 2, 0, 1, b'o', 4, 2, 0, 0, 0, 0, 0, 1, 1, b'k', 1, b'v', 1, b'r', 1, 1, b'p', 9,
             0, 1, 1, b'x', 1, 1, 1, b'c', 1, 2,
         ];
+        let golden = [&[4][..], &v3[1..], &[1, 1, 1, b'k', 2, 1, 2, 1, 3]].concat();
         assert_eq!(meta.encode(), golden);
         assert_eq!(ObjectMeta::decode(&golden).unwrap(), meta);
+        // Version 3: version 4 without `sealed`.
+        let meta = ObjectMeta { sealed: None, ..meta };
+        assert_eq!(ObjectMeta::decode(&v3).unwrap(), meta);
         // Version 2: canned ACL PublicRead (variant 1) where version 3 has the grants.
         let v2 = [
             &[2, 5, 1, b'e', 7, 1, b'o', 1, 0, 0, 0, 1, 1, b'k', 1, b'v', 1, b'r', 1, 1, b'p', 9, 0][..],

@@ -188,6 +188,21 @@ pub const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec { name: "rgw_tls_key", default: "", help: "the HTTPS private key (PEM file)" },
     OptionSpec {
+        name: "rgw_crypt_key_file",
+        default: "",
+        help: "file of master keys for SSE-S3 and SSE-KMS, one id=base64-of-32-bytes per line (shoal server makes DATA/sse.keys when unset)",
+    },
+    OptionSpec {
+        name: "rgw_crypt_sse_s3_key_id",
+        default: "sse-s3",
+        help: "the key file's key that protects SSE-S3 objects (and SSE-KMS ones that name no key)",
+    },
+    OptionSpec {
+        name: "rgw_crypt_require_ssl",
+        default: "true",
+        help: "refuse SSE-C (customer-provided keys) over plain HTTP",
+    },
+    OptionSpec {
         name: "rgw_dns_name",
         default: "",
         help: "host names of the S3 endpoint, comma-separated: a request to <bucket>.<name> addresses the bucket (virtual-host style); path style always works",
@@ -401,6 +416,11 @@ impl Config {
                 .map_err(|_| err::invalid("rgw_tls_port must be a port number"))?,
             tls_cert: Some(self.get("rgw_tls_cert")).filter(|p| !p.is_empty()).map(std::path::PathBuf::from),
             tls_key: Some(self.get("rgw_tls_key")).filter(|p| !p.is_empty()).map(std::path::PathBuf::from),
+            crypt_key_file: Some(self.get("rgw_crypt_key_file"))
+                .filter(|p| !p.is_empty())
+                .map(std::path::PathBuf::from),
+            crypt_sse_s3_key_id: self.get("rgw_crypt_sse_s3_key_id").to_owned(),
+            crypt_require_ssl: self.bool("rgw_crypt_require_ssl")?,
             dns_names: self
                 .get("rgw_dns_name")
                 .split(',')

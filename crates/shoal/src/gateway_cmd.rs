@@ -176,6 +176,9 @@ pub async fn run_server(args: ServerArgs) -> Result<()> {
     central.extend(args.options.iter().cloned());
     let mut gateway_config = Config::from_settings(&central)?.gateway()?;
     gateway_config.pool_size = 1;
+    if gateway_config.crypt_key_file.is_none() {
+        gateway_config.crypt_key_file = Some(sse_key_file(dir, &gateway_config.crypt_sse_s3_key_id)?);
+    }
     gateway_config.max_connections = gateway_config.max_connections.min(crate::daemon::connection_budget());
     let handles =
         connect_handles(local.rados.clone(), network, local.mon_addr(), gateway_config.num_rados_handles).await?;
@@ -193,6 +196,21 @@ pub async fn run_server(args: ServerArgs) -> Result<()> {
     let result = serve(&gateway, &args.listen, registry).await;
     local.close();
     result
+}
+
+/// `DIR/sse.keys`, the master key file of SSE-S3 and SSE-KMS of a server given none,
+/// created (0600) with a fresh key `id` on first start.
+fn sse_key_file(dir: &Path, id: &str) -> Result<std::path::PathBuf> {
+    let path = dir.join("sse.keys");
+    if !path.exists() {
+        let text = format!(
+            "# SSE-S3 and SSE-KMS master keys, id=base64 of 32 bytes. Objects are unreadable without\n\
+             # this file: keep a copy away from the data.\n{}",
+            shoal_gateway::crypt::Keyring::generate(id)
+        );
+        crate::daemon::write_private(&path, text.as_bytes())?;
+    }
+    Ok(path)
 }
 
 /// The admin user's keys: read from `DIR/admin.json`, or created with the user on first start.
@@ -638,5 +656,23 @@ async fn notification(gateway: &Gateway, command: NotificationCommand) -> Result
             updated.notifications.retain(|c| notification_id.as_ref().is_some_and(|id| &c.id != id));
             meta.update_bucket(&updated).await
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_server_makes_its_sse_key_file_once_and_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = sse_key_file(dir.path(), "sse-s3").unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let keyring = shoal_gateway::crypt::Keyring::parse(&text).unwrap();
+        assert!(keyring.key("sse-s3").is_ok());
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        sse_key_file(dir.path(), "sse-s3").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "a second start keeps the key");
     }
 }

@@ -184,9 +184,15 @@ fn issue_certificate(dir: &Path, name: &str) {
     ]);
 }
 
+/// Master keys of the encryption tests (test keys: never use them for data).
+const TEST_SSE_KEYS: &str = "sse-s3=6hggYNczAwfY9p2COrhMf7VVJBjOw1LhK1FuskWhkBc=\n\
+                             kms-a=l/0WWKUuxjGsdOjSGZ2uUVmndVo6smT3Xg0pYVvHmNU=\n\
+                             kms-b=H3/zz+u/QOkLgqGtLt9SQhqbX78CiTRpGjgHrcYE3ec=\n";
+
 /// `shoal server` serving S3 over HTTP and HTTPS at once, with a test CA: boto3 and the
 /// aws CLI over HTTPS, aws:SecureTransport in policies, trailing checksums (what SDKs
-/// send over TLS), and a renewed certificate served without a restart.
+/// send over TLS), and a renewed certificate served without a restart (test_tls.py); and
+/// server-side encryption with a key file, SSE-C over HTTPS (test_encryption.py).
 #[test]
 fn s3_over_https_with_a_test_ca() {
     let dir = tempfile::tempdir().unwrap();
@@ -195,17 +201,20 @@ fn s3_over_https_with_a_test_ca() {
     issue_certificate(&certs, "server");
     let tls_port = free_port().to_string();
     let (cert, key) = (certs.join("server.pem"), certs.join("server.key"));
+    let key_file = dir.path().join("sse.keys");
+    std::fs::write(&key_file, TEST_SSE_KEYS).unwrap();
     let options = [
         &["rgw_tls_port=", tls_port.as_str()].concat(),
         &format!("rgw_tls_cert={}", cert.display()),
         &format!("rgw_tls_key={}", key.display()),
+        &format!("rgw_crypt_key_file={}", key_file.display()),
     ];
     let options: Vec<&str> = options.iter().map(|o| o.as_str()).collect();
     let (_server, port, keys) = start_server(dir.path(), &options);
     wait_listening(tls_port.parse().unwrap());
     let data = dir.path().join("data");
     run_suite(
-        &["test_tls.py"],
+        &["test_tls.py", "test_encryption.py"],
         &[
             ("SHOAL_S3_ENDPOINT", format!("http://127.0.0.1:{port}")),
             ("SHOAL_S3_HTTPS_ENDPOINT", format!("https://127.0.0.1:{tls_port}")),

@@ -1,6 +1,10 @@
-//! Mutual authentication with a shared cluster secret, without sending it: each side sends
-//! a random nonce and proves knowledge of the secret with an HMAC-SHA256 over both nonces
-//! and its role. Pure functions; the TCP transport drives the exchange.
+//! Mutual authentication with a shared cluster secret, without sending it, and the keys
+//! of the session that follows. Each side sends an ephemeral X25519 public key as its
+//! nonce and proves knowledge of the secret with an HMAC-SHA256 over both nonces and its
+//! role; the frames after the handshake are sealed (AES-256-GCM, see [`crate::frame`])
+//! with keys derived by HKDF-SHA256 from the X25519 shared secret and the cluster secret,
+//! so only holders of the secret can read or forge them, and a secret stolen later does
+//! not open recorded sessions. Pure functions; the TCP transport drives the exchange.
 
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
@@ -15,12 +19,12 @@ pub const NONCE_LEN: usize = 32;
 pub enum Handshake {
     /// Server → client: the server's nonce.
     Challenge {
-        /// Fresh random bytes.
+        /// The server's ephemeral X25519 public key.
         nonce: [u8; NONCE_LEN],
     },
     /// Client → server: the client's nonce and its proof.
     ClientProof {
-        /// Fresh random bytes.
+        /// The client's ephemeral X25519 public key.
         nonce: [u8; NONCE_LEN],
         /// HMAC(secret, "shoal client" ‖ server nonce ‖ client nonce).
         proof: Vec<u8>,
@@ -34,7 +38,34 @@ pub enum Handshake {
 
 impl Versioned for Handshake {
     const NAME: &'static str = "handshake";
-    const VERSION: u8 = 1;
+    /// Version 2: the nonces are X25519 public keys and sealed frames follow; a version 1
+    /// peer (random nonces, frames in the clear) is refused.
+    const VERSION: u8 = 2;
+}
+
+/// The keys of one connection's two directions.
+pub struct SessionKeys {
+    /// Seals what the client sends.
+    pub client_to_server: [u8; 32],
+    /// Seals what the server sends.
+    pub server_to_client: [u8; 32],
+}
+
+/// The session keys of a handshake whose X25519 agreement gave `shared`.
+pub fn session_keys(secret: &[u8], shared: &[u8], server_nonce: &[u8], client_nonce: &[u8]) -> SessionKeys {
+    use aws_lc_rs::hkdf::{HKDF_SHA256, Salt};
+    let prk = Salt::new(HKDF_SHA256, &[server_nonce, client_nonce].concat()).extract(&[shared, secret].concat());
+    let key = |info: &[u8]| {
+        let mut key = [0u8; 32];
+        let info = [info];
+        let okm = prk.expand(&info, HKDF_SHA256).expect("32 bytes is a valid HKDF-SHA256 output length");
+        okm.fill(&mut key).expect("the output length matches");
+        key
+    };
+    SessionKeys {
+        client_to_server: key(b"shoal frames client to server"),
+        server_to_client: key(b"shoal frames server to client"),
+    }
 }
 
 fn mac(secret: &[u8], role: &[u8], first: &[u8], second: &[u8]) -> Hmac<Sha256> {
@@ -78,5 +109,21 @@ mod tests {
         assert!(!verify_client(b"secret", &c, &s, &proof), "swapped nonces");
         assert!(!verify_server(b"secret", &c, &s, &proof), "a client proof is no server proof");
         assert!(verify_server(b"secret", &c, &s, &server_proof(b"secret", &c, &s)));
+    }
+
+    #[test]
+    fn session_keys_differ_by_direction_secret_and_agreement() {
+        let (s, c) = ([1u8; NONCE_LEN], [2u8; NONCE_LEN]);
+        let keys = session_keys(b"secret", b"shared", &s, &c);
+        assert_ne!(keys.client_to_server, keys.server_to_client);
+        let again = session_keys(b"secret", b"shared", &s, &c);
+        assert_eq!((keys.client_to_server, keys.server_to_client), (again.client_to_server, again.server_to_client));
+        for other in [
+            session_keys(b"other", b"shared", &s, &c),
+            session_keys(b"secret", b"other", &s, &c),
+            session_keys(b"secret", b"shared", &c, &s),
+        ] {
+            assert_ne!(other.client_to_server, keys.client_to_server);
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! Handler families with logic of their own live in submodules.
 
 mod access;
+mod encryption;
 mod lifecycle;
 mod lock;
 mod versions;
@@ -12,13 +13,15 @@ use crate::access::{Action, Ownership};
 use crate::checksum;
 use crate::config::GatewayConfig;
 use crate::cors::CorsRule;
+use crate::crypt::{Protection, Sealed, Sealer};
 use crate::layout;
 use crate::meta::{BucketInfo, Meta, UserInfo, Versioning};
-use crate::multipart::{CompleteError, hex};
+use crate::multipart::{CompleteError, UploadInfo, hex};
 use crate::notifications::{Done, Operation, Origin, Pending};
 use crate::objects::{ObjectMeta, Objects, StreamError, WriteTerms, new_tag, now_ns, order_of};
 use access::{Caller, requested_acl};
 use bytes::Bytes;
+use encryption::{customer_headers, requested_encryption, show_encryption};
 use futures::StreamExt;
 use lock::{requested_lock, shown_lock};
 use s3s::dto::*;
@@ -45,6 +48,8 @@ pub struct ShoalS3 {
     pub notifier: Arc<crate::notifications::Notifier>,
     /// Buckets with lifecycle configurations.
     pub lifecycle: crate::lifecycle::Registry,
+    /// Master keys of SSE-S3 and SSE-KMS (none without a key file).
+    pub keyring: Option<crate::crypt::Keyring>,
     /// Options.
     pub config: GatewayConfig,
 }
@@ -59,6 +64,12 @@ pub fn rados_error(e: RadosError) -> S3Error {
             tracing::error!(error = %e, "object layer error");
             s3_error!(InternalError, "{e}")
         }
+    }
+}
+
+impl From<StreamError> for S3Error {
+    fn from(e: StreamError) -> S3Error {
+        stream_error(e)
     }
 }
 
@@ -390,6 +401,7 @@ macro_rules! describe_object {
 /// InvalidPartNumber beyond.
 fn part_range(meta: &ObjectMeta, number: i32) -> S3Result<Option<std::ops::Range<u64>>> {
     let parts: Vec<u64> = match meta.parts {
+        Some(_) if meta.sealed.is_some() => meta.tail.iter().map(|s| crate::crypt::plain_size(s.size)).collect(),
         Some(_) => meta.tail.iter().map(|s| s.size).collect(),
         None => vec![meta.size],
     };
@@ -514,7 +526,7 @@ impl ShoalS3 {
     }
 
     /// Streams `body` into a new object `key` with `meta` (size, etag and order filled in),
-    /// logging the persistent `events`.
+    /// sealed under `protection` if given, logging the persistent `events`.
     #[allow(clippy::too_many_arguments)]
     async fn store_object<S, E>(
         &self,
@@ -522,6 +534,7 @@ impl ShoalS3 {
         key: &str,
         mut meta: ObjectMeta,
         body: S,
+        protection: Option<Protection>,
         integrity: &Integrity,
         tag: &str,
         events: &Pending,
@@ -538,7 +551,10 @@ impl ShoalS3 {
         };
         let prefix = layout::tail_prefix(&bucket.id, key, tag);
         let (body, running) = integrity.watch(body);
-        let written = self.objects.write_data(body, &head, index_ref, &prefix, true).await.map_err(stream_error)?;
+        let sealer = protection.as_ref().map(|p| Sealer::new(p.key.clone()));
+        let written =
+            self.objects.write_data(body, &head, index_ref, &prefix, true, sealer).await.map_err(stream_error)?;
+        meta.sealed = protection.map(|p| Sealed { salts: written.salt.into_iter().collect(), ..p.sealed });
         match integrity.verify(&written.md5, running.as_ref()) {
             Ok(checksum) => meta.checksum = checksum.or(meta.checksum),
             Err(e) => {
@@ -647,9 +663,9 @@ impl ShoalS3 {
     }
 
     /// Fails with NoSuchUpload unless the upload exists.
-    async fn require_upload(&self, bucket: &BucketInfo, key: &str, upload_id: &str) -> S3Result<()> {
+    async fn require_upload(&self, bucket: &BucketInfo, key: &str, upload_id: &str) -> S3Result<UploadInfo> {
         match self.objects.upload(&self.uploads, bucket, key, upload_id).await.map_err(rados_error)? {
-            Some(_) => Ok(()),
+            Some(upload) => Ok(upload),
             None => Err(s3_error!(NoSuchUpload)),
         }
     }
@@ -755,6 +771,7 @@ impl S3 for ShoalS3 {
             public_access_block: None,
             ownership,
             cors: Vec::new(),
+            encryption: None,
         };
         self.objects.init_index(&info).await.map_err(rados_error)?;
         if let Err(e) = self.meta.create_bucket(&info).await {
@@ -1063,6 +1080,27 @@ impl S3 for ShoalS3 {
         Ok(S3Response::new(PutBucketCorsOutput::default()))
     }
 
+    async fn put_bucket_encryption(
+        &self,
+        req: S3Request<PutBucketEncryptionInput>,
+    ) -> S3Result<S3Response<PutBucketEncryptionOutput>> {
+        self.put_encryption(req).await
+    }
+
+    async fn get_bucket_encryption(
+        &self,
+        req: S3Request<GetBucketEncryptionInput>,
+    ) -> S3Result<S3Response<GetBucketEncryptionOutput>> {
+        self.get_encryption(req).await
+    }
+
+    async fn delete_bucket_encryption(
+        &self,
+        req: S3Request<DeleteBucketEncryptionInput>,
+    ) -> S3Result<S3Response<DeleteBucketEncryptionOutput>> {
+        self.delete_encryption(req).await
+    }
+
     async fn get_bucket_cors(&self, req: S3Request<GetBucketCorsInput>) -> S3Result<S3Response<GetBucketCorsOutput>> {
         let caller = self.caller(&req).await?;
         let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetBucketCORS, None).await?;
@@ -1204,6 +1242,9 @@ impl S3 for ShoalS3 {
         if input.content_length.is_some_and(|l| l as u64 > self.config.max_put_size) {
             return Err(s3_error!(EntityTooLarge));
         }
+        let origin = origin_of(&req.extensions);
+        let customer = self.customer_key(customer_headers!(input), origin.secure)?;
+        let protection = self.protection(&bucket, requested_encryption!(input, customer.as_ref()))?;
         let body = input.body.map(|b| b.boxed()).unwrap_or_else(|| futures::stream::empty().boxed());
         let tag = new_tag();
         let op = Operation {
@@ -1225,9 +1266,11 @@ impl S3 for ShoalS3 {
             )?,
         };
         let work = async |events: &Pending| {
-            self.store_object(&bucket, &input.key, meta.clone(), body, &integrity, &tag, events, terms.clone()).await
+            let (meta, terms) = (meta.clone(), terms.clone());
+            self.store_object(&bucket, &input.key, meta, body, protection.clone(), &integrity, &tag, events, terms)
+                .await
         };
-        let meta = self.with_events(&op, &origin_of(&req.extensions), &caller.user, work, Done::of).await?;
+        let meta = self.with_events(&op, &origin, &caller.user, work, Done::of).await?;
         if input.content_length.is_some_and(|l| l as u64 != meta.size) {
             tracing::warn!(key = %input.key, "body length differs from Content-Length");
         }
@@ -1237,15 +1280,18 @@ impl S3 for ShoalS3 {
             ..Default::default()
         };
         show_checksum!(out, meta.checksum.as_ref(), Some(ChecksumMode::from_static(ChecksumMode::ENABLED)));
+        show_encryption!(out, meta.sealed.as_ref(), customer.as_ref());
         Ok(S3Response::new(out))
     }
 
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
         let caller = self.caller(&req).await?;
+        let customer = self.customer_key(customer_headers!(req.input), origin_of(&req.extensions).secure)?;
         let input = req.input;
         let Found { meta, inline, version_id, lock, .. } = self
             .readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &caller, Action::GetObject)
             .await?;
+        let data_key = self.data_key(meta.sealed.as_ref(), customer.as_ref())?;
         check_conditions(
             &meta,
             input.if_match.as_ref(),
@@ -1263,7 +1309,7 @@ impl S3 for ShoalS3 {
             (None, None) => None,
         };
         let span = range.clone().unwrap_or(0..meta.size);
-        let stream = self.objects.read_range(&meta, inline, span.clone());
+        let stream = self.objects.read_range(&meta, inline, span.clone(), data_key);
         let mut out = GetObjectOutput {
             body: Some(StreamingBlob::wrap(crate::objects::detach(stream))),
             content_length: Some((span.end - span.start) as i64),
@@ -1278,15 +1324,19 @@ impl S3 for ShoalS3 {
         if out.content_range.is_none() {
             show_checksum!(out, meta.checksum.as_ref(), input.checksum_mode);
         }
+        show_encryption!(out, meta.sealed.as_ref(), customer.as_ref());
         Ok(S3Response::new(out))
     }
 
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
         let caller = self.caller(&req).await?;
+        let customer = self.customer_key(customer_headers!(req.input), origin_of(&req.extensions).secure)?;
         let input = req.input;
         let Found { meta, version_id, lock, .. } = self
             .readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &caller, Action::GetObject)
             .await?;
+        // An SSE-C object is described only to the holder of its key.
+        self.data_key(meta.sealed.as_ref(), customer.as_ref())?;
         check_conditions(
             &meta,
             input.if_match.as_ref(),
@@ -1311,6 +1361,7 @@ impl S3 for ShoalS3 {
         if out.content_range.is_none() {
             show_checksum!(out, meta.checksum.as_ref(), input.checksum_mode);
         }
+        show_encryption!(out, meta.sealed.as_ref(), customer.as_ref());
         Ok(S3Response::new(out))
     }
 
@@ -1391,17 +1442,24 @@ impl S3 for ShoalS3 {
 
     async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
         let caller = self.caller(&req).await?;
+        let origin = origin_of(&req.extensions);
         let input = req.input;
         let (src_key, source) = self.copy_source(&input.copy_source, &caller, copy_conditions!(input)).await?;
         let Found { bucket: src_bucket, meta: src_meta, inline, version_id: src_version, .. } = source;
+        let src_customer = self.customer_key(customer_headers!(input, copy_source), origin.secure)?;
+        let src_key_data = self.data_key(src_meta.sealed.as_ref(), src_customer.as_ref())?;
         let bucket = self.bucket_for(&input.bucket, &caller, Action::PutObject, Some(&input.key)).await?;
         let (owner, acl) = self.new_object_acl(&bucket, &caller, requested_acl!(input, None)).await?;
+        let customer = self.customer_key(customer_headers!(input), origin.secure)?;
+        let requested = requested_encryption!(input, customer.as_ref());
+        let changes_encryption = requested.algorithm.is_some() || requested.customer.is_some();
+        let protection = self.protection(&bucket, requested)?;
         let replace = match input.metadata_directive.as_ref().map(|d| d.as_str()) {
             None | Some(MetadataDirective::COPY) => false,
             Some(MetadataDirective::REPLACE) => true,
             Some(other) => return Err(s3_error!(InvalidArgument, "unknown metadata directive '{other}'")),
         };
-        if !replace && src_bucket.id == bucket.id && src_key == input.key {
+        if !replace && !changes_encryption && src_bucket.id == bucket.id && src_key == input.key {
             return Err(s3_error!(
                 InvalidRequest,
                 "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata."
@@ -1412,7 +1470,7 @@ impl S3 for ShoalS3 {
         } else {
             ObjectMeta { owner: owner.clone(), acl, ..src_meta.clone() }
         };
-        let data = self.objects.read_range(&src_meta, inline, 0..src_meta.size);
+        let data = self.objects.read_range(&src_meta, inline, 0..src_meta.size, src_key_data);
         let lock = requested_lock(
             &bucket,
             input.object_lock_mode.as_ref(),
@@ -1437,6 +1495,7 @@ impl S3 for ShoalS3 {
                 &input.key,
                 meta.clone(),
                 Box::pin(data),
+                protection.clone(),
                 &integrity,
                 &tag,
                 events,
@@ -1444,8 +1503,8 @@ impl S3 for ShoalS3 {
             )
             .await
         };
-        let meta = self.with_events(&op, &origin_of(&req.extensions), &caller.user, work, Done::of).await?;
-        Ok(S3Response::new(CopyObjectOutput {
+        let meta = self.with_events(&op, &origin, &caller.user, work, Done::of).await?;
+        let mut out = CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
                 e_tag: Some(etag(&meta.etag)),
                 last_modified: Some(timestamp(meta.mtime_ns)),
@@ -1454,7 +1513,9 @@ impl S3 for ShoalS3 {
             copy_source_version_id: src_version,
             version_id: shown_version(&bucket, meta.version.as_deref()),
             ..Default::default()
-        }))
+        };
+        show_encryption!(out, meta.sealed.as_ref(), customer.as_ref());
+        Ok(S3Response::new(out))
     }
 
     async fn get_object_attributes(
@@ -1462,6 +1523,7 @@ impl S3 for ShoalS3 {
         req: S3Request<GetObjectAttributesInput>,
     ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
         let caller = self.caller(&req).await?;
+        let customer = self.customer_key(customer_headers!(req.input), origin_of(&req.extensions).secure)?;
         let input = req.input;
         let Found { meta, version_id, .. } = self
             .readable_object(
@@ -1472,6 +1534,7 @@ impl S3 for ShoalS3 {
                 Action::GetObjectAttributes,
             )
             .await?;
+        self.data_key(meta.sealed.as_ref(), customer.as_ref())?;
         // One header, its values separated by commas (s3s keeps them as one).
         let wanted =
             |name: &str| input.object_attributes.iter().flat_map(|a| a.as_str().split(',')).any(|a| a.trim() == name);
@@ -1642,15 +1705,20 @@ impl S3 for ShoalS3 {
             input.object_lock_legal_hold_status.as_ref(),
             now_ns(),
         )?;
-        let meta = new_object!(input).into_meta(&owner, acl)?;
+        let customer = self.customer_key(customer_headers!(input), origin_of(&req.extensions).secure)?;
+        let protection = self.protection(&bucket, requested_encryption!(input, customer.as_ref()))?;
+        let meta = ObjectMeta { sealed: protection.map(|p| p.sealed), ..new_object!(input).into_meta(&owner, acl)? };
+        let sealed = meta.sealed.clone();
         let upload_id =
             self.objects.create_upload(&self.uploads, &bucket, &input.key, meta, lock).await.map_err(rados_error)?;
-        Ok(S3Response::new(CreateMultipartUploadOutput {
+        let mut out = CreateMultipartUploadOutput {
             bucket: Some(input.bucket),
             key: Some(input.key),
             upload_id: Some(upload_id),
             ..Default::default()
-        }))
+        };
+        show_encryption!(out, sealed.as_ref(), customer.as_ref());
+        Ok(S3Response::new(out))
     }
 
     async fn upload_part(&self, mut req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
@@ -1660,18 +1728,19 @@ impl S3 for ShoalS3 {
         let input = req.input;
         let bucket = self.bucket_for(&input.bucket, &caller, Action::PutObject, Some(&input.key)).await?;
         let number = Self::validate_part_number(input.part_number)?;
-        self.require_upload(&bucket, &input.key, &input.upload_id).await?;
+        let upload = self.require_upload(&bucket, &input.key, &input.upload_id).await?;
+        let customer = self.customer_key(customer_headers!(input), origin_of(&req.extensions).secure)?;
+        let sealer = self.data_key(upload.meta.sealed.as_ref(), customer.as_ref())?.map(Sealer::new);
         let body = input.body.map(|b| b.boxed()).unwrap_or_else(|| futures::stream::empty().boxed());
         let (body, running) = integrity.watch(body);
-        let written = self
+        let check = |written: &crate::objects::Written| integrity.verify(&written.md5, running.as_ref());
+        let part = self
             .objects
-            .upload_part(&self.uploads, &bucket, &input.key, &input.upload_id, number, body)
-            .await
-            .map_err(stream_error)?;
-        // A part that fails its check stays until it is uploaded again or the upload ends.
-        let checksum = integrity.verify(&written.md5, running.as_ref())?;
-        let mut out = UploadPartOutput { e_tag: Some(etag(&hex(&written.md5))), ..Default::default() };
-        show_checksum!(out, checksum.as_ref(), Some(ChecksumMode::from_static(ChecksumMode::ENABLED)), part);
+            .upload_part(&self.uploads, &bucket, &input.key, &input.upload_id, number, body, sealer, check)
+            .await?;
+        let mut out = UploadPartOutput { e_tag: Some(etag(&part.etag)), ..Default::default() };
+        show_checksum!(out, part.checksum.as_ref(), Some(ChecksumMode::from_static(ChecksumMode::ENABLED)), part);
+        show_encryption!(out, upload.meta.sealed.as_ref(), customer.as_ref());
         Ok(S3Response::new(out))
     }
 
@@ -1680,31 +1749,38 @@ impl S3 for ShoalS3 {
         req: S3Request<UploadPartCopyInput>,
     ) -> S3Result<S3Response<UploadPartCopyOutput>> {
         let caller = self.caller(&req).await?;
+        let secure = origin_of(&req.extensions).secure;
         let input = req.input;
         let (_, Found { meta: src_meta, inline, .. }) =
             self.copy_source(&input.copy_source, &caller, copy_conditions!(input)).await?;
+        let src_customer = self.customer_key(customer_headers!(input, copy_source), secure)?;
+        let src_key_data = self.data_key(src_meta.sealed.as_ref(), src_customer.as_ref())?;
         let bucket = self.bucket_for(&input.bucket, &caller, Action::PutObject, Some(&input.key)).await?;
         let number = Self::validate_part_number(input.part_number)?;
-        self.require_upload(&bucket, &input.key, &input.upload_id).await?;
+        let upload = self.require_upload(&bucket, &input.key, &input.upload_id).await?;
+        let customer = self.customer_key(customer_headers!(input), secure)?;
+        let sealer = self.data_key(upload.meta.sealed.as_ref(), customer.as_ref())?.map(Sealer::new);
         let span = match &input.copy_source_range {
             None => 0..src_meta.size,
             Some(r) => copy_range(r, src_meta.size)
                 .ok_or_else(|| s3_error!(InvalidRange, "bad x-amz-copy-source-range '{r}'"))?,
         };
-        let data = self.objects.read_range(&src_meta, inline, span);
-        let written = self
+        let data = self.objects.read_range(&src_meta, inline, span, src_key_data);
+        let unchecked = |_: &crate::objects::Written| Ok::<_, S3Error>(None);
+        let part = self
             .objects
-            .upload_part(&self.uploads, &bucket, &input.key, &input.upload_id, number, Box::pin(data))
-            .await
-            .map_err(stream_error)?;
-        Ok(S3Response::new(UploadPartCopyOutput {
+            .upload_part(&self.uploads, &bucket, &input.key, &input.upload_id, number, data, sealer, unchecked)
+            .await?;
+        let mut out = UploadPartCopyOutput {
             copy_part_result: Some(CopyPartResult {
-                e_tag: Some(etag(&hex(&written.md5))),
-                last_modified: Some(timestamp(now_ns())),
+                e_tag: Some(etag(&part.etag)),
+                last_modified: Some(timestamp(part.mtime_ns)),
                 ..Default::default()
             }),
             ..Default::default()
-        }))
+        };
+        show_encryption!(out, upload.meta.sealed.as_ref(), customer.as_ref());
+        Ok(S3Response::new(out))
     }
 
     async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
@@ -1726,12 +1802,16 @@ impl S3 for ShoalS3 {
         let page: Vec<Part> = after
             .iter()
             .take(max)
-            .map(|p| Part {
-                part_number: Some(p.number as i32),
-                size: Some(p.size as i64),
-                e_tag: Some(etag(&p.etag)),
-                last_modified: Some(timestamp(p.mtime_ns)),
-                ..Default::default()
+            .map(|p| {
+                let mut part = Part {
+                    part_number: Some(p.number as i32),
+                    size: Some(p.size as i64),
+                    e_tag: Some(etag(&p.etag)),
+                    last_modified: Some(timestamp(p.mtime_ns)),
+                    ..Default::default()
+                };
+                show_checksum!(part, p.checksum.as_ref(), Some(ChecksumMode::from_static(ChecksumMode::ENABLED)), part);
+                part
             })
             .collect();
         let next = page.last().and_then(|p| p.part_number).filter(|_| truncated);
@@ -1856,14 +1936,16 @@ impl S3 for ShoalS3 {
             })
         };
         let meta = self.with_events(&op, &origin_of(&req.extensions), &caller.user, work, Done::of).await?;
-        Ok(S3Response::new(CompleteMultipartUploadOutput {
+        let mut out = CompleteMultipartUploadOutput {
             bucket: Some(input.bucket.clone()),
             key: Some(input.key.clone()),
             e_tag: Some(etag(&meta.etag)),
             location: Some(format!("/{}/{}", input.bucket, input.key)),
             version_id: shown_version(&bucket, meta.version.as_deref()),
             ..Default::default()
-        }))
+        };
+        show_encryption!(out, meta.sealed.as_ref());
+        Ok(S3Response::new(out))
     }
 
     async fn abort_multipart_upload(

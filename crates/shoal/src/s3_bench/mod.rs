@@ -77,6 +77,10 @@ pub struct S3BenchArgs {
     /// benchmark's requests, so that each request evaluates them all (0: no policy).
     #[arg(long, default_value_t = 0)]
     pub policy_statements: usize,
+    /// Give the bucket this default encryption (`AES256`: SSE-S3; `aws:kms`), so that
+    /// every object written is encrypted (none: remove any).
+    #[arg(long, value_name = "ALGORITHM")]
+    pub bucket_encryption: Option<String>,
     /// The certificate authority (PEM) of an https:// endpoint.
     #[arg(long, value_name = "FILE")]
     pub ca: Option<std::path::PathBuf>,
@@ -229,16 +233,38 @@ impl Shared {
         Ok(())
     }
 
+    /// Puts the bucket's subresource `name` (`policy`, `encryption`) with `body`, or
+    /// removes it without one.
+    async fn set_subresource(&self, name: &str, body: Option<String>) -> Result<()> {
+        let path = format!("/{}", self.bucket);
+        let Some(body) = body else {
+            let removed = self.client.send(Method::DELETE, &path, &[(name, "")], Bytes::new()).await?;
+            return match removed.status.is_success() {
+                true => Ok(()),
+                false => Err(err::io(format!("removing the {name} of {}: HTTP {}", self.bucket, removed.status))),
+            };
+        };
+        self.client.expect_ok(Method::PUT, &path, &[(name, "")], Bytes::from(body)).await?;
+        Ok(())
+    }
+
+    /// Sets the bucket's default encryption to `algorithm` (removes it without one).
+    async fn set_encryption(&self, algorithm: Option<&str>) -> Result<()> {
+        let body = algorithm.map(|a| {
+            format!(
+                "<ServerSideEncryptionConfiguration><Rule><ApplyServerSideEncryptionByDefault>\
+                 <SSEAlgorithm>{a}</SSEAlgorithm></ApplyServerSideEncryptionByDefault></Rule>\
+                 </ServerSideEncryptionConfiguration>"
+            )
+        });
+        self.set_subresource("encryption", body).await
+    }
+
     /// Puts a bucket policy of `statements` statements (removes it for 0): denials of other
     /// keys and allowances from other networks, so that all are evaluated and none applies.
     async fn set_policy(&self, statements: usize) -> Result<()> {
-        let path = format!("/{}", self.bucket);
         if statements == 0 {
-            let removed = self.client.send(Method::DELETE, &path, &[("policy", "")], Bytes::new()).await?;
-            return match removed.status.is_success() {
-                true => Ok(()),
-                false => Err(err::io(format!("removing the policy of {}: HTTP {}", self.bucket, removed.status))),
-            };
+            return self.set_subresource("policy", None).await;
         }
         let arn = format!("arn:aws:s3:::{}", self.bucket);
         let list: Vec<serde_json::Value> = (0..statements)
@@ -255,8 +281,7 @@ impl Shared {
             })
             .collect();
         let policy = serde_json::json!({"Version": "2012-10-17", "Statement": list}).to_string();
-        self.client.expect_ok(Method::PUT, &path, &[("policy", "")], Bytes::from(policy)).await?;
-        Ok(())
+        self.set_subresource("policy", Some(policy)).await
     }
 
     /// Takes the keys of `objects` objects an earlier run left as existing (not to be
@@ -469,6 +494,7 @@ pub async fn run(args: S3BenchArgs) -> Result<()> {
         Arc::new(Shared::new(client, &args.bucket, args.prefix.as_deref(), Bytes::from(payload), args.list_versions));
     shared.create_bucket(args.versioned).await?;
     shared.set_policy(args.policy_statements).await?;
+    shared.set_encryption(args.bucket_encryption.as_deref()).await?;
     let show = !args.no_progress && !args.json;
     if args.no_prepare {
         shared.adopt(args.objects as u64);
