@@ -298,58 +298,43 @@ mod tests {
         assert!(refused(&[b'S', b'H', b'F', b'2', 0, 0, 0, 3]), "shorter than a tag");
     }
 
+    /// The payloads `d` decodes from `stream` fed in pieces of `cut` bytes.
+    fn decode_in_pieces(mut d: Decoder, stream: &[u8], cut: usize) -> Vec<Vec<u8>> {
+        let mut got = Vec::new();
+        for piece in stream.chunks(cut) {
+            d.feed(piece);
+            while let Some(p) = d.next_frame().unwrap() {
+                got.push(p.to_vec());
+            }
+        }
+        got
+    }
+
+    /// Feeds `bytes` to `d` and takes frames until one is not there (no panic is the test).
+    fn take_frames(mut d: Decoder, bytes: &[u8]) {
+        d.feed(bytes);
+        for _ in 0..4 {
+            if !matches!(d.next_frame(), Ok(Some(_))) {
+                break;
+            }
+        }
+    }
+
     proptest! {
-        #[test]
-        fn sealed_frames_survive_any_split(payloads in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..300), 1..6),
-                                           cut in 1usize..50) {
-            let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_slice()).collect();
-            let stream = sealed(&refs, &[3; 32]);
-            let mut d = opening(&[3; 32]);
-            let mut got = Vec::new();
-            for piece in stream.chunks(cut) {
-                d.feed(piece);
-                while let Some(p) = d.next_frame().unwrap() {
-                    got.push(p.to_vec());
-                }
-            }
-            prop_assert_eq!(got, payloads);
-        }
-
-        #[test]
-        fn garbage_never_panics_a_sealed_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-            let mut d = opening(&[1; 32]);
-            d.feed(&bytes);
-            for _ in 0..4 {
-                if !matches!(d.next_frame(), Ok(Some(_))) {
-                    break;
-                }
-            }
-        }
-
         #[test]
         fn frames_survive_any_split(payloads in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..300), 1..6),
                                     cut in 1usize..50) {
             let stream: Vec<u8> = payloads.iter().flat_map(|p| encode(p)).collect();
-            let mut d = Decoder::new(1000);
-            let mut got = Vec::new();
-            for piece in stream.chunks(cut) {
-                d.feed(piece);
-                while let Some(p) = d.next_frame().unwrap() {
-                    got.push(p.to_vec());
-                }
-            }
-            prop_assert_eq!(got, payloads);
+            prop_assert_eq!(decode_in_pieces(Decoder::new(1000), &stream, cut), payloads.clone());
+            let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_slice()).collect();
+            let stream = sealed(&refs, &[3; 32]);
+            prop_assert_eq!(decode_in_pieces(opening(&[3; 32]), &stream, cut), payloads);
         }
 
         #[test]
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-            let mut d = Decoder::new(64);
-            d.feed(&bytes);
-            for _ in 0..4 {
-                if !matches!(d.next_frame(), Ok(Some(_))) {
-                    break;
-                }
-            }
+            take_frames(Decoder::new(64), &bytes);
+            take_frames(opening(&[1; 32]), &bytes);
         }
     }
 }
