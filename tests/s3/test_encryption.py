@@ -162,6 +162,9 @@ def test_multipart_sse_s3_with_ranges_across_parts_and_part_numbers(s3, bucket):
     for n, part in enumerate(parts, 1):
         got = s3.get_object(Bucket=bucket, Key="m", PartNumber=n)
         assert got["Body"].read() == part and got["ContentLength"] == len(part)
+    attributes = s3.get_object_attributes(Bucket=bucket, Key="m", ObjectAttributes=["ObjectParts", "ObjectSize"])
+    assert attributes["ObjectSize"] == len(data)
+    assert [p["Size"] for p in attributes["ObjectParts"]["Parts"]] == [len(p) for p in parts], "plaintext part sizes"
 
 
 def test_a_part_uploaded_twice_is_sealed_anew(s3, bucket):

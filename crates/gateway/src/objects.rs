@@ -71,6 +71,14 @@ pub struct ObjectMeta {
     pub sealed: Option<crate::crypt::Sealed>,
 }
 
+impl ObjectMeta {
+    /// The plaintext bytes of each tail segment (each part of a multipart object).
+    pub fn segment_sizes(&self) -> impl Iterator<Item = u64> + Clone + '_ {
+        let sealed = self.sealed.is_some();
+        self.tail.iter().map(move |s| if sealed { crate::crypt::plain_size(s.size) } else { s.size })
+    }
+}
+
 impl Versioned for ObjectMeta {
     const NAME: &'static str = "object metadata";
     /// Version 4 added `sealed`; version 3 holds grants where version 2 had a canned

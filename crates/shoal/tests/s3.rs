@@ -557,6 +557,56 @@ async fn idle_and_slow_header_floods_do_not_stop_service() {
     s3.expect_ok(Method::GET, "/flood/k0", &[], Bytes::new()).await.unwrap();
 }
 
+/// Out of file descriptors (the server's limit lowered under it with prlimit), `accept`
+/// fails with EMFILE: the server logs it, retries after a pause, keeps serving the
+/// connections it has, and serves new ones once descriptors are free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_out_of_file_descriptors_is_survived() {
+    use bytes::Bytes;
+    use http::Method;
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, port, keys) = start_server(dir.path(), &[]);
+    let s3 = shoal::s3client::S3Client::new(
+        &format!("http://127.0.0.1:{port}"),
+        keys["access_key"].as_str().unwrap(),
+        keys["secret_key"].as_str().unwrap(),
+    )
+    .unwrap();
+    s3.expect_ok(Method::PUT, "/fds", &[], Bytes::new()).await.unwrap();
+    let pid = server.0.id().to_string();
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    let prlimit = |limit: &str| {
+        let status = Command::new("prlimit").args(["--pid", &pid, &format!("--nofile={limit}")]).status().unwrap();
+        assert!(status.success(), "prlimit --nofile={limit}");
+    };
+    let original = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let limits: Vec<&str> =
+        original.lines().find(|l| l.starts_with("Max open files")).unwrap().split_whitespace().skip(3).collect();
+    let (soft, hard) = (limits[0], limits[1]);
+    prlimit(&format!("{}:{hard}", open + 10));
+    let connect = || std::net::TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(3));
+    // The first ten or so are accepted; the rest wait in the backlog while accept fails.
+    let idle: Vec<_> = (0..40).filter_map(|_| connect().ok()).collect();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(server.0.try_wait().unwrap().is_none(), "the server is still up");
+    let answered = s3.expect_ok(Method::GET, "/fds", &[], Bytes::new()).await;
+    assert!(answered.is_ok(), "a kept-alive connection is still served: {:?}", answered.err());
+    drop(idle);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let fresh = shoal::s3client::S3Client::new(
+        &format!("http://127.0.0.1:{port}"),
+        keys["access_key"].as_str().unwrap(),
+        keys["secret_key"].as_str().unwrap(),
+    )
+    .unwrap();
+    fresh.expect_ok(Method::PUT, "/fds/k", &[], Bytes::from_static(b"x")).await.unwrap();
+    prlimit(&format!("{soft}:{hard}"));
+    assert!(server.0.try_wait().unwrap().is_none(), "the server is still up");
+    let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap();
+    assert!(log.contains("accepting a connection failed; retrying") && log.contains("Too many open files"), "{log}");
+}
+
 /// Keys and the cluster secret are written readable by their owner only, and the admin
 /// secret key never reaches the server's console output.
 #[test]

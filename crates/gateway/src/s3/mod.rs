@@ -401,8 +401,7 @@ macro_rules! describe_object {
 /// InvalidPartNumber beyond.
 fn part_range(meta: &ObjectMeta, number: i32) -> S3Result<Option<std::ops::Range<u64>>> {
     let parts: Vec<u64> = match meta.parts {
-        Some(_) if meta.sealed.is_some() => meta.tail.iter().map(|s| crate::crypt::plain_size(s.size)).collect(),
-        Some(_) => meta.tail.iter().map(|s| s.size).collect(),
+        Some(_) => meta.segment_sizes().collect(),
         None => vec![meta.size],
     };
     let Some(index) = usize::try_from(number).ok().filter(|&n| (1..=parts.len()).contains(&n)).map(|n| n - 1) else {
@@ -1542,7 +1541,7 @@ impl S3 for ShoalS3 {
             Some(count) if wanted(ObjectAttributes::OBJECT_PARTS) => {
                 let marker = input.part_number_marker.unwrap_or(0).max(0) as usize;
                 let max = input.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
-                let numbered = meta.tail.iter().enumerate().map(|(i, s)| (i + 1, s.size)).skip(marker);
+                let numbered = meta.segment_sizes().enumerate().map(|(i, size)| (i + 1, size)).skip(marker);
                 let page: Vec<ObjectPart> = numbered
                     .clone()
                     .take(max)
