@@ -186,18 +186,20 @@ pub fn plain_size(stored: u64) -> u64 {
     blocks * BLOCK + rest.saturating_sub(TAG)
 }
 
-/// Seals one segment's plaintext as it streams in.
+/// Seals one segment's plaintext as it streams in, in place at the end of the stored
+/// bytes: the block being filled is the last [`Sealer::open_len`] bytes, in clear until
+/// it is full (or the segment ends).
 pub struct Sealer {
     key: Key,
     salt: u64,
     block: u64,
-    open: BytesMut,
+    open: usize,
 }
 
 impl Sealer {
     /// Seals a new segment under `key`, with a fresh salt.
     pub fn new(key: Key) -> Sealer {
-        Sealer { key, salt: new_salt(), block: 0, open: BytesMut::new() }
+        Sealer { key, salt: new_salt(), block: 0, open: 0 }
     }
 
     /// The segment's salt.
@@ -205,30 +207,36 @@ impl Sealer {
         self.salt
     }
 
-    /// Takes `plain` in, appending every block it completes to `stored`.
+    /// Bytes at the end of the stored bytes not sealed yet: they must stay there.
+    pub fn open_len(&self) -> usize {
+        self.open
+    }
+
+    /// Appends `plain` to `stored`, sealing every block it completes.
     pub fn push(&mut self, mut plain: &[u8], stored: &mut BytesMut) {
         while !plain.is_empty() {
-            let take = (BLOCK as usize - self.open.len()).min(plain.len());
-            self.open.extend_from_slice(&plain[..take]);
+            let take = (BLOCK as usize - self.open).min(plain.len());
+            stored.extend_from_slice(&plain[..take]);
+            self.open += take;
             plain = &plain[take..];
-            if self.open.len() == BLOCK as usize {
+            if self.open == BLOCK as usize {
                 self.seal_block(stored);
             }
         }
     }
 
-    /// Seals the last, partial block into `stored`.
+    /// Seals the last, partial block.
     pub fn finish(&mut self, stored: &mut BytesMut) {
-        if !self.open.is_empty() {
+        if self.open > 0 {
             self.seal_block(stored);
         }
     }
 
     fn seal_block(&mut self, stored: &mut BytesMut) {
-        let tag = self.key.seal(nonce(self.salt, self.block), &[], &mut self.open);
-        stored.extend_from_slice(&self.open);
+        let start = stored.len() - self.open;
+        let tag = self.key.seal(nonce(self.salt, self.block), &[], &mut stored[start..]);
         stored.extend_from_slice(&tag);
-        self.open.clear();
+        self.open = 0;
         self.block += 1;
     }
 }
@@ -266,9 +274,13 @@ impl Opener {
         first * (BLOCK + TAG)..(end * (BLOCK + TAG)).min(stored)
     }
 
-    /// Takes stored bytes in.
-    pub fn push(&mut self, stored: &[u8]) {
-        self.pending.extend_from_slice(stored);
+    /// Takes stored bytes in (without a copy when nothing is pending and `stored` is the
+    /// only handle on its buffer, as a chunk just read is: blocks are opened in place).
+    pub fn push(&mut self, stored: Bytes) {
+        match self.pending.is_empty() {
+            true => self.pending = BytesMut::from(stored),
+            false => self.pending.extend_from_slice(&stored),
+        }
     }
 
     /// The next opened plaintext, if a whole block is in (or, with `end`, what is left);
@@ -372,7 +384,7 @@ mod tests {
         let mut opener = Opener::new(key.clone(), salt, range);
         let mut out = Vec::new();
         for piece in stored[span.start as usize..span.end as usize].chunks(feed) {
-            opener.push(piece);
+            opener.push(Bytes::copy_from_slice(piece));
             while let Some(p) = opener.next_plain(false).unwrap() {
                 out.extend_from_slice(&p);
             }
@@ -407,15 +419,15 @@ mod tests {
         let (salt, mut stored) = seal_all(&key, &plain, 1000);
         let n = plain.len() as u64;
         let mut opener = Opener::new(key.clone(), salt ^ 1, 0..n);
-        opener.push(&stored);
+        opener.push(Bytes::copy_from_slice(&stored));
         assert!(matches!(opener.next_plain(true), Err(CryptError::Corrupt(_))));
         let mut opener = Opener::new(key.clone(), salt, 0..n);
-        opener.push(&stored[..(BLOCK + TAG) as usize]);
+        opener.push(Bytes::copy_from_slice(&stored[..(BLOCK + TAG) as usize]));
         assert!(opener.next_plain(true).unwrap().is_some());
         assert!(matches!(opener.next_plain(true), Err(CryptError::Corrupt(_))), "a missing last block");
         stored[3] ^= 0x40;
         let mut opener = Opener::new(key, salt, 0..n);
-        opener.push(&stored);
+        opener.push(Bytes::from(stored));
         assert!(matches!(opener.next_plain(true), Err(CryptError::Corrupt(_))));
     }
 

@@ -347,7 +347,9 @@ impl Objects {
                     salt,
                 });
             }
-            while buffer.len() >= stripe || (finished && !buffer.is_empty()) {
+            // A block being sealed stays in the buffer until it is full.
+            let unsealed = sealer.as_ref().map_or(0, Sealer::open_len);
+            while buffer.len() - unsealed >= stripe || (finished && !buffer.is_empty()) {
                 if chunks == 0 {
                     intent = Some(self.gc.record_intent(&GcEntry::intent(head, prefix, version.clone())).await?);
                 }
@@ -1048,7 +1050,7 @@ fn open_stream(
                 return Ok(None);
             }
             match stored.next().await {
-                Some(bytes) => opener.push(&bytes?),
+                Some(bytes) => opener.push(bytes?),
                 None => end = true,
             }
         }
