@@ -157,12 +157,27 @@ def test_post_uploads_check_the_signed_policy(s3, bucket):
     assert too_big.status_code == 400 and "EntityTooLarge" in too_big.text, too_big.text
     tampered = dict(form["fields"], key="elsewhere/x")
     r = requests.post(form["url"], data=tampered, files={"file": ("x.txt", b"x")})
-    assert r.status_code == 400 and "<Code>InvalidPolicyDocument</Code>" in r.text, r.text
+    assert r.status_code == 403 and "<Code>AccessDenied</Code>" in r.text, r.text
+    assert "Invalid according to Policy: Policy condition" in r.text and "starts-with" in r.text
     wider = post_form(signer, bucket, "elsewhere/x", [])
     forged = dict(wider["fields"], **{"x-amz-signature": form["fields"]["x-amz-signature"]})
     r = requests.post(form["url"], data=forged, files={"file": ("x.txt", b"x")})
     assert r.status_code == 403 and "<Code>SignatureDoesNotMatch</Code>" in r.text, r.text
     assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == ["uploads/hello.txt"]
+
+
+def test_post_upload_keys_take_the_file_name(s3, bucket):
+    signer = client(signature_version="s3v4")
+    form = post_form(signer, bucket, "uploads/${filename}", [["starts-with", "$key", "uploads/"]])
+    for name in ["photo.jpg", "with space.txt"]:
+        r = requests.post(form["url"], data=form["fields"], files={"file": (name, b"picture " + name.encode())})
+        assert r.status_code == 204, r.text
+        assert s3.get_object(Bucket=bucket, Key=f"uploads/{name}")["Body"].read() == b"picture " + name.encode()
+    # A path sent as the file name (old browsers) gives its last component.
+    r = requests.post(form["url"], data=form["fields"], files={"file": ("C:\\tmp\\x.bin", b"x")})
+    assert r.status_code == 204, r.text
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"])
+    assert keys == ["uploads/photo.jpg", "uploads/with space.txt", "uploads/x.bin"]
 
 
 def test_post_upload_redirects_and_default_status(s3, bucket):

@@ -10,6 +10,7 @@ pub mod checksum;
 pub mod config;
 pub mod cors;
 pub mod crypt;
+pub mod form;
 pub mod gc;
 pub mod layout;
 pub mod lifecycle;

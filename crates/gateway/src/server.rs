@@ -85,6 +85,17 @@ async fn complete_error(response: Response<Body>, resource: &str, id: &str) -> R
         Err(_) => Bytes::new(),
     };
     let text = String::from_utf8_lossy(&bytes);
+    // s3s answers a form upload whose policy condition fails with 400 InvalidPolicyDocument; S3 with 403.
+    let text = match parts.status == StatusCode::BAD_REQUEST && text.contains("<Message>Policy condition ") {
+        true => {
+            parts.status = StatusCode::FORBIDDEN;
+            let text = text.replace("<Code>InvalidPolicyDocument</Code>", "<Code>AccessDenied</Code>");
+            std::borrow::Cow::Owned(
+                text.replace("<Message>Policy condition ", "<Message>Invalid according to Policy: Policy condition "),
+            )
+        }
+        false => text,
+    };
     let completed = match text.rfind("</Error>") {
         Some(at) if !text.contains("<RequestId>") => {
             // s3s leaves Message out when the error has none: S3 clients show it, so say what the code means.
@@ -355,11 +366,21 @@ impl Front {
             return xml_error(StatusCode::BAD_REQUEST, "MaxMessageLengthExceeded", &message, resource, id);
         }
         let (grace, min_rate) = (self.body_rate_grace, self.body_min_rate);
+        let mut req = req;
+        let form = match req.method() == http::Method::POST {
+            true => header(&req, "content-type").and_then(crate::form::delimiter),
+            false => None,
+        };
+        if form.is_some() {
+            // The rewritten form may differ in length; s3s reads a form to its last delimiter.
+            req.headers_mut().remove(http::header::CONTENT_LENGTH);
+        }
         let req = req.map(|body| {
             let body = crate::stall::MinRate::new(body, grace, min_rate);
-            match capped {
-                Some(cap) => Body::http_body_unsync(http_body_util::Limited::new(body, cap)),
-                None => Body::http_body_unsync(body),
+            match (capped, form) {
+                (Some(cap), _) => Body::http_body_unsync(http_body_util::Limited::new(body, cap)),
+                (None, Some(delimiter)) => Body::http_body_unsync(with_file_name(body, delimiter)),
+                (None, None) => Body::http_body_unsync(body),
             }
         });
         let response = match self.workers.acquire().await {
@@ -397,6 +418,49 @@ fn unsigned_and_buffered<B>(req: &Request<B>) -> bool {
         || form_urlencoded::parse(query.as_bytes()).any(|(k, _)| k == "X-Amz-Signature" || k == "Signature");
     let form = header(req, "content-type").is_some_and(|t| t.starts_with("multipart/form-data"));
     !signed && !form && req.method() != http::Method::PUT
+}
+
+/// A form upload's `body` with `${filename}` in its key field replaced by the file's name
+/// ([`crate::form`]): the fields before the file are held until the file's headers are in.
+/// (Trailers, which forms do not have, are dropped while they are held.)
+fn with_file_name<B>(body: B, delimiter: Vec<u8>) -> impl http_body::Body<Data = Bytes, Error = B::Error> + Send
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Send,
+{
+    use crate::form::{MAX_FIELDS, Scan, rewrite};
+    use futures::StreamExt;
+    let frames = Box::pin(http_body_util::BodyStream::new(body));
+    let held = Some(bytes::BytesMut::new());
+    let stream = futures::stream::unfold((frames, held), move |(mut frames, mut held)| {
+        let delimiter = delimiter.clone();
+        async move {
+            loop {
+                let Some(buffer) = held.as_mut() else {
+                    return frames.next().await.map(|frame| (frame, (frames, None)));
+                };
+                match frames.next().await {
+                    Some(Ok(frame)) => {
+                        if let Ok(data) = frame.into_data() {
+                            buffer.extend_from_slice(&data);
+                        }
+                    }
+                    Some(Err(e)) => return Some((Err(e), (frames, None))),
+                    None => {
+                        let rest = held.take().unwrap_or_default().freeze();
+                        return Some((Ok(http_body::Frame::data(rest)), (frames, None)));
+                    }
+                }
+                let out = match rewrite(buffer, &delimiter) {
+                    Scan::More if buffer.len() <= MAX_FIELDS => continue,
+                    Scan::Done(Some(rewritten)) => Bytes::from(rewritten),
+                    Scan::More | Scan::Done(None) => held.take().unwrap_or_default().freeze(),
+                };
+                return Some((Ok(http_body::Frame::data(out)), (frames, None)));
+            }
+        }
+    });
+    http_body_util::StreamBody::new(stream)
 }
 
 fn content_length<B>(req: &Request<B>) -> Option<u64> {
