@@ -269,7 +269,14 @@ impl Front {
             // A browser's request names its page's origin: the bucket's CORS rules may let it see the answer.
             let cross_origin = header(&req, "origin").map(str::to_owned).zip(bucket_of(&req, &self.hosts));
             let method = req.method().clone();
+            let has_body =
+                content_length(&req).is_some_and(|n| n > 0) || req.headers().contains_key("transfer-encoding");
             let mut response = self.admit(req, &resource, &id).await;
+            if has_body && (response.status().is_client_error() || response.status().is_server_error()) {
+                // The body may be unread: a client that kept the connection could have it
+                // taken for its next request (seen as a bare 400). Close instead.
+                response.headers_mut().insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+            }
             if let Some((origin, bucket)) = cross_origin {
                 self.allow_cross_origin(&bucket, &origin, method.as_str(), &mut response).await;
             }
