@@ -336,7 +336,6 @@ impl Objects {
             if finished && let Some(sealer) = &mut sealer {
                 sealer.finish(&mut buffer);
             }
-            let salt = sealer.as_ref().map(Sealer::salt);
             if finished && chunks == 0 && allow_inline && buffer.len() <= stripe {
                 return Ok(Written {
                     size,
@@ -344,7 +343,7 @@ impl Objects {
                     inline: Some(buffer.freeze()),
                     segment: None,
                     intent: None,
-                    salt,
+                    salt: sealer.as_ref().map(Sealer::salt),
                 });
             }
             // A block being sealed stays in the buffer until it is full.
@@ -372,6 +371,7 @@ impl Objects {
                 let segment =
                     (chunks > 0 || !allow_inline).then(|| Segment { prefix: prefix.to_owned(), size: stored });
                 let inline = segment.is_none().then(Bytes::new);
+                let salt = sealer.as_ref().map(Sealer::salt);
                 return Ok(Written { size, md5: md5.finalize().into(), inline, segment, intent, salt });
             }
         }

@@ -439,32 +439,29 @@ where
     use futures::StreamExt;
     let frames = Box::pin(http_body_util::BodyStream::new(body));
     let held = Some(bytes::BytesMut::new());
-    let stream = futures::stream::unfold((frames, held), move |(mut frames, mut held)| {
-        let delimiter = delimiter.clone();
-        async move {
-            loop {
-                let Some(buffer) = held.as_mut() else {
-                    return frames.next().await.map(|frame| (frame, (frames, None)));
-                };
-                match frames.next().await {
-                    Some(Ok(frame)) => {
-                        if let Ok(data) = frame.into_data() {
-                            buffer.extend_from_slice(&data);
-                        }
-                    }
-                    Some(Err(e)) => return Some((Err(e), (frames, None))),
-                    None => {
-                        let rest = held.take().unwrap_or_default().freeze();
-                        return Some((Ok(http_body::Frame::data(rest)), (frames, None)));
+    let stream = futures::stream::unfold((frames, held, delimiter), |(mut frames, mut held, delimiter)| async move {
+        loop {
+            let Some(buffer) = held.as_mut() else {
+                return frames.next().await.map(|frame| (frame, (frames, None, delimiter)));
+            };
+            match frames.next().await {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        buffer.extend_from_slice(&data);
                     }
                 }
-                let out = match rewrite(buffer, &delimiter) {
-                    Scan::More if buffer.len() <= MAX_FIELDS => continue,
-                    Scan::Done(Some(rewritten)) => Bytes::from(rewritten),
-                    Scan::More | Scan::Done(None) => held.take().unwrap_or_default().freeze(),
-                };
-                return Some((Ok(http_body::Frame::data(out)), (frames, None)));
+                Some(Err(e)) => return Some((Err(e), (frames, None, delimiter))),
+                None => {
+                    let rest = held.take().unwrap_or_default().freeze();
+                    return Some((Ok(http_body::Frame::data(rest)), (frames, None, delimiter)));
+                }
             }
+            let out = match rewrite(buffer, &delimiter) {
+                Scan::More if buffer.len() <= MAX_FIELDS => continue,
+                Scan::Done(Some(rewritten)) => Bytes::from(rewritten),
+                Scan::More | Scan::Done(None) => held.take().unwrap_or_default().freeze(),
+            };
+            return Some((Ok(http_body::Frame::data(out)), (frames, None, delimiter)));
         }
     });
     http_body_util::StreamBody::new(stream)

@@ -70,6 +70,12 @@ fn start_server(dir: &Path, options: &[&str]) -> (Daemon, u16, serde_json::Value
     (server, port, keys)
 }
 
+/// A client of `shoal server` on `port` with the admin `keys` it wrote.
+fn admin_client(port: u16, keys: &serde_json::Value) -> shoal::s3client::S3Client {
+    let key = |name: &str| keys[name].as_str().unwrap().to_owned();
+    shoal::s3client::S3Client::new(&format!("http://127.0.0.1:{port}"), &key("access_key"), &key("secret_key")).unwrap()
+}
+
 fn wait_listening(port: u16) {
     let up = wait_for(|| std::net::TcpStream::connect(("127.0.0.1", port)).ok());
     assert!(up.is_some(), "nothing listens on port {port}");
@@ -352,12 +358,7 @@ async fn limits_answer_slow_down_and_entity_too_large() {
         "rgw_num_rados_handles=3",
     ];
     let (_server, port, keys) = start_server(dir.path(), &options);
-    let s3 = shoal::s3client::S3Client::new(
-        &format!("http://127.0.0.1:{port}"),
-        keys["access_key"].as_str().unwrap(),
-        keys["secret_key"].as_str().unwrap(),
-    )
-    .unwrap();
+    let s3 = admin_client(port, &keys);
     s3.expect_ok(Method::PUT, "/limits", &[], Bytes::new()).await.unwrap();
     let big = s3.send(Method::PUT, "/limits/big", &[], Bytes::from(vec![7u8; 100_001])).await.unwrap();
     assert_eq!(big.status.as_u16(), 400);
@@ -438,12 +439,7 @@ async fn a_trickling_body_is_cut_off_at_the_minimum_rate() {
     let dir = tempfile::tempdir().unwrap();
     let options = ["rgw_body_rate_grace=2", "rgw_body_min_rate=1000"];
     let (_server, port, keys) = start_server(dir.path(), &options);
-    let s3 = shoal::s3client::S3Client::new(
-        &format!("http://127.0.0.1:{port}"),
-        keys["access_key"].as_str().unwrap(),
-        keys["secret_key"].as_str().unwrap(),
-    )
-    .unwrap();
+    let s3 = admin_client(port, &keys);
     s3.expect_ok(Method::PUT, "/trickle", &[], Bytes::new()).await.expect("creating the bucket");
     let (path, headers) = s3.sign(&Method::PUT, "/trickle/k", &[], "UNSIGNED-PAYLOAD");
     let outcome = tokio::task::spawn_blocking(move || {
@@ -495,12 +491,7 @@ async fn idle_and_slow_header_floods_do_not_stop_service() {
     let dir = tempfile::tempdir().unwrap();
     let options = ["rgw_max_connections=1500", "rgw_header_read_timeout=2", "rgw_request_timeout=3"];
     let (mut server, port, keys) = start_server(dir.path(), &options);
-    let s3 = shoal::s3client::S3Client::new(
-        &format!("http://127.0.0.1:{port}"),
-        keys["access_key"].as_str().unwrap(),
-        keys["secret_key"].as_str().unwrap(),
-    )
-    .unwrap();
+    let s3 = admin_client(port, &keys);
     s3.expect_ok(Method::PUT, "/flood", &[], Bytes::new()).await.unwrap();
     let attack = std::thread::spawn(move || {
         let connect = || std::net::TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(3));
@@ -567,12 +558,7 @@ async fn running_out_of_file_descriptors_is_survived() {
     use std::time::Duration;
     let dir = tempfile::tempdir().unwrap();
     let (mut server, port, keys) = start_server(dir.path(), &[]);
-    let s3 = shoal::s3client::S3Client::new(
-        &format!("http://127.0.0.1:{port}"),
-        keys["access_key"].as_str().unwrap(),
-        keys["secret_key"].as_str().unwrap(),
-    )
-    .unwrap();
+    let s3 = admin_client(port, &keys);
     s3.expect_ok(Method::PUT, "/fds", &[], Bytes::new()).await.unwrap();
     let pid = server.0.id().to_string();
     let open = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
@@ -594,12 +580,7 @@ async fn running_out_of_file_descriptors_is_survived() {
     assert!(answered.is_ok(), "a kept-alive connection is still served: {:?}", answered.err());
     drop(idle);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let fresh = shoal::s3client::S3Client::new(
-        &format!("http://127.0.0.1:{port}"),
-        keys["access_key"].as_str().unwrap(),
-        keys["secret_key"].as_str().unwrap(),
-    )
-    .unwrap();
+    let fresh = admin_client(port, &keys);
     fresh.expect_ok(Method::PUT, "/fds/k", &[], Bytes::from_static(b"x")).await.unwrap();
     prlimit(&format!("{soft}:{hard}"));
     assert!(server.0.try_wait().unwrap().is_none(), "the server is still up");

@@ -134,15 +134,14 @@ impl Decoder {
 
     /// The payload length in the buffered header, once the header's first 8 bytes are in.
     fn frame_len(&self) -> Option<usize> {
-        let word: [u8; 4] = self.buffer.get(4..8)?.try_into().ok()?;
-        Some(u32::from_be_bytes(word) as usize)
+        frame_len(&self.buffer)
     }
 
     /// The next complete payload, `None` if more bytes are needed. The payload shares the
     /// decoder's buffer: nothing is copied.
     pub fn next_frame(&mut self) -> Result<Option<Bytes>> {
-        if self.opening.is_some() {
-            return self.next_sealed();
+        if let Some(cipher) = self.opening.as_mut() {
+            return next_sealed(&mut self.buffer, self.max_payload, cipher);
         }
         if self.buffer.len() < HEADER_LEN {
             return Ok(None);
@@ -165,36 +164,39 @@ impl Decoder {
         }
         Ok(Some(payload))
     }
+}
 
-    fn next_sealed(&mut self) -> Result<Option<Bytes>> {
-        if self.buffer.len() < SEALED_HEADER_LEN {
-            return Ok(None);
-        }
-        if self.buffer[..4] != SEALED_MAGIC {
-            return Err(err::invalid(format!("bad sealed frame magic {:02x?}", &self.buffer[..4])));
-        }
-        let Some(len) = self.frame_len() else { return Ok(None) };
-        let Some(payload_len) = len.checked_sub(TAG_LEN) else {
-            return Err(err::invalid(format!("a sealed frame of {len} bytes is shorter than its tag")));
-        };
-        if payload_len > self.max_payload {
-            return Err(err::too_big(format!(
-                "frame of {payload_len} bytes exceeds the limit of {}",
-                self.max_payload
-            )));
-        }
-        if self.buffer.len() < SEALED_HEADER_LEN + len {
-            return Ok(None);
-        }
-        let mut frame = self.buffer.split_to(SEALED_HEADER_LEN + len);
-        let cipher = self.opening.as_mut().expect("checked by the caller");
-        let nonce = cipher.nonce();
-        let (header, body) = frame.split_at_mut(SEALED_HEADER_LEN);
-        if cipher.key.open_in_place(nonce, Aad::from(&*header), body).is_err() {
-            return Err(err::invalid("a frame fails authentication (forged, altered, replayed or out of order)"));
-        }
-        Ok(Some(frame.freeze().slice(SEALED_HEADER_LEN..SEALED_HEADER_LEN + payload_len)))
+/// The length field of a buffered header, once its first 8 bytes are in.
+fn frame_len(buffer: &[u8]) -> Option<usize> {
+    let word: [u8; 4] = buffer.get(4..8)?.try_into().ok()?;
+    Some(u32::from_be_bytes(word) as usize)
+}
+
+/// The next sealed frame of `buffer`, opened by `cipher`.
+fn next_sealed(buffer: &mut BytesMut, max_payload: usize, cipher: &mut Cipher) -> Result<Option<Bytes>> {
+    if buffer.len() < SEALED_HEADER_LEN {
+        return Ok(None);
     }
+    if buffer[..4] != SEALED_MAGIC {
+        return Err(err::invalid(format!("bad sealed frame magic {:02x?}", &buffer[..4])));
+    }
+    let Some(len) = frame_len(buffer) else { return Ok(None) };
+    let Some(payload_len) = len.checked_sub(TAG_LEN) else {
+        return Err(err::invalid(format!("a sealed frame of {len} bytes is shorter than its tag")));
+    };
+    if payload_len > max_payload {
+        return Err(err::too_big(format!("frame of {payload_len} bytes exceeds the limit of {max_payload}")));
+    }
+    if buffer.len() < SEALED_HEADER_LEN + len {
+        return Ok(None);
+    }
+    let mut frame = buffer.split_to(SEALED_HEADER_LEN + len);
+    let nonce = cipher.nonce();
+    let (header, body) = frame.split_at_mut(SEALED_HEADER_LEN);
+    if cipher.key.open_in_place(nonce, Aad::from(&*header), body).is_err() {
+        return Err(err::invalid("a frame fails authentication (forged, altered, replayed or out of order)"));
+    }
+    Ok(Some(frame.freeze().slice(SEALED_HEADER_LEN..SEALED_HEADER_LEN + payload_len)))
 }
 
 #[cfg(test)]

@@ -132,7 +132,7 @@ impl Context for Conditions<'_> {
 }
 
 /// An S3 error with a code s3s does not know and its status.
-fn custom_error(code: &'static str, status: http::StatusCode, message: &str) -> S3Error {
+pub(super) fn custom_error(code: &'static str, status: http::StatusCode, message: &str) -> S3Error {
     let mut error = S3Error::with_message(s3s::S3ErrorCode::Custom(code.into()), message.to_owned());
     error.set_status_code(status);
     error

@@ -4,6 +4,7 @@
 //! [`crate::crypt`].
 
 use super::ShoalS3;
+use super::access::custom_error;
 use crate::access::Action;
 use crate::crypt::{CryptError, DefaultEncryption, Key, Kind, Protection, Sealed};
 use crate::meta::BucketInfo;
@@ -107,14 +108,11 @@ fn not_applicable() -> S3Error {
 fn crypt_error(e: CryptError) -> S3Error {
     match e {
         CryptError::WrongKey => s3_error!(AccessDenied, "The provided customer key does not match the object's key."),
-        CryptError::UnknownKey(id) => {
-            let mut error = S3Error::with_message(
-                s3s::S3ErrorCode::Custom("KMS.NotFoundException".into()),
-                format!("Invalid keyId {id}: no such key in the gateway's key file"),
-            );
-            error.set_status_code(http::StatusCode::BAD_REQUEST);
-            error
-        }
+        CryptError::UnknownKey(id) => custom_error(
+            "KMS.NotFoundException",
+            http::StatusCode::BAD_REQUEST,
+            &format!("Invalid keyId {id}: no such key in the gateway's key file"),
+        ),
         CryptError::Corrupt(what) | CryptError::KeyFile(what) => s3_error!(InternalError, "{what}"),
     }
 }
@@ -131,12 +129,11 @@ impl ShoalS3 {
         match algorithm {
             Some(ServerSideEncryption::AES256) => {}
             Some(other) => {
-                let mut error = S3Error::with_message(
-                    s3s::S3ErrorCode::Custom("InvalidEncryptionAlgorithmError".into()),
-                    format!("The encryption algorithm '{other}' is not valid; supported value: AES256."),
-                );
-                error.set_status_code(http::StatusCode::BAD_REQUEST);
-                return Err(error);
+                return Err(custom_error(
+                    "InvalidEncryptionAlgorithmError",
+                    http::StatusCode::BAD_REQUEST,
+                    &format!("The encryption algorithm '{other}' is not valid; supported value: AES256."),
+                ));
             }
             None => {
                 return Err(s3_error!(
@@ -293,12 +290,11 @@ impl ShoalS3 {
         let caller = self.caller(&req).await?;
         let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetEncryptionConfiguration, None).await?;
         let Some(default) = &bucket.encryption else {
-            let mut error = S3Error::with_message(
-                s3s::S3ErrorCode::Custom("ServerSideEncryptionConfigurationNotFoundError".into()),
+            return Err(custom_error(
+                "ServerSideEncryptionConfigurationNotFoundError",
+                http::StatusCode::NOT_FOUND,
                 "The server side encryption configuration was not found",
-            );
-            error.set_status_code(http::StatusCode::NOT_FOUND);
-            return Err(error);
+            ));
         };
         let rule = ServerSideEncryptionRule {
             apply_server_side_encryption_by_default: Some(ServerSideEncryptionByDefault {

@@ -405,12 +405,8 @@ fn part_range(meta: &ObjectMeta, number: i32) -> S3Result<Option<std::ops::Range
         None => vec![meta.size],
     };
     let Some(index) = usize::try_from(number).ok().filter(|&n| (1..=parts.len()).contains(&n)).map(|n| n - 1) else {
-        let mut error = S3Error::with_message(
-            s3s::S3ErrorCode::Custom("InvalidPartNumber".into()),
-            format!("the object has {} parts", parts.len()),
-        );
-        error.set_status_code(http::StatusCode::RANGE_NOT_SATISFIABLE);
-        return Err(error);
+        let message = format!("the object has {} parts", parts.len());
+        return Err(access::custom_error("InvalidPartNumber", http::StatusCode::RANGE_NOT_SATISFIABLE, &message));
     };
     let start: u64 = parts[..index].iter().sum();
     Ok((parts[index] > 0).then(|| start..start + parts[index]))
