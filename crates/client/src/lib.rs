@@ -32,6 +32,10 @@ use tokio::sync::mpsc;
 /// peering) before it fails with ETIMEDOUT.
 pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// How long a call to a primary waits before the client checks whether the cluster map
+/// still makes that OSD the primary (a stopped or partitioned OSD never answers).
+const PRIMARY_CHECK: Duration = Duration::from_secs(2);
+
 struct Inner {
     id: ClientId,
     network: Arc<dyn Network>,
@@ -307,6 +311,12 @@ impl Rados {
         Ok(peer)
     }
 
+    /// Drops the connection to `id` (its calls fail with ENOTCONN once nothing else holds
+    /// it): a silent OSD's connection is not reused.
+    async fn forget_osd(&self, id: OsdId) {
+        self.inner.osds.lock().await.remove(&id);
+    }
+
     async fn open_peer(&self, addr: &str) -> Result<Arc<Peer>> {
         let inner = &self.inner;
         Peer::open(inner.network.as_ref(), addr, inner.id, inner.watches.clone(), inner.linger_wake.clone()).await
@@ -442,26 +452,51 @@ impl IoCtx {
         ObjectName::new(self.namespace.clone(), name)
     }
 
-    async fn pg_primary(&self, pg: shoal_types::PgId) -> Result<Arc<Peer>> {
+    /// The OSD the client's map makes primary of `pg`.
+    fn primary_of(&self, pg: shoal_types::PgId) -> Result<OsdId> {
         let map = self.rados.map();
         let pool = map.pool(self.pool.id)?;
-        let primary = *shoal_placement::pg_up_osds(&map, pool, pg)
+        shoal_placement::pg_up_osds(&map, pool, pg)
             .first()
-            .ok_or_else(|| err::not_connected(format!("pg {pg} has no OSD up")))?;
-        self.rados.osd(primary).await
+            .copied()
+            .ok_or_else(|| err::not_connected(format!("pg {pg} has no OSD up")))
     }
 
-    /// Calls the primary of `pg`, resending after lost connections and EAGAIN (a newer
-    /// map is fetched between tries) until the op timeout. `prepare` builds the request
-    /// for the current map epoch.
+    /// Returns once the cluster map no longer makes `osd` the primary of `pg`: a call
+    /// that has not been answered for [`PRIMARY_CHECK`] asks the monitors for newer maps.
+    async fn primary_moved(&self, pg: shoal_types::PgId, osd: OsdId) {
+        loop {
+            tokio::time::sleep(PRIMARY_CHECK).await;
+            let _ = self.rados.wait_for_newer_map(PRIMARY_CHECK).await;
+            if self.primary_of(pg).ok() != Some(osd) {
+                return;
+            }
+        }
+    }
+
+    /// Calls the primary of `pg`, resending after lost connections, EAGAIN and a map
+    /// that moved the PG to another primary while the call waited (a newer map is fetched
+    /// between tries), until the op timeout. `prepare` builds the request for the current
+    /// map epoch.
     async fn call_primary(&self, pg: shoal_types::PgId, prepare: impl Fn(u64) -> Request) -> Result<Reply> {
-        let deadline = tokio::time::Instant::now() + self.rados.op_timeout();
+        let timeout = self.rados.op_timeout();
+        let deadline = tokio::time::Instant::now() + timeout;
         let mut resends = 0u32;
         loop {
-            let outcome = match self.pg_primary(pg).await {
-                Ok(peer) => peer.call(prepare(self.rados.map().epoch)).await,
-                Err(e) => Err(e),
+            let attempt = async {
+                let osd = self.primary_of(pg)?;
+                let call = async { self.rados.osd(osd).await?.call(prepare(self.rados.map().epoch)).await };
+                tokio::select! {
+                    reply = call => reply,
+                    () = self.primary_moved(pg, osd) => {
+                        self.rados.forget_osd(osd).await;
+                        Err(err::again(format!("{osd} is no longer the primary of pg {pg}")))
+                    }
+                }
             };
+            let outcome = tokio::time::timeout_at(deadline, attempt).await.unwrap_or_else(|_| {
+                Err(err::timed_out(format!("pg {pg}: no answer within the op timeout of {timeout:?}")))
+            });
             match outcome {
                 Err(e) if matches!(e.errno, Errno::NotConnected | Errno::Again) => {
                     if tokio::time::Instant::now() >= deadline {
@@ -655,11 +690,10 @@ impl IoCtx {
         let events = self.rados.inner.watches.add(cookie);
         let req = WatchRequest { pool: self.pool.id, object: object.clone(), cookie };
         let registered = async {
-            let peer = self.pg_primary(pg).await?;
+            let osd = self.primary_of(pg)?;
+            let peer = self.rados.osd(osd).await?;
             peer.call(Request::Watch(req)).await?;
-            let map = self.rados.map();
-            let osd = shoal_placement::pg_up_osds(&map, map.pool(self.pool.id)?, pg).first().copied();
-            Ok::<_, shoal_types::RadosError>((peer, osd.unwrap_or(OsdId(u32::MAX))))
+            Ok::<_, shoal_types::RadosError>((peer, osd))
         };
         match registered.await {
             Ok((peer, osd)) => {

@@ -8,16 +8,19 @@
 //! Must not depend on the OSD or the client.
 
 pub mod change;
+pub mod failure;
 pub mod local;
 pub mod raft;
 
 use bytes::Bytes;
 use change::MapChange;
+pub use failure::FailurePolicy;
+use failure::{FailureTracker, Verdict};
 use shoal_transport::{Connection, Listener, Network, Rpc};
 use shoal_types::msg::{MapCommand, Message, RaftRpc, Reply, Request};
 use shoal_types::pg::PgStat;
 use shoal_types::{ClientId, OsdId, OsdMap, Result, err};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -42,30 +45,11 @@ pub trait Authority: Send + Sync + 'static {
     fn quorum(&self) -> (Vec<(u64, String)>, Option<u64>);
 }
 
-/// How failure reports become map changes (`mon_osd_min_down_reporters`,
-/// `mon_osd_down_out_interval`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FailurePolicy {
-    /// Distinct reporters needed to mark an OSD down (fewer if fewer OSDs are up).
-    pub min_down_reporters: usize,
-    /// How long an OSD stays down before it is marked out.
-    pub down_out_interval: Duration,
-}
-
-impl Default for FailurePolicy {
-    fn default() -> Self {
-        FailurePolicy { min_down_reporters: 2, down_out_interval: Duration::from_secs(600) }
-    }
-}
-
 /// What the leader tracks outside the map: failure reports, down times, PG states.
 #[derive(Default)]
 struct Health {
-    reports: HashMap<OsdId, BTreeSet<OsdId>>,
-    down_since: HashMap<OsdId, Instant>,
+    failures: FailureTracker,
     pg_stats: HashMap<OsdId, Vec<PgStat>>,
-    /// OSDs the monitor marked out itself: they come back in when they boot.
-    auto_out: BTreeSet<OsdId>,
     /// Per OSD: when it last reported, its client operation count then, and its rate.
     io_rates: HashMap<OsdId, (Instant, u64, u64)>,
 }
@@ -76,6 +60,8 @@ pub struct Monitor {
     network: Arc<dyn Network>,
     health: Mutex<Health>,
     policy: Mutex<FailurePolicy>,
+    /// The origin of the `now` given to the failure policy.
+    started: Instant,
     /// The connection to the leader, for forwarding.
     leader_link: tokio::sync::Mutex<Option<Arc<Rpc>>>,
 }
@@ -88,6 +74,7 @@ impl Monitor {
             network,
             health: Mutex::default(),
             policy: Mutex::new(FailurePolicy::default()),
+            started: Instant::now(),
             leader_link: tokio::sync::Mutex::new(None),
         })
     }
@@ -105,6 +92,10 @@ impl Monitor {
     /// Replaces the failure policy.
     pub fn set_failure_policy(&self, policy: FailurePolicy) {
         *self.policy.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = policy;
+    }
+
+    fn policy(&self) -> FailurePolicy {
+        *self.policy.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn health(&self) -> std::sync::MutexGuard<'_, Health> {
@@ -178,10 +169,7 @@ impl Monitor {
             MapCommand::CreatePool(spec) => MapChange::CreatePool(spec),
             MapCommand::DeletePool(name) => MapChange::DeletePool(name),
             MapCommand::OsdBoot { id, entry } => {
-                let mut health = self.health();
-                health.reports.remove(&id);
-                health.down_since.remove(&id);
-                let back_in = health.auto_out.remove(&id);
+                let back_in = self.health().failures.booted(id);
                 MapChange::OsdBoot { id, entry, back_in }
             }
             MapCommand::ConfigSet { who, key, value } => MapChange::ConfigSet { who, key, value },
@@ -198,25 +186,19 @@ impl Monitor {
     /// Records a failure report; returns the change marking the target down once enough
     /// distinct OSDs reported it.
     fn failure_reported(&self, map: &OsdMap, target: OsdId, reporter: OsdId) -> Option<MapChange> {
-        let up = |id: &OsdId| map.osds.get(id).is_some_and(|o| o.up);
-        if !up(&target) || !up(&reporter) {
-            return None;
+        let policy = self.policy();
+        let now = self.started.elapsed();
+        match self.health().failures.reported(&policy, map, target, reporter, now) {
+            Verdict::Ignored => None,
+            Verdict::Counted { count, needed } => {
+                tracing::info!(osd = %target, %reporter, count, needed, "failure reported");
+                None
+            }
+            Verdict::Down(change) => {
+                tracing::warn!(osd = %target, "marking OSD down");
+                Some(change)
+            }
         }
-        let policy = *self.policy.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let others_up = map.osds.values().filter(|o| o.up).count().saturating_sub(1);
-        let needed = policy.min_down_reporters.min(others_up).max(1);
-        let mut health = self.health();
-        let reporters = health.reports.entry(target).or_default();
-        reporters.insert(reporter);
-        let count = reporters.len();
-        if count < needed {
-            tracing::info!(osd = %target, %reporter, count, needed, "failure reported");
-            return None;
-        }
-        health.reports.remove(&target);
-        health.down_since.insert(target, Instant::now());
-        tracing::warn!(osd = %target, reporters = count, "marking OSD down");
-        Some(MapChange::MarkDown(target))
     }
 
     /// The PG states reported by the OSDs that are primaries under `map`.
@@ -238,22 +220,14 @@ impl Monitor {
         if self.authority.leader().is_some() {
             return Ok(());
         }
-        let interval = self.policy.lock().unwrap_or_else(std::sync::PoisonError::into_inner).down_out_interval;
+        let policy = self.policy();
         let map = self.current();
-        let now = Instant::now();
-        let expired: Vec<OsdId> = {
-            let mut health = self.health();
-            map.osds
-                .iter()
-                .filter(|(_, o)| !o.up && o.is_in)
-                .filter(|(id, _)| now.duration_since(*health.down_since.entry(**id).or_insert(now)) >= interval)
-                .map(|(id, _)| *id)
-                .collect()
-        };
+        let expired = self.health().failures.due_out(&policy, &map, self.started.elapsed());
         for id in expired {
+            let interval = policy.down_out_interval;
             tracing::warn!(osd = %id, ?interval, "down for longer than mon_osd_down_out_interval; marking it out");
             self.authority.commit(MapChange::SetOsdIn { id, is_in: false }).await?;
-            self.health().auto_out.insert(id);
+            self.health().failures.marked_out(id);
         }
         Ok(())
     }

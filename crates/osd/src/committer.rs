@@ -24,6 +24,10 @@ pub struct Durability {
     pub failed: AtomicBool,
     /// Whether replies wait for syncs at all (off only for benchmarks).
     pub sync_enabled: bool,
+    /// Raised when a sync fails.
+    pub fault: Arc<crate::fault::Fault>,
+    /// Makes the next sync fail, for tests (`tell inject wal-sync-failure`).
+    pub inject_sync_failure: AtomicBool,
 }
 
 impl Durability {
@@ -52,17 +56,26 @@ fn run(store: &ObjectStore, durability: &Durability, rx: Receiver<Pending>) {
         batch.extend(rx.try_iter());
         let needed = batch.iter().map(|p| p.seq).max().unwrap_or(0);
         let outcome = if durability.failed.load(Ordering::Acquire) {
-            Err(err::io("an earlier WAL sync failed; the OSD no longer acknowledges writes"))
+            Err(err::again(
+                "an earlier WAL sync failed: this OSD acknowledges nothing more; resend to the next primary",
+            ))
         } else if needed > durability.durable_seq.load(Ordering::Acquire) {
-            match store.sync() {
+            let synced = if durability.inject_sync_failure.swap(false, Ordering::AcqRel) {
+                Err(err::io("injected WAL sync failure"))
+            } else {
+                store.sync()
+            };
+            match synced {
                 Ok(upto) => {
                     durability.durable_seq.fetch_max(upto, Ordering::AcqRel);
                     Ok(())
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, "WAL sync failed; refusing further acknowledgements");
                     durability.failed.store(true, Ordering::Release);
-                    Err(e)
+                    durability.fault.raise(format!("WAL sync failed ({e}); no further write can be acknowledged"));
+                    // Not an answer about the write: the client resends it to the next
+                    // primary, which knows it by request id if a replica applied it.
+                    Err(err::again(format!("WAL sync failed on this OSD: {e}")))
                 }
             }
         } else {

@@ -11,6 +11,7 @@ pub mod committer;
 pub mod counters;
 pub mod damage;
 pub mod exec;
+pub mod fault;
 pub mod heartbeat;
 pub mod limits;
 pub mod notify;
@@ -87,6 +88,7 @@ struct Inner {
     options: std::sync::Mutex<BTreeMap<String, String>>,
     counters: Arc<counters::OsdCounters>,
     damage: Arc<damage::Damage>,
+    durability: Arc<Durability>,
 }
 
 /// A running OSD. Cloning gives another handle to the same OSD.
@@ -110,6 +112,8 @@ impl Osd {
             durable_seq: AtomicU64::new(0),
             failed: Default::default(),
             sync_enabled: config.sync,
+            fault: fault::Fault::new(),
+            inject_sync_failure: Default::default(),
         });
         // The shard and committer threads end when the last handle to this OSD is dropped
         // (their queues close); the process exits without waiting for them.
@@ -163,6 +167,7 @@ impl Osd {
                 limits,
                 counters: ctx.counters.clone(),
                 damage: ctx.damage.clone(),
+                durability: ctx.durability.clone(),
             }),
         }
     }
@@ -170,6 +175,12 @@ impl Osd {
     /// This OSD's id.
     pub fn id(&self) -> OsdId {
         self.inner.config.id
+    }
+
+    /// Waits until the OSD fails for good (its WAL sync failed, a shard thread panicked);
+    /// returns why. Its daemon should exit then.
+    pub async fn failed(&self) -> String {
+        self.inner.durability.fault.raised().await
     }
 
     /// Records options that changed while running (those that apply live), for
@@ -181,7 +192,8 @@ impl Osd {
     /// Answers an administrative command with a JSON document: `config show` (the options
     /// in effect), `perf dump` (counters since start), `df` (space), `damaged` (objects
     /// with a bad checksum not yet repaired), `injectdataerr <pool> <object> [chunk]` (flip
-    /// a stored byte of an object's chunk on the data device, for tests, as Ceph's).
+    /// a stored byte of an object's chunk on the data device, for tests, as Ceph's),
+    /// `inject wal-sync-failure` (the next WAL sync fails, for tests).
     pub fn tell(&self, command: &str) -> Result<String> {
         let store = &self.inner.store;
         let words: Vec<&str> = command.split_whitespace().collect();
@@ -238,6 +250,11 @@ impl Osd {
                 store.corrupt_chunk(&ObjectKey::new(pool.id, &shoal_types::ObjectName::new("", *object))?, chunk)?;
                 tracing::warn!(pool = %pool.name, %object, chunk, "flipped a stored byte on request (injectdataerr)");
                 serde_json::json!({ "corrupted": { "pool": pool.name, "object": object, "chunk": chunk } })
+            }
+            ["inject", "wal-sync-failure"] => {
+                self.inner.durability.inject_sync_failure.store(true, Ordering::Release);
+                tracing::warn!("the next WAL sync will fail on request (inject wal-sync-failure)");
+                serde_json::json!({ "injected": "wal-sync-failure" })
             }
             ["df"] => {
                 let space = store.space();
@@ -405,7 +422,10 @@ impl Osd {
                 });
             }
             Request::Peer(PeerRequest::Ping { .. }) => {
-                let _ = reply.send(Ok(Reply::Done));
+                let _ = reply.send(match inner.durability.fault.reason() {
+                    None => Ok(Reply::Done),
+                    Some(reason) => Err(err::io(reason)),
+                });
             }
             Request::Peer(request) => match peer_request_pg(&request) {
                 Some(pg) => {

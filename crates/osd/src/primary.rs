@@ -17,6 +17,9 @@ use std::time::Duration;
 const OBJECTS_PER_COPY: usize = 8;
 /// How long a blocked or failed peering waits before trying again.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
+/// Client operations queued per PG while it peers; later ones are answered EAGAIN (the
+/// client resends after a pause).
+const MAX_WAITING_OPS: usize = 1024;
 /// How long peering may take before it starts over (a peer that never answers).
 const PEERING_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -691,6 +694,10 @@ impl ShardState {
         match self.primaries.get_mut(&pg) {
             None => return self.respond(self.check_serving(pg).map(|()| (0, Reply::Done)), reply),
             Some(p) if !matches!(p.phase, Phase::Active) => {
+                if p.waiting.len() >= MAX_WAITING_OPS {
+                    let busy = format!("pg {pg} is not active and {MAX_WAITING_OPS} operations wait for it already");
+                    return self.respond(Err(err::again(busy)), reply);
+                }
                 p.waiting.push((op, caller, reply));
                 return;
             }

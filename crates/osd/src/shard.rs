@@ -132,6 +132,8 @@ pub fn start(index: usize, shards: usize, ctx: ShardContext) -> mpsc::UnboundedS
     std::thread::Builder::new()
         .name(format!("osd-shard-{index}"))
         .spawn(move || {
+            let _guard =
+                crate::fault::PanicGuard { fault: ctx.durability.fault.clone(), thread: format!("osd-shard-{index}") };
             let mut state = ShardState {
                 ctx,
                 index,

@@ -52,8 +52,8 @@ pub struct TellArgs {
     cluster: ClusterArgs,
     /// The daemon, `osd.N`.
     who: String,
-    /// The command: `perf dump`, `config show`, `df`, `damaged` or `injectdataerr <pool>
-    /// <object> [chunk]`.
+    /// The command: `perf dump`, `config show`, `df`, `damaged`, `injectdataerr <pool>
+    /// <object> [chunk]` or `inject wal-sync-failure`.
     #[arg(required = true, num_args = 1..)]
     command: Vec<String>,
 }

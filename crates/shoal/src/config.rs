@@ -223,6 +223,11 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "seconds a connection may make no progress while a body is read or a response written",
     },
     OptionSpec {
+        name: "rados_osd_op_timeout",
+        default: "300",
+        help: "seconds a client resends an operation (lost connections, primary changes, PGs peering) before ETIMEDOUT",
+    },
+    OptionSpec {
         name: "rgw_max_clock_skew",
         default: "900",
         help: "seconds a signed request's time may differ from the gateway's",
@@ -373,6 +378,11 @@ impl Config {
             .ok()
             .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok())
             .ok_or_else(|| err::invalid(format!("option {name}: '{}' is not a number of seconds", self.get(name))))
+    }
+
+    /// How long a client resends an operation before it fails with ETIMEDOUT.
+    pub fn op_timeout(&self) -> Result<std::time::Duration> {
+        Ok(self.seconds("rados_osd_op_timeout")?.max(std::time::Duration::from_secs(1)))
     }
 
     /// How OSDs ping each other.

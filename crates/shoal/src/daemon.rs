@@ -345,8 +345,16 @@ pub async fn run_osd(args: OsdArgs) -> Result<()> {
     }
     println!("{id} listening on {}", listener.local_addr());
     tokio::spawn(osd.clone().serve(listener));
-    until_terminated().await;
+    let failure = tokio::select! {
+        () = until_terminated() => None,
+        reason = osd.failed() => Some(reason),
+    };
     osd.stop();
+    if let Some(reason) = failure {
+        // Peers already hear the failure in their pings; exiting makes it certain. What was
+        // acknowledged is in the WAL, replayed at the next start.
+        return Err(err::io(format!("{id} stops: {reason}")));
+    }
     store.sync()?;
     kv.close();
     Ok(())

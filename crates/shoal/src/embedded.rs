@@ -77,6 +77,11 @@ impl Embedded {
         &self.mon_addr
     }
 
+    /// Waits until the embedded OSD fails for good; returns why.
+    pub async fn failed(&self) -> String {
+        self.osd.failed().await
+    }
+
     /// Syncs and closes the store. Call before the process exits: RocksDB's background
     /// threads must not outlive it.
     pub fn close(&self) {

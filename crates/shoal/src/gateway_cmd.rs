@@ -174,7 +174,8 @@ pub async fn run_server(args: ServerArgs) -> Result<()> {
     std::fs::write(dir.join("shoal.conf"), conf).map_err(|e| err::io(format!("writing shoal.conf: {e}")))?;
     let mut central = local.rados.map().config_for("client.rgw");
     central.extend(args.options.iter().cloned());
-    let mut gateway_config = Config::from_settings(&central)?.gateway()?;
+    let config = Config::from_settings(&central)?;
+    let mut gateway_config = config.gateway()?;
     gateway_config.pool_size = 1;
     if gateway_config.crypt_key_file.is_none() {
         gateway_config.crypt_key_file = Some(sse_key_file(dir, &gateway_config.crypt_sse_s3_key_id)?);
@@ -182,6 +183,9 @@ pub async fn run_server(args: ServerArgs) -> Result<()> {
     gateway_config.max_connections = gateway_config.max_connections.min(crate::daemon::connection_budget());
     let handles =
         connect_handles(local.rados.clone(), network, local.mon_addr(), gateway_config.num_rados_handles).await?;
+    for handle in &handles {
+        handle.set_op_timeout(config.op_timeout()?);
+    }
     let gateway = Gateway::open(handles, gateway_config).await?;
     let keys = admin_keys(&gateway, dir).await?;
     // The secret key stays out of the console and its logs: it is in the 0600 key file.
@@ -193,7 +197,10 @@ pub async fn run_server(args: ServerArgs) -> Result<()> {
     println!("admin: shoal admin -c {} user list", dir.join("shoal.conf").display());
     let mut registry = crate::metrics::registry();
     local.register_metrics(&mut registry);
-    let result = serve(&gateway, &args.listen, registry).await;
+    let result = tokio::select! {
+        result = serve(&gateway, &args.listen, registry) => result,
+        reason = local.failed() => return Err(err::io(format!("the embedded OSD stops the server: {reason}"))),
+    };
     local.close();
     result
 }
@@ -240,11 +247,15 @@ pub async fn run_gateway(args: GatewayArgs) -> Result<()> {
         return Err(err::invalid("shoal gateway serves a cluster (-c CONF); with a local --data DIR use shoal server"));
     }
     let session = args.cluster.open().await?;
-    let mut gateway_config = args.cluster.config_for(&session.rados, &format!("client.{}", args.name))?.gateway()?;
+    let config = args.cluster.config_for(&session.rados, &format!("client.{}", args.name))?;
+    let mut gateway_config = config.gateway()?;
     gateway_config.max_connections = gateway_config.max_connections.min(crate::daemon::connection_budget());
     let mut handles = vec![session.rados.clone()];
     for _ in 1..gateway_config.num_rados_handles {
         handles.push(args.cluster.open().await?.rados);
+    }
+    for handle in &handles {
+        handle.set_op_timeout(config.op_timeout()?);
     }
     let gateway = Gateway::open(handles, gateway_config).await?;
     let result = serve(&gateway, &args.listen, crate::metrics::registry()).await;

@@ -74,6 +74,7 @@ impl ClusterArgs {
             }
             (None, Some(mon), Some(secret)) => {
                 let rados = Rados::connect(crate::daemon::network(secret)?, mon).await?;
+                rados.set_op_timeout(config.op_timeout()?);
                 Ok(Session { rados, local: None })
             }
             _ => Err(err::invalid("give --data DIR, -c CONF, or --mon HOST:PORT with --secret-file FILE")),

@@ -463,3 +463,101 @@ fn a_bad_checksum_is_repaired_from_a_replica_or_reported_on_a_single_copy() {
     let text = scrape_checked(&metrics_url(&cluster, "mon.0"));
     assert_eq!(sample(&text, "shoal_mon_osds_up"), Some(3.0), "{text}");
 }
+
+/// Sends SIGSTOP or SIGCONT to a process.
+fn signal(pid: u32, sig: &str) {
+    assert!(std::process::Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success());
+}
+
+#[test]
+fn a_stopped_primary_does_not_hang_its_clients() {
+    let cluster = Vstart::start("3", "3");
+    let conf = cluster.conf();
+    ok(&conf, &["config", "set", "global", "osd_heartbeat_interval", "0.3"]);
+    ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "2"]);
+    ok(&conf, &["pool", "create", POOL, "--size", "3", "--min-size", "2", "--pg-num", "8"]);
+    ok(&conf, &["pool", "create", "single", "--size", "1", "--min-size", "1", "--pg-num", "8"]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let rados = runtime.block_on(client(&cluster));
+    let (replicated, single) = runtime.block_on(async {
+        let replicated = rados.ioctx(POOL).await.unwrap();
+        replicated.write_full("obj", &b"before"[..]).await.unwrap();
+        let single = rados.ioctx("single").await.unwrap();
+        single.write_full("obj", &b"before"[..]).await.unwrap();
+        (replicated, single)
+    });
+    let primary_of = |pool: &str| {
+        let map = rados.map();
+        let pool = map.pools.values().find(|p| p.name == pool).unwrap();
+        let pg = shoal_placement::pg_of(pool, &ObjectName::new(String::new(), "obj"));
+        shoal_placement::pg_up_osds(&map, pool, pg)[0]
+    };
+    let primary = primary_of(POOL);
+    let stopped = cluster.pid(&primary.to_string());
+    signal(stopped, "-STOP");
+    // The replicated pool's write moves to the new primary once the stopped one is marked
+    // down; before this change it waited on the stopped OSD's connection for good.
+    let write = runtime.block_on(async {
+        tokio::time::timeout(Duration::from_secs(110), replicated.write_full("obj", &b"after"[..])).await
+    });
+    assert!(matches!(write, Ok(Ok(()))), "write with {primary} stopped: {write:?}");
+    assert_eq!(runtime.block_on(replicated.read_full("obj")).unwrap(), &b"after"[..]);
+    assert_ne!(primary_of(POOL), primary, "the map moved the PG away from the stopped OSD");
+
+    // An OSD stopped for less than the heartbeat grace stays up in the map: the client
+    // gets ETIMEDOUT at its op timeout instead of waiting forever.
+    signal(stopped, "-CONT");
+    ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "600"]);
+    let all_up = wait_for(|| {
+        let map = runtime.block_on(rados.refresh_map()).unwrap();
+        map.osds.values().all(|o| o.up).then_some(())
+    });
+    assert!(all_up.is_some(), "{primary} did not boot again after SIGCONT");
+    let only = primary_of("single");
+    let stopped = cluster.pid(&only.to_string());
+    rados.set_op_timeout(Duration::from_secs(5));
+    signal(stopped, "-STOP");
+    let write = runtime.block_on(async {
+        tokio::time::timeout(Duration::from_secs(60), single.write_full("obj", &b"after"[..])).await
+    });
+    signal(stopped, "-CONT");
+    match write {
+        Ok(Err(e)) => assert_eq!(e.errno, shoal_types::Errno::TimedOut, "{e}"),
+        other => panic!("write with the only OSD of its PG stopped: {other:?}"),
+    }
+}
+
+#[test]
+fn an_osd_whose_wal_sync_fails_exits_and_its_pgs_move_on() {
+    let cluster = Vstart::start("3", "3");
+    let conf = cluster.conf();
+    ok(&conf, &["config", "set", "global", "osd_heartbeat_interval", "0.3"]);
+    ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "2"]);
+    ok(&conf, &["pool", "create", POOL, "--size", "3", "--min-size", "2", "--pg-num", "8"]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let rados = runtime.block_on(client(&cluster));
+    let io = runtime.block_on(rados.ioctx(POOL)).unwrap();
+    runtime.block_on(io.write_full("obj", &b"before"[..])).unwrap();
+    let map = rados.map();
+    let pool = map.pool_named(POOL).unwrap();
+    let pg = shoal_placement::pg_of(pool, &ObjectName::new(String::new(), "obj"));
+    let primary = shoal_placement::pg_up_osds(&map, pool, pg)[0];
+    let pid = cluster.pid(&primary.to_string());
+    ok(&conf, &["tell", &primary.to_string(), "inject", "wal-sync-failure"]);
+    // The write whose sync fails is not answered as failed: the client resends it to the
+    // next primary once the failed OSD has left.
+    runtime.block_on(io.write_full("obj", &b"after"[..])).unwrap();
+    assert_eq!(runtime.block_on(io.read_full("obj")).unwrap(), &b"after"[..]);
+    let exited = wait_for(|| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        (stat.is_empty() || stat.contains(") Z ")).then_some(())
+    });
+    assert!(exited.is_some(), "{primary} still runs after its WAL sync failed");
+    let log = std::fs::read_to_string(cluster.path().join(format!("{primary}.log"))).unwrap();
+    assert!(log.contains("stops: WAL sync failed"), "{primary} did not say why it stopped:\n{log}");
+    let down = wait_for(|| {
+        let map = runtime.block_on(rados.refresh_map()).unwrap();
+        map.osds.get(&primary).is_some_and(|o| !o.up).then_some(())
+    });
+    assert!(down.is_some(), "{primary} is still up in the map");
+}
