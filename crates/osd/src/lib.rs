@@ -484,6 +484,8 @@ fn peer_request_pg(request: &PeerRequest) -> Option<PgId> {
         | PeerRequest::Log { pg, .. }
         | PeerRequest::Pull { pg, .. }
         | PeerRequest::PullRange { pg, .. }
+        | PeerRequest::PullPart { pg, .. }
+        | PeerRequest::ListRange { pg, .. }
         | PeerRequest::Push { pg, .. }
         | PeerRequest::RecoveryDone { pg, .. }
         | PeerRequest::RemovePg { pg, .. } => Some(*pg),

@@ -6,7 +6,7 @@
 use crate::peering::{self, Plan, Recovery};
 use crate::shard::{Job, ReplyTx, ShardState};
 use bytes::Bytes;
-use shoal_store::{ObjectKey, Transaction};
+use shoal_store::{CopyResume, ObjectKey, Transaction};
 use shoal_types::msg::{Activate, OsdOp, PeerRequest, RepOp, Reply};
 use shoal_types::pg::{EVersion, PgLogEntry, PgStat, PgStateFlag, PgSummary};
 use shoal_types::{ClientId, Errno, ObjectName, OsdId, OsdMap, PgId, RadosError, Result, Versioned, err};
@@ -15,6 +15,10 @@ use std::time::Duration;
 
 /// Objects copied per push or pull message.
 const OBJECTS_PER_COPY: usize = 8;
+/// Bytes of object data and omap per push or pulled part (Ceph's
+/// `osd_recovery_max_chunk`): a larger object goes in parts, so no message nears the
+/// messenger's frame limit.
+pub(crate) const COPY_PART_BYTES: usize = 8 << 20;
 /// How long a blocked or failed peering waits before trying again.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 /// Client operations queued per PG while it peers; later ones are answered EAGAIN (the
@@ -29,8 +33,10 @@ pub enum Event {
     Summary(OsdId, Result<PgSummary>),
     /// The authority's log entries, for the primary's own recovery.
     AuthLog(Result<Vec<PgLogEntry>>),
-    /// Objects pulled from the authority, and where a paged pull resumes.
+    /// A part of an object pulled from the authority, and where its next part starts.
     Pulled(Result<(Bytes, Option<Bytes>)>),
+    /// Keys of the authority's objects, and whether more follow.
+    Listed(Result<(Vec<Bytes>, bool)>),
     /// A replica applied (or failed) the write at this position.
     Acked(OsdId, EVersion, Result<()>),
     /// The local store made the write at this position durable.
@@ -72,10 +78,9 @@ enum Phase {
 enum Pull {
     /// Waiting for the authority's log.
     Log { missing: Recovery },
-    /// Pulling named objects.
-    Objects(VecDeque<ObjectName>),
-    /// Pulling every object after a cursor.
-    Range(Option<Bytes>),
+    /// Pulling named objects in parts, the first from `resume` (the start: `None`); then,
+    /// with `listing`, listing the authority's objects after that cursor for more.
+    Objects { queue: VecDeque<ObjectName>, resume: Option<Bytes>, listing: Option<Option<Bytes>> },
 }
 
 struct InFlight {
@@ -87,6 +92,8 @@ struct InFlight {
 
 struct PeerRecovery {
     objects: VecDeque<ObjectName>,
+    /// An object pushed in parts, and where its next part starts.
+    partial: Option<(ObjectKey, CopyResume)>,
     /// For a backfill: the last key pushed, and whether the PG is exhausted.
     backfill: Option<(Option<ObjectKey>, bool)>,
     in_flight: usize,
@@ -95,7 +102,9 @@ struct PeerRecovery {
 
 impl PeerRecovery {
     fn has_work(&self) -> bool {
-        !self.objects.is_empty() || self.backfill.as_ref().is_some_and(|(_, exhausted)| !exhausted)
+        !self.objects.is_empty()
+            || self.partial.is_some()
+            || self.backfill.as_ref().is_some_and(|(_, exhausted)| !exhausted)
     }
 }
 
@@ -327,6 +336,10 @@ impl ShardState {
                 Ok((txn, next)) => self.pulled(pg, &txn, next),
                 Err(e) => self.peer_failed(pg, "pulling objects", e),
             },
+            Event::Listed(result) => match result {
+                Ok((keys, more)) => self.listed(pg, keys, more),
+                Err(e) => self.peer_failed(pg, "listing the authority's objects", e),
+            },
             Event::Acked(osd, at, result) => match result {
                 Ok(()) => {
                     if let Some(f) = self.primaries.get_mut(&pg).and_then(|p| p.inflight.get_mut(&at)) {
@@ -483,11 +496,12 @@ impl ShardState {
         }
         let Some(p) = self.primaries.get_mut(&pg) else { return };
         if let Phase::SelfRecovery { pull, .. } = &mut p.phase {
-            *pull = match std::mem::replace(pull, Pull::Range(None)) {
-                Pull::Log { missing: Recovery::Log(objects) } => Pull::Objects(objects.into_iter().collect()),
-                Pull::Log { missing: Recovery::None } => Pull::Objects(VecDeque::new()),
-                _ => Pull::Range(None),
+            let (queue, listing) = match std::mem::replace(pull, Pull::Log { missing: Recovery::None }) {
+                Pull::Log { missing: Recovery::Log(objects) } => (objects.into_iter().collect(), None),
+                Pull::Log { missing: Recovery::None } => (VecDeque::new(), None),
+                _ => (VecDeque::new(), Some(None)),
             };
+            *pull = Pull::Objects { queue, resume: None, listing };
         }
         self.pull_next(pg);
     }
@@ -520,25 +534,27 @@ impl ShardState {
     fn pull_next(&mut self, pg: PgId) {
         let Some(p) = self.primaries.get_mut(&pg) else { return };
         let interval = p.interval;
-        let Phase::SelfRecovery { auth, pull, .. } = &mut p.phase else { return };
-        let auth = *auth;
-        let request = match pull {
-            Pull::Objects(queue) if queue.is_empty() => None,
-            Pull::Objects(queue) => {
-                let n = queue.len().min(OBJECTS_PER_COPY);
-                Some(PeerRequest::Pull { pg, objects: queue.drain(..n).collect() })
-            }
-            Pull::Range(after) => {
-                Some(PeerRequest::PullRange { pg, after: after.clone(), max: OBJECTS_PER_COPY as u32 })
-            }
-            Pull::Log { .. } => return,
+        let Phase::SelfRecovery { auth, pull: Pull::Objects { queue, resume, listing }, .. } = &mut p.phase else {
+            return;
         };
-        match request {
-            Some(request) => self.ask(pg, interval, auth, request, |r| Event::Pulled(r.and_then(copies))),
-            None => self.self_recovered(pg),
+        let auth = *auth;
+        if let Some(object) = queue.front() {
+            let request = PeerRequest::PullPart { pg, object: object.clone(), resume: resume.clone() };
+            self.ask(pg, interval, auth, request, |r| Event::Pulled(r.and_then(copies)));
+        } else if let Some(after) = listing {
+            let request = PeerRequest::ListRange { pg, after: after.clone(), max: OBJECTS_PER_COPY as u32 };
+            self.ask(pg, interval, auth, request, |r| {
+                Event::Listed(r.and_then(|reply| match reply {
+                    Reply::Keys { keys, more } => Ok((keys, more)),
+                    other => Err(err::io(format!("unexpected reply {other:?}"))),
+                }))
+            });
+        } else {
+            self.self_recovered(pg);
         }
     }
 
+    /// Applies a pulled part; the next request continues the object or starts the next.
     fn pulled(&mut self, pg: PgId, txn: &[u8], next: Option<Bytes>) {
         let applied = Transaction::decode(txn).and_then(|t| self.commit(pg, t));
         if let Err(e) = applied {
@@ -546,14 +562,30 @@ impl ShardState {
             self.restart_later(pg);
             return;
         }
-        if let Some(Primary { phase: Phase::SelfRecovery { pull, .. }, .. }) = self.primaries.get_mut(&pg)
-            && let Pull::Range(after) = pull
+        if let Some(Primary { phase: Phase::SelfRecovery { pull: Pull::Objects { queue, resume, .. }, .. }, .. }) =
+            self.primaries.get_mut(&pg)
         {
             if next.is_none() {
-                *pull = Pull::Objects(VecDeque::new());
-            } else {
-                *after = next;
+                queue.pop_front();
             }
+            *resume = next;
+        }
+        self.pull_next(pg);
+    }
+
+    /// Queues the listed objects for pulling, and lists again after them if more follow.
+    fn listed(&mut self, pg: PgId, keys: Vec<Bytes>, more: bool) {
+        let names: Result<Vec<ObjectName>> =
+            keys.iter().map(|k| ObjectKey::from_bytes(k.to_vec())?.decode().map(|(_, name)| name)).collect();
+        let names = match names {
+            Ok(names) => names,
+            Err(e) => return self.peer_failed(pg, "reading the authority's object keys", e),
+        };
+        if let Some(Primary { phase: Phase::SelfRecovery { pull: Pull::Objects { queue, listing, .. }, .. }, .. }) =
+            self.primaries.get_mut(&pg)
+        {
+            queue.extend(names);
+            *listing = keys.last().filter(|_| more).map(|last| Some(last.clone()));
         }
         self.pull_next(pg);
     }
@@ -617,12 +649,14 @@ impl ShardState {
                 Recovery::None => None,
                 Recovery::Log(objects) => Some(PeerRecovery {
                     objects: objects.into_iter().collect(),
+                    partial: None,
                     backfill: None,
                     in_flight: 0,
                     done_sent: false,
                 }),
                 Recovery::Backfill => Some(PeerRecovery {
                     objects: VecDeque::new(),
+                    partial: None,
                     backfill: Some((None, false)),
                     in_flight: 0,
                     done_sent: false,
@@ -902,34 +936,11 @@ impl ShardState {
                 self.send_recovered(pg, interval, finished);
                 return;
             };
-            let batch: Result<Vec<ObjectKey>> = match backfill {
-                Some(cursor) => {
-                    self.list_keys(pg, pool.pg_num, cursor.as_ref(), OBJECTS_PER_COPY).map(|(keys, more)| {
-                        if let Some(r) = self.primaries.get_mut(&pg).and_then(|p| p.recovery.get_mut(&osd)) {
-                            r.backfill = Some((keys.last().cloned().or(cursor), !more));
-                        }
-                        keys
-                    })
-                }
-                None => match self.primaries.get_mut(&pg).and_then(|p| p.recovery.get_mut(&osd)) {
-                    Some(r) => {
-                        let n = r.objects.len().min(OBJECTS_PER_COPY);
-                        r.objects.drain(..n).map(|o| ObjectKey::new(pg.pool, &o)).collect()
-                    }
-                    None => return,
-                },
-            };
             self.send_recovered(pg, interval, finished);
-            let txn = batch.and_then(|keys| {
-                let mut txn = Transaction::new();
-                for key in &keys {
-                    txn.extend(self.ctx.store.copy_object(key)?);
-                }
-                Ok((keys.len(), txn))
-            });
+            let txn = self.next_push(pg, pool.pg_num, osd, backfill);
             match txn {
-                Ok((0, _)) => continue,
-                Ok((_, txn)) => {
+                Ok(None) => continue,
+                Ok(Some(txn)) => {
                     if let Some(p) = self.primaries.get_mut(&pg) {
                         p.pushes_in_flight += 1;
                         if let Some(r) = p.recovery.get_mut(&osd) {
@@ -946,6 +957,68 @@ impl ShardState {
                 }
             }
         }
+    }
+
+    /// The next push for `osd`: the rest of a partly pushed object, or the next objects
+    /// of its log recovery or of its backfill (after `backfill`'s cursor), up to
+    /// [`COPY_PART_BYTES`]; an object that does not fit is continued by the next push. `None`
+    /// when the objects listed were none.
+    fn next_push(
+        &mut self,
+        pg: PgId,
+        pg_num: u32,
+        osd: OsdId,
+        backfill: Option<Option<ObjectKey>>,
+    ) -> Result<Option<Transaction>> {
+        let mut queue: VecDeque<(ObjectKey, Option<CopyResume>)> = VecDeque::new();
+        let mut listed_all = false;
+        let r = self.peer_recovery(pg, osd)?;
+        if let Some((key, resume)) = r.partial.take() {
+            queue.push_back((key, Some(resume)));
+        } else {
+            match backfill {
+                Some(cursor) => {
+                    let (keys, more) = self.list_keys(pg, pg_num, cursor.as_ref(), OBJECTS_PER_COPY)?;
+                    listed_all = !more;
+                    queue.extend(keys.into_iter().map(|k| (k, None)));
+                }
+                None => {
+                    let n = r.objects.len().min(OBJECTS_PER_COPY);
+                    for name in r.objects.drain(..n).collect::<Vec<_>>() {
+                        queue.push_back((ObjectKey::new(pg.pool, &name)?, None));
+                    }
+                }
+            }
+        }
+        let (mut txn, mut budget, mut last) = (Transaction::new(), COPY_PART_BYTES, None);
+        while budget > 0
+            && let Some((key, resume)) = queue.pop_front()
+        {
+            let (part, next) = self.ctx.store.copy_object_part(&key, resume.as_ref(), budget)?;
+            budget = budget.saturating_sub(part.bytes());
+            txn.extend(part);
+            last = Some(key.clone());
+            if let Some(next) = next {
+                self.peer_recovery(pg, osd)?.partial = Some((key, next));
+                break;
+            }
+        }
+        let r = self.peer_recovery(pg, osd)?;
+        if let Some(cursor) = &mut r.backfill {
+            // Objects listed but not started are listed again after the last one started.
+            *cursor = (last.clone().or(cursor.0.take()), listed_all && queue.is_empty());
+        }
+        for (key, _) in queue.into_iter().rev() {
+            if r.backfill.is_none() {
+                r.objects.push_front(key.decode()?.1);
+            }
+        }
+        Ok(last.map(|_| txn))
+    }
+
+    fn peer_recovery(&mut self, pg: PgId, osd: OsdId) -> Result<&mut PeerRecovery> {
+        let recovery = self.primaries.get_mut(&pg).and_then(|p| p.recovery.get_mut(&osd));
+        recovery.ok_or_else(|| err::again(format!("pg {pg}: the recovery of {osd} ended")))
     }
 
     fn send_recovered(&self, pg: PgId, interval: u64, osds: Vec<OsdId>) {

@@ -12,7 +12,7 @@ use crate::primary::{Event, Primary};
 use crate::view::ObjectView;
 use bytes::Bytes;
 use shoal_objclass::{ClassRegistry, ClassState};
-use shoal_store::{ObjectKey, ObjectStore, Transaction};
+use shoal_store::{CopyResume, ObjectKey, ObjectStore, Transaction};
 use shoal_types::msg::{OpReply, OsdOp, PeerRequest, PgListReply, PgListRequest, Reply};
 use shoal_types::pg::PgStat;
 use shoal_types::{ClientId, OsdId, OsdMap, PgId, Result, Versioned, err};
@@ -390,6 +390,21 @@ impl ShardState {
                 }
                 let next = keys.last().filter(|_| more).map(|k| Bytes::copy_from_slice(k.as_bytes()));
                 Ok((self.last_seq, Reply::Copies { txn: txn.encode().into(), next }))
+            }
+            PeerRequest::PullPart { pg, object, resume } => {
+                let resume = resume.map(|b| CopyResume::decode(&b)).transpose()?;
+                let key = ObjectKey::new(pg.pool, &object)?;
+                let (txn, next) =
+                    self.ctx.store.copy_object_part(&key, resume.as_ref(), crate::primary::COPY_PART_BYTES)?;
+                let next = next.map(|n| Bytes::from(n.encode()));
+                Ok((self.last_seq, Reply::Copies { txn: txn.encode().into(), next }))
+            }
+            PeerRequest::ListRange { pg, after, max } => {
+                let pg_num = self.map.pool(pg.pool)?.pg_num;
+                let after = after.map(|b| ObjectKey::from_bytes(b.to_vec())).transpose()?;
+                let (keys, more) = self.list_keys(pg, pg_num, after.as_ref(), (max as usize).clamp(1, 1024))?;
+                let keys = keys.iter().map(|k| Bytes::copy_from_slice(k.as_bytes())).collect();
+                Ok((self.last_seq, Reply::Keys { keys, more }))
             }
             PeerRequest::Activate(activate) => {
                 let pg = activate.pg;

@@ -464,6 +464,17 @@ fn a_bad_checksum_is_repaired_from_a_replica_or_reported_on_a_single_copy() {
     assert_eq!(sample(&text, "shoal_mon_osds_up"), Some(3.0), "{text}");
 }
 
+/// Three OSDs on three hosts that report a silent peer after 2 s, with a size-3 pool of
+/// `pg_num` PGs.
+fn three_osds_with_fast_heartbeats(pg_num: &str) -> Vstart {
+    let cluster = Vstart::start("3", "3");
+    let conf = cluster.conf();
+    ok(&conf, &["config", "set", "global", "osd_heartbeat_interval", "0.3"]);
+    ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "2"]);
+    ok(&conf, &["pool", "create", POOL, "--size", "3", "--min-size", "2", "--pg-num", pg_num]);
+    cluster
+}
+
 /// Sends SIGSTOP or SIGCONT to a process.
 fn signal(pid: u32, sig: &str) {
     assert!(std::process::Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success());
@@ -471,11 +482,8 @@ fn signal(pid: u32, sig: &str) {
 
 #[test]
 fn a_stopped_primary_does_not_hang_its_clients() {
-    let cluster = Vstart::start("3", "3");
+    let cluster = three_osds_with_fast_heartbeats("8");
     let conf = cluster.conf();
-    ok(&conf, &["config", "set", "global", "osd_heartbeat_interval", "0.3"]);
-    ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "2"]);
-    ok(&conf, &["pool", "create", POOL, "--size", "3", "--min-size", "2", "--pg-num", "8"]);
     ok(&conf, &["pool", "create", "single", "--size", "1", "--min-size", "1", "--pg-num", "8"]);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let rados = runtime.block_on(client(&cluster));
@@ -529,11 +537,8 @@ fn a_stopped_primary_does_not_hang_its_clients() {
 
 #[test]
 fn an_osd_whose_wal_sync_fails_exits_and_its_pgs_move_on() {
-    let cluster = Vstart::start("3", "3");
+    let cluster = three_osds_with_fast_heartbeats("8");
     let conf = cluster.conf();
-    ok(&conf, &["config", "set", "global", "osd_heartbeat_interval", "0.3"]);
-    ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "2"]);
-    ok(&conf, &["pool", "create", POOL, "--size", "3", "--min-size", "2", "--pg-num", "8"]);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let rados = runtime.block_on(client(&cluster));
     let io = runtime.block_on(rados.ioctx(POOL)).unwrap();
@@ -560,4 +565,66 @@ fn an_osd_whose_wal_sync_fails_exits_and_its_pgs_move_on() {
         map.osds.get(&primary).is_some_and(|o| !o.up).then_some(())
     });
     assert!(down.is_some(), "{primary} is still up in the map");
+}
+
+#[test]
+fn objects_larger_than_a_message_recover_in_parts() {
+    let cluster = three_osds_with_fast_heartbeats("1");
+    let conf = cluster.conf();
+    let mut restarted = Restarted::default();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let rados = runtime.block_on(client(&cluster));
+    let io = runtime.block_on(rados.ioctx(POOL)).unwrap();
+    let map = rados.map();
+    let pool = map.pool_named(POOL).unwrap().clone();
+    let acting = shoal_placement::pg_up_osds(&map, &pool, shoal_types::PgId { pool: pool.id, seed: 0 });
+    let replica = acting[1].to_string();
+    let args = cmdline(cluster.pid(&replica));
+    kill9(cluster.pid(&replica));
+    // Written while the replica is away: six 30 MiB objects (more than one 128 MiB message
+    // of the daemons' messenger, which recovery once sent as one push) and an index-like
+    // object with 20 MiB of omap.
+    let big = |i: usize| vec![b'a' + i as u8; 30 << 20];
+    let mut names: Vec<String> = (0..6).map(|i| format!("big{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        runtime.block_on(io.write_full(name, big(i))).unwrap();
+    }
+    for batch in 0..20 {
+        let rows = (0..1024).map(|i| (Bytes::from(format!("key{batch:02}{i:04}")), Bytes::from(vec![b'v'; 1000])));
+        runtime.block_on(io.operate("index", WriteOp::new().omap_set(rows))).unwrap();
+    }
+    names.push("index".into());
+    restarted.restart(&cluster, &replica, &args);
+    let clean = wait_for(|| {
+        let pgs = ok(&conf, &["pg", "dump"]);
+        (pgs.lines().filter(|l| l.contains(" active+clean")).count() == 1).then_some(())
+    });
+    assert!(clean.is_some(), "recovery of {replica} did not finish:\n{}", ok(&conf, &["pg", "dump"]));
+    // The primary away while the objects are rewritten: back, it pulls them in parts.
+    let primary = acting[0].to_string();
+    let args = cmdline(cluster.pid(&primary));
+    kill9(cluster.pid(&primary));
+    let big = |i: usize| vec![b'A' + i as u8; 30 << 20];
+    for (i, name) in names.iter().take(6).enumerate() {
+        runtime.block_on(io.write_full(name, big(i))).unwrap();
+    }
+    restarted.restart(&cluster, &primary, &args);
+    let clean = wait_for(|| {
+        let map = runtime.block_on(rados.refresh_map()).ok()?;
+        let pgs = ok(&conf, &["pg", "dump"]);
+        let back = map.osds.get(&acting[0]).is_some_and(|o| o.up);
+        (back && pgs.lines().filter(|l| l.contains(" active+clean")).count() == 1).then_some(())
+    });
+    assert!(clean.is_some(), "recovery of {primary} did not finish:\n{}", ok(&conf, &["pg", "dump"]));
+    let log = std::fs::read_to_string(cluster.path().join(format!("{primary}.restarted.log"))).unwrap();
+    assert!(log.contains("recovering from the authority"), "{primary} did not pull what it missed:\n{log}");
+    for (i, name) in names.iter().take(6).enumerate() {
+        assert!(runtime.block_on(io.read_full(name)).unwrap() == big(i), "{name}");
+    }
+    let map = runtime.block_on(rados.refresh_map()).unwrap();
+    drop(rados);
+    drop(runtime);
+    cluster.stop();
+    drop(restarted);
+    replicas_agree(&cluster, &map, POOL, names.iter());
 }

@@ -2,7 +2,7 @@
 
 use crate::device::{BlockDevice, MemDevice};
 use crate::kv::{BatchOp, Cf, KvEngine};
-use crate::object::{ObjectKey, ObjectStore, Onode, StoreFormat, StoreOptions, Transaction};
+use crate::object::{CopyResume, ObjectKey, ObjectStore, Onode, StoreFormat, StoreOptions, Transaction};
 use shoal_types::{ObjectName, PoolId, Versioned};
 use std::sync::Arc;
 
@@ -15,6 +15,7 @@ pub fn run_all(make: &dyn Fn() -> Arc<dyn KvEngine>) {
     delete_pool_removes_only_that_pool(make());
     format_is_fixed_at_creation(make());
     large_writes_live_on_the_device(make());
+    paged_copies_make_the_whole_copy(make(), make());
 }
 
 /// A store on `kv` with a fresh in-memory data device.
@@ -234,6 +235,53 @@ fn large_writes_live_on_the_device(kv: Arc<dyn KvEngine>) {
     assert_eq!(reopened.space().referenced, 0);
     assert!(kv.scan(Cf::Extent, &[], &[0xff; 8], 10).unwrap().is_empty(), "no extent record is left");
     assert_eq!(reopened.space().free, reopened.space().device);
+}
+
+/// An object copied in parts of a few bytes (data chunks, then omap rows) onto another
+/// store's older, larger copy ends identical to the source, and every part but the last
+/// stays within its budget and one chunk or row.
+fn paged_copies_make_the_whole_copy(source_kv: Arc<dyn KvEngine>, target_kv: Arc<dyn KvEngine>) {
+    let format = StoreFormat { chunk_size: 8 };
+    let (source, target) = (open(source_kv, format), open(target_kv, format));
+    let key = ObjectKey::new(PoolId(1), &ObjectName::new("", "paged")).unwrap();
+    let fill = |store: &ObjectStore, chunks: u32, rows: u32, tag: u8| {
+        let mut t = Transaction::new();
+        t.put_onode(&key, &Onode { size: u64::from(chunks) * 8, version: u64::from(tag), ..Onode::default() });
+        for i in 0..chunks {
+            t.put_chunk(&key, i, vec![tag.wrapping_add(i as u8); 8]);
+        }
+        for i in 0..rows {
+            t.omap_put(&key, format!("row{i:05}").as_bytes(), &[tag; 3]);
+        }
+        store.commit(t).unwrap();
+    };
+    fill(&source, 20, 2500, 1);
+    fill(&target, 40, 3000, 9);
+    let (mut resume, mut parts) = (None, 0);
+    loop {
+        let (part, next) = source.copy_object_part(&key, resume.as_ref(), 64).unwrap();
+        parts += 1;
+        if next.is_some() {
+            // The budget, plus at most one chunk or omap row beyond it.
+            assert!(part.bytes() < 64 + 64, "part {parts} holds {} bytes", part.bytes());
+        }
+        target.commit(part).unwrap();
+        match next {
+            Some(next) => resume = Some(next),
+            None => break,
+        }
+    }
+    assert!(parts > 3, "a 64-byte budget splits the object ({parts} parts)");
+    // Version 1, then postcard: variant index, then the chunk index or the key's bytes.
+    assert_eq!(CopyResume::Chunk(3).encode(), [1, 0, 3]);
+    assert_eq!(CopyResume::Omap(vec![7, 8]).encode(), [1, 1, 2, 7, 8]);
+    assert_eq!(CopyResume::decode(&[1, 0, 3]).unwrap(), CopyResume::Chunk(3));
+    assert_eq!(target.copy_object(&key).unwrap(), source.copy_object(&key).unwrap());
+    // A missing object copies as its removal, in one part.
+    let gone = ObjectKey::new(PoolId(1), &ObjectName::new("", "gone")).unwrap();
+    let (part, next) = source.copy_object_part(&gone, None, 64).unwrap();
+    assert!(next.is_none());
+    assert_eq!(part, source.copy_object(&gone).unwrap());
 }
 
 #[cfg(test)]

@@ -18,5 +18,6 @@ pub use extents::{Extent, SpaceStats};
 pub use kv::{Batch, BatchOp, Cf, KvEngine, KvStats};
 pub use mem::MemKv;
 pub use object::{
-    FsckReport, ObjectKey, ObjectStore, Onode, StoreFormat, StoreOptions, Transaction, pg_log_key, pg_meta_key,
+    CopyResume, FsckReport, ObjectKey, ObjectStore, Onode, StoreFormat, StoreOptions, Transaction, pg_log_key,
+    pg_meta_key,
 };

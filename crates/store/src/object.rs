@@ -234,6 +234,21 @@ fn hash_range_bounds(pool: PoolId, range: &RangeInclusive<u32>) -> (Vec<u8>, Vec
     (bound(u64::from(*range.start())), bound(u64::from(*range.end()) + 1))
 }
 
+/// Where the next part of a paged object copy ([`ObjectStore::copy_object_part`]) starts;
+/// it travels between OSDs in recovery replies and requests.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CopyResume {
+    /// At this data chunk.
+    Chunk(u32),
+    /// At this omap row (its store key).
+    Omap(Vec<u8>),
+}
+
+impl Versioned for CopyResume {
+    const NAME: &'static str = "copy resume";
+    const VERSION: u8 = 1;
+}
+
 /// A set of changes applied atomically by [`ObjectStore::commit`]. Its encoding is what a
 /// primary ships to its replicas: they apply exactly the keys the primary wrote.
 #[derive(Default, Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -344,6 +359,11 @@ impl Transaction {
     /// Sets a store metadata key.
     pub fn put_meta(&mut self, key: &[u8], value: Vec<u8>) {
         self.ops.push(BatchOp::Put(Cf::Meta, key.to_vec(), value));
+    }
+
+    /// Bytes of the keys and values this transaction stores.
+    pub fn bytes(&self) -> usize {
+        self.ops.iter().map(|op| if let BatchOp::Put(_, k, v) = op { k.len() + v.len() } else { 0 }).sum()
     }
 
     /// Appends every change of `other`, after this transaction's own.
@@ -522,25 +542,75 @@ impl ObjectStore {
     /// the object does not exist here).
     pub fn copy_object(&self, key: &ObjectKey) -> Result<Transaction> {
         let mut txn = Transaction::new();
-        txn.remove_object(key);
-        let Some(onode) = self.kv.get(Cf::Onode, &key.0)? else { return Ok(txn) };
-        txn.ops.push(BatchOp::Put(Cf::Onode, key.0.clone(), onode));
-        for (index, data) in self.chunks(key, 0, u32::MAX)? {
-            txn.put_chunk(key, index, data.to_vec());
-        }
-        let mut from = key.0.clone();
+        let mut resume = None;
         loop {
-            let rows = self.kv.scan(Cf::Omap, &from, &key.end(), COPY_PAGE)?;
-            let done = rows.len() < COPY_PAGE;
-            if let Some((last, _)) = rows.last() {
-                from = [last.as_slice(), &[0]].concat();
-            }
-            txn.ops.extend(rows.into_iter().map(|(k, v)| BatchOp::Put(Cf::Omap, k, v)));
-            if done {
-                break;
+            let (part, next) = self.copy_object_part(key, resume.as_ref(), usize::MAX)?;
+            txn.extend(part);
+            match next {
+                Some(next) => resume = Some(next),
+                None => return Ok(txn),
             }
         }
-        Ok(txn)
+    }
+
+    /// The part of [`ObjectStore::copy_object`] that starts at `resume` (`None`: the
+    /// start) and stores about `budget` bytes of keys and values (beyond it by one chunk
+    /// or omap row at most), and where the next part resumes (`None`: this was the last).
+    /// Applied in order, the parts make the same copy as the whole; the first removes the
+    /// object and stores its metadata, so the copy is complete only after the last.
+    pub fn copy_object_part(
+        &self,
+        key: &ObjectKey,
+        resume: Option<&CopyResume>,
+        budget: usize,
+    ) -> Result<(Transaction, Option<CopyResume>)> {
+        let mut txn = Transaction::new();
+        let Some(onode) = self.kv.get(Cf::Onode, &key.0)? else {
+            txn.remove_object(key);
+            return Ok((txn, None));
+        };
+        let mut used = 0usize;
+        let (mut first_chunk, mut omap_from) = (0, key.0.clone());
+        match resume {
+            None => {
+                txn.remove_object(key);
+                used += key.0.len() + onode.len();
+                txn.ops.push(BatchOp::Put(Cf::Onode, key.0.clone(), onode.clone()));
+            }
+            Some(CopyResume::Chunk(index)) => first_chunk = *index,
+            Some(CopyResume::Omap(from)) => (first_chunk, omap_from) = (u32::MAX, from.clone()),
+        }
+        let size = Onode::decode(&onode).map_err(|e| err::io(format!("onode of {}: {e}", key.describe())))?.size;
+        let chunk_size = u64::from(self.format.chunk_size.max(1));
+        let end_chunk = u32::try_from(size.div_ceil(chunk_size)).unwrap_or(u32::MAX);
+        let per_read = u32::try_from(budget as u64 / chunk_size).unwrap_or(u32::MAX).max(1);
+        while first_chunk < end_chunk {
+            let end = first_chunk.saturating_add(per_read).min(end_chunk);
+            for (index, data) in self.chunks(key, first_chunk, end)? {
+                if used >= budget {
+                    return Ok((txn, Some(CopyResume::Chunk(index))));
+                }
+                let chunk_key = key.chunk_key(index);
+                used += chunk_key.len() + data.len();
+                txn.ops.push(BatchOp::Put(Cf::Data, chunk_key, data.to_vec()));
+            }
+            first_chunk = end;
+        }
+        loop {
+            let rows = self.kv.scan(Cf::Omap, &omap_from, &key.end(), COPY_PAGE)?;
+            let done = rows.len() < COPY_PAGE;
+            for (k, v) in rows {
+                if used >= budget {
+                    return Ok((txn, Some(CopyResume::Omap(k))));
+                }
+                used += k.len() + v.len();
+                omap_from = [k.as_slice(), &[0]].concat();
+                txn.ops.push(BatchOp::Put(Cf::Omap, k, v));
+            }
+            if done {
+                return Ok((txn, None));
+            }
+        }
     }
 
     /// Up to `limit` store metadata entries with `start <= key < end`.

@@ -125,6 +125,13 @@ pub enum Reply {
     },
     /// The answer to a [`Request::Tell`]: a JSON document.
     Tell(String),
+    /// Object keys of a PG in key order, and whether more follow. Appended.
+    Keys {
+        /// The store keys of the objects.
+        keys: Vec<Bytes>,
+        /// More objects follow the last key.
+        more: bool,
+    },
 }
 
 /// What OSDs ask each other. Every request names the PG's interval (the map epoch since
@@ -196,6 +203,27 @@ pub enum PeerRequest {
         pg: PgId,
         /// The interval of the primary asking.
         interval: u64,
+    },
+    /// Asks for one part of an object's copy (about 8 MiB), answered with
+    /// [`Reply::Copies`] whose `next` says where the following part resumes. Appended:
+    /// the earlier variants keep their encodings.
+    PullPart {
+        /// The PG.
+        pg: PgId,
+        /// The object (absent, it comes back as its deletion).
+        object: ObjectName,
+        /// `None` for the first part, else the `next` of the previous part's reply.
+        resume: Option<Bytes>,
+    },
+    /// Asks for the keys of the PG's objects in key order after `after`, answered with
+    /// [`Reply::Keys`]. Appended.
+    ListRange {
+        /// The PG.
+        pg: PgId,
+        /// Resume after this object key.
+        after: Option<Bytes>,
+        /// At most this many keys.
+        max: u32,
     },
 }
 
@@ -454,6 +482,24 @@ mod tests {
         // Reply (1), tid 2, Ok (0), Reply::Tell (variant 12), "{}".
         let reply = Message::Reply { tid: 2, reply: Ok(Reply::Tell("{}".into())) };
         assert_eq!(reply.encode(), [1, 1, 2, 0, 12, 2, b'{', b'}']);
+    }
+
+    #[test]
+    fn paged_recovery_messages_have_golden_bytes() {
+        // Request (0), tid 3, Request::Peer (7), PeerRequest::PullPart (10), pool 1, seed 2,
+        // namespace "", name "o", resume Some(1 byte 9).
+        let pg = PgId { pool: crate::PoolId(1), seed: 2 };
+        let object = crate::ObjectName::new("", "o");
+        let pull = PeerRequest::PullPart { pg, object, resume: Some(Bytes::from_static(&[9])) };
+        let msg = Message::Request { tid: 3, request: Request::Peer(pull) };
+        assert_eq!(msg.encode(), [1, 0, 3, 7, 10, 1, 2, 0, 1, b'o', 1, 1, 9]);
+        // PeerRequest::ListRange (11), no cursor, max 8.
+        let list =
+            Message::Request { tid: 3, request: Request::Peer(PeerRequest::ListRange { pg, after: None, max: 8 }) };
+        assert_eq!(list.encode(), [1, 0, 3, 7, 11, 1, 2, 0, 8]);
+        // Reply (1), tid 3, Ok (0), Reply::Keys (13), one key "k", more.
+        let keys = Reply::Keys { keys: vec![Bytes::from_static(b"k")], more: true };
+        assert_eq!(Message::Reply { tid: 3, reply: Ok(keys) }.encode(), [1, 1, 3, 0, 13, 1, 1, b'k', 1]);
     }
 
     #[test]

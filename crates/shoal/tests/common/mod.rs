@@ -70,11 +70,14 @@ pub struct Restarted(Vec<Child>);
 
 impl Restarted {
     /// Starts daemon `name` of `cluster` again with its old command line (`args`, from
-    /// [`cmdline`]), logging to `NAME.restarted.log`.
+    /// [`cmdline`]), logging to `NAME.restarted.log` (with the primaries' peering and
+    /// recovery steps, unless `RUST_LOG` says otherwise).
     pub fn restart(&mut self, cluster: &Vstart, name: &str, args: &[String]) {
         let log = std::fs::File::create(cluster.path().join(format!("{name}.restarted.log"))).unwrap();
+        let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn,shoal_osd::primary=info".into());
         let child = Command::new(&args[0])
             .args(&args[1..])
+            .env("RUST_LOG", filter)
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .stdin(Stdio::null())
