@@ -119,19 +119,22 @@ impl Default for OsdCounters {
     }
 }
 
+/// The bytes of data an operation asks to write.
+pub fn write_bytes(op: &OsdOp) -> usize {
+    op.steps
+        .iter()
+        .map(|s| match s {
+            Step::Write { data, .. } | Step::WriteFull { data } | Step::Append { data } => data.len(),
+            _ => 0,
+        })
+        .sum()
+}
+
 impl OsdCounters {
     /// Counts the bytes a client request asks to write; returns its kind for [`Self::answered`].
     pub fn received(&self, request: &Request) -> OpKind {
         if let Request::Op(op) = request {
-            let bytes: usize = op
-                .steps
-                .iter()
-                .map(|s| match s {
-                    Step::Write { data, .. } | Step::WriteFull { data } | Step::Append { data } => data.len(),
-                    _ => 0,
-                })
-                .sum();
-            self.client_bytes_written.inc_by(bytes as u64);
+            self.client_bytes_written.inc_by(write_bytes(op) as u64);
         }
         OpKind::of(request)
     }

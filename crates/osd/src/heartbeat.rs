@@ -28,6 +28,10 @@ impl Default for HeartbeatOptions {
     }
 }
 
+/// Reports of silent peers held while the monitor is not told (beyond, a report is
+/// dropped: it comes again the next interval).
+const PENDING_REPORTS: usize = 256;
+
 /// Starts pinging the up OSDs of `map` (except `me`); the returned receiver yields a peer
 /// each time it is found silent for longer than the grace (once per interval while it is).
 pub fn start(
@@ -35,8 +39,8 @@ pub fn start(
     network: Arc<dyn Network>,
     map: watch::Receiver<Arc<OsdMap>>,
     options: watch::Receiver<HeartbeatOptions>,
-) -> mpsc::UnboundedReceiver<OsdId> {
-    let (failed_tx, failed_rx) = mpsc::unbounded_channel();
+) -> mpsc::Receiver<OsdId> {
+    let (failed_tx, failed_rx) = mpsc::channel(PENDING_REPORTS);
     let links = PeerNet::new(me, network, map.clone(), tokio::runtime::Handle::current());
     // Keyed by address too: an OSD that restarted (on a new address) starts afresh even if
     // its down time fell between two rounds.
@@ -68,7 +72,7 @@ pub fn start(
             };
             for id in silent {
                 tracing::warn!(peer = %id, "no heartbeat reply within the grace period; reporting it");
-                if failed_tx.send(id).is_err() {
+                if let Err(mpsc::error::TrySendError::Closed(_)) = failed_tx.try_send(id) {
                     return;
                 }
             }

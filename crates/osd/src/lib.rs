@@ -55,6 +55,11 @@ pub struct OsdConfig {
     pub pg_log_entries: usize,
     /// Longest notify timeout a client may ask for.
     pub max_notify_timeout: Duration,
+    /// Client operations admitted and not yet answered (`osd_client_message_cap`); a
+    /// client beyond waits, its connection unread, so no queue grows without bound.
+    pub client_message_cap: usize,
+    /// Bytes of client data admitted and not yet answered (`osd_client_message_size_cap`).
+    pub client_message_size_cap: usize,
     /// Every option's value in effect, as `config show` reports them.
     pub options: BTreeMap<String, String>,
 }
@@ -70,6 +75,8 @@ impl OsdConfig {
             class_cache_entries: 65536,
             pg_log_entries: 3000,
             max_notify_timeout: Duration::from_secs(300),
+            client_message_cap: 256,
+            client_message_size_cap: 500 << 20,
             options: BTreeMap::new(),
         }
     }
@@ -89,6 +96,44 @@ struct Inner {
     counters: Arc<counters::OsdCounters>,
     damage: Arc<damage::Damage>,
     durability: Arc<Durability>,
+    admission: Admission,
+}
+
+/// Client operations and bytes admitted and not yet answered (see
+/// [`OsdConfig::client_message_cap`]).
+struct Admission {
+    ops: Arc<tokio::sync::Semaphore>,
+    /// In KiB.
+    kib: Arc<tokio::sync::Semaphore>,
+    /// All of `kib`'s permits: a larger request takes them all.
+    kib_total: u32,
+}
+
+/// What an admitted client request holds until it is answered.
+type Admitted = (tokio::sync::OwnedSemaphorePermit, tokio::sync::OwnedSemaphorePermit);
+
+impl Admission {
+    fn new(config: &OsdConfig) -> Admission {
+        let kib_total = u32::try_from(config.client_message_size_cap >> 10).unwrap_or(u32::MAX).max(1);
+        Admission {
+            ops: Arc::new(tokio::sync::Semaphore::new(config.client_message_cap.max(1))),
+            kib: Arc::new(tokio::sync::Semaphore::new(kib_total as usize)),
+            kib_total,
+        }
+    }
+
+    /// Waits until a client operation or listing fits; other requests pass at once.
+    async fn admit(&self, request: &Request) -> Option<Admitted> {
+        let bytes = match request {
+            Request::Op(op) => counters::write_bytes(op),
+            Request::PgList(_) => 0,
+            _ => return None,
+        };
+        let kib = u32::try_from((bytes >> 10).max(1)).unwrap_or(u32::MAX).min(self.kib_total);
+        let op = self.ops.clone().acquire_owned().await.ok()?;
+        let bytes = self.kib.clone().acquire_many_owned(kib).await.ok()?;
+        Some((op, bytes))
+    }
 }
 
 /// A running OSD. Cloning gives another handle to the same OSD.
@@ -154,6 +199,7 @@ impl Osd {
                 }
             }
         });
+        let admission = Admission::new(&config);
         Osd {
             inner: Arc::new(Inner {
                 options: std::sync::Mutex::new(config.options.clone()),
@@ -168,6 +214,7 @@ impl Osd {
                 counters: ctx.counters.clone(),
                 damage: ctx.damage.clone(),
                 durability: ctx.durability.clone(),
+                admission,
             }),
         }
     }
@@ -348,10 +395,12 @@ impl Osd {
                     // Queue in arrival order; answer asynchronously.
                     let (reply_tx, reply_rx) = oneshot::channel();
                     let (kind, arrived) = (self.inner.counters.received(&request), std::time::Instant::now());
+                    let admitted = self.inner.admission.admit(&request).await;
                     self.dispatch(request, client, conn_id, &sender, reply_tx).await;
                     let (sender, counters) = (sender.clone(), self.inner.counters.clone());
                     tokio::spawn(async move {
                         let reply = reply_rx.await.unwrap_or_else(|_| Err(err::io("the OSD dropped the request")));
+                        drop(admitted);
                         counters.answered(kind, arrived.elapsed());
                         let _ = sender.send(Message::Reply { tid, reply }).await;
                     });
@@ -491,5 +540,46 @@ fn peer_request_pg(request: &PeerRequest) -> Option<PgId> {
         | PeerRequest::RemovePg { pg, .. } => Some(*pg),
         PeerRequest::Activate(a) => Some(a.pg),
         PeerRequest::RepOp(r) => Some(r.pg),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_types::msg::OsdOp;
+    use shoal_types::{ObjectName, PoolId, ReqId, Step};
+
+    fn write(bytes: usize) -> Request {
+        Request::Op(OsdOp {
+            reqid: ReqId { client: ClientId(1), tid: 1 },
+            pool: PoolId(1),
+            object: ObjectName::new("", "o"),
+            map_epoch: 1,
+            steps: vec![Step::WriteFull { data: vec![0; bytes].into() }],
+        })
+    }
+
+    #[test]
+    fn admission_holds_clients_beyond_the_caps_until_earlier_ones_are_answered() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let mut config = OsdConfig::new(OsdId(0));
+            (config.client_message_cap, config.client_message_size_cap) = (2, 4 << 20);
+            let admission = Admission::new(&config);
+            let waits = |request: Request| async {
+                let request = request;
+                tokio::time::timeout(Duration::from_millis(50), admission.admit(&request)).await.is_err()
+            };
+            let first = admission.admit(&write(10)).await.expect("admitted");
+            let second = admission.admit(&write(10)).await.expect("admitted");
+            assert!(waits(write(10)).await, "a third operation waits for one of two");
+            assert!(admission.admit(&Request::Tell("df".into())).await.is_none(), "other requests pass");
+            drop(first);
+            let third = admission.admit(&write(3 << 20)).await.expect("admitted once the first is answered");
+            assert!(waits(write(2 << 20)).await, "3 of 4 MiB are taken: 2 more MiB wait");
+            drop((second, third));
+            let whole = admission.admit(&write(64 << 20)).await;
+            assert!(whole.is_some(), "a request over the size cap takes all of it instead of waiting forever");
+        });
     }
 }

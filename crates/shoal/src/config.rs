@@ -92,6 +92,16 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "PG log entries kept per PG to recognise resent requests",
     },
     OptionSpec {
+        name: "osd_client_message_cap",
+        default: "256",
+        help: "client operations an OSD admits and has not answered; beyond, clients wait (unread)",
+    },
+    OptionSpec {
+        name: "osd_client_message_size_cap",
+        default: "524288000",
+        help: "bytes of client data an OSD admits and has not answered; beyond, clients wait (unread)",
+    },
+    OptionSpec {
         name: "osd_recovery_max_active",
         default: "3",
         help: "recovery pushes in flight per PG; client operations run between them",
@@ -491,6 +501,8 @@ impl Config {
         }
         osd.class_cache_entries = usize_of("osd_class_cache_entries")?.max(1);
         osd.pg_log_entries = usize_of("osd_pg_log_entries")?.max(1);
+        osd.client_message_cap = usize_of("osd_client_message_cap")?.max(1);
+        osd.client_message_size_cap = usize_of("osd_client_message_size_cap")?.max(1 << 20);
         osd.limits = Limits {
             max_object_size: self.u64("osd_max_object_size")?,
             max_write_size: self.u64("osd_max_write_size")?,
