@@ -370,19 +370,22 @@ impl Routes {
                 }
             }
         }
-        for generation in topic.dest.draining.iter().chain([&topic.dest.queue]) {
-            for shard in shard_names(key, *generation) {
-                let h = self.queues.header(&shard).await?;
-                stats.reservations += h.reservations;
-                stats.entries += h.committed_entries;
-                stats.size += h.committed_bytes;
-                stats.capacity += h.capacity_bytes;
-                if let Some(first) = self.queues.list(&shard, None, 1).await?.entries.first()
-                    && let Ok(event) = QueuedEvent::decode(&first.data)
-                {
-                    let age = now.saturating_sub(event.created_ns) as f64 / 1e9;
-                    stats.oldest_age_secs = stats.oldest_age_secs.max(age);
-                }
+        for (shard, draining) in queue_shards(key, &topic) {
+            let h = match self.queues.header(&shard).await {
+                Err(e) if drained(&e, draining) => continue,
+                h => h?,
+            };
+            stats.reservations += h.reservations;
+            stats.entries += h.committed_entries;
+            stats.size += h.committed_bytes;
+            stats.capacity += h.capacity_bytes;
+            let first = match self.queues.list(&shard, None, 1).await {
+                Err(e) if drained(&e, draining) => continue,
+                page => page?.entries.into_iter().next(),
+            };
+            if let Some(event) = first.and_then(|first| QueuedEvent::decode(&first.data).ok()) {
+                let age = now.saturating_sub(event.created_ns) as f64 / 1e9;
+                stats.oldest_age_secs = stats.oldest_age_secs.max(age);
             }
         }
         stats.draining_generations = topic.dest.draining.len() as u32;
@@ -394,16 +397,17 @@ impl Routes {
     pub async fn topic_dump(&self, key: &str) -> shoal_types::Result<Vec<QueuedEvent>> {
         let topic = self.existing_topic(key).await?;
         let mut out = Vec::new();
-        for generation in topic.dest.draining.iter().chain([&topic.dest.queue]) {
-            for shard in shard_names(key, *generation) {
-                let mut after = None;
-                loop {
-                    let page = self.queues.list(&shard, after, 1000).await?;
-                    after = page.entries.last().map(|e| e.marker);
-                    out.extend(page.entries.iter().filter_map(|e| QueuedEvent::decode(&e.data).ok()));
-                    if !page.truncated {
-                        break;
-                    }
+        for (shard, draining) in queue_shards(key, &topic) {
+            let mut after = None;
+            loop {
+                let page = match self.queues.list(&shard, after, 1000).await {
+                    Err(e) if drained(&e, draining) => break,
+                    page => page?,
+                };
+                after = page.entries.last().map(|e| e.marker);
+                out.extend(page.entries.iter().filter_map(|e| QueuedEvent::decode(&e.data).ok()));
+                if !page.truncated {
+                    break;
                 }
             }
         }
@@ -597,6 +601,18 @@ impl Routes {
             }
         }
     }
+}
+
+/// Every queue shard of a topic: the draining generations' (`true`) and the current one's.
+fn queue_shards(key: &str, topic: &Topic) -> Vec<(String, bool)> {
+    let draining = topic.dest.draining.iter().flat_map(|g| shard_names(key, *g).into_iter().map(|s| (s, true)));
+    draining.chain(shard_names(key, topic.dest.queue).into_iter().map(|s| (s, false))).collect()
+}
+
+/// Whether `e` says a shard of a draining generation is gone: the generation drained and
+/// was removed after the topic record was read, so it holds nothing.
+fn drained(e: &shoal_types::RadosError, draining: bool) -> bool {
+    draining && e.errno == shoal_types::Errno::NotFound
 }
 
 #[cfg(test)]
