@@ -223,8 +223,8 @@ impl Monitor {
         let policy = self.policy();
         let map = self.current();
         let expired = self.health().failures.due_out(&policy, &map, self.started.elapsed());
+        let interval = policy.down_out_interval;
         for id in expired {
-            let interval = policy.down_out_interval;
             tracing::warn!(osd = %id, ?interval, "down for longer than mon_osd_down_out_interval; marking it out");
             self.authority.commit(MapChange::SetOsdIn { id, is_in: false }).await?;
             self.health().failures.marked_out(id);

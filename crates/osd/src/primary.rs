@@ -970,33 +970,31 @@ impl ShardState {
         osd: OsdId,
         backfill: Option<Option<ObjectKey>>,
     ) -> Result<Option<Transaction>> {
-        let mut queue: VecDeque<(ObjectKey, Option<CopyResume>)> = VecDeque::new();
-        let mut listed_all = false;
         let r = self.peer_recovery(pg, osd)?;
-        if let Some((key, resume)) = r.partial.take() {
-            queue.push_back((key, Some(resume)));
-        } else {
-            match backfill {
-                Some(cursor) => {
-                    let (keys, more) = self.list_keys(pg, pg_num, cursor.as_ref(), OBJECTS_PER_COPY)?;
-                    listed_all = !more;
-                    queue.extend(keys.into_iter().map(|k| (k, None)));
-                }
-                None => {
-                    let n = r.objects.len().min(OBJECTS_PER_COPY);
-                    for name in r.objects.drain(..n).collect::<Vec<_>>() {
-                        queue.push_back((ObjectKey::new(pg.pool, &name)?, None));
-                    }
-                }
+        // What this push may copy, in order; for a log recovery its names leave the
+        // replica's list only once started (a partial object is continued by the next push).
+        let (queue, from_list, listed_all) = match (r.partial.take(), backfill) {
+            (Some((key, resume)), _) => (vec![(key, Some(resume))], false, false),
+            (None, Some(cursor)) => {
+                let (keys, more) = self.list_keys(pg, pg_num, cursor.as_ref(), OBJECTS_PER_COPY)?;
+                (keys.into_iter().map(|k| (k, None)).collect(), false, !more)
             }
-        }
-        let (mut txn, mut budget, mut last) = (Transaction::new(), COPY_PART_BYTES, None);
-        while budget > 0
-            && let Some((key, resume)) = queue.pop_front()
-        {
+            (None, None) => {
+                let names = r.objects.iter().take(OBJECTS_PER_COPY);
+                let keys: Result<Vec<_>> = names.map(|name| Ok((ObjectKey::new(pg.pool, name)?, None))).collect();
+                (keys?, true, false)
+            }
+        };
+        let listed = queue.len();
+        let (mut txn, mut budget, mut last, mut started) = (Transaction::new(), COPY_PART_BYTES, None, 0);
+        for (key, resume) in queue {
+            if budget == 0 {
+                break;
+            }
             let (part, next) = self.ctx.store.copy_object_part(&key, resume.as_ref(), budget)?;
             budget = budget.saturating_sub(part.bytes());
             txn.extend(part);
+            started += 1;
             last = Some(key.clone());
             if let Some(next) = next {
                 self.peer_recovery(pg, osd)?.partial = Some((key, next));
@@ -1004,14 +1002,12 @@ impl ShardState {
             }
         }
         let r = self.peer_recovery(pg, osd)?;
+        if from_list {
+            r.objects.drain(..started);
+        }
         if let Some(cursor) = &mut r.backfill {
             // Objects listed but not started are listed again after the last one started.
-            *cursor = (last.clone().or(cursor.0.take()), listed_all && queue.is_empty());
-        }
-        for (key, _) in queue.into_iter().rev() {
-            if r.backfill.is_none() {
-                r.objects.push_front(key.decode()?.1);
-            }
+            *cursor = (last.clone().or(cursor.0.take()), listed_all && started == listed);
         }
         Ok(last.map(|_| txn))
     }

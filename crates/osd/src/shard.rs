@@ -359,6 +359,14 @@ impl ShardState {
         Ok((keys, false))
     }
 
+    /// The keys a peer's `PullRange` or `ListRange` asks for: up to `max` (1..=1024) after
+    /// the encoded key `after`, and whether more follow.
+    fn list_requested(&mut self, pg: PgId, after: Option<Bytes>, max: u32) -> Result<(Vec<ObjectKey>, bool)> {
+        let pg_num = self.map.pool(pg.pool)?.pg_num;
+        let after = after.map(|b| ObjectKey::from_bytes(b.to_vec())).transpose()?;
+        self.list_keys(pg, pg_num, after.as_ref(), (max as usize).clamp(1, 1024))
+    }
+
     /// Serves a request from another OSD about one of this shard's PGs.
     fn peer_request(&mut self, request: PeerRequest) -> Result<(u64, Reply)> {
         match request {
@@ -381,9 +389,7 @@ impl ShardState {
                 Ok((self.last_seq, Reply::Copies { txn: txn.encode().into(), next: None }))
             }
             PeerRequest::PullRange { pg, after, max } => {
-                let pg_num = self.map.pool(pg.pool)?.pg_num;
-                let after = after.map(|b| ObjectKey::from_bytes(b.to_vec())).transpose()?;
-                let (keys, more) = self.list_keys(pg, pg_num, after.as_ref(), (max as usize).clamp(1, 1024))?;
+                let (keys, more) = self.list_requested(pg, after, max)?;
                 let mut txn = Transaction::new();
                 for key in &keys {
                     txn.extend(self.ctx.store.copy_object(key)?);
@@ -400,9 +406,7 @@ impl ShardState {
                 Ok((self.last_seq, Reply::Copies { txn: txn.encode().into(), next }))
             }
             PeerRequest::ListRange { pg, after, max } => {
-                let pg_num = self.map.pool(pg.pool)?.pg_num;
-                let after = after.map(|b| ObjectKey::from_bytes(b.to_vec())).transpose()?;
-                let (keys, more) = self.list_keys(pg, pg_num, after.as_ref(), (max as usize).clamp(1, 1024))?;
+                let (keys, more) = self.list_requested(pg, after, max)?;
                 let keys = keys.iter().map(|k| Bytes::copy_from_slice(k.as_bytes())).collect();
                 Ok((self.last_seq, Reply::Keys { keys, more }))
             }
