@@ -1,28 +1,22 @@
 //! The OSD: serves compound operations, object classes, PG listings and watch/notify on
 //! one local [`ObjectStore`].
 //!
-//! An operation flows: messenger → the PG's shard (in arrival order) → [`exec`] against an
-//! [`view::ObjectView`] → one store transaction → group commit → reply. The execution
-//! core (`view`, `exec`) does no IO of its own beyond store reads and never reads the
-//! clock; the shards and the committer are the thin drivers around it.
+//! An operation flows: messenger → admission → the PG's shard thread (in arrival order),
+//! which feeds it to its [`shoal_pg_core::Shard`] and carries out the actions: requests to
+//! peers over [`peers::PeerNet`], replies once the committer's group sync covers them,
+//! timers on the runtime. The protocol itself lives in `shoal-pg-core`; this crate is its
+//! IO: sockets, threads, the clock, syncs, heartbeats, watch/notify and admin commands.
 //! Must not depend on RocksDB: it sees the store only through `shoal-store`.
 
 pub mod committer;
 pub mod counters;
-pub mod damage;
-pub mod exec;
 pub mod fault;
 pub mod heartbeat;
-pub mod limits;
 pub mod notify;
-pub mod peering;
 pub mod peers;
-pub mod pglog;
-pub mod primary;
 pub mod shard;
-pub mod view;
 
-pub use limits::Limits;
+pub use shoal_pg_core::Limits;
 
 use committer::Durability;
 use shard::{Job, ShardContext, shard_of};
@@ -94,7 +88,7 @@ struct Inner {
     /// The options in effect (start values, then live changes).
     options: std::sync::Mutex<BTreeMap<String, String>>,
     counters: Arc<counters::OsdCounters>,
-    damage: Arc<damage::Damage>,
+    damage: Arc<shoal_pg_core::damage::Damage>,
     durability: Arc<Durability>,
     admission: Admission,
 }

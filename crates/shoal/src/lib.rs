@@ -17,4 +17,5 @@ pub mod recovery_bench;
 pub mod s3_bench;
 pub mod s3client;
 pub mod session;
+pub mod sim_cmd;
 pub mod vstart;

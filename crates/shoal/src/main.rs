@@ -1,7 +1,9 @@
 //! `shoal`: one binary for Shoal's daemons and tools.
 
 use clap::{Parser, Subcommand};
-use shoal::{admin_cmd, config_cmd, daemon, debug, gateway_cmd, guarded_append, rados_cmd, recovery_bench, vstart};
+use shoal::{
+    admin_cmd, config_cmd, daemon, debug, gateway_cmd, guarded_append, rados_cmd, recovery_bench, sim_cmd, vstart,
+};
 
 /// Shoal: a distributed object store in the lineage of Ceph.
 #[derive(Parser, Debug)]
@@ -43,6 +45,8 @@ enum Command {
     Gateway(gateway_cmd::GatewayArgs),
     /// S3 users, keys, buckets and garbage collection.
     Admin(gateway_cmd::AdminArgs),
+    /// Run seeds of the deterministic cluster simulator (the real PG protocol under faults).
+    Sim(sim_cmd::SimArgs),
     /// Tools for crash tests.
     #[command(subcommand, hide = true)]
     Debug(debug::DebugCommand),
@@ -86,6 +90,7 @@ fn main() -> std::process::ExitCode {
             Command::Bench(BenchCommand::S3(args)) => shoal::s3_bench::run(args).await,
             Command::Config(command) => config_cmd::run(command).await,
             Command::Debug(command) => debug::run(command).await,
+            Command::Sim(args) => sim_cmd::run_sim(args),
             Command::Server(args) => gateway_cmd::run_server(args).await,
             Command::Gateway(args) => gateway_cmd::run_gateway(args).await,
             Command::Admin(args) => gateway_cmd::run_admin(args).await,

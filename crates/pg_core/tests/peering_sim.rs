@@ -10,7 +10,7 @@
 //! that is the condition under which `plan` can see every acknowledged write (it does not
 //! reconstruct past intervals from map history; see docs/ARCHITECTURE.md).
 
-use shoal_osd::peering::{Plan, Recovery, plan};
+use shoal_pg_core::peering::{Plan, Recovery, plan};
 use shoal_types::pg::{EVersion, LogPoint, PgInfo, PgSummary};
 use shoal_types::{ObjectName, OsdId};
 use std::collections::BTreeMap;

@@ -5,9 +5,9 @@
 use bytes::Bytes;
 use proptest::prelude::*;
 use shoal_objclass::ClassRegistry;
-use shoal_osd::Limits;
-use shoal_osd::exec::{ExecEnv, execute};
-use shoal_osd::view::ObjectView;
+use shoal_pg_core::Limits;
+use shoal_pg_core::exec::{ExecEnv, execute};
+use shoal_pg_core::view::ObjectView;
 use shoal_store::{Cf, KvEngine, MemDevice, MemKv, ObjectKey, ObjectStore, StoreFormat, StoreOptions};
 use shoal_types::{ClientId, CmpMode, CmpOp, Errno, ObjectName, PoolId, Step, StepOutput, Versioned};
 use std::collections::BTreeMap;

@@ -1,10 +1,10 @@
 //! The primary's side of a PG: peering on every interval change, its own recovery when it
 //! is behind, activation of the replicas, replicated writes, and recovery or backfill of
 //! replicas that are behind. The decisions come from [`crate::peering::plan`]; this module
-//! sends the messages and keeps the state between their replies.
+//! emits the messages as actions and keeps the state between their replies.
 
 use crate::peering::{self, Plan, Recovery};
-use crate::shard::{Job, ReplyTx, ShardState};
+use crate::shard::{Action, Awaiting, Counted, Durable, Shard, Timer};
 use bytes::Bytes;
 use shoal_store::{CopyResume, ObjectKey, Transaction};
 use shoal_types::msg::{Activate, OsdOp, PeerRequest, RepOp, Reply};
@@ -28,7 +28,7 @@ const MAX_WAITING_OPS: usize = 1024;
 const PEERING_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The outcome of something a primary started.
-pub enum Event {
+pub(crate) enum Event<R> {
     /// A peer's PG summary.
     Summary(OsdId, Result<PgSummary>),
     /// The authority's log entries, for the primary's own recovery.
@@ -52,15 +52,65 @@ pub enum Event {
     /// Time to peer again, unless peering restarted since (the round it was set in).
     Retry(u64),
     /// A replica's copy of an object whose local copy failed its checksum.
-    RepairCopy(Box<RepairCopy>),
+    RepairCopy(Box<RepairCopy<R>>),
+}
+
+/// What a request to a peer was for: turns its answer into an [`Event`].
+pub(crate) enum Expect<R> {
+    Summary(OsdId),
+    AuthLog,
+    Pulled,
+    Listed,
+    Acked(OsdId, EVersion),
+    Activated(OsdId),
+    Pushed(OsdId),
+    Recovered(OsdId),
+    StrayRemoved(OsdId),
+    /// A replica's copy for the operation waiting on a repair.
+    RepairCopy(Box<(OsdOp, ClientId, R)>),
+}
+
+impl<R> Expect<R> {
+    pub(crate) fn into_event(self, reply: Result<Reply>) -> Event<R> {
+        let unexpected = |other: Reply| err::io(format!("unexpected reply {other:?}"));
+        let done = |r: Result<Reply>| r.map(|_| ());
+        match self {
+            Expect::Summary(osd) => Event::Summary(
+                osd,
+                reply.and_then(|r| match r {
+                    Reply::Summary(s) => Ok(s),
+                    other => Err(unexpected(other)),
+                }),
+            ),
+            Expect::AuthLog => Event::AuthLog(reply.and_then(|r| match r {
+                Reply::Log(entries) => Ok(entries),
+                other => Err(unexpected(other)),
+            })),
+            Expect::Pulled => Event::Pulled(reply.and_then(copies)),
+            Expect::Listed => Event::Listed(reply.and_then(|r| match r {
+                Reply::Keys { keys, more } => Ok((keys, more)),
+                other => Err(unexpected(other)),
+            })),
+            Expect::Acked(osd, at) => Event::Acked(osd, at, done(reply)),
+            Expect::Activated(osd) => Event::Activated(osd, done(reply)),
+            Expect::Pushed(osd) => Event::Pushed(osd, done(reply)),
+            Expect::Recovered(osd) => Event::Recovered(osd, done(reply)),
+            Expect::StrayRemoved(osd) => Event::StrayRemoved(osd, done(reply)),
+            Expect::RepairCopy(waiting) => {
+                let (op, caller, to) = *waiting;
+                let copy = reply.and_then(copies).map(|(txn, _)| txn);
+                Event::RepairCopy(Box::new(RepairCopy { op, caller, reply: to, copy }))
+            }
+        }
+    }
 }
 
 /// A client operation waiting for its object's local copy to be repaired, and the copy
 /// a replica sent (an encoded store transaction).
-pub struct RepairCopy {
+pub(crate) struct RepairCopy<R> {
     op: OsdOp,
     caller: ClientId,
-    reply: ReplyTx,
+    reply: R,
     copy: Result<Bytes>,
 }
 
@@ -83,11 +133,11 @@ enum Pull {
     Objects { queue: VecDeque<ObjectName>, resume: Option<Bytes>, listing: Option<Option<Bytes>> },
 }
 
-struct InFlight {
+struct InFlight<R> {
     /// Replicas yet to acknowledge, and whether the local sync is still pending.
     waiting: BTreeSet<OsdId>,
     local_pending: bool,
-    replies: Vec<(ReplyTx, Result<Reply>)>,
+    replies: Vec<(R, Result<Reply>)>,
 }
 
 struct PeerRecovery {
@@ -109,12 +159,12 @@ impl PeerRecovery {
 }
 
 /// A PG this OSD is primary of.
-pub struct Primary {
+pub struct Primary<R> {
     interval: u64,
     acting: Vec<OsdId>,
     phase: Phase,
-    waiting: Vec<(OsdOp, ClientId, ReplyTx)>,
-    inflight: BTreeMap<EVersion, InFlight>,
+    waiting: Vec<(OsdOp, ClientId, R)>,
+    inflight: BTreeMap<EVersion, InFlight<R>>,
     recovery: BTreeMap<OsdId, PeerRecovery>,
     pushes_in_flight: usize,
     /// Increases each time peering starts; timers of earlier rounds are ignored.
@@ -125,7 +175,7 @@ pub struct Primary {
     strays: BTreeSet<OsdId>,
 }
 
-impl Primary {
+impl<R> Primary<R> {
     /// The PG's state as `ceph pg dump` would show it.
     pub fn stat(&self, pg: PgId, map: &OsdMap, last_update: EVersion) -> PgStat {
         let size = map.pools.get(&pg.pool).map_or(0, |p| p.size as usize);
@@ -171,17 +221,17 @@ impl Primary {
     }
 }
 
-impl ShardState {
+impl<R> Shard<R> {
     /// Re-examines every PG of this shard under a new map: new intervals start peering,
     /// PGs that left this OSD are dropped, blocked PGs try again.
     pub(crate) fn on_new_map(&mut self) {
         let map = self.map.clone();
-        let me = self.ctx.me;
+        let me = self.config.me;
         let mut live = BTreeSet::new();
         for pool in map.pools.values() {
             for seed in 0..pool.pg_num {
                 let pg = PgId { pool: pool.id, seed };
-                if crate::shard::shard_of(pg, self.shards) != self.index {
+                if crate::shard::shard_of(pg, self.config.shards) != self.config.index {
                     continue;
                 }
                 let up = shoal_placement::pg_up_osds(&map, pool, pg);
@@ -232,48 +282,26 @@ impl ShardState {
     /// clients resend to whoever serves the PG now.
     fn drop_primary(&mut self, pg: PgId, why: &str) {
         if let Some(mut p) = self.primaries.remove(&pg) {
-            fail_all(&mut p, pg, why);
+            fail_all(&mut p, pg, why, &mut self.out);
         }
     }
 
-    /// Queues a request to a peer whose reply comes back to this shard as an event.
-    fn ask(
-        &self,
-        pg: PgId,
-        interval: u64,
-        to: OsdId,
-        request: PeerRequest,
-        event: impl FnOnce(Result<Reply>) -> Event + Send + 'static,
-    ) {
-        let tx = self.tx.clone();
-        self.ctx.peers.send(
-            to,
-            request,
-            Box::new(move |reply| {
-                if let Some(tx) = tx.upgrade() {
-                    let _ = tx.send(Job::Event { pg, interval, event: event(reply) });
-                }
-            }),
-        );
+    /// Sends a request to a peer; its answer comes back as the event `expect` makes of it.
+    fn ask(&mut self, pg: PgId, interval: u64, to: OsdId, request: PeerRequest, expect: Expect<R>) {
+        self.emit(Action::Send { to, request, awaiting: Awaiting { pg, interval, expect } });
     }
 
     /// Peers again after `delay` unless peering restarts or completes before.
-    fn schedule_retry(&self, pg: PgId, delay: Duration) {
+    fn schedule_retry(&mut self, pg: PgId, delay: Duration) {
         let Some(p) = self.primaries.get(&pg) else { return };
-        let (interval, round) = (p.interval, p.round);
-        let tx = self.tx.clone();
-        self.ctx.runtime.spawn(async move {
-            tokio::time::sleep(delay).await;
-            if let Some(tx) = tx.upgrade() {
-                let _ = tx.send(Job::Event { pg, interval, event: Event::Retry(round) });
-            }
-        });
+        let timer = Timer { pg, interval: p.interval, round: p.round };
+        self.emit(Action::Timer { after: delay, timer });
     }
 
     /// Starts (or restarts) peering: asks every up OSD for its copy of the PG's history;
     /// OSDs outside the acting set may hold the newest copy from an earlier interval.
     fn start_peering(&mut self, pg: PgId) {
-        let me = self.ctx.me;
+        let me = self.config.me;
         let Some(pool) = self.map.pools.get(&pg.pool).cloned() else { return };
         let summary = match self.pg(pg) {
             Ok(state) => state.summary(),
@@ -283,7 +311,7 @@ impl ShardState {
             }
         };
         let Some(p) = self.primaries.get_mut(&pg) else { return };
-        fail_in_flight(p, "the PG is peering again");
+        fail_in_flight(p, "the PG is peering again", &mut self.out);
         p.recovery.clear();
         p.pushes_in_flight = 0;
         p.round += 1;
@@ -298,25 +326,18 @@ impl ShardState {
         p.phase = Phase::Peering { summaries: BTreeMap::from([(me, summary)]), outstanding: others.clone() };
         self.schedule_retry(pg, PEERING_TIMEOUT);
         for osd in others {
-            self.ask(pg, interval, osd, PeerRequest::Query { pg, interval }, move |r| {
-                Event::Summary(
-                    osd,
-                    r.and_then(|reply| match reply {
-                        Reply::Summary(s) => Ok(s),
-                        other => Err(err::io(format!("unexpected reply {other:?}"))),
-                    }),
-                )
-            });
+            self.ask(pg, interval, osd, PeerRequest::Query { pg, interval }, Expect::Summary(osd));
         }
         self.maybe_decide(pg);
     }
 
     /// Handles an event of one of this shard's primaries.
-    pub(crate) fn primary_event(&mut self, pg: PgId, interval: u64, event: Event) {
+    pub(crate) fn primary_event(&mut self, pg: PgId, interval: u64, event: Event<R>) {
         if self.primaries.get(&pg).is_none_or(|p| p.interval != interval) {
             // From an interval that is over; a client waiting on it resends.
             if let Event::RepairCopy(repair) = event {
-                let _ = repair.reply.send(Err(err::again(format!("pg {pg} changed interval during a repair"))));
+                let value = Err(err::again(format!("pg {pg} changed interval during a repair")));
+                self.emit(Action::Reply { to: repair.reply, after: 0, value });
             }
             return;
         }
@@ -360,9 +381,9 @@ impl ShardState {
                 }
                 self.complete_writes(pg);
             }
-            Event::Activated(_, result) => {
+            Event::Activated(osd, result) => {
                 if let Err(e) = result {
-                    self.peer_failed(pg, "activating a replica", e);
+                    self.peer_failed(pg, &format!("activating replica {osd}"), e);
                 }
             }
             Event::Pushed(osd, result) => match result {
@@ -396,7 +417,7 @@ impl ShardState {
             }
             Event::RepairCopy(repair) => self.repair_with(pg, *repair),
             Event::Retry(round) => {
-                let stalled = |p: &Primary| matches!(p.phase, Phase::Peering { .. } | Phase::Blocked { .. });
+                let stalled = |p: &Primary<R>| matches!(p.phase, Phase::Peering { .. } | Phase::Blocked { .. });
                 if self.primaries.get(&pg).is_some_and(|p| p.round == round && stalled(p)) {
                     self.start_peering(pg);
                 }
@@ -406,7 +427,7 @@ impl ShardState {
 
     fn restart_later(&mut self, pg: PgId) {
         if let Some(p) = self.primaries.get_mut(&pg) {
-            fail_in_flight(p, "the PG is peering again");
+            fail_in_flight(p, "the PG is peering again", &mut self.out);
             p.phase = Phase::Blocked { reason: "waiting for peers to answer".into(), undersized: false };
         }
         self.schedule_retry(pg, RETRY_DELAY);
@@ -440,7 +461,7 @@ impl ShardState {
             .filter(|(osd, s)| acting.contains(osd) || s.info.last_update != EVersion::default() || !s.info.complete)
             .map(|(o, s)| (*o, s.clone()))
             .collect();
-        match peering::plan(self.ctx.me, &considered) {
+        match peering::plan(self.config.me, &considered) {
             Err(blocked) => {
                 let reason = format!("{blocked:?}");
                 tracing::info!(%pg, reason, "peering blocked");
@@ -452,7 +473,7 @@ impl ShardState {
     }
 
     fn peered(&mut self, pg: PgId, plan: Plan, summaries: &BTreeMap<OsdId, PgSummary>) {
-        let me = self.ctx.me;
+        let me = self.config.me;
         let Some(mine) = plan.peers.get(&me).cloned() else { return };
         let auth_update = summaries.get(&plan.auth).map(|s| s.info.last_update).unwrap_or_default();
         if mine.recovery != Recovery::None || mine.keep_until != Some(auth_update) {
@@ -467,12 +488,7 @@ impl ShardState {
                 log_tail,
             };
             let after = mine.keep_until.unwrap_or_default();
-            self.ask(pg, interval, plan.auth, PeerRequest::Log { pg, after }, |r| {
-                Event::AuthLog(r.and_then(|reply| match reply {
-                    Reply::Log(entries) => Ok(entries),
-                    other => Err(err::io(format!("unexpected reply {other:?}"))),
-                }))
-            });
+            self.ask(pg, interval, plan.auth, PeerRequest::Log { pg, after }, Expect::AuthLog);
             return;
         }
         if let Err(e) = self.activate(pg, &plan) {
@@ -540,15 +556,10 @@ impl ShardState {
         let auth = *auth;
         if let Some(object) = queue.front() {
             let request = PeerRequest::PullPart { pg, object: object.clone(), resume: resume.clone() };
-            self.ask(pg, interval, auth, request, |r| Event::Pulled(r.and_then(copies)));
+            self.ask(pg, interval, auth, request, Expect::Pulled);
         } else if let Some(after) = listing {
             let request = PeerRequest::ListRange { pg, after: after.clone(), max: OBJECTS_PER_COPY as u32 };
-            self.ask(pg, interval, auth, request, |r| {
-                Event::Listed(r.and_then(|reply| match reply {
-                    Reply::Keys { keys, more } => Ok((keys, more)),
-                    other => Err(err::io(format!("unexpected reply {other:?}"))),
-                }))
-            });
+            self.ask(pg, interval, auth, request, Expect::Listed);
         } else {
             self.self_recovered(pg);
         }
@@ -616,8 +627,8 @@ impl ShardState {
     fn activate(&mut self, pg: PgId, plan: &Plan) -> Result<()> {
         let Some(p) = self.primaries.get(&pg) else { return Ok(()) };
         let (interval, acting) = (p.interval, p.acting.clone());
-        let me = self.ctx.me;
-        let store = self.ctx.store.clone();
+        let me = self.config.me;
+        let store = self.config.store.clone();
         let state = self.pg(pg)?;
         let (last_update, log_tail) = (state.info.last_update, state.info.log_tail);
         let mut recovery = BTreeMap::new();
@@ -672,7 +683,7 @@ impl ShardState {
         state.put_info(&mut txn);
         self.commit(pg, txn)?;
         for (osd, activate) in activations {
-            self.ask(pg, interval, osd, PeerRequest::Activate(activate), move |r| Event::Activated(osd, r.map(|_| ())));
+            self.ask(pg, interval, osd, PeerRequest::Activate(activate), Expect::Activated(osd));
         }
         let Some(p) = self.primaries.get_mut(&pg) else { return Ok(()) };
         p.phase = Phase::Active;
@@ -698,7 +709,7 @@ impl ShardState {
         }
         let (interval, strays) = (p.interval, std::mem::take(&mut p.strays));
         for osd in strays {
-            self.ask_from(pg, interval, osd, PeerRequest::RemovePg { pg, interval }, Event::StrayRemoved);
+            self.ask(pg, interval, osd, PeerRequest::RemovePg { pg, interval }, Expect::StrayRemoved(osd));
         }
     }
 
@@ -708,19 +719,19 @@ impl ShardState {
             Some(Primary { phase: Phase::Active, .. }) => Ok(()),
             Some(_) => Err(err::again(format!("pg {pg} is not active yet"))),
             None => {
-                Err(err::again(format!("{} is not the primary of pg {pg} at epoch {}", self.ctx.me, self.map.epoch)))
+                Err(err::again(format!("{} is not the primary of pg {pg} at epoch {}", self.config.me, self.map.epoch)))
             }
         }
     }
 
     /// Runs a client operation on an active primary; queues it while the PG peers.
-    pub(crate) fn client_op(&mut self, op: OsdOp, caller: ClientId, reply: ReplyTx) {
+    pub(crate) fn client_op(&mut self, op: OsdOp, caller: ClientId, reply: R) {
         self.serve_op(op, caller, reply, false);
     }
 
     /// Runs a client operation; `repaired` once its object's copy was repaired for it (a
     /// second bad read is then answered with EIO).
-    fn serve_op(&mut self, op: OsdOp, caller: ClientId, reply: ReplyTx, repaired: bool) {
+    fn serve_op(&mut self, op: OsdOp, caller: ClientId, reply: R, repaired: bool) {
         let pg = match self.map.pool(op.pool) {
             Ok(pool) => shoal_placement::pg_of(pool, &op.object),
             Err(e) => return self.respond(Err(e), reply),
@@ -740,14 +751,14 @@ impl ShardState {
         let outcome = self.run_op(pg, &op, caller);
         let served =
             matches!(outcome, Ok(OpOutcome::Done(..) | OpOutcome::AfterWrites(_) | OpOutcome::Replicating { .. }));
-        if served && self.ctx.damage.contains(pg, &op.object) {
+        if served && self.config.damage.contains(pg, &op.object) {
             self.forget_damage_if_readable(pg, &op.object);
         }
         match outcome {
             Err(e) => self.respond(Err(e), reply),
             Ok(OpOutcome::Unreadable(e)) if !repaired => self.repair_then_serve(pg, op, caller, reply, e),
             Ok(OpOutcome::Unreadable(e)) => {
-                self.ctx.damage.add(pg, &op.object);
+                self.config.damage.add(pg, &op.object);
                 self.respond(Err(e), reply)
             }
             Ok(OpOutcome::Done(seq, r)) => self.respond(Ok((seq, Reply::Op(r))), reply),
@@ -761,10 +772,10 @@ impl ShardState {
     /// The local copy of the operation's object could not be read (a bad checksum): marks
     /// it damaged and asks a complete replica for its copy; the operation runs again once
     /// the copy is here. Without such a replica the client gets the error.
-    fn repair_then_serve(&mut self, pg: PgId, op: OsdOp, caller: ClientId, reply: ReplyTx, e: RadosError) {
-        self.ctx.counters.checksum_error();
-        self.ctx.damage.add(pg, &op.object);
-        let me = self.ctx.me;
+    fn repair_then_serve(&mut self, pg: PgId, op: OsdOp, caller: ClientId, reply: R, e: RadosError) {
+        self.emit(Action::Count(Counted::ChecksumError));
+        self.config.damage.add(pg, &op.object);
+        let me = self.config.me;
         let Some(p) = self.primaries.get(&pg) else { return self.respond(Err(e), reply) };
         let source = p.acting.iter().copied().find(|o| *o != me && !p.recovery.contains_key(o));
         let Some(source) = source else {
@@ -773,20 +784,18 @@ impl ShardState {
         };
         tracing::error!(%pg, object = %op.object, error = %e, %source, "bad copy; repairing it from a replica");
         let request = PeerRequest::Pull { pg, objects: vec![op.object.clone()] };
-        self.ask(pg, p.interval, source, request, move |r| {
-            let copy = r.and_then(copies).map(|(txn, _)| txn);
-            Event::RepairCopy(Box::new(RepairCopy { op, caller, reply, copy }))
-        });
+        let interval = p.interval;
+        self.ask(pg, interval, source, request, Expect::RepairCopy(Box::new((op, caller, reply))));
     }
 
     /// Applies a replica's copy if it is of the same version as the local one (a write
     /// since may have changed either), then runs the waiting operation again.
-    fn repair_with(&mut self, pg: PgId, repair: RepairCopy) {
+    fn repair_with(&mut self, pg: PgId, repair: RepairCopy<R>) {
         let RepairCopy { op, caller, reply, copy } = repair;
         let applied: Result<bool> = (|| {
             let txn = Transaction::decode(&copy?)?;
             let key = ObjectKey::new(self.map.pool(op.pool)?.id, &op.object)?;
-            if txn.onode(&key)? != self.ctx.store.onode(&key)? {
+            if txn.onode(&key)? != self.config.store.onode(&key)? {
                 return Ok(false);
             }
             self.commit(pg, txn)?;
@@ -794,8 +803,8 @@ impl ShardState {
         })();
         match applied {
             Ok(true) => {
-                self.ctx.counters.read_repaired();
-                self.ctx.damage.remove(pg, &op.object);
+                self.emit(Action::Count(Counted::ReadRepaired));
+                self.config.damage.remove(pg, &op.object);
                 tracing::info!(%pg, object = %op.object, "repaired the local copy from a replica");
             }
             Ok(false) => tracing::info!(%pg, object = %op.object, "the replica's copy is of another version; not used"),
@@ -811,9 +820,9 @@ impl ShardState {
             .map
             .pool(pg.pool)
             .and_then(|pool| ObjectKey::new(pool.id, object))
-            .and_then(|key| self.ctx.store.chunks(&key, 0, u32::MAX));
+            .and_then(|key| self.config.store.chunks(&key, 0, u32::MAX));
         if readable.is_ok() {
-            self.ctx.damage.remove(pg, object);
+            self.config.damage.remove(pg, object);
             tracing::info!(%pg, %object, "a damaged object reads back whole again");
         }
     }
@@ -848,12 +857,10 @@ impl ShardState {
         })
     }
 
-    fn attach_to_last_write(&mut self, pg: PgId, reply: ReplyTx, value: Result<Reply>) {
+    fn attach_to_last_write(&mut self, pg: PgId, reply: R, value: Result<Reply>) {
         match self.primaries.get_mut(&pg).and_then(|p| p.inflight.values_mut().next_back()) {
             Some(last) => last.replies.push((reply, value)),
-            None => {
-                let _ = reply.send(value);
-            }
+            None => self.emit(Action::Reply { to: reply, after: 0, value }),
         }
     }
 
@@ -866,10 +873,10 @@ impl ShardState {
         prev: EVersion,
         entry: PgLogEntry,
         shipped: Bytes,
-        reply: ReplyTx,
+        reply: R,
         value: shoal_types::msg::OpReply,
     ) {
-        let me = self.ctx.me;
+        let me = self.config.me;
         let Some(p) = self.primaries.get_mut(&pg) else { return };
         let interval = p.interval;
         let replicas: Vec<OsdId> = p.acting.iter().copied().filter(|o| *o != me).collect();
@@ -883,36 +890,32 @@ impl ShardState {
         );
         for osd in replicas {
             let rep = RepOp { pg, interval, prev, entry: entry.clone(), txn: shipped.clone() };
-            self.ask(pg, interval, osd, PeerRequest::RepOp(rep), move |r| Event::Acked(osd, at, r.map(|_| ())));
+            self.ask(pg, interval, osd, PeerRequest::RepOp(rep), Expect::Acked(osd, at));
         }
-        let tx = self.tx.clone();
-        self.after_durable(
-            seq,
-            Box::new(move |synced| {
-                if let Some(tx) = tx.upgrade() {
-                    let _ = tx.send(Job::Event { pg, interval, event: Event::LocalDurable(at, synced) });
-                }
-            }),
-        );
+        self.emit(Action::WhenDurable { seq, awaiting: Durable { pg, interval, at } });
     }
 
     /// Answers the writes at the head of the queue that every replica has made durable
     /// (in PG order: a later write is never answered before an earlier one).
     fn complete_writes(&mut self, pg: PgId) {
+        #[cfg(feature = "flaws")]
+        let replicas_needed = !self.flaws.reply_before_replica_commit;
+        #[cfg(not(feature = "flaws"))]
+        let replicas_needed = true;
         let Some(p) = self.primaries.get_mut(&pg) else { return };
         while let Some(entry) = p.inflight.first_entry() {
-            if entry.get().local_pending || !entry.get().waiting.is_empty() {
+            if entry.get().local_pending || (replicas_needed && !entry.get().waiting.is_empty()) {
                 break;
             }
-            for (reply, value) in entry.remove().replies {
-                let _ = reply.send(value);
+            for (to, value) in entry.remove().replies {
+                self.out.push(Action::Reply { to, after: 0, value });
             }
         }
     }
 
     /// Sends pushes to replicas that are behind, up to `osd_recovery_max_active` at a time.
     fn pump_recovery(&mut self, pg: PgId) {
-        let limit = self.ctx.limits.borrow().recovery_max_active.max(1);
+        let limit = self.limits.recovery_max_active.max(1);
         let Some(pool) = self.map.pools.get(&pg.pool).cloned() else { return };
         loop {
             let Some(p) = self.primaries.get_mut(&pg) else { return };
@@ -948,7 +951,7 @@ impl ShardState {
                         }
                     }
                     let push = PeerRequest::Push { pg, interval, txn: txn.encode().into() };
-                    self.ask_from(pg, interval, osd, push, Event::Pushed);
+                    self.ask(pg, interval, osd, push, Expect::Pushed(osd));
                 }
                 Err(e) => {
                     tracing::error!(%pg, error = %e, "reading objects to push failed");
@@ -991,7 +994,7 @@ impl ShardState {
             if budget == 0 {
                 break;
             }
-            let (part, next) = self.ctx.store.copy_object_part(&key, resume.as_ref(), budget)?;
+            let (part, next) = self.config.store.copy_object_part(&key, resume.as_ref(), budget)?;
             budget = budget.saturating_sub(part.bytes());
             txn.extend(part);
             started += 1;
@@ -1017,22 +1020,10 @@ impl ShardState {
         recovery.ok_or_else(|| err::again(format!("pg {pg}: the recovery of {osd} ended")))
     }
 
-    fn send_recovered(&self, pg: PgId, interval: u64, osds: Vec<OsdId>) {
+    fn send_recovered(&mut self, pg: PgId, interval: u64, osds: Vec<OsdId>) {
         for osd in osds {
-            self.ask_from(pg, interval, osd, PeerRequest::RecoveryDone { pg, interval }, Event::Recovered);
+            self.ask(pg, interval, osd, PeerRequest::RecoveryDone { pg, interval }, Expect::Recovered(osd));
         }
-    }
-
-    /// Like [`ShardState::ask`], for events that name the OSD that answered.
-    fn ask_from(
-        &self,
-        pg: PgId,
-        interval: u64,
-        to: OsdId,
-        request: PeerRequest,
-        event: fn(OsdId, Result<()>) -> Event,
-    ) {
-        self.ask(pg, interval, to, request, move |reply| event(to, reply.map(|_| ())));
     }
 }
 
@@ -1063,17 +1054,19 @@ fn copies(reply: Reply) -> Result<(Bytes, Option<Bytes>)> {
     }
 }
 
-fn fail_in_flight(p: &mut Primary, why: &str) {
+/// Answers every write in flight with EAGAIN (its client resends).
+fn fail_in_flight<R>(p: &mut Primary<R>, why: &str, out: &mut Vec<Action<R>>) {
     for (_, f) in std::mem::take(&mut p.inflight) {
-        for (reply, _) in f.replies {
-            let _ = reply.send(Err(err::again(why.to_owned())));
+        for (to, _) in f.replies {
+            out.push(Action::Reply { to, after: 0, value: Err(err::again(why.to_owned())) });
         }
     }
 }
 
-fn fail_all(p: &mut Primary, pg: PgId, why: &str) {
-    fail_in_flight(p, why);
-    for (_, _, reply) in p.waiting.drain(..) {
-        let _ = reply.send(Err(err::again(format!("pg {pg}: {why}"))));
+/// Answers every write in flight and every queued operation with EAGAIN.
+fn fail_all<R>(p: &mut Primary<R>, pg: PgId, why: &str, out: &mut Vec<Action<R>>) {
+    fail_in_flight(p, why, out);
+    for (_, _, to) in p.waiting.drain(..) {
+        out.push(Action::Reply { to, after: 0, value: Err(err::again(format!("pg {pg}: {why}"))) });
     }
 }

@@ -1,0 +1,556 @@
+//! One op shard's PGs as a state machine. Each PG belongs to one shard, which runs
+//! everything about it — client operations, replication, peering and recovery steps,
+//! replica requests — one input after another. [`Shard::step`] takes an [`Input`] and
+//! returns the [`Action`]s the driver must carry out: messages to send, replies to deliver
+//! once the store is durable, timers to set. `R` is the driver's handle for a pending
+//! reply (a channel in the OSD, an id in the simulator).
+
+use crate::damage::Damage;
+use crate::exec::{ExecEnv, execute};
+use crate::limits::Limits;
+use crate::pglog::PgState;
+use crate::primary::{Event, Expect, Primary};
+use crate::view::ObjectView;
+use bytes::Bytes;
+use shoal_objclass::{ClassRegistry, ClassState};
+use shoal_store::{CopyResume, ObjectKey, ObjectStore, Transaction};
+use shoal_types::msg::{OpReply, OsdOp, PeerRequest, PgListReply, PgListRequest, Reply};
+use shoal_types::pg::{EVersion, PgStat};
+use shoal_types::{ClientId, OsdId, OsdMap, PgId, Result, Versioned, err};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a shard is given once.
+#[derive(Clone)]
+pub struct Config {
+    /// This OSD.
+    pub me: OsdId,
+    /// This shard's index, and how many shards the OSD runs.
+    pub index: usize,
+    /// How many shards the OSD runs.
+    pub shards: usize,
+    /// The local store (its commits are synchronous; durability is the driver's).
+    pub store: Arc<ObjectStore>,
+    /// Object classes.
+    pub classes: Arc<ClassRegistry>,
+    /// Most objects whose class state the shard caches.
+    pub class_cache_entries: usize,
+    /// PG log entries kept per PG for recognising resent requests.
+    pub pg_log_entries: usize,
+    /// Objects whose local copy failed its checksum and is not repaired yet (shared by
+    /// the OSD's shards and its admin commands).
+    pub damage: Arc<Damage>,
+}
+
+/// Something that happened to the shard.
+pub enum Input<R> {
+    /// A compound operation from a client.
+    Op {
+        /// The operation.
+        op: OsdOp,
+        /// The client it came from.
+        caller: ClientId,
+        /// Where the reply goes.
+        reply: R,
+    },
+    /// A page of a PG listing.
+    List {
+        /// The request.
+        req: PgListRequest,
+        /// Where the reply goes.
+        reply: R,
+    },
+    /// A request from another OSD about one of this shard's PGs.
+    Peer {
+        /// The request.
+        request: PeerRequest,
+        /// Where the reply goes.
+        reply: R,
+    },
+    /// A newer cluster map.
+    Map(Arc<OsdMap>),
+    /// A peer answered (or failed to answer) a request of an [`Action::Send`].
+    Answered {
+        /// What the request was for.
+        awaiting: Awaiting<R>,
+        /// The answer.
+        reply: Result<Reply>,
+    },
+    /// The store became durable up to an [`Action::WhenDurable`]'s sequence number (or
+    /// could not).
+    Durable {
+        /// What was waiting.
+        awaiting: Durable,
+        /// The sync's outcome.
+        result: Result<()>,
+    },
+    /// A timer of an [`Action::Timer`] fired.
+    Timer(Timer),
+}
+
+/// Something the driver must do.
+pub enum Action<R> {
+    /// Send a request to another OSD, and feed its answer back as [`Input::Answered`].
+    Send {
+        /// The peer.
+        to: OsdId,
+        /// The request.
+        request: PeerRequest,
+        /// What the answer is for.
+        awaiting: Awaiting<R>,
+    },
+    /// Deliver a reply once the store is durable up to `after` (0: at once); if that sync
+    /// fails, deliver its error instead.
+    Reply {
+        /// Where it goes.
+        to: R,
+        /// The store sequence number the reply depends on.
+        after: u64,
+        /// The reply.
+        value: Result<Reply>,
+    },
+    /// Feed [`Input::Durable`] back once the store is durable up to `seq`.
+    WhenDurable {
+        /// The store sequence number.
+        seq: u64,
+        /// What waits for it.
+        awaiting: Durable,
+    },
+    /// Feed [`Input::Timer`] back after `after`.
+    Timer {
+        /// How long from now.
+        after: Duration,
+        /// What fires.
+        timer: Timer,
+    },
+    /// Count something in the OSD's counters.
+    Count(Counted),
+}
+
+/// Counters the core moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counted {
+    /// A local copy failed its checksum.
+    ChecksumError,
+    /// A local copy was repaired from a replica.
+    ReadRepaired,
+}
+
+/// The request an answer belongs to (opaque to the driver).
+pub struct Awaiting<R> {
+    pub(crate) pg: PgId,
+    pub(crate) interval: u64,
+    pub(crate) expect: Expect<R>,
+}
+
+impl<R> Awaiting<R> {
+    /// The PG the request was about.
+    pub fn pg(&self) -> PgId {
+        self.pg
+    }
+}
+
+/// A primary's local write waiting for durability.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Durable {
+    pub(crate) pg: PgId,
+    pub(crate) interval: u64,
+    pub(crate) at: EVersion,
+}
+
+impl Durable {
+    /// The PG it belongs to.
+    pub fn pg(&self) -> PgId {
+        self.pg
+    }
+}
+
+/// A primary's retry timer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timer {
+    pub(crate) pg: PgId,
+    pub(crate) interval: u64,
+    pub(crate) round: u64,
+}
+
+impl Timer {
+    /// The PG it belongs to.
+    pub fn pg(&self) -> PgId {
+        self.pg
+    }
+}
+
+/// The shard a PG's operations run on.
+pub fn shard_of(pg: PgId, shards: usize) -> usize {
+    shoal_placement::hash::hash2(pg.seed, pg.pool.0 as u32) as usize % shards.max(1)
+}
+
+/// One shard's state: the PGs it owns and the work in flight for them.
+pub struct Shard<R> {
+    pub(crate) config: Config,
+    pub(crate) limits: Arc<Limits>,
+    /// The map the PGs were last examined under.
+    pub(crate) map: Arc<OsdMap>,
+    pub(crate) pgs: BTreeMap<PgId, PgState>,
+    /// Per PG this OSD serves: the up set and the epoch it became so.
+    pub(crate) intervals: BTreeMap<PgId, (u64, Vec<OsdId>)>,
+    /// PGs this OSD is primary of.
+    pub(crate) primaries: BTreeMap<PgId, Primary<R>>,
+    /// Per PG, the newest interval whose primary has queried this OSD.
+    fences: BTreeMap<PgId, u64>,
+    /// Class state per object, valid while the object is at the recorded version.
+    class_cache: BTreeMap<ObjectKey, (u64, BTreeMap<String, ClassState>)>,
+    /// The store sequence number of this shard's latest commit: anything a later read
+    /// observes is durable once this is.
+    pub(crate) last_seq: u64,
+    /// The time of the input being handled, ns since the epoch.
+    now_ns: u64,
+    /// Actions of the input being handled.
+    pub(crate) out: Vec<Action<R>>,
+    #[cfg(feature = "flaws")]
+    pub(crate) flaws: crate::Flaws,
+}
+
+/// The outcome of executing one operation on the primary.
+pub(crate) struct Executed {
+    pub(crate) reply: OpReply,
+    /// The store transaction and log entry of a write; `None` for reads and no-ops.
+    pub(crate) write: Option<(Transaction, shoal_types::PgLogEntry)>,
+    pub(crate) key: ObjectKey,
+    pub(crate) states: BTreeMap<String, ClassState>,
+}
+
+impl<R> Shard<R> {
+    /// A shard that serves nothing until its first map.
+    pub fn new(config: Config, limits: Arc<Limits>) -> Self {
+        Shard {
+            config,
+            limits,
+            map: Arc::new(OsdMap::default()),
+            pgs: BTreeMap::new(),
+            intervals: BTreeMap::new(),
+            primaries: BTreeMap::new(),
+            fences: BTreeMap::new(),
+            class_cache: BTreeMap::new(),
+            last_seq: 0,
+            now_ns: 0,
+            out: Vec::new(),
+            #[cfg(feature = "flaws")]
+            flaws: crate::Flaws::default(),
+        }
+    }
+
+    /// Switches deliberate protocol bugs on (simulator runs only).
+    #[cfg(feature = "flaws")]
+    pub fn set_flaws(&mut self, flaws: crate::Flaws) {
+        self.flaws = flaws;
+    }
+
+    /// The epoch of the map the shard last examined its PGs under.
+    pub fn epoch(&self) -> u64 {
+        self.map.epoch
+    }
+
+    /// Replaces the operation limits.
+    pub fn set_limits(&mut self, limits: Arc<Limits>) {
+        self.limits = limits;
+    }
+
+    /// Handles one input at time `now_ns` (ns since the epoch: object mtimes) and returns
+    /// what the driver must do.
+    pub fn step(&mut self, input: Input<R>, now_ns: u64) -> Vec<Action<R>> {
+        self.now_ns = now_ns;
+        match input {
+            Input::Op { op, caller, reply } => self.client_op(op, caller, reply),
+            Input::List { req, reply } => {
+                let outcome = self.check_serving(PgId { pool: req.pool, seed: req.seed });
+                let outcome = outcome.and_then(|()| self.list(&req)).map(|r| (self.last_seq, Reply::PgList(r)));
+                self.respond(outcome, reply);
+            }
+            Input::Peer { request, reply } => {
+                let outcome = self.peer_request(request);
+                self.respond(outcome, reply);
+            }
+            Input::Map(map) => {
+                if map.epoch > self.map.epoch {
+                    self.map = map;
+                    self.on_new_map();
+                }
+            }
+            Input::Answered { awaiting, reply } => {
+                let Awaiting { pg, interval, expect } = awaiting;
+                self.primary_event(pg, interval, expect.into_event(reply));
+            }
+            Input::Durable { awaiting, result } => {
+                self.primary_event(awaiting.pg, awaiting.interval, Event::LocalDurable(awaiting.at, result));
+            }
+            Input::Timer(timer) => self.primary_event(timer.pg, timer.interval, Event::Retry(timer.round)),
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    /// The interval `pg` is served in, if this shard is its active primary.
+    pub fn serving_interval(&self, pg: PgId) -> Option<u64> {
+        self.check_serving(pg).ok().and_then(|()| self.intervals.get(&pg)).map(|(epoch, _)| *epoch)
+    }
+
+    /// The state of every PG this shard is primary of.
+    pub fn stats(&self) -> Vec<PgStat> {
+        self.primaries
+            .iter()
+            .map(|(pg, p)| {
+                let last_update = self.pgs.get(pg).map(|s| s.info.last_update).unwrap_or_default();
+                let mut stat = p.stat(*pg, &self.map, last_update);
+                if self.config.damage.in_pg(*pg) {
+                    stat.state.push(shoal_types::PgStateFlag::Inconsistent);
+                }
+                stat
+            })
+            .collect()
+    }
+
+    pub(crate) fn emit(&mut self, action: Action<R>) {
+        self.out.push(action);
+    }
+
+    /// Replies once everything the reply depends on is durable.
+    pub(crate) fn respond(&mut self, outcome: Result<(u64, Reply)>, reply: R) {
+        let (after, value) = match outcome {
+            Ok((seq, v)) => (seq, Ok(v)),
+            Err(e) => (self.last_seq, Err(e)),
+        };
+        self.emit(Action::Reply { to: reply, after, value });
+    }
+
+    /// The PG's in-memory state, loaded on first use.
+    pub(crate) fn pg(&mut self, pg: PgId) -> Result<&mut PgState> {
+        if !self.pgs.contains_key(&pg) {
+            let state = PgState::load(&self.config.store, pg, self.config.pg_log_entries)?;
+            self.pgs.insert(pg, state);
+        }
+        self.pgs.get_mut(&pg).ok_or_else(|| err::io("pg state vanished"))
+    }
+
+    /// Commits `txn`; on failure forgets the PG's in-memory state (it is reloaded).
+    pub(crate) fn commit(&mut self, pg: PgId, txn: Transaction) -> Result<u64> {
+        match self.config.store.commit(txn) {
+            Ok(seq) => {
+                self.last_seq = seq;
+                Ok(seq)
+            }
+            Err(e) => {
+                self.pgs.remove(&pg);
+                Err(e)
+            }
+        }
+    }
+
+    /// Forgets cached class state (on interval changes: another primary may have written).
+    pub(crate) fn clear_class_cache(&mut self) {
+        self.class_cache.clear();
+    }
+
+    /// Executes an operation against the local store without committing it.
+    pub(crate) fn execute(&mut self, op: &OsdOp, caller: ClientId, at: EVersion) -> Result<Executed> {
+        let key = ObjectKey::new(self.map.pool(op.pool)?.id, &op.object)?;
+        let store = self.config.store.clone();
+        let limits = self.limits.clone();
+        let cache = &self.class_cache;
+        let mut view = ObjectView::load(&store, &limits, key.clone(), |version| match cache.get(&key) {
+            Some((v, states)) if *v == version => states.clone(),
+            _ => BTreeMap::new(),
+        })?;
+        let env = ExecEnv { classes: &self.config.classes, limits: &limits, caller, now_ns: self.now_ns };
+        let outputs = execute(&mut view, &op.steps, &env)?;
+        if view.changes() == 0 {
+            let reply = OpReply { version: view.base_version(), outputs };
+            return Ok(Executed { reply, write: None, key, states: BTreeMap::new() });
+        }
+        let (txn, states) = view.into_transaction(at.version, self.now_ns);
+        let reply = OpReply { version: at.version, outputs };
+        let entry = PgState::entry(at, op.reqid, op.object.clone(), &reply);
+        Ok(Executed { reply, write: Some((txn, entry)), key, states })
+    }
+
+    /// Commit callback: publishes the class state staged by a committed write.
+    pub(crate) fn publish_class_state(&mut self, key: ObjectKey, version: u64, states: BTreeMap<String, ClassState>) {
+        if states.is_empty() {
+            self.class_cache.remove(&key);
+        } else {
+            if self.class_cache.len() >= self.config.class_cache_entries {
+                self.class_cache.clear();
+            }
+            self.class_cache.insert(key, (version, states));
+        }
+    }
+
+    fn list(&self, req: &PgListRequest) -> Result<PgListReply> {
+        let pool = self.map.pool(req.pool)?;
+        if req.seed >= pool.pg_num {
+            return Err(err::invalid(format!(
+                "pg {}.{:x} does not exist (pg_num {})",
+                req.pool, req.seed, pool.pg_num
+            )));
+        }
+        let max = req.max.clamp(1, self.limits.max_omap_entries_per_request) as usize;
+        let after = req.after.as_ref().map(|b| ObjectKey::from_bytes(b.to_vec())).transpose()?;
+        let pg = PgId { pool: pool.id, seed: req.seed };
+        let mut objects = Vec::new();
+        let mut cursor = after;
+        loop {
+            let (keys, more) = self.list_keys(pg, pool.pg_num, cursor.as_ref(), max + 1 - objects.len())?;
+            for key in keys {
+                if objects.len() == max {
+                    let next = cursor.map(|k| Bytes::copy_from_slice(k.as_bytes()));
+                    return Ok(PgListReply { objects, next });
+                }
+                let (_, name) = key.decode()?;
+                if req.namespace.as_ref().is_none_or(|ns| *ns == name.namespace) {
+                    objects.push(name);
+                }
+                cursor = Some(key);
+            }
+            if !more {
+                return Ok(PgListReply { objects, next: None });
+            }
+        }
+    }
+
+    /// Up to `max` object keys of a PG after `after`, in key order, and whether more may follow.
+    pub(crate) fn list_keys(
+        &self,
+        pg: PgId,
+        pg_num: u32,
+        after: Option<&ObjectKey>,
+        max: usize,
+    ) -> Result<(Vec<ObjectKey>, bool)> {
+        let mut keys: Vec<ObjectKey> = Vec::new();
+        for range in shoal_placement::pg_reversed_hash_ranges(pg.seed, pg_num) {
+            let from = keys.last().or(after);
+            let page = self.config.store.list(pg.pool, range, from, max - keys.len())?;
+            keys.extend(page);
+            if keys.len() == max {
+                return Ok((keys, true));
+            }
+        }
+        Ok((keys, false))
+    }
+
+    /// The keys a peer's `PullRange` or `ListRange` asks for: up to `max` (1..=1024) after
+    /// the encoded key `after`, and whether more follow.
+    fn list_requested(&mut self, pg: PgId, after: Option<Bytes>, max: u32) -> Result<(Vec<ObjectKey>, bool)> {
+        let pg_num = self.map.pool(pg.pool)?.pg_num;
+        let after = after.map(|b| ObjectKey::from_bytes(b.to_vec())).transpose()?;
+        self.list_keys(pg, pg_num, after.as_ref(), (max as usize).clamp(1, 1024))
+    }
+
+    /// Serves a request from another OSD about one of this shard's PGs.
+    fn peer_request(&mut self, request: PeerRequest) -> Result<(u64, Reply)> {
+        let store = self.config.store.clone();
+        match request {
+            PeerRequest::Ping { .. } => Ok((0, Reply::Done)),
+            PeerRequest::Query { pg, interval } => {
+                let fence = self.fences.entry(pg).or_default();
+                *fence = (*fence).max(interval);
+                Ok((self.last_seq, Reply::Summary(self.pg(pg)?.summary())))
+            }
+            PeerRequest::Log { pg, after } => {
+                let entries = self.pg(pg)?.entries_after(&store, after)?;
+                Ok((self.last_seq, Reply::Log(entries)))
+            }
+            PeerRequest::Pull { pg, objects } => {
+                let mut txn = Transaction::new();
+                for object in &objects {
+                    txn.extend(store.copy_object(&ObjectKey::new(pg.pool, object)?)?);
+                }
+                Ok((self.last_seq, Reply::Copies { txn: txn.encode().into(), next: None }))
+            }
+            PeerRequest::PullRange { pg, after, max } => {
+                let (keys, more) = self.list_requested(pg, after, max)?;
+                let mut txn = Transaction::new();
+                for key in &keys {
+                    txn.extend(store.copy_object(key)?);
+                }
+                let next = keys.last().filter(|_| more).map(|k| Bytes::copy_from_slice(k.as_bytes()));
+                Ok((self.last_seq, Reply::Copies { txn: txn.encode().into(), next }))
+            }
+            PeerRequest::PullPart { pg, object, resume } => {
+                let resume = resume.map(|b| CopyResume::decode(&b)).transpose()?;
+                let key = ObjectKey::new(pg.pool, &object)?;
+                let (txn, next) = store.copy_object_part(&key, resume.as_ref(), crate::primary::COPY_PART_BYTES)?;
+                let next = next.map(|n| Bytes::from(n.encode()));
+                Ok((self.last_seq, Reply::Copies { txn: txn.encode().into(), next }))
+            }
+            PeerRequest::ListRange { pg, after, max } => {
+                let (keys, more) = self.list_requested(pg, after, max)?;
+                let keys = keys.iter().map(|k| Bytes::copy_from_slice(k.as_bytes())).collect();
+                Ok((self.last_seq, Reply::Keys { keys, more }))
+            }
+            PeerRequest::Activate(activate) => {
+                let pg = activate.pg;
+                self.check_interval(pg, activate.interval, true)?;
+                tracing::debug!(%pg, interval = activate.interval, complete = activate.complete, keep_until = ?activate.keep_until, entries = activate.entries.len(), "activated as a replica");
+                let pg_num = self.map.pool(pg.pool)?.pg_num;
+                let mut txn = Transaction::new();
+                self.pg(pg)?.adopt(&mut txn, &activate, pg_num);
+                let seq = self.commit(pg, txn)?;
+                self.pgs.remove(&pg);
+                self.clear_class_cache();
+                Ok((seq, Reply::Done))
+            }
+            PeerRequest::Push { pg, interval, txn } => {
+                self.check_interval(pg, interval, false)?;
+                let txn = Transaction::decode(&txn)?;
+                tracing::debug!(%pg, interval, bytes = txn.bytes(), "applying a push");
+                Ok((self.commit(pg, txn)?, Reply::Done))
+            }
+            PeerRequest::RecoveryDone { pg, interval } => {
+                self.check_interval(pg, interval, false)?;
+                let state = self.pg(pg)?;
+                state.info.complete = true;
+                tracing::debug!(%pg, interval, "recovered");
+                let mut txn = Transaction::new();
+                state.put_info(&mut txn);
+                Ok((self.commit(pg, txn)?, Reply::Done))
+            }
+            PeerRequest::RemovePg { pg, interval } => {
+                if self.intervals.contains_key(&pg) {
+                    return Err(err::again(format!("pg {pg} maps to {} under its map", self.config.me)));
+                }
+                let pg_num = self.map.pool(pg.pool)?.pg_num;
+                tracing::info!(%pg, interval, "removing a stray copy");
+                let mut txn = Transaction::new();
+                crate::pglog::delete_pg(&mut txn, pg, pg_num);
+                self.pgs.remove(&pg);
+                Ok((self.commit(pg, txn)?, Reply::Done))
+            }
+            PeerRequest::RepOp(rep) => {
+                self.check_interval(rep.pg, rep.interval, false)?;
+                let state = self.pg(rep.pg)?;
+                if state.info.last_update != rep.prev {
+                    return Err(err::again(format!(
+                        "pg {} is at {}, the write follows {}",
+                        rep.pg, state.info.last_update, rep.prev
+                    )));
+                }
+                let mut txn = Transaction::decode(&rep.txn)?;
+                tracing::debug!(pg = %rep.pg, at = %rep.entry.at, object = %rep.entry.object, "applying a replicated write");
+                state.append(&mut txn, &rep.entry);
+                Ok((self.commit(rep.pg, txn)?, Reply::Done))
+            }
+        }
+    }
+
+    /// Refuses a replica request from an interval other than the one this replica was
+    /// activated in (an activation may move it forward).
+    fn check_interval(&mut self, pg: PgId, interval: u64, activating: bool) -> Result<()> {
+        let les = self.pg(pg)?.info.last_epoch_started;
+        // A newer primary has started peering: its view of the log must not move.
+        let fence = self.fences.get(&pg).copied().unwrap_or(0);
+        if interval < les || interval < fence || (!activating && interval != les) {
+            return Err(err::again(format!("pg {pg} is in interval {les}, the request is from {interval}")));
+        }
+        Ok(())
+    }
+}

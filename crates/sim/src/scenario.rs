@@ -1,0 +1,76 @@
+//! What one seed decides before the run starts: the topology, the pool, the workload's
+//! size and how hostile the run is.
+
+use rand::Rng;
+use rand::rngs::StdRng;
+use std::time::Duration;
+
+/// The cluster and fault rates of one run.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// Hosts (failure domains); OSD `i` lives on host `i % hosts`.
+    pub hosts: u32,
+    /// OSDs.
+    pub osds: u32,
+    /// Replicas of the pool.
+    pub size: u32,
+    /// Replicas needed to write.
+    pub min_size: u32,
+    /// PGs of the pool.
+    pub pg_num: u32,
+    /// PG log entries each OSD keeps (small ones force backfills).
+    pub pg_log_entries: usize,
+    /// Clients, each with its own objects and one operation outstanding.
+    pub clients: u32,
+    /// Objects per client.
+    pub objects_per_client: u32,
+    /// Operations each client issues in the chaos phase.
+    pub ops_per_client: u32,
+    /// Per mille of messages lost (the connection resets).
+    pub drop_per_mille: u32,
+    /// Per mille of messages delivered twice.
+    pub dup_per_mille: u32,
+    /// Message latency range, µs (its spread reorders messages of different connections).
+    pub latency_us: (u64, u64),
+    /// Mean time between injected faults (crash, partition, map churn, clock jump).
+    pub fault_every: Duration,
+    /// Per OSD, how long a sync takes (some disks are slow).
+    pub sync_us: Vec<u64>,
+}
+
+impl Scenario {
+    /// Draws a scenario.
+    pub fn draw(rng: &mut StdRng) -> Scenario {
+        let hosts = rng.random_range(2..=4u32);
+        let osds = rng.random_range(hosts.max(3)..=hosts * 2);
+        let size = rng.random_range(2..=3u32.min(hosts));
+        let min_size = size - size / 2;
+        let sync_us =
+            (0..osds)
+                .map(|_| {
+                    if rng.random_ratio(1, 5) {
+                        rng.random_range(20_000..200_000)
+                    } else {
+                        rng.random_range(100..3_000)
+                    }
+                })
+                .collect();
+        let max_latency = rng.random_range(200..20_000u64);
+        Scenario {
+            hosts,
+            osds,
+            size,
+            min_size,
+            pg_num: [1, 2, 4, 8][rng.random_range(0..4)],
+            pg_log_entries: if rng.random_ratio(1, 3) { 8 } else { 3000 },
+            clients: rng.random_range(1..=3),
+            objects_per_client: rng.random_range(1..=4),
+            ops_per_client: rng.random_range(20..=60),
+            drop_per_mille: rng.random_range(0..=20),
+            dup_per_mille: rng.random_range(0..=20),
+            latency_us: (50, max_latency),
+            fault_every: Duration::from_millis(rng.random_range(300..3_000)),
+            sync_us,
+        }
+    }
+}
