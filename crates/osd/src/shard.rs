@@ -111,7 +111,7 @@ pub fn start(index: usize, shards: usize, ctx: ShardContext) -> mpsc::UnboundedS
                 damage: ctx.damage.clone(),
             };
             let limits = ctx.limits.borrow().clone();
-            let mut driver = Driver { core: Shard::new(config, limits.clone()), limits, ctx, tx: own };
+            let mut driver = Driver { core: Shard::new(config, limits), ctx, tx: own };
             while let Some(job) = rx.blocking_recv() {
                 driver.run(job);
             }
@@ -128,8 +128,6 @@ fn now_ns() -> u64 {
 struct Driver {
     ctx: ShardContext,
     core: Shard<ReplyTx>,
-    /// The limits last given to the core.
-    limits: Arc<Limits>,
     /// This shard's own queue, for answers, syncs and timers of work it started.
     tx: mpsc::WeakUnboundedSender<Job>,
 }
@@ -165,9 +163,8 @@ impl Driver {
             self.carry_out(actions);
         }
         let limits = self.ctx.limits.borrow().clone();
-        if !Arc::ptr_eq(&limits, &self.limits) {
-            self.core.set_limits(limits.clone());
-            self.limits = limits;
+        if !Arc::ptr_eq(&limits, self.core.limits()) {
+            self.core.set_limits(limits);
         }
     }
 

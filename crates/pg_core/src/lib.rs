@@ -27,8 +27,8 @@ pub use limits::Limits;
 pub use shard::{Action, Awaiting, Config, Counted, Durable, Input, Shard, Timer, shard_of};
 
 /// Deliberate protocol bugs, each off unless set: a simulator run switches one on to show
-/// that its invariants catch it.
-#[cfg(feature = "flaws")]
+/// that its invariants catch it. Only a build with the `flaws` feature can set them
+/// ([`Shard::set_flaws`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Flaws {
     /// Answer a write once the local store has it, without waiting for the replicas.

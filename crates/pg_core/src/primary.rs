@@ -51,8 +51,9 @@ pub(crate) enum Event<R> {
     StrayRemoved(OsdId, Result<()>),
     /// Time to peer again, unless peering restarted since (the round it was set in).
     Retry(u64),
-    /// A replica's copy of an object whose local copy failed its checksum.
-    RepairCopy(Box<RepairCopy<R>>),
+    /// A replica's copy (an encoded store transaction) of an object whose local copy
+    /// failed its checksum, for the operation waiting on it.
+    RepairCopy(Box<Repairing<R>>, Result<Bytes>),
 }
 
 /// What a request to a peer was for: turns its answer into an [`Event`].
@@ -67,7 +68,7 @@ pub(crate) enum Expect<R> {
     Recovered(OsdId),
     StrayRemoved(OsdId),
     /// A replica's copy for the operation waiting on a repair.
-    RepairCopy(Box<(OsdOp, ClientId, R)>),
+    RepairCopy(Box<Repairing<R>>),
 }
 
 impl<R> Expect<R> {
@@ -96,22 +97,16 @@ impl<R> Expect<R> {
             Expect::Pushed(osd) => Event::Pushed(osd, done(reply)),
             Expect::Recovered(osd) => Event::Recovered(osd, done(reply)),
             Expect::StrayRemoved(osd) => Event::StrayRemoved(osd, done(reply)),
-            Expect::RepairCopy(waiting) => {
-                let (op, caller, to) = *waiting;
-                let copy = reply.and_then(copies).map(|(txn, _)| txn);
-                Event::RepairCopy(Box::new(RepairCopy { op, caller, reply: to, copy }))
-            }
+            Expect::RepairCopy(waiting) => Event::RepairCopy(waiting, reply.and_then(copies).map(|(txn, _)| txn)),
         }
     }
 }
 
-/// A client operation waiting for its object's local copy to be repaired, and the copy
-/// a replica sent (an encoded store transaction).
-pub(crate) struct RepairCopy<R> {
+/// A client operation waiting for its object's local copy to be repaired.
+pub(crate) struct Repairing<R> {
     op: OsdOp,
     caller: ClientId,
     reply: R,
-    copy: Result<Bytes>,
 }
 
 enum Phase {
@@ -335,7 +330,7 @@ impl<R> Shard<R> {
     pub(crate) fn primary_event(&mut self, pg: PgId, interval: u64, event: Event<R>) {
         if self.primaries.get(&pg).is_none_or(|p| p.interval != interval) {
             // From an interval that is over; a client waiting on it resends.
-            if let Event::RepairCopy(repair) = event {
+            if let Event::RepairCopy(repair, _) = event {
                 let value = Err(err::again(format!("pg {pg} changed interval during a repair")));
                 self.emit(Action::Reply { to: repair.reply, after: 0, value });
             }
@@ -415,7 +410,7 @@ impl<R> Shard<R> {
                     tracing::info!(%pg, %osd, error = %e, "a stray copy was not removed");
                 }
             }
-            Event::RepairCopy(repair) => self.repair_with(pg, *repair),
+            Event::RepairCopy(repair, copy) => self.repair_with(pg, *repair, copy),
             Event::Retry(round) => {
                 let stalled = |p: &Primary<R>| matches!(p.phase, Phase::Peering { .. } | Phase::Blocked { .. });
                 if self.primaries.get(&pg).is_some_and(|p| p.round == round && stalled(p)) {
@@ -785,13 +780,13 @@ impl<R> Shard<R> {
         tracing::error!(%pg, object = %op.object, error = %e, %source, "bad copy; repairing it from a replica");
         let request = PeerRequest::Pull { pg, objects: vec![op.object.clone()] };
         let interval = p.interval;
-        self.ask(pg, interval, source, request, Expect::RepairCopy(Box::new((op, caller, reply))));
+        self.ask(pg, interval, source, request, Expect::RepairCopy(Box::new(Repairing { op, caller, reply })));
     }
 
     /// Applies a replica's copy if it is of the same version as the local one (a write
     /// since may have changed either), then runs the waiting operation again.
-    fn repair_with(&mut self, pg: PgId, repair: RepairCopy<R>) {
-        let RepairCopy { op, caller, reply, copy } = repair;
+    fn repair_with(&mut self, pg: PgId, repair: Repairing<R>, copy: Result<Bytes>) {
+        let Repairing { op, caller, reply } = repair;
         let applied: Result<bool> = (|| {
             let txn = Transaction::decode(&copy?)?;
             let key = ObjectKey::new(self.map.pool(op.pool)?.id, &op.object)?;
@@ -898,10 +893,7 @@ impl<R> Shard<R> {
     /// Answers the writes at the head of the queue that every replica has made durable
     /// (in PG order: a later write is never answered before an earlier one).
     fn complete_writes(&mut self, pg: PgId) {
-        #[cfg(feature = "flaws")]
         let replicas_needed = !self.flaws.reply_before_replica_commit;
-        #[cfg(not(feature = "flaws"))]
-        let replicas_needed = true;
         let Some(p) = self.primaries.get_mut(&pg) else { return };
         while let Some(entry) = p.inflight.first_entry() {
             if entry.get().local_pending || (replicas_needed && !entry.get().waiting.is_empty()) {

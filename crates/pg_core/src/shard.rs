@@ -26,7 +26,7 @@ use std::time::Duration;
 pub struct Config {
     /// This OSD.
     pub me: OsdId,
-    /// This shard's index, and how many shards the OSD runs.
+    /// This shard's index: it owns the PGs [`shard_of`] maps to it.
     pub index: usize,
     /// How many shards the OSD runs.
     pub shards: usize,
@@ -144,13 +144,6 @@ pub struct Awaiting<R> {
     pub(crate) expect: Expect<R>,
 }
 
-impl<R> Awaiting<R> {
-    /// The PG the request was about.
-    pub fn pg(&self) -> PgId {
-        self.pg
-    }
-}
-
 /// A primary's local write waiting for durability.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Durable {
@@ -159,26 +152,12 @@ pub struct Durable {
     pub(crate) at: EVersion,
 }
 
-impl Durable {
-    /// The PG it belongs to.
-    pub fn pg(&self) -> PgId {
-        self.pg
-    }
-}
-
 /// A primary's retry timer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timer {
     pub(crate) pg: PgId,
     pub(crate) interval: u64,
     pub(crate) round: u64,
-}
-
-impl Timer {
-    /// The PG it belongs to.
-    pub fn pg(&self) -> PgId {
-        self.pg
-    }
 }
 
 /// The shard a PG's operations run on.
@@ -208,7 +187,7 @@ pub struct Shard<R> {
     now_ns: u64,
     /// Actions of the input being handled.
     pub(crate) out: Vec<Action<R>>,
-    #[cfg(feature = "flaws")]
+    /// Deliberate bugs; only a simulator build can switch them on.
     pub(crate) flaws: crate::Flaws,
 }
 
@@ -236,7 +215,6 @@ impl<R> Shard<R> {
             last_seq: 0,
             now_ns: 0,
             out: Vec::new(),
-            #[cfg(feature = "flaws")]
             flaws: crate::Flaws::default(),
         }
     }
@@ -250,6 +228,11 @@ impl<R> Shard<R> {
     /// The epoch of the map the shard last examined its PGs under.
     pub fn epoch(&self) -> u64 {
         self.map.epoch
+    }
+
+    /// The operation limits in effect.
+    pub fn limits(&self) -> &Arc<Limits> {
+        &self.limits
     }
 
     /// Replaces the operation limits.

@@ -179,7 +179,6 @@ struct World {
     events: u64,
     ops: u64,
     faults: u64,
-    flaws: Flaws,
 }
 
 /// Runs seed `seed`.
@@ -226,7 +225,6 @@ impl World {
             })
             .collect();
         let mut world = World {
-            flaws: options.flaws,
             options,
             rng,
             now: 0,
@@ -255,7 +253,13 @@ impl World {
         for i in 0..world.scenario.osds {
             let id = OsdId(i);
             let kv = Arc::new(SimKv::new());
-            let store = open_store(kv.clone()).expect("a fresh in-memory store opens");
+            let store = match open_store(kv.clone()) {
+                Ok(store) => store,
+                Err(e) => {
+                    world.store_failed(id, "creating the store", &e);
+                    break;
+                }
+            };
             let osd = SimOsd {
                 id,
                 host: i % world.scenario.hosts,
@@ -295,6 +299,12 @@ impl World {
         if self.violation.is_none() {
             self.violation = Some(violation);
         }
+    }
+
+    /// The simulated disk never fails: a store error is a bug of the store.
+    fn store_failed(&mut self, osd: OsdId, what: &str, e: &shoal_types::RadosError) {
+        let detail = format!("{}: {osd}: {what} failed: {e}", self.stamp());
+        self.fail(Violation { invariant: "store", detail });
     }
 
     fn stamp(&self) -> String {
@@ -402,7 +412,7 @@ impl World {
             damage: Arc::default(),
         };
         let mut shard = Shard::new(config, Arc::default());
-        shard.set_flaws(self.flaws);
+        shard.set_flaws(self.options.flaws);
         osd.shard = Some(shard);
         osd.durable = osd.store.committed_seq();
         osd.missed.clear();
@@ -418,9 +428,11 @@ impl World {
         osd.life += 1;
         osd.after_sync.clear();
         osd.sync_scheduled = false;
-        let kv = Arc::new(osd.kv.after_crash().expect("the simulated disk reads back"));
-        osd.store = open_store(kv.clone()).expect("a crashed store reopens");
-        osd.kv = kv;
+        let reopened = osd.kv.after_crash().map(Arc::new).and_then(|kv| Ok((open_store(kv.clone())?, kv)));
+        match reopened {
+            Ok((store, kv)) => (osd.store, osd.kv) = (store, kv),
+            Err(e) => self.store_failed(id, "reopening the store after a crash", &e),
+        }
         // Its connections break: whoever waits for its answer learns so.
         let asked: Vec<u64> = self.awaiting.iter().filter(|(_, (.., to, _))| *to == id).map(|(rid, _)| *rid).collect();
         for rid in asked {
@@ -480,7 +492,10 @@ impl World {
             return;
         }
         osd.sync_scheduled = false;
-        osd.durable = osd.store.sync().expect("the simulated disk syncs");
+        match osd.store.sync() {
+            Ok(durable) => osd.durable = durable,
+            Err(e) => return self.store_failed(id, "syncing", &e),
+        }
         let durable = osd.durable;
         let (ready, waiting): (Vec<_>, Vec<_>) =
             std::mem::take(&mut osd.after_sync).into_iter().partition(|(s, _)| *s <= durable);
@@ -886,40 +901,11 @@ impl World {
         let Ok(pool) = self.map.pool(self.pool).cloned() else { return };
         for seed in 0..pool.pg_num {
             let pg = PgId { pool: pool.id, seed };
-            let mut copies = Vec::new();
-            for osd in shoal_placement::pg_up_osds(&self.map, &pool, pg) {
-                let Some(sim) = self.osds.get(&osd) else { continue };
-                match identical_replicas::contents(&sim.store, pg, pool.pg_num) {
-                    Ok(objects) => copies.push((osd, objects)),
-                    Err(e) => {
-                        let detail = format!("reading pg {pg} on {osd}: {e}");
-                        return self.fail(Violation { invariant: "identical_replicas", detail });
-                    }
-                }
-            }
-            if let Err(mut v) = identical_replicas::check(pg, &copies) {
-                // Each copy's version of the objects, for the report.
-                for (osd, objects) in &copies {
-                    let store = &self.osds[osd].store;
-                    let versions: Vec<String> = objects
-                        .iter()
-                        .map(|(key, _)| match store.onode(key) {
-                            Ok(Some(o)) => format!(
-                                "v{}/{}B/t{}/x{}/o{:?}/d{:08x}",
-                                o.version,
-                                o.size,
-                                o.mtime_ns / 1_000_000,
-                                o.xattrs.len(),
-                                store.omap_scan(key, &[], false, 100).map(|r| r.len()),
-                                store
-                                    .chunks(key, 0, u32::MAX)
-                                    .map_or(0, |c| c.iter().fold(0, |h, (_, b)| crc32c::crc32c_append(h, b)))
-                            ),
-                            _ => "?".into(),
-                        })
-                        .collect();
-                    v.detail.push_str(&format!("\n       {osd}: {}", versions.join(" ")));
-                }
+            let acting: Vec<(OsdId, &ObjectStore)> = shoal_placement::pg_up_osds(&self.map, &pool, pg)
+                .into_iter()
+                .filter_map(|osd| self.osds.get(&osd).map(|sim| (osd, sim.store.as_ref())))
+                .collect();
+            if let Err(v) = identical_replicas::check(pg, pool.pg_num, &acting) {
                 return self.fail(v);
             }
         }

@@ -6,10 +6,10 @@ use shoal_store::{ObjectKey, ObjectStore, Transaction};
 use shoal_types::{OsdId, PgId, Result, Versioned};
 
 /// One OSD's copy of a PG: each object with the bytes of the transaction that recreates it.
-pub type PgCopy = Vec<(ObjectKey, Vec<u8>)>;
+type PgCopy = Vec<(ObjectKey, Vec<u8>)>;
 
 /// Every object of `pg` in `store`.
-pub fn contents(store: &ObjectStore, pg: PgId, pg_num: u32) -> Result<PgCopy> {
+fn contents(store: &ObjectStore, pg: PgId, pg_num: u32) -> Result<PgCopy> {
     let mut objects = Vec::new();
     for range in shoal_placement::pg_reversed_hash_ranges(pg.seed, pg_num) {
         let mut after: Option<ObjectKey> = None;
@@ -26,27 +26,44 @@ pub fn contents(store: &ObjectStore, pg: PgId, pg_num: u32) -> Result<PgCopy> {
     Ok(objects)
 }
 
-/// Compares the copies of `pg` on each OSD of its acting set with the primary's.
-pub fn check(pg: PgId, copies: &[(OsdId, PgCopy)]) -> std::result::Result<(), Violation> {
-    let Some((primary, reference)) = copies.first() else { return Ok(()) };
-    for (osd, objects) in &copies[1..] {
-        if objects != reference {
-            let first = reference
-                .iter()
-                .find(|o| !objects.contains(o))
-                .or_else(|| objects.iter().find(|o| !reference.contains(o)));
-            let differing = reference.iter().filter(|o| !objects.contains(o)).count()
-                + objects.iter().filter(|o| !reference.contains(o)).count();
-            return Err(Violation {
-                invariant: "identical_replicas",
-                detail: format!(
-                    "pg {pg} is clean but {osd} holds {} objects and primary {primary} {}; {differing} copies differ, the first {:?}",
-                    objects.len(),
-                    reference.len(),
-                    first.map(|(key, _)| key.decode().map(|(_, name)| name.to_string())),
-                ),
-            });
-        }
+/// Each object of a copy as `v<version>/<size>B/x<xattrs>/o<omap keys>/d<data crc32c>`.
+fn describe(store: &ObjectStore, objects: &PgCopy) -> String {
+    let one = |key: &ObjectKey| -> Result<String> {
+        let Some(onode) = store.onode(key)? else { return Ok("gone".into()) };
+        let omap = store.omap_scan(key, &[], false, usize::MAX)?.len();
+        let crc = store.chunks(key, 0, u32::MAX)?.iter().fold(0, |h, (_, data)| crc32c::crc32c_append(h, data));
+        Ok(format!("v{}/{}B/x{}/o{omap}/d{crc:08x}", onode.version, onode.size, onode.xattrs.len()))
+    };
+    let described: Vec<String> = objects.iter().map(|(key, _)| one(key).unwrap_or_else(|e| e.to_string())).collect();
+    described.join(" ")
+}
+
+/// Compares the copies of `pg` on each OSD of its acting set (primary first) with the
+/// primary's.
+pub fn check(pg: PgId, pg_num: u32, acting: &[(OsdId, &ObjectStore)]) -> std::result::Result<(), Violation> {
+    let mut copies = Vec::new();
+    for (osd, store) in acting {
+        let objects = contents(store, pg, pg_num).map_err(|e| Violation {
+            invariant: "identical_replicas",
+            detail: format!("reading pg {pg} on {osd}: {e}"),
+        })?;
+        copies.push((*osd, *store, objects));
     }
-    Ok(())
+    let Some((primary, _, reference)) = copies.first() else { return Ok(()) };
+    let Some((osd, _, objects)) = copies[1..].iter().find(|(_, _, objects)| objects != reference) else {
+        return Ok(());
+    };
+    let differing = reference.iter().filter(|o| !objects.contains(o)).count()
+        + objects.iter().filter(|o| !reference.contains(o)).count();
+    let first = reference.iter().chain(objects).find(|o| !objects.contains(o) || !reference.contains(o));
+    let mut detail = format!(
+        "pg {pg} is clean but {osd} holds {} objects and primary {primary} {}; {differing} copies differ, the first {:?}",
+        objects.len(),
+        reference.len(),
+        first.map(|(key, _)| key.decode().map(|(_, name)| name.to_string())),
+    );
+    for (osd, store, objects) in &copies {
+        detail.push_str(&format!("\n       {osd}: {}", describe(store, objects)));
+    }
+    Err(Violation { invariant: "identical_replicas", detail })
 }

@@ -1,5 +1,7 @@
 //! The properties a run must keep, one per file. The chaos phase checks the safety ones
-//! after every step; the healing phase then requires progress.
+//! as the events they concern happen; the healing phase then requires progress. Besides
+//! these, a run ends with a `store` violation if the object store fails on the simulated
+//! disk, which itself never fails.
 
 pub mod acknowledged_writes;
 pub mod healing;
