@@ -19,8 +19,8 @@ use shoal_types::msg::{
     MapCommand, NotifyReply, NotifyRequest, OpReply, OsdOp, PgListRequest, Reply, Request, WatchRequest,
 };
 use shoal_types::{
-    ClientId, Errno, ObjectName, ObjectStat, OsdEntry, OsdId, OsdMap, PgStat, Pool, PoolSpec, ReqId, Result, Step,
-    StepOutput, err,
+    ActiveInterval, ClientId, Errno, ObjectName, ObjectStat, OsdEntry, OsdId, OsdMap, PgId, PgStat, Pool, PoolSpec,
+    ReqId, Result, Step, StepOutput, err,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -233,6 +233,12 @@ impl Rados {
         let newer_than = self.map().epoch;
         let command = MapCommand::WaitNewer { newer_than, timeout_ms: timeout.as_millis() as u64 };
         self.map_command(command).await
+    }
+
+    /// Asks the monitor to record PG activations of an OSD (used by OSDs); the returned map
+    /// shows each one recorded or not.
+    pub async fn pgs_activated(&self, osd: OsdId, pgs: Vec<(PgId, ActiveInterval)>) -> Result<Arc<OsdMap>> {
+        self.map_command(MapCommand::PgsActivated { osd, pgs }).await
     }
 
     /// Announces an OSD to the monitor (used by the OSD daemon).

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use shoal_types::msg::Reply;
-use shoal_types::{OsdEntry, OsdId, OsdMap, PoolSpec, Result, err};
+use shoal_types::{ActiveInterval, OsdEntry, OsdId, OsdMap, PgId, PoolSpec, Result, err};
 
 /// One change to the cluster map.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -46,6 +46,14 @@ pub enum MapChange {
     },
     /// Mark an OSD down (its peers reported it silent).
     MarkDown(OsdId),
+    /// A primary activated PGs: record each interval that is still the PG's current one
+    /// (the PG maps to this acting set, primary first) and not older than the recorded one.
+    PgsActivated {
+        /// The primary.
+        osd: OsdId,
+        /// The PGs and their intervals.
+        pgs: Vec<(PgId, ActiveInterval)>,
+    },
 }
 
 /// Applies `change` to `map`; the epoch increases when the map changes. Returns the reply
@@ -82,6 +90,19 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
             }
             Reply::Done
         }
+        MapChange::PgsActivated { osd, pgs } => {
+            for (pg, active) in pgs {
+                let current = map.pools.get(&pg.pool).filter(|pool| pg.seed < pool.pg_num).is_some_and(|pool| {
+                    let up = shoal_placement::pg_up_osds(map, pool, *pg);
+                    up.first() == Some(osd) && up == active.acting
+                });
+                let newest = map.pg_active.get(pg).is_none_or(|old| old.interval <= active.interval);
+                if current && newest {
+                    map.pg_active.insert(*pg, active.clone());
+                }
+            }
+            Reply::Done
+        }
     };
     if *map != before {
         map.epoch += 1;
@@ -113,5 +134,27 @@ mod tests {
         assert!(map.osds[&OsdId(0)].is_in, "an OSD the monitor marked out comes back in");
         let e = apply(&mut map, &MapChange::ConfigRm { who: "osd".into(), key: "x".into() }).unwrap_err();
         assert_eq!(e.errno, shoal_types::Errno::NotFound);
+    }
+
+    #[test]
+    fn only_a_current_primary_records_an_activation_and_never_an_older_one() {
+        let mut map = OsdMap::default();
+        apply(&mut map, &MapChange::CreatePool(PoolSpec { name: "p".into(), pg_num: 1, size: 1, min_size: 1 }))
+            .unwrap();
+        apply(&mut map, &MapChange::OsdBoot { id: OsdId(0), entry: entry("a"), back_in: false }).unwrap();
+        let pg = PgId { pool: shoal_types::PoolId(1), seed: 0 };
+        let activated = |interval, osd: u32| MapChange::PgsActivated {
+            osd: OsdId(osd),
+            pgs: vec![(pg, ActiveInterval { interval, acting: vec![OsdId(osd)] })],
+        };
+        apply(&mut map, &activated(2, 1)).unwrap();
+        assert!(map.pg_active.is_empty(), "osd.1 is not the PG's primary");
+        apply(&mut map, &activated(2, 0)).unwrap();
+        assert_eq!(map.pg_active[&pg].interval, 2);
+        let epoch = map.epoch;
+        apply(&mut map, &activated(1, 0)).unwrap();
+        assert_eq!((map.pg_active[&pg].interval, map.epoch), (2, epoch), "an older interval is refused");
+        apply(&mut map, &MapChange::DeletePool("p".into())).unwrap();
+        assert!(map.pg_active.is_empty(), "a deleted pool's PGs are forgotten");
     }
 }

@@ -175,6 +175,7 @@ impl Monitor {
             MapCommand::ConfigSet { who, key, value } => MapChange::ConfigSet { who, key, value },
             MapCommand::ConfigRm { who, key } => MapChange::ConfigRm { who, key },
             MapCommand::SetOsdIn { id, is_in } => MapChange::SetOsdIn { id, is_in },
+            MapCommand::PgsActivated { osd, pgs } => MapChange::PgsActivated { osd, pgs },
         };
         let reply = self.authority.commit(change).await?;
         Ok(match reply {

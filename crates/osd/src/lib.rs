@@ -21,11 +21,12 @@ pub use shoal_pg_core::Limits;
 use committer::Durability;
 use shard::{Job, ShardContext, shard_of};
 use shoal_objclass::ClassRegistry;
+use shoal_pg_core::Registration;
 use shoal_store::{ObjectKey, ObjectStore, Transaction};
 use shoal_transport::{Connection, Listener, Network};
 use shoal_types::msg::{Message, PeerRequest, Reply, Request};
 use shoal_types::pg::PgStat;
-use shoal_types::{ClientId, OsdId, OsdMap, PgId, Result, err};
+use shoal_types::{ActiveInterval, ClientId, OsdId, OsdMap, PgId, Result, err};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -130,6 +131,45 @@ impl Admission {
     }
 }
 
+/// Where an OSD records the PGs it activated before serving writes in them: the monitor.
+pub trait PgRegistry: Send + Sync + 'static {
+    /// Asks to record the activations of `osd`'s PGs; returns the map afterwards, which
+    /// shows each one recorded or not.
+    fn record(
+        &self,
+        osd: OsdId,
+        pgs: Vec<(PgId, ActiveInterval)>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Arc<OsdMap>>> + Send + '_>>;
+}
+
+/// Carries the shards' registrations to `registry`, all those waiting in one request, and
+/// each answer back to the shard of its PG.
+async fn record_activations(
+    me: OsdId,
+    registry: Arc<dyn PgRegistry>,
+    mut requests: mpsc::UnboundedReceiver<Registration>,
+    shards: Vec<mpsc::WeakUnboundedSender<Job>>,
+) {
+    while let Some(first) = requests.recv().await {
+        let mut batch = vec![first];
+        while let Ok(more) = requests.try_recv() {
+            batch.push(more);
+        }
+        let pgs = batch.iter().map(|r| (r.pg, r.active.clone())).collect();
+        let map = registry.record(me, pgs).await;
+        if let Err(e) = &map {
+            tracing::info!(error = %e, "recording PG activations failed");
+        }
+        for registration in batch {
+            let recorded = map.as_ref().is_ok_and(|m| m.pg_active.get(&registration.pg) == Some(&registration.active));
+            let shard = shards.get(shard_of(registration.pg, shards.len())).and_then(|s| s.upgrade());
+            if let Some(shard) = shard {
+                let _ = shard.send(Job::Registered(registration, recorded));
+            }
+        }
+    }
+}
+
 /// A running OSD. Cloning gives another handle to the same OSD.
 #[derive(Clone)]
 pub struct Osd {
@@ -137,13 +177,15 @@ pub struct Osd {
 }
 
 impl Osd {
-    /// Starts the shard and committer threads on `store`, following the maps in `map` and
-    /// reaching peer OSDs through `network`. Must be called within a tokio runtime.
+    /// Starts the shard and committer threads on `store`, following the maps in `map`,
+    /// reaching peer OSDs through `network` and recording PG activations in `registry`.
+    /// Must be called within a tokio runtime.
     pub fn start(
         config: OsdConfig,
         store: Arc<ObjectStore>,
         map: watch::Receiver<Arc<OsdMap>>,
         network: Arc<dyn Network>,
+        registry: Arc<dyn PgRegistry>,
     ) -> Osd {
         let runtime = tokio::runtime::Handle::current();
         let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -158,7 +200,9 @@ impl Osd {
         // (their queues close); the process exits without waiting for them.
         let committer = committer::start(store.clone(), durability.clone());
         let (limits, limits_rx) = watch::channel(Arc::new(config.limits.clone()));
+        let (registrations, registration_rx) = mpsc::unbounded_channel();
         let ctx = ShardContext {
+            registrations,
             me: config.id,
             stopping: stopping.clone(),
             peers: peers::PeerNet::new(config.id, network, map.clone(), runtime.clone()),
@@ -176,6 +220,8 @@ impl Osd {
         };
         let count = config.op_shards.max(1);
         let shards: Vec<_> = (0..count).map(|i| shard::start(i, count, ctx.clone())).collect();
+        let weak = shards.iter().map(|s| s.downgrade()).collect();
+        tokio::spawn(record_activations(config.id, registry, registration_rx, weak));
         // Every map change reaches every shard, which re-examines its PGs.
         let (mut changes, nudges) = (map.clone(), shards.iter().map(|s| s.downgrade()).collect::<Vec<_>>());
         tokio::spawn(async move {

@@ -7,7 +7,7 @@
 use crate::committer::{Durability, Pending};
 use crate::peers::PeerNet;
 use shoal_objclass::ClassRegistry;
-use shoal_pg_core::{Action, Awaiting, Counted, Durable, Input, Limits, Shard, Timer};
+use shoal_pg_core::{Action, Awaiting, Counted, Durable, Input, Limits, Registration, Shard, Timer};
 use shoal_store::ObjectStore;
 use shoal_types::msg::{OsdOp, PeerRequest, PgListRequest, Reply};
 use shoal_types::pg::PgStat;
@@ -54,6 +54,8 @@ pub enum Job {
     Durable(Durable, Result<()>),
     /// A timer the shard set fired.
     Timer(Timer),
+    /// The monitor recorded a PG's activation (or did not).
+    Registered(Registration, bool),
     /// Report the state of every PG this shard is primary of.
     Stats(oneshot::Sender<Vec<PgStat>>),
 }
@@ -89,6 +91,8 @@ pub struct ShardContext {
     pub counters: Arc<crate::counters::OsdCounters>,
     /// Objects whose local copy failed its checksum and is not repaired yet.
     pub damage: Arc<shoal_pg_core::damage::Damage>,
+    /// PG activations to record at the monitor.
+    pub registrations: mpsc::UnboundedSender<Registration>,
 }
 
 /// Starts shard `index` of `shards`; it runs jobs until every sender is dropped.
@@ -146,6 +150,7 @@ impl Driver {
             Job::Answered(awaiting, reply) => Input::Answered { awaiting, reply },
             Job::Durable(awaiting, result) => Input::Durable { awaiting, result },
             Job::Timer(timer) => Input::Timer(timer),
+            Job::Registered(registration, recorded) => Input::Registered { registration, recorded },
             Job::Stats(reply) => {
                 let _ = reply.send(self.core.stats());
                 return;
@@ -202,6 +207,9 @@ impl Driver {
                             let _ = tx.send(Job::Timer(timer));
                         }
                     });
+                }
+                Action::Register(registration) => {
+                    let _ = self.ctx.registrations.send(registration);
                 }
                 Action::Count(Counted::ChecksumError) => self.ctx.counters.checksum_error(),
                 Action::Count(Counted::ReadRepaired) => self.ctx.counters.read_repaired(),

@@ -24,7 +24,7 @@ pub mod shard;
 pub mod view;
 
 pub use limits::Limits;
-pub use shard::{Action, Awaiting, Config, Counted, Durable, Input, Shard, Timer, shard_of};
+pub use shard::{Action, Awaiting, Config, Counted, Durable, Input, Registration, Shard, Timer, shard_of};
 
 /// Deliberate protocol bugs, each off unless set: a simulator run switches one on to show
 /// that its invariants catch it. Only a build with the `flaws` feature can set them

@@ -16,7 +16,7 @@
 //!   backfilled: emptied and refilled object by object.
 
 use shoal_types::pg::{EVersion, PgSummary};
-use shoal_types::{ObjectName, OsdId};
+use shoal_types::{ActiveInterval, ObjectName, OsdId};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 /// How one replica catches up with the authority.
@@ -63,10 +63,24 @@ pub enum Blocked {
     },
 }
 
-/// Decides the authority and each replica's recovery from the replicas' summaries.
-pub fn plan(primary: OsdId, summaries: &BTreeMap<OsdId, PgSummary>) -> Result<Plan, Blocked> {
-    let newest = summaries.values().max_by_key(|s| s.info.last_epoch_started);
-    if let Some(newest) = newest.filter(|s| s.info.last_epoch_started > 0) {
+/// Decides the authority and each replica's recovery from the replicas' summaries and the
+/// newest interval the map records as activated (`recorded`): writes are acknowledged only
+/// in recorded intervals, so a complete copy activated in it or later holds every one.
+/// Without a record (maps from before records were kept), a complete member of the newest
+/// interval any replica knows to have gone active must answer instead.
+pub fn plan(
+    primary: OsdId,
+    summaries: &BTreeMap<OsdId, PgSummary>,
+    recorded: Option<&ActiveInterval>,
+) -> Result<Plan, Blocked> {
+    if let Some(recorded) = recorded {
+        let heard = summaries.values().any(|s| s.info.complete && s.info.last_epoch_started >= recorded.interval);
+        if !heard {
+            return Err(Blocked::Down { epoch: recorded.interval, acting: recorded.acting.clone() });
+        }
+    } else if let Some(newest) =
+        summaries.values().max_by_key(|s| s.info.last_epoch_started).filter(|s| s.info.last_epoch_started > 0)
+    {
         let les = newest.info.last_epoch_started;
         let heard = newest
             .info
@@ -77,9 +91,12 @@ pub fn plan(primary: OsdId, summaries: &BTreeMap<OsdId, PgSummary>) -> Result<Pl
             return Err(Blocked::Down { epoch: les, acting: newest.info.last_acting.clone() });
         }
     }
+    // With a record, only a copy activated in the recorded interval or later may be the
+    // authority: an older one's newer entries are an unacknowledged tail.
+    let current = |s: &PgSummary| recorded.is_none_or(|r| s.info.last_epoch_started >= r.interval);
     let (&auth, auth_summary) = summaries
         .iter()
-        .filter(|(_, s)| s.info.complete)
+        .filter(|(_, s)| s.info.complete && current(s))
         .max_by_key(|(osd, s)| (s.info.last_update, **osd == primary, std::cmp::Reverse(**osd)))
         .ok_or(Blocked::Incomplete)?;
     let auth_positions: HashSet<EVersion> = auth_summary.log.iter().map(|p| p.at).collect();
@@ -141,7 +158,7 @@ mod tests {
         let mut s = BTreeMap::new();
         s.insert(OsdId(0), summary(&[(1, 1, "a"), (1, 2, "b"), (1, 3, "x")], true, 1, &[0, 1, 2]));
         s.insert(OsdId(1), summary(&[(1, 1, "a"), (1, 2, "b"), (5, 3, "c")], true, 5, &[1, 2]));
-        let p = plan(OsdId(0), &s).unwrap();
+        let p = plan(OsdId(0), &s, None).unwrap();
         assert_eq!(p.auth, OsdId(1));
         let objs: BTreeSet<_> = ["c", "x"].iter().map(|o| ObjectName::new("", *o)).collect();
         assert_eq!(p.peers[&OsdId(0)], PeerPlan { keep_until: Some(at(1, 2)), recovery: Recovery::Log(objs) });
@@ -152,13 +169,13 @@ mod tests {
         let mut s = BTreeMap::new();
         s.insert(OsdId(0), summary(&[(1, 1, "a"), (1, 2, "b")], false, 1, &[0, 1]));
         s.insert(OsdId(1), summary(&[(1, 1, "a")], true, 1, &[0, 1]));
-        let p = plan(OsdId(0), &s).unwrap();
+        let p = plan(OsdId(0), &s, None).unwrap();
         assert_eq!(p.auth, OsdId(1));
         assert_eq!(p.peers[&OsdId(0)].recovery, Recovery::Backfill);
         s.remove(&OsdId(1));
-        assert_eq!(plan(OsdId(0), &s), Err(Blocked::Down { epoch: 1, acting: vec![OsdId(0), OsdId(1)] }));
+        assert_eq!(plan(OsdId(0), &s, None), Err(Blocked::Down { epoch: 1, acting: vec![OsdId(0), OsdId(1)] }));
         let never_active = BTreeMap::from([(OsdId(0), summary(&[(1, 1, "a")], false, 0, &[]))]);
-        assert_eq!(plan(OsdId(0), &never_active), Err(Blocked::Incomplete));
+        assert_eq!(plan(OsdId(0), &never_active, None), Err(Blocked::Incomplete));
     }
 
     #[test]
@@ -168,6 +185,32 @@ mod tests {
         s.insert(OsdId(3), summary(&[], true, 0, &[]));
         // osd.1 and osd.2 went active at epoch 4 without osd.0; neither answered.
         s.insert(OsdId(4), summary(&[], false, 4, &[1, 2, 4]));
-        assert_eq!(plan(OsdId(0), &s), Err(Blocked::Down { epoch: 4, acting: vec![OsdId(1), OsdId(2), OsdId(4)] }));
+        assert_eq!(
+            plan(OsdId(0), &s, None),
+            Err(Blocked::Down { epoch: 4, acting: vec![OsdId(1), OsdId(2), OsdId(4)] })
+        );
+    }
+
+    #[test]
+    fn with_a_recorded_interval_a_complete_copy_activated_in_it_or_later_must_answer() {
+        let mut s = BTreeMap::new();
+        // osd.1 went active alone in interval 6 (recorded) while osd.0 was away.
+        s.insert(OsdId(0), summary(&[(1, 1, "a")], true, 1, &[0, 1]));
+        let recorded = ActiveInterval { interval: 6, acting: vec![OsdId(1)] };
+        assert_eq!(plan(OsdId(0), &s, Some(&recorded)), Err(Blocked::Down { epoch: 6, acting: vec![OsdId(1)] }));
+        // An interval activated later but never recorded (so it wrote nothing) does not
+        // block: osd.2's copy from interval 8, complete, is enough.
+        s.insert(OsdId(2), summary(&[(1, 1, "a"), (6, 2, "b")], true, 8, &[2, 3]));
+        assert_eq!(plan(OsdId(0), &s, Some(&recorded)).unwrap().auth, OsdId(2));
+        // A copy older than the record is not the authority, however long its log: its
+        // newer entries were never acknowledged.
+        let mut stale = s.clone();
+        stale.insert(OsdId(0), summary(&[(1, 1, "a"), (1, 2, "x"), (1, 3, "y")], true, 1, &[0, 1]));
+        stale.insert(OsdId(1), summary(&[(1, 1, "a")], true, 6, &[1]));
+        stale.remove(&OsdId(2));
+        assert_eq!(plan(OsdId(0), &stale, Some(&recorded)).unwrap().auth, OsdId(1));
+        // Without the record, the newest activation known (8, osd.3 silent) would block.
+        s.insert(OsdId(2), summary(&[(1, 1, "a"), (6, 2, "b")], false, 8, &[2, 3]));
+        assert_eq!(plan(OsdId(0), &s, Some(&recorded)), Err(Blocked::Down { epoch: 6, acting: vec![OsdId(1)] }));
     }
 }

@@ -34,15 +34,19 @@ impl PgState {
     pub fn load(store: &ObjectStore, pg: PgId, max_entries: usize) -> Result<PgState> {
         let corrupt = |what: String| err::io(format!("pg {pg}: corrupt {what}"));
         let info = match store.meta(&pg_meta_key(pg))? {
-            // Before replication the record was the version counter alone.
-            Some(bytes) if bytes.len() == 8 => PgInfo {
-                last_update: EVersion {
-                    epoch: 0,
-                    version: u64::from_be_bytes(bytes.as_slice().try_into().map_err(|_| corrupt("record".into()))?),
+            Some(bytes) => match PgInfo::decode(&bytes) {
+                Ok(info) => info,
+                // Before replication the record was the version counter alone, big-endian:
+                // its first byte, read as an encoding version, is 0, which no record has.
+                // (Telling it by its length alone misread 8-byte records.)
+                Err(e) => match <[u8; 8]>::try_from(bytes.as_slice()) {
+                    Ok(counter) => PgInfo {
+                        last_update: EVersion { epoch: 0, version: u64::from_be_bytes(counter) },
+                        ..PgInfo::empty()
+                    },
+                    Err(_) => return Err(corrupt(e.message)),
                 },
-                ..PgInfo::empty()
             },
-            Some(bytes) => PgInfo::decode(&bytes).map_err(|e| corrupt(e.message))?,
             None => PgInfo::empty(),
         };
         let mut state =
@@ -189,5 +193,23 @@ mod tests {
         assert!(reloaded.info.log_tail.version > 0, "the tail moved with the trim");
         assert_eq!(reloaded.applied(&reqid(200)).unwrap().outputs, vec![StepOutput::Checksum(200)]);
         assert!(reloaded.applied(&reqid(1)).is_none(), "old entries are trimmed");
+    }
+
+    #[test]
+    fn an_eight_byte_record_is_not_taken_for_the_old_counter() {
+        let store = ObjectStore::in_memory(StoreFormat::default(), StoreOptions::default()).unwrap();
+        let pg = PgId { pool: PoolId(1), seed: 0 };
+        let mut state = PgState::load(&store, pg, 10).unwrap();
+        state.info = PgInfo { complete: false, ..PgInfo::empty() };
+        assert_eq!(state.info.encode().len(), 8, "the case the simulator found (seed 56)");
+        let mut txn = Transaction::new();
+        state.put_info(&mut txn);
+        store.commit(txn).unwrap();
+        assert_eq!(PgState::load(&store, pg, 10).unwrap().info, state.info);
+        // The record as it was before replication: a big-endian version counter.
+        let mut txn = Transaction::new();
+        txn.put_meta(&pg_meta_key(pg), 42u64.to_be_bytes().to_vec());
+        store.commit(txn).unwrap();
+        assert_eq!(PgState::load(&store, pg, 10).unwrap().info.last_update, EVersion { epoch: 0, version: 42 });
     }
 }

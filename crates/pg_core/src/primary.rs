@@ -4,12 +4,14 @@
 //! emits the messages as actions and keeps the state between their replies.
 
 use crate::peering::{self, Plan, Recovery};
-use crate::shard::{Action, Awaiting, Counted, Durable, Shard, Timer};
+use crate::shard::{Action, Awaiting, Counted, Durable, Registration, Shard, Timer};
 use bytes::Bytes;
 use shoal_store::{CopyResume, ObjectKey, Transaction};
 use shoal_types::msg::{Activate, OsdOp, PeerRequest, RepOp, Reply};
 use shoal_types::pg::{EVersion, PgLogEntry, PgStat, PgStateFlag, PgSummary};
-use shoal_types::{ClientId, Errno, ObjectName, OsdId, OsdMap, PgId, RadosError, Result, Versioned, err};
+use shoal_types::{
+    ActiveInterval, ClientId, Errno, ObjectName, OsdId, OsdMap, PgId, RadosError, Result, Versioned, err,
+};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
@@ -41,6 +43,10 @@ pub(crate) enum Event<R> {
     Acked(OsdId, EVersion, Result<()>),
     /// The local store made the write at this position durable.
     LocalDurable(EVersion, Result<()>),
+    /// The local store made the primary's activation record durable.
+    ActivationDurable(Result<()>),
+    /// The monitor recorded the activation (or did not).
+    Registered(bool),
     /// A replica applied an activation.
     Activated(OsdId, Result<()>),
     /// A replica applied a push.
@@ -114,6 +120,9 @@ enum Phase {
     Peering { summaries: BTreeMap<OsdId, PgSummary>, outstanding: BTreeSet<OsdId> },
     /// Copying what this primary lacks from the authority.
     SelfRecovery { auth: OsdId, pull: Pull, keep_until: Option<EVersion>, log_tail: EVersion },
+    /// Activated: waiting for the replicas' activations and the local record to be durable,
+    /// then for the monitor to record the activation (`registering`), before serving.
+    Activating { replicas: BTreeSet<OsdId>, local: bool, registering: bool },
     /// Serving.
     Active,
     /// Cannot serve; the reason, and whether it is for lack of replicas.
@@ -171,12 +180,17 @@ pub struct Primary<R> {
 }
 
 impl<R> Primary<R> {
+    /// The interval this primary runs the PG in.
+    pub fn interval(&self) -> u64 {
+        self.interval
+    }
+
     /// The PG's state as `ceph pg dump` would show it.
     pub fn stat(&self, pg: PgId, map: &OsdMap, last_update: EVersion) -> PgStat {
         let size = map.pools.get(&pg.pool).map_or(0, |p| p.size as usize);
         let mut state = BTreeSet::new();
         match &self.phase {
-            Phase::Peering { .. } | Phase::SelfRecovery { .. } => {
+            Phase::Peering { .. } | Phase::SelfRecovery { .. } | Phase::Activating { .. } => {
                 state.insert(PgStateFlag::Peering);
             }
             Phase::Blocked { undersized, .. } => {
@@ -310,6 +324,10 @@ impl<R> Shard<R> {
         p.recovery.clear();
         p.pushes_in_flight = 0;
         p.round += 1;
+        // Each round is an interval of its own, numbered by the newest map: a primary whose
+        // map skipped an interval that others saw (and whose queries fenced the replicas at
+        // that interval) gets past the fence once its map catches up.
+        p.interval = p.interval.max(self.map.epoch);
         if p.acting.len() < pool.min_size as usize {
             let reason = format!("{} of min_size {} replicas up", p.acting.len(), pool.min_size);
             p.phase = Phase::Blocked { reason, undersized: true };
@@ -376,10 +394,29 @@ impl<R> Shard<R> {
                 }
                 self.complete_writes(pg);
             }
-            Event::Activated(osd, result) => {
-                if let Err(e) = result {
-                    self.peer_failed(pg, &format!("activating replica {osd}"), e);
+            Event::Activated(osd, result) => match result {
+                Ok(()) => {
+                    if let Some(Primary { phase: Phase::Activating { replicas, .. }, .. }) = self.primaries.get_mut(&pg)
+                    {
+                        replicas.remove(&osd);
+                    }
+                    self.register_when_activated(pg);
                 }
+                Err(e) => self.peer_failed(pg, &format!("activating replica {osd}"), e),
+            },
+            Event::ActivationDurable(result) => match result {
+                Ok(()) => {
+                    if let Some(Primary { phase: Phase::Activating { local, .. }, .. }) = self.primaries.get_mut(&pg) {
+                        *local = true;
+                    }
+                    self.register_when_activated(pg);
+                }
+                Err(e) => self.peer_failed(pg, "recording the activation", e),
+            },
+            Event::Registered(true) => self.go_active(pg),
+            Event::Registered(false) => {
+                tracing::info!(%pg, "the monitor did not record the activation; peering again");
+                self.restart_later(pg);
             }
             Event::Pushed(osd, result) => match result {
                 Ok(()) => {
@@ -412,7 +449,9 @@ impl<R> Shard<R> {
             }
             Event::RepairCopy(repair, copy) => self.repair_with(pg, *repair, copy),
             Event::Retry(round) => {
-                let stalled = |p: &Primary<R>| matches!(p.phase, Phase::Peering { .. } | Phase::Blocked { .. });
+                let stalled = |p: &Primary<R>| {
+                    matches!(p.phase, Phase::Peering { .. } | Phase::Blocked { .. } | Phase::Activating { .. })
+                };
                 if self.primaries.get(&pg).is_some_and(|p| p.round == round && stalled(p)) {
                     self.start_peering(pg);
                 }
@@ -453,10 +492,20 @@ impl<R> Shard<R> {
         // OSDs outside the acting set count only if they hold something of the PG.
         let considered: BTreeMap<OsdId, PgSummary> = summaries
             .iter()
-            .filter(|(osd, s)| acting.contains(osd) || s.info.last_update != EVersion::default() || !s.info.complete)
+            .filter(|(osd, s)| {
+                acting.contains(osd)
+                    || s.info.last_update != EVersion::default()
+                    || !s.info.complete
+                    || s.info.last_epoch_started > 0
+            })
             .map(|(o, s)| (*o, s.clone()))
             .collect();
-        match peering::plan(self.config.me, &considered) {
+        tracing::debug!(
+            %pg,
+            summaries = ?considered.iter().map(|(o, s)| (o.0, s.info.last_epoch_started, s.info.last_update.to_string(), s.info.complete)).collect::<Vec<_>>(),
+            "deciding"
+        );
+        match peering::plan(self.config.me, &considered, self.map.pg_active.get(&pg)) {
             Err(blocked) => {
                 let reason = format!("{blocked:?}");
                 tracing::info!(%pg, reason, "peering blocked");
@@ -676,22 +725,48 @@ impl<R> Shard<R> {
         state.info.last_acting = acting.clone();
         let mut txn = Transaction::new();
         state.put_info(&mut txn);
-        self.commit(pg, txn)?;
+        let seq = self.commit(pg, txn)?;
+        let replicas = activations.iter().map(|(osd, _)| *osd).collect();
         for (osd, activate) in activations {
             self.ask(pg, interval, osd, PeerRequest::Activate(activate), Expect::Activated(osd));
         }
+        self.emit(Action::WhenDurable { seq, awaiting: Durable { pg, interval, at: None } });
         let Some(p) = self.primaries.get_mut(&pg) else { return Ok(()) };
-        p.phase = Phase::Active;
+        p.phase = Phase::Activating { replicas, local: false, registering: false };
         p.recovery = recovery;
         p.strays = plan.peers.keys().filter(|o| !acting.contains(o)).copied().collect();
-        tracing::info!(%pg, interval, ?acting, recovering = p.recovery.len(), "pg active");
+        Ok(())
+    }
+
+    /// Once every replica applied its activation and the local record is durable, asks the
+    /// monitor to record the activation: from then on, peering needs a copy this recent.
+    fn register_when_activated(&mut self, pg: PgId) {
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        let Phase::Activating { replicas, local: true, registering } = &mut p.phase else { return };
+        if !replicas.is_empty() || *registering {
+            return;
+        }
+        *registering = true;
+        let active = ActiveInterval { interval: p.interval, acting: p.acting.clone() };
+        let registration = Registration { pg, active };
+        self.emit(Action::Register(registration));
+    }
+
+    /// The activation is recorded: serve the queued operations and start recovering the
+    /// replicas that are behind.
+    fn go_active(&mut self, pg: PgId) {
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        if !matches!(p.phase, Phase::Activating { registering: true, .. }) {
+            return;
+        }
+        p.phase = Phase::Active;
+        tracing::info!(%pg, interval = p.interval, acting = ?p.acting, recovering = p.recovery.len(), "pg active");
         let waiting = std::mem::take(&mut p.waiting);
         for (op, caller, reply) in waiting {
             self.client_op(op, caller, reply);
         }
         self.pump_recovery(pg);
         self.remove_strays_if_clean(pg);
-        Ok(())
     }
 
     /// Once the PG is clean with a full acting set, tells OSDs that still hold an old copy
@@ -887,7 +962,7 @@ impl<R> Shard<R> {
             let rep = RepOp { pg, interval, prev, entry: entry.clone(), txn: shipped.clone() };
             self.ask(pg, interval, osd, PeerRequest::RepOp(rep), Expect::Acked(osd, at));
         }
-        self.emit(Action::WhenDurable { seq, awaiting: Durable { pg, interval, at } });
+        self.emit(Action::WhenDurable { seq, awaiting: Durable { pg, interval, at: Some(at) } });
     }
 
     /// Answers the writes at the head of the queue that every replica has made durable

@@ -16,7 +16,7 @@ use shoal_objclass::{ClassRegistry, ClassState};
 use shoal_store::{CopyResume, ObjectKey, ObjectStore, Transaction};
 use shoal_types::msg::{OpReply, OsdOp, PeerRequest, PgListReply, PgListRequest, Reply};
 use shoal_types::pg::{EVersion, PgStat};
-use shoal_types::{ClientId, OsdId, OsdMap, PgId, Result, Versioned, err};
+use shoal_types::{ActiveInterval, ClientId, OsdId, OsdMap, PgId, Result, Versioned, err};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -87,6 +87,14 @@ pub enum Input<R> {
     },
     /// A timer of an [`Action::Timer`] fired.
     Timer(Timer),
+    /// The monitor answered an [`Action::Register`]: whether its map records the
+    /// activation (an error counts as not recorded).
+    Registered {
+        /// What was asked.
+        registration: Registration,
+        /// Recorded.
+        recorded: bool,
+    },
 }
 
 /// Something the driver must do.
@@ -124,6 +132,9 @@ pub enum Action<R> {
         /// What fires.
         timer: Timer,
     },
+    /// Ask the monitor to record an activation; feed its answer back as
+    /// [`Input::Registered`].
+    Register(Registration),
     /// Count something in the OSD's counters.
     Count(Counted),
 }
@@ -144,12 +155,23 @@ pub struct Awaiting<R> {
     pub(crate) expect: Expect<R>,
 }
 
-/// A primary's local write waiting for durability.
+/// What of a primary waits for durability.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Durable {
     pub(crate) pg: PgId,
     pub(crate) interval: u64,
-    pub(crate) at: EVersion,
+    /// The write at this position; `None`: the primary's own activation record.
+    pub(crate) at: Option<EVersion>,
+}
+
+/// A primary's request to record that it activated a PG in an interval, before it serves
+/// writes there (carried to the monitor by the driver, answered with [`Input::Registered`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registration {
+    /// The PG.
+    pub pg: PgId,
+    /// The interval it was activated in, and its acting set.
+    pub active: ActiveInterval,
 }
 
 /// A primary's retry timer.
@@ -266,7 +288,14 @@ impl<R> Shard<R> {
                 self.primary_event(pg, interval, expect.into_event(reply));
             }
             Input::Durable { awaiting, result } => {
-                self.primary_event(awaiting.pg, awaiting.interval, Event::LocalDurable(awaiting.at, result));
+                let event = match awaiting.at {
+                    Some(at) => Event::LocalDurable(at, result),
+                    None => Event::ActivationDurable(result),
+                };
+                self.primary_event(awaiting.pg, awaiting.interval, event);
+            }
+            Input::Registered { registration, recorded } => {
+                self.primary_event(registration.pg, registration.active.interval, Event::Registered(recorded));
             }
             Input::Timer(timer) => self.primary_event(timer.pg, timer.interval, Event::Retry(timer.round)),
         }
@@ -275,7 +304,7 @@ impl<R> Shard<R> {
 
     /// The interval `pg` is served in, if this shard is its active primary.
     pub fn serving_interval(&self, pg: PgId) -> Option<u64> {
-        self.check_serving(pg).ok().and_then(|()| self.intervals.get(&pg)).map(|(epoch, _)| *epoch)
+        self.check_serving(pg).ok().and_then(|()| self.primaries.get(&pg)).map(Primary::interval)
     }
 
     /// The state of every PG this shard is primary of.

@@ -124,7 +124,7 @@ impl Sim {
                 (OsdId(o as u32), PgSummary { info: r.info.clone(), log: r.log.clone() })
             })
             .collect();
-        match plan(OsdId(self.acting[0] as u32), &summaries) {
+        match plan(OsdId(self.acting[0] as u32), &summaries, None) {
             Err(_) => self.counts.inactive += 1,
             Ok(p) => self.activate(&p),
         }

@@ -283,7 +283,8 @@ pub async fn run_osd(args: OsdArgs) -> Result<()> {
     };
     let map = rados.osd_boot(id, entry.clone()).await?;
     let (publish, maps) = watch::channel(map.clone());
-    let osd = Osd::start(config.osd(id)?, store.clone(), maps.clone(), network.clone());
+    let registry = Arc::new(crate::registry::MonitorClient(rados.clone()));
+    let osd = Osd::start(config.osd(id)?, store.clone(), maps.clone(), network.clone(), registry);
     let cli = resolved.options.clone();
     let (heartbeat_options, heartbeat_rx) = watch::channel(config.heartbeat()?);
     apply_config(&osd, &map, &cli);

@@ -60,7 +60,8 @@ impl Embedded {
         let authority = LocalAuthority::open(store.clone(), BTreeMap::from([(OsdId(0), osd_entry)]))?;
         let mon = Monitor::new(authority, network.clone());
         let maps = mon.subscribe();
-        let osd = Osd::start(config.osd(OsdId(0))?, store.clone(), maps.clone(), network.clone());
+        let registry = Arc::new(crate::registry::LocalMonitor(Arc::downgrade(&mon)));
+        let osd = Osd::start(config.osd(OsdId(0))?, store.clone(), maps.clone(), network.clone(), registry);
         tokio::spawn(mon.clone().serve(mon_listener));
         tokio::spawn(osd.clone().serve(osd_listener));
         apply_config(&osd, &maps.borrow().clone(), config.settings());

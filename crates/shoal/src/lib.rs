@@ -14,6 +14,7 @@ pub mod guarded_append;
 pub mod metrics;
 pub mod rados_cmd;
 pub mod recovery_bench;
+pub mod registry;
 pub mod s3_bench;
 pub mod s3client;
 pub mod session;

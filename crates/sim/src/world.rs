@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use shoal_mon::change::{MapChange, apply};
 use shoal_mon::failure::{FailurePolicy, FailureTracker, Verdict};
 use shoal_objclass::ClassRegistry;
-use shoal_pg_core::{Action, Awaiting, Durable, Flaws, Input, Shard, Timer};
+use shoal_pg_core::{Action, Awaiting, Durable, Flaws, Input, Registration, Shard, Timer};
 use shoal_store::{MemDevice, ObjectStore, StoreFormat, StoreOptions};
 use shoal_types::msg::{OsdOp, PeerRequest, Reply};
 use shoal_types::op::{Step, StepOutput};
@@ -96,6 +96,8 @@ enum Msg {
     Map(Arc<OsdMap>),
     Boot(OsdId),
     Failure { reporter: OsdId, target: OsdId },
+    Register { osd: OsdId, registration: Registration },
+    Registered { registration: Registration, recorded: bool },
 }
 
 enum Event {
@@ -133,6 +135,9 @@ struct SimOsd {
     sync_us: u64,
     clock_offset_ns: i64,
     missed: BTreeMap<OsdId, u32>,
+    /// Client operations from a newer map than the OSD's, held until it has that map (as
+    /// the OSD daemon does before choosing the shard).
+    held: Vec<(u32, u64, OsdOp)>,
 }
 
 struct Outstanding {
@@ -141,6 +146,8 @@ struct Outstanding {
     reqid: ReqId,
     /// The request id of the attempt in flight; 0 = resend at the next tick.
     rid: u64,
+    /// The OSD the attempt went to.
+    to: OsdId,
     sent: Us,
 }
 
@@ -273,6 +280,7 @@ impl World {
                 sync_us: world.scenario.sync_us[i as usize],
                 clock_offset_ns: 0,
                 missed: BTreeMap::new(),
+                held: Vec::new(),
             };
             world.osds.insert(id, osd);
             world.start_osd(id);
@@ -427,6 +435,7 @@ impl World {
         osd.shard = None;
         osd.life += 1;
         osd.after_sync.clear();
+        osd.held.clear();
         osd.sync_scheduled = false;
         let reopened = osd.kv.after_crash().map(Arc::new).and_then(|kv| Ok((open_store(kv.clone())?, kv)));
         match reopened {
@@ -471,6 +480,9 @@ impl World {
             Action::Timer { after, timer } => {
                 let life = self.osds.get(&id).map_or(0, |o| o.life);
                 self.after(after.as_micros() as Us, Event::Timer { osd: id, life, timer });
+            }
+            Action::Register(registration) => {
+                self.send(Node::Osd(id), Node::Mon, Msg::Register { osd: id, registration })
             }
             Action::Count(_) => {}
         }
@@ -614,8 +626,7 @@ impl World {
 
     fn deliver(&mut self, to: Node, msg: Msg) {
         match (to, msg) {
-            (Node::Osd(id), Msg::Op { client, rid, op }) => self
-                .step(id, Input::Op { op, caller: ClientId(u64::from(client)), reply: Handle::Client { client, rid } }),
+            (Node::Osd(id), Msg::Op { client, rid, op }) => self.client_op(id, client, rid, op),
             (Node::Osd(id), Msg::Peer { from, rid, request }) => {
                 self.step(id, Input::Peer { request, reply: Handle::Peer { from, rid } })
             }
@@ -623,6 +634,16 @@ impl World {
             (Node::Osd(id), Msg::Map(map)) => self.osd_got_map(id, map),
             (Node::Client(c), Msg::OpReply { rid, reply }) => self.client_reply(c, rid, reply),
             (Node::Mon, Msg::Boot(id)) => self.booted(id),
+            (Node::Mon, Msg::Register { osd, registration }) => {
+                let Registration { pg, active } = registration.clone();
+                self.change(MapChange::PgsActivated { osd, pgs: vec![(pg, active.clone())] });
+                let recorded = self.map.pg_active.get(&pg) == Some(&active);
+                tracing::debug!(%pg, %osd, interval = active.interval, recorded, epoch = self.map.epoch, "activation");
+                self.send(Node::Mon, Node::Osd(osd), Msg::Registered { registration, recorded });
+            }
+            (Node::Osd(id), Msg::Registered { registration, recorded }) => {
+                self.step(id, Input::Registered { registration, recorded })
+            }
             (Node::Mon, Msg::Failure { reporter, target }) => {
                 let now = Duration::from_micros(self.now);
                 if let Verdict::Down(change) = self.tracker.reported(&self.policy, &self.map, target, reporter, now) {
@@ -663,13 +684,31 @@ impl World {
         self.send(Node::Mon, Node::Osd(id), Msg::Map(map));
     }
 
+    /// Hands a client operation to the OSD's shard once the OSD has the client's map.
+    fn client_op(&mut self, id: OsdId, client: u32, rid: u64, op: OsdOp) {
+        let Some(osd) = self.osds.get_mut(&id) else { return };
+        if osd.shard.as_ref().is_some_and(|s| s.epoch() < op.map_epoch) {
+            return osd.held.push((client, rid, op));
+        }
+        self.step(id, Input::Op { op, caller: ClientId(u64::from(client)), reply: Handle::Client { client, rid } });
+    }
+
     fn osd_got_map(&mut self, id: OsdId, map: Arc<OsdMap>) {
         let Some(epoch) = self.osds.get(&id).and_then(|o| o.shard.as_ref()).map(Shard::epoch) else { return };
         if map.epoch <= epoch {
             return;
         }
         let marked_down = map.osds.get(&id).is_none_or(|e| !e.up);
+        let epoch = map.epoch;
         self.step(id, Input::Map(map));
+        if let Some(osd) = self.osds.get_mut(&id) {
+            let (ready, held): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut osd.held).into_iter().partition(|(_, _, op)| op.map_epoch <= epoch);
+            osd.held = held;
+            for (client, rid, op) in ready {
+                self.client_op(id, client, rid, op);
+            }
+        }
         if marked_down {
             // Wrongly marked down (it was only unreachable): announce itself again.
             self.send(Node::Osd(id), Node::Mon, Msg::Boot(id));
@@ -806,7 +845,7 @@ impl World {
                 let Some((object, work)) = work else { return };
                 let reqid = ReqId { client: ClientId(u64::from(c)), tid: client.next_tid };
                 client.next_tid += 1;
-                client.outstanding = Some(Outstanding { object, work, reqid, rid: 0, sent: now });
+                client.outstanding = Some(Outstanding { object, work, reqid, rid: 0, to: OsdId(0), sent: now });
             }
         }
         self.send_op(c);
@@ -824,6 +863,7 @@ impl World {
             return;
         };
         out.rid = rid;
+        out.to = primary;
         out.sent = self.now;
         let steps = match &out.work {
             Work::WriteFull(data) => vec![Step::WriteFull { data: data.clone() }],
@@ -866,7 +906,8 @@ impl World {
         self.ops += 1;
         match seen {
             Some(seen) => {
-                if let Err(v) = self.oracle.check_read(&out.object, &seen, &stamp) {
+                let at = format!("{stamp}, served by {}", out.to);
+                if let Err(v) = self.oracle.check_read(&out.object, &seen, &at) {
                     self.fail(v);
                 }
             }

@@ -14,6 +14,28 @@ thread_local! {
     static SOURCE: RefCell<Option<Bytes>> = const { RefCell::new(None) };
 }
 
+/// Serde for maps with structured keys, as a sequence of `(key, value)` pairs: JSON (the
+/// monitors' Raft log) only takes string keys; postcard writes the same bytes either way.
+pub mod map_as_pairs {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::BTreeMap;
+
+    /// Encodes the entries in key order.
+    pub fn serialize<S: Serializer, K: Serialize, V: Serialize>(
+        map: &BTreeMap<K, V>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(map)
+    }
+
+    /// Decodes the pairs; a repeated key keeps its last value.
+    pub fn deserialize<'de, D: Deserializer<'de>, K: Deserialize<'de> + Ord, V: Deserialize<'de>>(
+        deserializer: D,
+    ) -> Result<BTreeMap<K, V>, D::Error> {
+        Ok(Vec::<(K, V)>::deserialize(deserializer)?.into_iter().collect())
+    }
+}
+
 /// Serde for large byte fields (object data, shipped transactions): encoded exactly like
 /// `Bytes`, and decoded by [`Versioned::decode_shared`] as a slice of the received buffer
 /// rather than a copy of it.

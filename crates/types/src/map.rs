@@ -1,6 +1,6 @@
 //! The cluster map: pools and OSDs at one epoch.
 
-use crate::ids::{OsdId, PoolId};
+use crate::ids::{OsdId, PgId, PoolId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -75,6 +75,17 @@ pub struct OsdEntry {
     pub is_in: bool,
 }
 
+/// The newest interval a PG's primary recorded as activated, before serving writes in it:
+/// peering must hear from a complete copy activated in it or later, so that a PG never goes
+/// active on copies older than writes acknowledged in an interval none of them took part in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActiveInterval {
+    /// The interval (the epoch its primary started it at).
+    pub interval: u64,
+    /// Its acting set, primary first.
+    pub acting: Vec<OsdId>,
+}
+
 /// The cluster map at one epoch: every client and OSD computes placement from it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OsdMap {
@@ -88,14 +99,71 @@ pub struct OsdMap {
     pub osds: BTreeMap<OsdId, OsdEntry>,
     /// The central configuration: who (`global`, `osd`, `osd.3`, `client`…) → option → value.
     pub config: BTreeMap<String, BTreeMap<String, String>>,
+    /// Per PG, the newest interval its primary recorded as activated.
+    #[serde(with = "crate::encoding::map_as_pairs")]
+    pub pg_active: BTreeMap<PgId, ActiveInterval>,
 }
 
 impl crate::Versioned for OsdMap {
     const NAME: &'static str = "osd map";
-    const VERSION: u8 = 2;
+    const VERSION: u8 = 3;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<crate::Result<Self>> {
-        (version == 1).then(|| crate::encoding::decode_body::<v1::OsdMap>("osd map v1", body).map(OsdMap::from))
+        match version {
+            1 => {
+                Some(crate::encoding::decode_body::<v1::OsdMap>("osd map v1", body).map(|m| v2::OsdMap::from(m).into()))
+            }
+            2 => Some(crate::encoding::decode_body::<v2::OsdMap>("osd map v2", body).map(OsdMap::from)),
+            _ => None,
+        }
+    }
+}
+
+/// Version 2 of the map, before activated intervals were recorded.
+pub mod v2 {
+    use super::{OsdEntry, Pool};
+    use crate::ids::{OsdId, PoolId};
+    use serde::{Deserialize, Serialize};
+    use std::collections::BTreeMap;
+
+    /// The map as version 2 stored it.
+    #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct OsdMap {
+        /// Epoch.
+        pub epoch: u64,
+        /// Next pool id.
+        pub next_pool_id: u64,
+        /// Pools.
+        pub pools: BTreeMap<PoolId, Pool>,
+        /// OSDs.
+        pub osds: BTreeMap<OsdId, OsdEntry>,
+        /// Central configuration.
+        pub config: BTreeMap<String, BTreeMap<String, String>>,
+    }
+
+    impl From<super::v1::OsdMap> for OsdMap {
+        fn from(old: super::v1::OsdMap) -> Self {
+            OsdMap {
+                epoch: old.epoch,
+                next_pool_id: old.next_pool_id,
+                pools: old.pools,
+                osds: old.osds,
+                config: BTreeMap::new(),
+            }
+        }
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        fn from(old: OsdMap) -> Self {
+            super::OsdMap {
+                epoch: old.epoch,
+                next_pool_id: old.next_pool_id,
+                pools: old.pools,
+                osds: old.osds,
+                config: old.config,
+                pg_active: BTreeMap::new(),
+            }
+        }
     }
 }
 
@@ -117,18 +185,6 @@ pub mod v1 {
         pub pools: BTreeMap<PoolId, Pool>,
         /// OSDs.
         pub osds: BTreeMap<OsdId, OsdEntry>,
-    }
-
-    impl From<OsdMap> for super::OsdMap {
-        fn from(old: OsdMap) -> Self {
-            super::OsdMap {
-                epoch: old.epoch,
-                next_pool_id: old.next_pool_id,
-                pools: old.pools,
-                osds: old.osds,
-                config: BTreeMap::new(),
-            }
-        }
     }
 }
 
@@ -187,6 +243,7 @@ impl OsdMap {
     pub fn remove(&mut self, name: &str) -> crate::Result<Pool> {
         let id = self.pool_named(name)?.id;
         self.epoch += 1;
+        self.pg_active.retain(|pg, _| pg.pool != id);
         self.pools.remove(&id).ok_or_else(|| crate::error::err::not_found(format!("pool '{name}' does not exist")))
     }
 }
@@ -217,6 +274,26 @@ mod tests {
         let map = OsdMap::decode(&bytes).unwrap();
         assert_eq!((map.epoch, map.next_pool_id, map.config.len()), (4, 2, 0));
         assert_eq!(OsdMap::decode(&map.encode()).unwrap(), map);
+    }
+
+    #[test]
+    fn version_2_maps_still_decode_and_version_3_has_golden_bytes() {
+        use crate::Versioned;
+        let old = v2::OsdMap { epoch: 9, next_pool_id: 3, ..v2::OsdMap::default() };
+        let mut bytes = vec![2u8];
+        bytes.extend(postcard::to_allocvec(&old).unwrap());
+        let map = OsdMap::decode(&bytes).unwrap();
+        assert_eq!((map.epoch, map.next_pool_id, map.pg_active.len()), (9, 3, 0));
+        let mut map = OsdMap { epoch: 1, ..OsdMap::default() };
+        let active = ActiveInterval { interval: 7, acting: vec![OsdId(5)] };
+        map.pg_active.insert(PgId { pool: PoolId(1), seed: 2 }, active);
+        // Version 3, epoch 1, next pool 0, no pools, OSDs or options, one PG (1, 2) active
+        // in interval 7 on [5].
+        assert_eq!(map.encode(), [3, 1, 0, 0, 0, 0, 1, 1, 2, 7, 1, 5]);
+        assert_eq!(OsdMap::decode(&map.encode()).unwrap(), map);
+        // The monitors' Raft log keeps maps as JSON, which takes no structured keys.
+        let json = serde_json::to_vec(&map).unwrap();
+        assert_eq!(serde_json::from_slice::<OsdMap>(&json).unwrap(), map);
     }
 
     #[test]

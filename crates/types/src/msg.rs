@@ -442,6 +442,14 @@ pub enum MapCommand {
         /// In (true) or out (false).
         is_in: bool,
     },
+    /// A primary activated these PGs and asks to record it before serving writes; the
+    /// reply is the map, which shows each one recorded or not.
+    PgsActivated {
+        /// The primary.
+        osd: OsdId,
+        /// The PGs and the intervals they were activated in.
+        pgs: Vec<(PgId, crate::map::ActiveInterval)>,
+    },
 }
 
 #[cfg(test)]
@@ -500,6 +508,17 @@ mod tests {
         // Reply (1), tid 3, Ok (0), Reply::Keys (13), one key "k", more.
         let keys = Reply::Keys { keys: vec![Bytes::from_static(b"k")], more: true };
         assert_eq!(Message::Reply { tid: 3, reply: Ok(keys) }.encode(), [1, 1, 3, 0, 13, 1, 1, b'k', 1]);
+    }
+
+    #[test]
+    fn pgs_activated_has_golden_bytes() {
+        // Request (0), tid 4, Request::Map (variant 6), MapCommand::PgsActivated (12), osd 5,
+        // one PG (pool 1, seed 2) activated in interval 7 on [5, 6].
+        let active = crate::map::ActiveInterval { interval: 7, acting: vec![OsdId(5), OsdId(6)] };
+        let command =
+            MapCommand::PgsActivated { osd: OsdId(5), pgs: vec![(PgId { pool: crate::PoolId(1), seed: 2 }, active)] };
+        let msg = Message::Request { tid: 4, request: Request::Map(command) };
+        assert_eq!(msg.encode(), [1, 0, 4, 6, 12, 5, 1, 1, 2, 7, 2, 5, 6]);
     }
 
     #[test]
