@@ -459,7 +459,7 @@ impl<R> Shard<R> {
         }
     }
 
-    fn restart_later(&mut self, pg: PgId) {
+    pub(crate) fn restart_later(&mut self, pg: PgId) {
         if let Some(p) = self.primaries.get_mut(&pg) {
             fail_in_flight(p, "the PG is peering again", &mut self.out);
             p.phase = Phase::Blocked { reason: "waiting for peers to answer".into(), undersized: false };

@@ -465,6 +465,12 @@ impl<R> Shard<R> {
             PeerRequest::Query { pg, interval } => {
                 let fence = self.fences.entry(pg).or_default();
                 *fence = (*fence).max(interval);
+                // A newer interval's primary is peering: this one, whose map has not caught
+                // up, stops acknowledging writes (alone, no replica's fence would stop it).
+                if self.primaries.get(&pg).is_some_and(|p| p.interval() < interval) {
+                    tracing::info!(%pg, interval, "a newer interval's primary queried this one; stepping back");
+                    self.restart_later(pg);
+                }
                 Ok((self.last_seq, Reply::Summary(self.pg(pg)?.summary())))
             }
             PeerRequest::Log { pg, after } => {
