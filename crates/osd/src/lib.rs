@@ -576,6 +576,7 @@ fn peer_request_pg(request: &PeerRequest) -> Option<PgId> {
         | PeerRequest::PullPart { pg, .. }
         | PeerRequest::ListRange { pg, .. }
         | PeerRequest::Push { pg, .. }
+        | PeerRequest::PushAt { pg, .. }
         | PeerRequest::RecoveryDone { pg, .. }
         | PeerRequest::RemovePg { pg, .. } => Some(*pg),
         PeerRequest::Activate(a) => Some(a.pg),

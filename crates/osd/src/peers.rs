@@ -22,7 +22,7 @@ pub const LINK_QUEUE_BYTES: usize = 256 << 20;
 fn queued_cost(request: &PeerRequest) -> usize {
     let payload = match request {
         PeerRequest::RepOp(rep) => rep.txn.len(),
-        PeerRequest::Push { txn, .. } => txn.len(),
+        PeerRequest::Push { txn, .. } | PeerRequest::PushAt { txn, .. } => txn.len(),
         _ => 0,
     };
     payload + 1024

@@ -1017,7 +1017,8 @@ impl<R> Shard<R> {
                             r.in_flight += 1;
                         }
                     }
-                    let push = PeerRequest::Push { pg, interval, txn: txn.encode().into() };
+                    let at = self.pg(pg).map(|state| state.info.last_update).unwrap_or_default();
+                    let push = PeerRequest::PushAt { pg, interval, at, txn: txn.encode().into() };
                     self.ask(pg, interval, osd, push, Expect::Pushed(osd));
                 }
                 Err(e) => {

@@ -449,6 +449,23 @@ impl<R> Shard<R> {
         Ok((keys, false))
     }
 
+    /// Applies pushed copies read when the primary's log reached `at`. A log behind `at`
+    /// means a replicated write never arrived (its connection broke): the copies would hold
+    /// that write while the log does not, so the push is refused and the primary peers again.
+    fn apply_push(&mut self, pg: PgId, interval: u64, at: Option<EVersion>, txn: &[u8]) -> Result<(u64, Reply)> {
+        self.check_interval(pg, interval, false)?;
+        if let Some(at) = at {
+            let last_update = self.pg(pg)?.info.last_update;
+            if last_update < at {
+                let missed = format!("pg {pg}: a push read at {at} reached a replica whose log ends at {last_update}");
+                return Err(err::again(missed));
+            }
+        }
+        let txn = Transaction::decode(txn)?;
+        tracing::debug!(%pg, interval, bytes = txn.bytes(), "applying a push");
+        Ok((self.commit(pg, txn)?, Reply::Done))
+    }
+
     /// The keys a peer's `PullRange` or `ListRange` asks for: up to `max` (1..=1024) after
     /// the encoded key `after`, and whether more follow.
     fn list_requested(&mut self, pg: PgId, after: Option<Bytes>, max: u32) -> Result<(Vec<ObjectKey>, bool)> {
@@ -517,12 +534,8 @@ impl<R> Shard<R> {
                 self.clear_class_cache();
                 Ok((seq, Reply::Done))
             }
-            PeerRequest::Push { pg, interval, txn } => {
-                self.check_interval(pg, interval, false)?;
-                let txn = Transaction::decode(&txn)?;
-                tracing::debug!(%pg, interval, bytes = txn.bytes(), "applying a push");
-                Ok((self.commit(pg, txn)?, Reply::Done))
-            }
+            PeerRequest::Push { pg, interval, txn } => self.apply_push(pg, interval, None, &txn),
+            PeerRequest::PushAt { pg, interval, at, txn } => self.apply_push(pg, interval, Some(at), &txn),
             PeerRequest::RecoveryDone { pg, interval } => {
                 self.check_interval(pg, interval, false)?;
                 let state = self.pg(pg)?;

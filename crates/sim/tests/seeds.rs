@@ -22,6 +22,19 @@ fn the_protocol_keeps_every_invariant_over_hundreds_of_seeds() {
     }
 }
 
+/// Seeds beyond the sweep on which the simulator found a protocol bug, each since fixed
+/// (docs/ARCHITECTURE.md, "What the simulator found").
+const SEEDS_THAT_FOUND_BUGS: [u64; 4] = [1104, 3505, 6811, 7001];
+
+#[test]
+fn seeds_that_found_bugs_keep_passing() {
+    let options = Options::default();
+    for seed in SEEDS_THAT_FOUND_BUGS {
+        let outcome = run(seed, &options);
+        assert!(outcome.violation.is_none(), "{outcome}\n{:?}\nreplay: shoal sim --seed {seed}", outcome.violation);
+    }
+}
+
 #[test]
 fn a_seed_replays_to_the_same_trace() {
     let options = Options::default();

@@ -225,6 +225,20 @@ pub enum PeerRequest {
         /// At most this many keys.
         max: u32,
     },
+    /// A [`PeerRequest::Push`] that says how far the primary's log reached when it read
+    /// the copies: a replica whose log is behind refuses it, since the copies would carry
+    /// a write whose replication it missed. Appended.
+    PushAt {
+        /// The PG.
+        pg: PgId,
+        /// The interval.
+        interval: u64,
+        /// The primary's `last_update` when it read the copies.
+        at: EVersion,
+        /// Encoded store transaction recreating the objects.
+        #[serde(with = "crate::encoding::shared_bytes")]
+        txn: Bytes,
+    },
 }
 
 /// The activation message of a peered PG.
@@ -508,6 +522,17 @@ mod tests {
         // Reply (1), tid 3, Ok (0), Reply::Keys (13), one key "k", more.
         let keys = Reply::Keys { keys: vec![Bytes::from_static(b"k")], more: true };
         assert_eq!(Message::Reply { tid: 3, reply: Ok(keys) }.encode(), [1, 1, 3, 0, 13, 1, 1, b'k', 1]);
+    }
+
+    #[test]
+    fn push_at_has_golden_bytes() {
+        // Request (0), tid 5, Request::Peer (7), PeerRequest::PushAt (12), pool 1, seed 2,
+        // interval 9, at 9'4, txn of 2 bytes.
+        let pg = PgId { pool: crate::PoolId(1), seed: 2 };
+        let at = EVersion { epoch: 9, version: 4 };
+        let push = PeerRequest::PushAt { pg, interval: 9, at, txn: Bytes::from_static(&[7, 8]) };
+        let msg = Message::Request { tid: 5, request: Request::Peer(push) };
+        assert_eq!(msg.encode(), [1, 0, 5, 7, 12, 1, 2, 9, 9, 4, 2, 7, 8]);
     }
 
     #[test]
