@@ -16,7 +16,7 @@ pub mod notify;
 pub mod peers;
 pub mod shard;
 
-pub use shoal_pg_core::Limits;
+pub use shoal_pg_core::{Limits, ScrubLimits};
 
 use committer::Durability;
 use shard::{Job, ShardContext, shard_of};
@@ -90,6 +90,7 @@ struct Inner {
     options: std::sync::Mutex<BTreeMap<String, String>>,
     counters: Arc<counters::OsdCounters>,
     damage: Arc<shoal_pg_core::damage::Damage>,
+    scrubs: Arc<shoal_pg_core::ScrubBoard>,
     durability: Arc<Durability>,
     admission: Admission,
 }
@@ -217,11 +218,13 @@ impl Osd {
             pg_log_entries: config.pg_log_entries,
             counters: Arc::default(),
             damage: Arc::default(),
+            scrubs: Arc::default(),
         };
         let count = config.op_shards.max(1);
         let shards: Vec<_> = (0..count).map(|i| shard::start(i, count, ctx.clone())).collect();
         let weak = shards.iter().map(|s| s.downgrade()).collect();
         tokio::spawn(record_activations(config.id, registry, registration_rx, weak));
+        tokio::spawn(scrub_ticks(shards.iter().map(|s| s.downgrade()).collect()));
         // Every map change reaches every shard, which re-examines its PGs.
         let (mut changes, nudges) = (map.clone(), shards.iter().map(|s| s.downgrade()).collect::<Vec<_>>());
         tokio::spawn(async move {
@@ -253,6 +256,7 @@ impl Osd {
                 limits,
                 counters: ctx.counters.clone(),
                 damage: ctx.damage.clone(),
+                scrubs: ctx.scrubs.clone(),
                 durability: ctx.durability.clone(),
                 admission,
             }),
@@ -278,8 +282,11 @@ impl Osd {
 
     /// Answers an administrative command with a JSON document: `config show` (the options
     /// in effect), `perf dump` (counters since start), `df` (space), `damaged` (objects
-    /// with a bad checksum not yet repaired), `injectdataerr <pool> <object> [chunk]` (flip
-    /// a stored byte of an object's chunk on the data device, for tests, as Ceph's),
+    /// with a bad checksum not yet repaired, and those the last scrubs found inconsistent),
+    /// `scrub|deep-scrub|repair <pg>` (start one on the PG's primary), `scrub-status` (the
+    /// last scrub of each PG), `injectdataerr <pool> <object> [chunk]` (flip a stored byte of
+    /// an object's chunk on the data device, for tests, as Ceph's), `injectremove <pool>
+    /// <object>` (delete the local copy behind the PG log's back, for tests),
     /// `inject wal-sync-failure` (the next WAL sync fails, for tests).
     pub fn tell(&self, command: &str) -> Result<String> {
         let store = &self.inner.store;
@@ -318,12 +325,44 @@ impl Osd {
                     },
                 })
             }
-            ["damaged"] => serde_json::Value::from(
-                self.inner
-                    .damage
-                    .list()
+            ["damaged"] => {
+                let unreadable =
+                    self.inner.damage.list().into_iter().map(|(pg, object)| (pg, object, CHECKSUM.to_owned()));
+                let scrubbed = self
+                    .inner
+                    .scrubs
+                    .reports()
                     .into_iter()
-                    .map(|(pg, object)| serde_json::json!({ "pg": pg.to_string(), "object": object.to_string() }))
+                    .flat_map(|(pg, report)| report.errors.into_iter().map(move |(object, why)| (pg, object, why)));
+                let objects = unreadable.chain(scrubbed).map(|(pg, object, why)| {
+                    serde_json::json!({ "pg": pg.to_string(), "object": object.to_string(), "why": why })
+                });
+                serde_json::Value::from(objects.collect::<Vec<_>>())
+            }
+            [verb @ ("scrub" | "deep-scrub" | "repair"), pg] => {
+                let pg: PgId = pg.parse()?;
+                let (deep, repair) = (*verb != "scrub", *verb == "repair");
+                self.shard_of_pg(pg)
+                    .send(Job::Scrub { pg, deep, repair })
+                    .map_err(|_| err::io("the OSD is stopping"))?;
+                serde_json::json!({ "instructing": format!("pg {pg} on {} to {verb}", self.id()) })
+            }
+            ["scrub-status"] => serde_json::Value::from(
+                self.inner
+                    .scrubs
+                    .reports()
+                    .into_iter()
+                    .map(|(pg, r)| {
+                        serde_json::json!({
+                            "pg": pg.to_string(),
+                            "deep": r.deep,
+                            "repair": r.repair,
+                            "finished_ns": r.finished_ns,
+                            "objects": r.objects,
+                            "errors": r.errors.len(),
+                            "repaired": r.repaired,
+                        })
+                    })
                     .collect::<Vec<_>>(),
             ),
             ["injectdataerr", pool, object, rest @ ..] => {
@@ -337,6 +376,16 @@ impl Osd {
                 store.corrupt_chunk(&ObjectKey::new(pool.id, &shoal_types::ObjectName::new("", *object))?, chunk)?;
                 tracing::warn!(pool = %pool.name, %object, chunk, "flipped a stored byte on request (injectdataerr)");
                 serde_json::json!({ "corrupted": { "pool": pool.name, "object": object, "chunk": chunk } })
+            }
+            ["injectremove", pool, object] => {
+                let map = self.inner.map.borrow().clone();
+                let pool = map.pool_named(pool)?;
+                let mut txn = Transaction::new();
+                txn.remove_object(&ObjectKey::new(pool.id, &shoal_types::ObjectName::new("", *object))?);
+                store.commit(txn)?;
+                store.sync()?;
+                tracing::warn!(pool = %pool.name, %object, "removed the local copy on request (injectremove)");
+                serde_json::json!({ "removed": { "pool": pool.name, "object": object } })
             }
             ["inject", "wal-sync-failure"] => {
                 self.inner.durability.inject_sync_failure.store(true, Ordering::Release);
@@ -355,8 +404,9 @@ impl Osd {
             }
             _ => {
                 return Err(err::invalid(format!(
-                    "unknown command '{command}': try 'perf dump', 'config show', 'df', 'damaged' or \
-                     'injectdataerr <pool> <object> [chunk]'"
+                    "unknown command '{command}': try 'perf dump', 'config show', 'df', 'damaged', \
+                     'scrub|deep-scrub|repair <pg>', 'scrub-status', 'injectdataerr <pool> <object> [chunk]' \
+                     or 'injectremove <pool> <object>'"
                 )));
             }
         };
@@ -565,6 +615,35 @@ impl Osd {
     }
 }
 
+/// What `damaged` says of an object whose local copy failed its checksum.
+const CHECKSUM: &str = "a stored checksum does not match (read error)";
+
+/// Every second, tells each shard to start the scrubs that are due, with the host's load
+/// average per CPU; ends when the shards do.
+async fn scrub_ticks(shards: Vec<mpsc::WeakUnboundedSender<Job>>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let load = host_load();
+        for shard in &shards {
+            match shard.upgrade() {
+                Some(s) => {
+                    let _ = s.send(Job::ScrubTick(load));
+                }
+                None => return,
+            }
+        }
+    }
+}
+
+/// The one-minute load average per CPU (0 where the system does not say).
+fn host_load() -> f64 {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    loadavg.split_whitespace().next().and_then(|l| l.parse::<f64>().ok()).unwrap_or(0.0) / cpus
+}
+
 /// The PG a peer request is about.
 fn peer_request_pg(request: &PeerRequest) -> Option<PgId> {
     match request {
@@ -577,6 +656,7 @@ fn peer_request_pg(request: &PeerRequest) -> Option<PgId> {
         | PeerRequest::ListRange { pg, .. }
         | PeerRequest::Push { pg, .. }
         | PeerRequest::PushAt { pg, .. }
+        | PeerRequest::ScrubMap { pg, .. }
         | PeerRequest::RecoveryDone { pg, .. }
         | PeerRequest::RemovePg { pg, .. } => Some(*pg),
         PeerRequest::Activate(a) => Some(a.pg),

@@ -11,7 +11,7 @@ use shoal_pg_core::{Action, Awaiting, Counted, Durable, Input, Limits, Registrat
 use shoal_store::ObjectStore;
 use shoal_types::msg::{OsdOp, PeerRequest, PgListRequest, Reply};
 use shoal_types::pg::PgStat;
-use shoal_types::{ClientId, OsdId, OsdMap, Result, err};
+use shoal_types::{ClientId, OsdId, OsdMap, PgId, Result, err};
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -56,6 +56,17 @@ pub enum Job {
     Timer(Timer),
     /// The monitor recorded a PG's activation (or did not).
     Registered(Registration, bool),
+    /// An operator asks for a scrub of a PG.
+    Scrub {
+        /// The PG.
+        pg: PgId,
+        /// Read every byte.
+        deep: bool,
+        /// Rewrite bad copies.
+        repair: bool,
+    },
+    /// Start the scrubs that are due, given the host's load average per CPU.
+    ScrubTick(f64),
     /// Report the state of every PG this shard is primary of.
     Stats(oneshot::Sender<Vec<PgStat>>),
 }
@@ -91,6 +102,8 @@ pub struct ShardContext {
     pub counters: Arc<crate::counters::OsdCounters>,
     /// Objects whose local copy failed its checksum and is not repaired yet.
     pub damage: Arc<shoal_pg_core::damage::Damage>,
+    /// The OSD's scrubs.
+    pub scrubs: Arc<shoal_pg_core::ScrubBoard>,
     /// PG activations to record at the monitor.
     pub registrations: mpsc::UnboundedSender<Registration>,
 }
@@ -113,6 +126,7 @@ pub fn start(index: usize, shards: usize, ctx: ShardContext) -> mpsc::UnboundedS
                 class_cache_entries: ctx.class_cache_entries,
                 pg_log_entries: ctx.pg_log_entries,
                 damage: ctx.damage.clone(),
+                scrubs: ctx.scrubs.clone(),
             };
             let limits = ctx.limits.borrow().clone();
             let mut driver = Driver { core: Shard::new(config, limits), ctx, tx: own };
@@ -151,6 +165,8 @@ impl Driver {
             Job::Durable(awaiting, result) => Input::Durable { awaiting, result },
             Job::Timer(timer) => Input::Timer(timer),
             Job::Registered(registration, recorded) => Input::Registered { registration, recorded },
+            Job::Scrub { pg, deep, repair } => Input::Scrub { pg, deep, repair },
+            Job::ScrubTick(host_load) => Input::ScrubTick { host_load },
             Job::Stats(reply) => {
                 let _ = reply.send(self.core.stats());
                 return;

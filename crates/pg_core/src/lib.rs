@@ -20,10 +20,12 @@ pub mod limits;
 pub mod peering;
 pub mod pglog;
 pub mod primary;
+pub mod scrub;
 pub mod shard;
 pub mod view;
 
-pub use limits::Limits;
+pub use limits::{Limits, ScrubLimits};
+pub use scrub::{ScrubBoard, ScrubReport};
 pub use shard::{Action, Awaiting, Config, Counted, Durable, Input, Registration, Shard, Timer, shard_of};
 
 /// Deliberate protocol bugs, each off unless set: a simulator run switches one on to show

@@ -2,9 +2,10 @@
 
 use bytes::Bytes;
 use shoal_types::{Result, err};
+use std::time::Duration;
 
 /// Per-operation limits. Defaults follow Ceph's where it has one.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Limits {
     /// Largest object, in bytes (`osd_max_object_size`, default 128 MiB).
     pub max_object_size: u64,
@@ -24,6 +25,45 @@ pub struct Limits {
     pub max_ops_per_request: usize,
     /// Recovery pushes in flight per PG (`osd_recovery_max_active`, default 3).
     pub recovery_max_active: usize,
+    /// How the OSD schedules and paces scrubs.
+    pub scrub: ScrubLimits,
+}
+
+/// Scrub scheduling and pacing. Defaults follow Ceph's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScrubLimits {
+    /// A PG is scrubbed once this long after its last scrub (`osd_scrub_min_interval`,
+    /// one day), when the host's load allows.
+    pub min_interval: Duration,
+    /// Past this, a PG is scrubbed whatever the load (`osd_scrub_max_interval`, a week).
+    pub max_interval: Duration,
+    /// Every this long a scheduled scrub is deep (`osd_deep_scrub_interval`, a week).
+    pub deep_interval: Duration,
+    /// Scrubs one OSD runs at once as primary (`osd_max_scrubs`, 3 as in Reef).
+    pub max_scrubs: usize,
+    /// Objects compared per step; client operations run between steps
+    /// (`osd_scrub_chunk_max`, 25).
+    pub chunk_max: u32,
+    /// Pause between steps (`osd_scrub_sleep`, 0).
+    pub sleep: Duration,
+    /// Scheduled scrubs wait while the host's load average per CPU is above this
+    /// (`osd_scrub_load_threshold`, 0.5).
+    pub load_threshold: f64,
+}
+
+impl Default for ScrubLimits {
+    fn default() -> Self {
+        const DAY: u64 = 24 * 3600;
+        ScrubLimits {
+            min_interval: Duration::from_secs(DAY),
+            max_interval: Duration::from_secs(7 * DAY),
+            deep_interval: Duration::from_secs(7 * DAY),
+            max_scrubs: 3,
+            chunk_max: 25,
+            sleep: Duration::ZERO,
+            load_threshold: 0.5,
+        }
+    }
 }
 
 impl Default for Limits {
@@ -38,6 +78,7 @@ impl Default for Limits {
             max_omap_entries_per_request: 1024,
             max_ops_per_request: 256,
             recovery_max_active: 3,
+            scrub: ScrubLimits::default(),
         }
     }
 }

@@ -4,10 +4,11 @@
 //! emits the messages as actions and keeps the state between their replies.
 
 use crate::peering::{self, Plan, Recovery};
+use crate::scrub::{Requested, Scrub};
 use crate::shard::{Action, Awaiting, Counted, Durable, Registration, Shard, Timer};
 use bytes::Bytes;
 use shoal_store::{CopyResume, ObjectKey, Transaction};
-use shoal_types::msg::{Activate, OsdOp, PeerRequest, RepOp, Reply};
+use shoal_types::msg::{Activate, OsdOp, PeerRequest, RepOp, Reply, ScrubObject};
 use shoal_types::pg::{EVersion, PgLogEntry, PgStat, PgStateFlag, PgSummary};
 use shoal_types::{
     ActiveInterval, ClientId, Errno, ObjectName, OsdId, OsdMap, PgId, RadosError, Result, Versioned, err,
@@ -60,6 +61,14 @@ pub(crate) enum Event<R> {
     /// A replica's copy (an encoded store transaction) of an object whose local copy
     /// failed its checksum, for the operation waiting on it.
     RepairCopy(Box<Repairing<R>>, Result<Bytes>),
+    /// A replica's scrub entries for the page, and whether it has more.
+    ScrubMap(OsdId, Result<(Vec<ScrubObject>, bool)>),
+    /// The authority's copy for a scrub repair, pulled when the log was at this position.
+    ScrubPulled(EVersion, Result<Bytes>),
+    /// A bad replica took a scrub repair's push (or did not).
+    ScrubPushed(Result<()>),
+    /// Time for the scrub's next page (the peering round it was set in).
+    ScrubStep(u64),
 }
 
 /// What a request to a peer was for: turns its answer into an [`Event`].
@@ -75,6 +84,9 @@ pub(crate) enum Expect<R> {
     StrayRemoved(OsdId),
     /// A replica's copy for the operation waiting on a repair.
     RepairCopy(Box<Repairing<R>>),
+    ScrubMap(OsdId),
+    ScrubPulled(EVersion),
+    ScrubPushed,
 }
 
 impl<R> Expect<R> {
@@ -104,6 +116,15 @@ impl<R> Expect<R> {
             Expect::Recovered(osd) => Event::Recovered(osd, done(reply)),
             Expect::StrayRemoved(osd) => Event::StrayRemoved(osd, done(reply)),
             Expect::RepairCopy(waiting) => Event::RepairCopy(waiting, reply.and_then(copies).map(|(txn, _)| txn)),
+            Expect::ScrubMap(osd) => Event::ScrubMap(
+                osd,
+                reply.and_then(|r| match r {
+                    Reply::ScrubMap { objects, more } => Ok((objects, more)),
+                    other => Err(unexpected(other)),
+                }),
+            ),
+            Expect::ScrubPulled(at) => Event::ScrubPulled(at, reply.and_then(copies).map(|(txn, _)| txn)),
+            Expect::ScrubPushed => Event::ScrubPushed(done(reply)),
         }
     }
 }
@@ -165,24 +186,37 @@ impl PeerRecovery {
 /// A PG this OSD is primary of.
 pub struct Primary<R> {
     interval: u64,
-    acting: Vec<OsdId>,
+    pub(crate) acting: Vec<OsdId>,
     phase: Phase,
     waiting: Vec<(OsdOp, ClientId, R)>,
     inflight: BTreeMap<EVersion, InFlight<R>>,
     recovery: BTreeMap<OsdId, PeerRecovery>,
     pushes_in_flight: usize,
     /// Increases each time peering starts; timers of earlier rounds are ignored.
-    round: u64,
+    pub(crate) round: u64,
     /// Client operations served.
     client_ops: u64,
     /// OSDs outside the acting set that held a copy at peering: deleted once clean.
     strays: BTreeSet<OsdId>,
+    /// The scrub running, if any.
+    pub(crate) scrub: Option<Scrub>,
+    /// A scrub an operator asked for, to start once the PG is active and clean.
+    pub(crate) scrub_requested: Option<Requested>,
 }
 
 impl<R> Primary<R> {
     /// The interval this primary runs the PG in.
     pub fn interval(&self) -> u64 {
         self.interval
+    }
+
+    /// Whether the PG can be scrubbed: active and clean, no scrub running.
+    pub(crate) fn scrubbable(&self, pg: PgId, map: &OsdMap) -> bool {
+        let size = map.pools.get(&pg.pool).map_or(usize::MAX, |p| p.size as usize);
+        matches!(self.phase, Phase::Active)
+            && self.recovery.is_empty()
+            && self.acting.len() >= size
+            && self.scrub.is_none()
     }
 
     /// The PG's state as `ceph pg dump` would show it.
@@ -211,6 +245,12 @@ impl<R> Primary<R> {
                 }
                 if self.recovery.is_empty() && self.acting.len() >= size {
                     state.insert(PgStateFlag::Clean);
+                }
+                if let Some(scrub) = &self.scrub {
+                    state.insert(PgStateFlag::Scrubbing);
+                    if scrub.deep() {
+                        state.insert(PgStateFlag::Deep);
+                    }
                 }
             }
         }
@@ -270,6 +310,8 @@ impl<R> Shard<R> {
                             round: 0,
                             client_ops: 0,
                             strays: BTreeSet::new(),
+                            scrub: None,
+                            scrub_requested: None,
                         };
                         self.primaries.insert(pg, primary);
                         self.start_peering(pg);
@@ -296,14 +338,14 @@ impl<R> Shard<R> {
     }
 
     /// Sends a request to a peer; its answer comes back as the event `expect` makes of it.
-    fn ask(&mut self, pg: PgId, interval: u64, to: OsdId, request: PeerRequest, expect: Expect<R>) {
+    pub(crate) fn ask(&mut self, pg: PgId, interval: u64, to: OsdId, request: PeerRequest, expect: Expect<R>) {
         self.emit(Action::Send { to, request, awaiting: Awaiting { pg, interval, expect } });
     }
 
     /// Peers again after `delay` unless peering restarts or completes before.
     fn schedule_retry(&mut self, pg: PgId, delay: Duration) {
         let Some(p) = self.primaries.get(&pg) else { return };
-        let timer = Timer { pg, interval: p.interval, round: p.round };
+        let timer = Timer { pg, interval: p.interval, round: p.round, scrub: false };
         self.emit(Action::Timer { after: delay, timer });
     }
 
@@ -323,6 +365,7 @@ impl<R> Shard<R> {
         fail_in_flight(p, "the PG is peering again", &mut self.out);
         p.recovery.clear();
         p.pushes_in_flight = 0;
+        p.scrub = None;
         p.round += 1;
         // Each round is an interval of its own, numbered by the newest map: a primary whose
         // map skipped an interval that others saw (and whose queries fenced the replicas at
@@ -448,6 +491,14 @@ impl<R> Shard<R> {
                 }
             }
             Event::RepairCopy(repair, copy) => self.repair_with(pg, *repair, copy),
+            Event::ScrubMap(osd, result) => self.scrub_map_received(pg, osd, result),
+            Event::ScrubPulled(at, result) => self.scrub_pulled(pg, at, result),
+            Event::ScrubPushed(result) => self.scrub_pushed(pg, result),
+            Event::ScrubStep(round) => {
+                if self.primaries.get(&pg).is_some_and(|p| p.round == round && p.scrub.is_some()) {
+                    self.scrub_page(pg);
+                }
+            }
             Event::Retry(round) => {
                 let stalled = |p: &Primary<R>| {
                     matches!(p.phase, Phase::Peering { .. } | Phase::Blocked { .. } | Phase::Activating { .. })

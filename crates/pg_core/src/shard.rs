@@ -10,6 +10,7 @@ use crate::exec::{ExecEnv, execute};
 use crate::limits::Limits;
 use crate::pglog::PgState;
 use crate::primary::{Event, Expect, Primary};
+use crate::scrub::ScrubBoard;
 use crate::view::ObjectView;
 use bytes::Bytes;
 use shoal_objclass::{ClassRegistry, ClassState};
@@ -41,6 +42,8 @@ pub struct Config {
     /// Objects whose local copy failed its checksum and is not repaired yet (shared by
     /// the OSD's shards and its admin commands).
     pub damage: Arc<Damage>,
+    /// The OSD's scrubs: slots, stamps and findings (shared likewise).
+    pub scrubs: Arc<ScrubBoard>,
 }
 
 /// Something that happened to the shard.
@@ -87,6 +90,22 @@ pub enum Input<R> {
     },
     /// A timer of an [`Action::Timer`] fired.
     Timer(Timer),
+    /// An operator asks for a scrub of a PG (`deep` reads every byte; `repair` is deep and
+    /// fixes what it finds).
+    Scrub {
+        /// The PG.
+        pg: PgId,
+        /// Read every byte.
+        deep: bool,
+        /// Rewrite bad copies.
+        repair: bool,
+    },
+    /// Time to start the scrubs that are due (the driver sends it every second or so).
+    ScrubTick {
+        /// The host's load average per CPU: scheduled scrubs wait while it is above
+        /// `osd_scrub_load_threshold`.
+        host_load: f64,
+    },
     /// The monitor answered an [`Action::Register`]: whether its map records the
     /// activation (an error counts as not recorded).
     Registered {
@@ -180,6 +199,8 @@ pub struct Timer {
     pub(crate) pg: PgId,
     pub(crate) interval: u64,
     pub(crate) round: u64,
+    /// A scrub's pause between pages rather than a peering retry.
+    pub(crate) scrub: bool,
 }
 
 /// The shard a PG's operations run on.
@@ -206,7 +227,7 @@ pub struct Shard<R> {
     /// observes is durable once this is.
     pub(crate) last_seq: u64,
     /// The time of the input being handled, ns since the epoch.
-    now_ns: u64,
+    pub(crate) now_ns: u64,
     /// Actions of the input being handled.
     pub(crate) out: Vec<Action<R>>,
     /// Deliberate bugs; only a simulator build can switch them on.
@@ -297,7 +318,12 @@ impl<R> Shard<R> {
             Input::Registered { registration, recorded } => {
                 self.primary_event(registration.pg, registration.active.interval, Event::Registered(recorded));
             }
-            Input::Timer(timer) => self.primary_event(timer.pg, timer.interval, Event::Retry(timer.round)),
+            Input::Timer(timer) => {
+                let event = if timer.scrub { Event::ScrubStep(timer.round) } else { Event::Retry(timer.round) };
+                self.primary_event(timer.pg, timer.interval, event);
+            }
+            Input::Scrub { pg, deep, repair } => self.request_scrub(pg, deep, repair),
+            Input::ScrubTick { host_load } => self.scrub_tick(host_load),
         }
         std::mem::take(&mut self.out)
     }
@@ -314,7 +340,7 @@ impl<R> Shard<R> {
             .map(|(pg, p)| {
                 let last_update = self.pgs.get(pg).map(|s| s.info.last_update).unwrap_or_default();
                 let mut stat = p.stat(*pg, &self.map, last_update);
-                if self.config.damage.in_pg(*pg) {
+                if self.config.damage.in_pg(*pg) || self.config.scrubs.errors_in(*pg) > 0 {
                     stat.state.push(shoal_types::PgStateFlag::Inconsistent);
                 }
                 stat
@@ -468,7 +494,12 @@ impl<R> Shard<R> {
 
     /// The keys a peer's `PullRange` or `ListRange` asks for: up to `max` (1..=1024) after
     /// the encoded key `after`, and whether more follow.
-    fn list_requested(&mut self, pg: PgId, after: Option<Bytes>, max: u32) -> Result<(Vec<ObjectKey>, bool)> {
+    pub(crate) fn list_requested(
+        &mut self,
+        pg: PgId,
+        after: Option<Bytes>,
+        max: u32,
+    ) -> Result<(Vec<ObjectKey>, bool)> {
         let pg_num = self.map.pool(pg.pool)?.pg_num;
         let after = after.map(|b| ObjectKey::from_bytes(b.to_vec())).transpose()?;
         self.list_keys(pg, pg_num, after.as_ref(), (max as usize).clamp(1, 1024))
@@ -516,6 +547,12 @@ impl<R> Shard<R> {
                 let (txn, next) = store.copy_object_part(&key, resume.as_ref(), crate::primary::COPY_PART_BYTES)?;
                 let next = next.map(|n| Bytes::from(n.encode()));
                 Ok((self.last_seq, Reply::Copies { txn: txn.encode().into(), next }))
+            }
+            PeerRequest::ScrubMap { pg, interval, after, max, deep } => {
+                self.check_interval(pg, interval, false)?;
+                let (keys, more) = self.list_requested(pg, after, max)?;
+                let objects = crate::scrub::scrub_entries(&store, &keys, deep)?;
+                Ok((self.last_seq, Reply::ScrubMap { objects, more }))
             }
             PeerRequest::ListRange { pg, after, max } => {
                 let (keys, more) = self.list_requested(pg, after, max)?;

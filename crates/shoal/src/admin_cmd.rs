@@ -27,6 +27,24 @@ pub struct PoolArgs {
 pub enum PgCommand {
     /// Every PG with the OSDs placement puts it on (primary first).
     Dump(StatusArgs),
+    /// Compare a PG's copies: object lists, sizes, versions, xattr and omap digests.
+    Scrub(ScrubArgs),
+    /// Compare a PG's copies and read every byte against its stored checksum.
+    DeepScrub(ScrubArgs),
+    /// Deep-scrub a PG and rewrite its bad copies from the authoritative one.
+    Repair(ScrubArgs),
+}
+
+/// Arguments of `shoal pg scrub|deep-scrub|repair`.
+#[derive(Args, Debug)]
+pub struct ScrubArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// The PG, `POOL.SEED` as `shoal pg dump` prints it (seed in hex).
+    pgid: String,
+    /// Wait (up to this many seconds) for the scrub to finish and print what it found.
+    #[arg(long, value_name = "SECS")]
+    wait: Option<u64>,
 }
 
 /// `shoal osd …`: run the daemon, or look at and mark OSDs.
@@ -169,7 +187,7 @@ pub fn health(map: &OsdMap, stats: &[PgStat]) -> (&'static str, Vec<String>) {
 }
 
 /// The objects the primaries of inconsistent PGs report as damaged, as `pg object
-/// (osd.N)` (or a note that an OSD could not say).
+/// (osd.N): why` (or a note that an OSD could not say).
 async fn damaged_objects(rados: &shoal_client::Rados, stats: &[PgStat]) -> Vec<String> {
     let primaries: std::collections::BTreeSet<OsdId> = stats
         .iter()
@@ -178,19 +196,35 @@ async fn damaged_objects(rados: &shoal_client::Rados, stats: &[PgStat]) -> Vec<S
         .collect();
     let mut out = Vec::new();
     for osd in primaries {
-        let listed = rados
-            .tell_osd(osd, "damaged")
-            .await
-            .and_then(|json| serde_json::from_str::<Vec<serde_json::Value>>(&json).map_err(|e| err::io(e.to_string())));
-        match listed {
-            Ok(objects) => out.extend(objects.iter().map(|o| {
-                let field = |name: &str| o[name].as_str().unwrap_or("?").to_owned();
-                format!("pg {} object '{}' ({osd})", field("pg"), field("object"))
-            })),
-            Err(e) => out.push(format!("({osd} did not list its damaged objects: {e})")),
-        }
+        out.extend(damaged_on(rados, osd).await);
     }
     out
+}
+
+/// The objects `osd` reports as damaged, as `pg object (osd.N): why` (or a note that it
+/// could not say).
+async fn damaged_on(rados: &shoal_client::Rados, osd: OsdId) -> Vec<String> {
+    let listed = rados
+        .tell_osd(osd, "damaged")
+        .await
+        .and_then(|json| serde_json::from_str::<Vec<serde_json::Value>>(&json).map_err(|e| err::io(e.to_string())));
+    match listed {
+        Ok(objects) => objects
+            .iter()
+            .map(|o| {
+                let field = |name: &str| o[name].as_str().unwrap_or("?").to_owned();
+                format!("pg {} object '{}' ({osd}): {}", field("pg"), field("object"), field("why"))
+            })
+            .collect(),
+        Err(e) => vec![format!("({osd} did not list its damaged objects: {e})")],
+    }
+}
+
+/// The primary's report of the last scrub of `pg` (`None` before the first).
+async fn last_scrub(rados: &shoal_client::Rados, osd: OsdId, pg: PgId) -> Result<Option<serde_json::Value>> {
+    let answer = rados.tell_osd(osd, "scrub-status").await?;
+    let reports: Vec<serde_json::Value> = serde_json::from_str(&answer).map_err(|e| err::io(e.to_string()))?;
+    Ok(reports.into_iter().find(|r| r["pg"].as_str() == Some(pg.to_string().as_str())))
 }
 
 /// What a cluster-wide command does.
@@ -202,6 +236,7 @@ enum Action {
     Pool(PoolCommand),
     Df,
     Tell(OsdId, String),
+    Scrub { verb: &'static str, pg: PgId, wait: Option<u64> },
 }
 
 /// Runs `shoal status`.
@@ -213,7 +248,15 @@ pub async fn status(args: StatusArgs) -> Result<()> {
 pub async fn pg(command: PgCommand) -> Result<()> {
     match command {
         PgCommand::Dump(args) => run(&args.cluster, Action::PgDump).await,
+        PgCommand::Scrub(args) => scrub(args, "scrub").await,
+        PgCommand::DeepScrub(args) => scrub(args, "deep-scrub").await,
+        PgCommand::Repair(args) => scrub(args, "repair").await,
     }
+}
+
+async fn scrub(args: ScrubArgs, verb: &'static str) -> Result<()> {
+    let pg = args.pgid.parse()?;
+    run(&args.cluster, Action::Scrub { verb, pg, wait: args.wait }).await
 }
 
 /// Runs `shoal pool …`.
@@ -249,7 +292,7 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
             let damaged = damaged_objects(rados, &stats).await;
             if !damaged.is_empty() {
                 let s = if damaged.len() == 1 { "" } else { "s" };
-                reasons.push(format!("{} object{s} with a bad checksum: {}", damaged.len(), damaged.join(", ")));
+                reasons.push(format!("{} damaged object{s}: {}", damaged.len(), damaged.join("; ")));
                 state = "HEALTH_ERR";
             }
             if leader.is_none() {
@@ -296,6 +339,41 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
             println!("  io:\n    client: {ops_per_sec} op/s");
             if to_recover > 0 {
                 println!("  progress:\n    recovery: {to_recover} objects to copy");
+            }
+        }
+        Action::Scrub { verb, pg, wait } => {
+            let map = rados.refresh_map().await?;
+            let pool = map.pools.get(&pg.pool).ok_or_else(|| err::not_found(format!("no pool with id {}", pg.pool)))?;
+            if pg.seed >= pool.pg_num {
+                return Err(err::not_found(format!("pool '{}' has {} pgs: no pg {pg}", pool.name, pool.pg_num)));
+            }
+            let up = shoal_placement::pg_up_osds(&map, pool, pg);
+            let primary = *up.first().ok_or_else(|| err::again(format!("pg {pg} has no OSD up")))?;
+            let before = last_scrub(rados, primary, pg).await?;
+            let answer = rados.tell_osd(primary, &format!("{verb} {pg}")).await?;
+            let told: serde_json::Value = serde_json::from_str(&answer).map_err(|e| err::io(e.to_string()))?;
+            println!("instructing {}", told["instructing"].as_str().unwrap_or("?"));
+            if let Some(secs) = wait {
+                let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+                let report = loop {
+                    let now = last_scrub(rados, primary, pg).await?;
+                    if now.is_some() && now != before {
+                        break now.unwrap_or_default();
+                    }
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(err::timed_out(format!("pg {pg} did not finish a scrub within {secs} s")));
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                };
+                let kind = if report["deep"].as_bool() == Some(true) { "deep-scrub" } else { "scrub" };
+                println!(
+                    "pg {pg} {kind} on {primary}: {} objects, {} inconsistent, {} repaired",
+                    report["objects"], report["errors"], report["repaired"]
+                );
+                let damaged = damaged_on(rados, primary).await;
+                for line in damaged.iter().filter(|d| d.starts_with(&format!("pg {pg} "))) {
+                    println!("  {line}");
+                }
             }
         }
         Action::PgDump => {

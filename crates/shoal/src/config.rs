@@ -1,7 +1,7 @@
 //! Configuration options: a fixed table of known keys with defaults, set on the command
 //! line as `--option key=value`. Unknown keys and bad values are errors that name them.
 
-use shoal_osd::{Limits, OsdConfig};
+use shoal_osd::{Limits, OsdConfig, ScrubLimits};
 use shoal_types::{OsdId, Result, err};
 use std::collections::BTreeMap;
 
@@ -28,6 +28,13 @@ pub const LIVE_OPTIONS: &[&str] = &[
     "osd_max_omap_entries_per_request",
     "osd_max_ops_per_request",
     "osd_recovery_max_active",
+    "osd_scrub_min_interval",
+    "osd_scrub_max_interval",
+    "osd_deep_scrub_interval",
+    "osd_max_scrubs",
+    "osd_scrub_chunk_max",
+    "osd_scrub_sleep",
+    "osd_scrub_load_threshold",
     "osd_heartbeat_interval",
     "osd_heartbeat_grace",
     "mon_osd_down_out_interval",
@@ -105,6 +112,33 @@ pub const OPTIONS: &[OptionSpec] = &[
         name: "osd_recovery_max_active",
         default: "3",
         help: "recovery pushes in flight per PG; client operations run between them",
+    },
+    OptionSpec {
+        name: "osd_scrub_min_interval",
+        default: "86400",
+        help: "seconds after its last scrub that a PG is scrubbed again, when the host's load allows",
+    },
+    OptionSpec {
+        name: "osd_scrub_max_interval",
+        default: "604800",
+        help: "seconds after its last scrub that a PG is scrubbed whatever the load",
+    },
+    OptionSpec {
+        name: "osd_deep_scrub_interval",
+        default: "604800",
+        help: "seconds after its last deep scrub that a scheduled scrub reads every byte",
+    },
+    OptionSpec { name: "osd_max_scrubs", default: "3", help: "scrubs an OSD runs at once as primary" },
+    OptionSpec {
+        name: "osd_scrub_chunk_max",
+        default: "25",
+        help: "objects a scrub compares per step; client operations run between steps",
+    },
+    OptionSpec { name: "osd_scrub_sleep", default: "0", help: "seconds a scrub pauses between steps" },
+    OptionSpec {
+        name: "osd_scrub_load_threshold",
+        default: "0.5",
+        help: "scheduled scrubs wait while the load average per CPU is above this",
     },
     OptionSpec { name: "osd_heartbeat_interval", default: "6", help: "seconds between pings to peer OSDs" },
     OptionSpec {
@@ -381,6 +415,15 @@ impl Config {
         }
     }
 
+    /// A (possibly fractional) number option.
+    fn number(&self, name: &str) -> Result<f64> {
+        self.get(name)
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite())
+            .ok_or_else(|| err::invalid(format!("option {name}: '{}' is not a number", self.get(name))))
+    }
+
     /// A duration option given in (possibly fractional) seconds.
     fn seconds(&self, name: &str) -> Result<std::time::Duration> {
         self.get(name)
@@ -514,6 +557,15 @@ impl Config {
                 as u32,
             max_ops_per_request: usize_of("osd_max_ops_per_request")?,
             recovery_max_active: usize_of("osd_recovery_max_active")?.max(1),
+            scrub: ScrubLimits {
+                min_interval: self.seconds("osd_scrub_min_interval")?,
+                max_interval: self.seconds("osd_scrub_max_interval")?,
+                deep_interval: self.seconds("osd_deep_scrub_interval")?,
+                max_scrubs: usize_of("osd_max_scrubs")?.max(1),
+                chunk_max: self.u64("osd_scrub_chunk_max")?.clamp(1, 1024) as u32,
+                sleep: self.seconds("osd_scrub_sleep")?,
+                load_threshold: self.number("osd_scrub_load_threshold")?,
+            },
         };
         Ok(osd)
     }

@@ -450,7 +450,8 @@ fn a_bad_checksum_is_repaired_from_a_replica_or_reported_on_a_single_copy() {
     assert!(err.contains("EIO") && err.contains("checksum mismatch") && err.contains("'big'"), "{err}");
     let reported = wait_for(|| {
         let status = ok(&conf, &["status"]);
-        (status.contains("HEALTH_ERR") && status.contains("1 object with a bad checksum")).then_some(status)
+        (status.contains("HEALTH_ERR") && status.contains("1 damaged object") && status.contains("checksum"))
+            .then_some(status)
     });
     let status = reported.expect("shoal status reports the damaged object");
     assert!(status.contains("object 'big'") && status.contains("inconsistent"), "{status}");
@@ -627,4 +628,98 @@ fn objects_larger_than_a_message_recover_in_parts() {
     cluster.stop();
     drop(restarted);
     replicas_agree(&cluster, &map, POOL, names.iter());
+}
+
+/// The last scrub report of `pg` on `osd`, as `scrub-status` gives it.
+fn scrub_report(conf: &str, osd: &str, pg: &str) -> Option<serde_json::Value> {
+    let reports: Vec<serde_json::Value> = serde_json::from_str(&ok(conf, &["tell", osd, "scrub-status"])).unwrap();
+    reports.into_iter().find(|r| r["pg"].as_str() == Some(pg))
+}
+
+#[test]
+fn scrub_reports_a_corrupted_replica_and_a_missing_copy_and_repair_rewrites_them() {
+    let cluster = Vstart::start("3", "3");
+    let conf = cluster.conf();
+    // Pages of three objects, so a scrub takes several steps.
+    ok(&conf, &["config", "set", "global", "osd_scrub_chunk_max", "3"]);
+    ok(&conf, &["pool", "create", "scrubbed", "--size", "3", "--pg-num", "1"]);
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+    let file = cluster.path().join("payload");
+    std::fs::write(&file, &data).unwrap();
+    let names: Vec<String> = (0..10).map(|i| format!("o{i}")).collect();
+    for name in &names {
+        let put = wait_for(|| {
+            shoal_c(&conf, &["rados", "-p", "scrubbed", "put", name, file.to_str().unwrap()]).0.then_some(())
+        });
+        assert!(put.is_some(), "writing {name}");
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let rados = runtime.block_on(client(&cluster));
+    let map = runtime.block_on(rados.refresh_map()).unwrap();
+    let pool = map.pool_named("scrubbed").unwrap().clone();
+    let pg = shoal_types::PgId { pool: pool.id, seed: 0 };
+    let up = shoal_placement::pg_up_osds(&map, &pool, pg);
+    assert_eq!(up.len(), 3, "{up:?}");
+    let (pgid, primary) = (pg.to_string(), up[0].to_string());
+    let scrub = |verb: &str| ok(&conf, &["pg", verb, &pgid, "--wait", "120"]);
+
+    let out = scrub("deep-scrub");
+    assert!(out.contains(&format!("pg {pgid} deep-scrub on {primary}: 10 objects, 0 inconsistent")), "{out}");
+
+    // One replica's copy of o3 gets a flipped byte; another replica loses o7 behind the
+    // PG log's back.
+    ok(
+        &conf,
+        &["debug", "corrupt", "--pool", "scrubbed", "--object", "o3", "--osd", &up[1].0.to_string(), "--chunk", "1"],
+    );
+    ok(&conf, &["tell", &up[2].to_string(), "injectremove", "scrubbed", "o7"]);
+
+    // A light scrub compares metadata: it finds the missing copy, not the flipped byte.
+    let out = scrub("scrub");
+    assert!(out.contains("10 objects, 1 inconsistent, 0 repaired"), "{out}");
+    assert!(out.contains(&format!("object 'o7' ({primary}): {}: missing", up[2])), "{out}");
+    // A deep scrub reads every byte: both.
+    let out = scrub("deep-scrub");
+    assert!(out.contains("10 objects, 2 inconsistent, 0 repaired"), "{out}");
+    assert!(out.contains(&format!("object 'o3' ({primary}): {}: read error", up[1])), "{out}");
+    assert!(out.contains("checksum"), "{out}");
+    // The monitor hears of it with the next PG stats.
+    let reported = wait_for(|| {
+        let status = ok(&conf, &["status"]);
+        status.contains("1 pgs inconsistent").then_some(status)
+    });
+    let status = reported.unwrap_or_else(|| ok(&conf, &["status"]));
+    assert!(status.contains("HEALTH_ERR") && status.contains("1 pgs inconsistent"), "{status}");
+    assert!(status.contains("2 damaged objects") && status.contains("object 'o7'"), "{status}");
+    let dump = ok(&conf, &["pg", "dump"]);
+    assert!(dump.contains("active+clean+inconsistent"), "{dump}");
+
+    // Repair rewrites both bad copies from the good ones; a deep scrub then finds none.
+    let out = scrub("repair");
+    assert!(out.contains("10 objects, 0 inconsistent, 2 repaired"), "{out}");
+    let out = scrub("deep-scrub");
+    assert!(out.contains("10 objects, 0 inconsistent, 0 repaired"), "{out}");
+    let healthy = wait_for(|| ok(&conf, &["status"]).contains("HEALTH_OK").then_some(()));
+    assert!(healthy.is_some(), "{}", ok(&conf, &["status"]));
+    for osd in &up {
+        let counters = osd_counters(&conf, &osd.to_string());
+        assert_eq!(counters["checksum_errors"].as_u64(), Some(0), "{osd}: a client read met a bad copy");
+    }
+    let back = cluster.path().join("back");
+    for name in &names {
+        ok(&conf, &["rados", "-p", "scrubbed", "get", name, back.to_str().unwrap()]);
+        assert_eq!(std::fs::read(&back).unwrap(), data, "{name}");
+    }
+
+    // Scheduled scrubs: once the minimum interval is short and the load threshold high,
+    // the PG is scrubbed again without being asked.
+    let last = scrub_report(&conf, &primary, &pgid).unwrap()["finished_ns"].as_u64().unwrap();
+    ok(&conf, &["config", "set", "global", "osd_scrub_load_threshold", "1000"]);
+    ok(&conf, &["config", "set", "global", "osd_scrub_min_interval", "1"]);
+    let scheduled = wait_for(|| {
+        let report = scrub_report(&conf, &primary, &pgid)?;
+        (report["finished_ns"].as_u64()? > last).then_some(report)
+    });
+    let report = scheduled.expect("no scheduled scrub within two minutes");
+    assert_eq!((report["objects"].as_u64(), report["errors"].as_u64()), (Some(10), Some(0)), "{report}");
 }

@@ -418,6 +418,7 @@ impl World {
             class_cache_entries: 64,
             pg_log_entries: self.scenario.pg_log_entries,
             damage: Arc::default(),
+            scrubs: Arc::default(),
         };
         let mut shard = Shard::new(config, Arc::default());
         shard.set_flaws(self.options.flaws);

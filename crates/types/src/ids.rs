@@ -76,6 +76,20 @@ impl fmt::Display for PgId {
     }
 }
 
+impl std::str::FromStr for PgId {
+    type Err = crate::RadosError;
+
+    /// Parses `POOL.SEED` as Ceph prints it (the seed in hex), e.g. `1.1f`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad =
+            || crate::err::invalid(format!("'{s}' is not a PG id: give POOL.SEED with the seed in hex, e.g. 1.1f"));
+        let (pool, seed) = s.split_once('.').ok_or_else(bad)?;
+        let pool = pool.parse().map_err(|_| bad())?;
+        let seed = u32::from_str_radix(seed, 16).map_err(|_| bad())?;
+        Ok(PgId { pool: PoolId(pool), seed })
+    }
+}
+
 impl fmt::Display for ClientId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "client.{}", self.0)
@@ -95,5 +109,20 @@ impl fmt::Display for ObjectName {
 impl fmt::Display for ObjectId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.pool, self.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pg_ids_parse_as_they_print() {
+        let pg = PgId { pool: PoolId(3), seed: 0x1f };
+        assert_eq!(pg.to_string().parse::<PgId>().unwrap(), pg);
+        for bad in ["3", "x.1", "3.zz", "3.", ".1", "3.1.2"] {
+            let e = bad.parse::<PgId>().unwrap_err();
+            assert!(e.message.contains("not a PG id"), "{bad}: {e}");
+        }
     }
 }

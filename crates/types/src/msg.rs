@@ -132,6 +132,34 @@ pub enum Reply {
         /// More objects follow the last key.
         more: bool,
     },
+    /// What a [`PeerRequest::ScrubMap`] found, in key order, and whether more follow.
+    /// Appended.
+    ScrubMap {
+        /// One entry per object.
+        objects: Vec<ScrubObject>,
+        /// More objects follow the last one.
+        more: bool,
+    },
+}
+
+/// One object as a scrub sees it on one OSD.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScrubObject {
+    /// The object's store key.
+    #[serde(with = "crate::encoding::shared_bytes")]
+    pub key: Bytes,
+    /// Data size in bytes.
+    pub size: u64,
+    /// User version (the PG version of its last change).
+    pub version: u64,
+    /// crc32c of its xattrs and omap header.
+    pub attrs_digest: u32,
+    /// crc32c of its omap entries.
+    pub omap_digest: u32,
+    /// crc32c of its data, for a deep scrub.
+    pub data_digest: Option<u32>,
+    /// Why its data could not be read (a stored checksum did not match), for a deep scrub.
+    pub read_error: Option<String>,
 }
 
 /// What OSDs ask each other. Every request names the PG's interval (the map epoch since
@@ -238,6 +266,20 @@ pub enum PeerRequest {
         /// Encoded store transaction recreating the objects.
         #[serde(with = "crate::encoding::shared_bytes")]
         txn: Bytes,
+    },
+    /// Asks for the scrub entries of the PG's objects in key order after `after`, answered
+    /// with [`Reply::ScrubMap`]; `deep` reads and checks every byte. Appended.
+    ScrubMap {
+        /// The PG.
+        pg: PgId,
+        /// The scrubbing primary's interval.
+        interval: u64,
+        /// Resume after this object key.
+        after: Option<Bytes>,
+        /// At most this many objects.
+        max: u32,
+        /// Read the data too.
+        deep: bool,
     },
 }
 
@@ -533,6 +575,33 @@ mod tests {
         let push = PeerRequest::PushAt { pg, interval: 9, at, txn: Bytes::from_static(&[7, 8]) };
         let msg = Message::Request { tid: 5, request: Request::Peer(push) };
         assert_eq!(msg.encode(), [1, 0, 5, 7, 12, 1, 2, 9, 9, 4, 2, 7, 8]);
+    }
+
+    #[test]
+    fn scrub_messages_have_golden_bytes() {
+        // Request (0), tid 6, Request::Peer (7), PeerRequest::ScrubMap (13), pool 1, seed 2,
+        // interval 9, after Some("k"), max 25, deep.
+        let pg = PgId { pool: crate::PoolId(1), seed: 2 };
+        let after = Some(Bytes::from_static(b"k"));
+        let request = PeerRequest::ScrubMap { pg, interval: 9, after, max: 25, deep: true };
+        let msg = Message::Request { tid: 6, request: Request::Peer(request) };
+        assert_eq!(msg.encode(), [1, 0, 6, 7, 13, 1, 2, 9, 1, 1, b'k', 25, 1]);
+        // Reply (1), tid 6, Ok (0), Reply::ScrubMap (14), one object: key "k", size 3,
+        // version 4, digests 5 and 6, data digest Some(7), no read error; no more.
+        let object = ScrubObject {
+            key: Bytes::from_static(b"k"),
+            size: 3,
+            version: 4,
+            attrs_digest: 5,
+            omap_digest: 6,
+            data_digest: Some(7),
+            read_error: None,
+        };
+        let reply = Reply::ScrubMap { objects: vec![object], more: false };
+        assert_eq!(
+            Message::Reply { tid: 6, reply: Ok(reply) }.encode(),
+            [1, 1, 6, 0, 14, 1, 1, b'k', 3, 4, 5, 6, 1, 7, 0, 0]
+        );
     }
 
     #[test]

@@ -146,6 +146,10 @@ pub enum PgStateFlag {
     /// The primary holds objects whose copy failed its checksum and could not be repaired.
     /// Appended last, so the encodings of the others are unchanged.
     Inconsistent,
+    /// Its replicas are being compared (appended).
+    Scrubbing,
+    /// The scrub reads every byte (`scrubbing+deep`; appended).
+    Deep,
 }
 
 impl PgStateFlag {
@@ -162,6 +166,8 @@ impl PgStateFlag {
             PgStateFlag::Inactive => "inactive",
             PgStateFlag::Incomplete => "incomplete",
             PgStateFlag::Inconsistent => "inconsistent",
+            PgStateFlag::Scrubbing => "scrubbing",
+            PgStateFlag::Deep => "deep",
         }
     }
 }
