@@ -361,6 +361,7 @@ impl Osd {
                             "objects": r.objects,
                             "errors": r.errors.len(),
                             "repaired": r.repaired,
+                            "deep_scrubs": r.deep_scrubs,
                         })
                     })
                     .collect::<Vec<_>>(),

@@ -39,7 +39,8 @@ pub struct ScrubLimits {
     pub max_interval: Duration,
     /// Every this long a scheduled scrub is deep (`osd_deep_scrub_interval`, a week).
     pub deep_interval: Duration,
-    /// Scrubs one OSD runs at once as primary (`osd_max_scrubs`, 3 as in Reef).
+    /// Scrubs one OSD runs at once as primary, scheduled or asked for (`osd_max_scrubs`,
+    /// 3 as in Reef).
     pub max_scrubs: usize,
     /// Objects compared per step; client operations run between steps
     /// (`osd_scrub_chunk_max`, 25).

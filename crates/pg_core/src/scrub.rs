@@ -42,6 +42,8 @@ pub struct ScrubReport {
     pub errors: Vec<(ObjectName, String)>,
     /// Objects repaired.
     pub repaired: u64,
+    /// Deep scrubs of the PG finished on this OSD since it started (this one included).
+    pub deep_scrubs: u64,
 }
 
 /// An OSD's scrubs, shared by its shards and its admin commands: how many run, when each
@@ -56,6 +58,7 @@ pub struct ScrubBoard {
 struct PgScrubs {
     last_ns: u64,
     last_deep_ns: u64,
+    deep_scrubs: u64,
     report: Option<ScrubReport>,
 }
 
@@ -74,12 +77,9 @@ impl ScrubBoard {
         self.pgs.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// A slot if fewer than `max` scrubs run (any number when `max` is `None`).
-    fn slot(self: &Arc<Self>, max: Option<usize>) -> Option<ScrubSlot> {
-        let taken = self.running.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| match max {
-            Some(max) if n >= max => None,
-            _ => Some(n + 1),
-        });
+    /// A slot if fewer than `max` scrubs run.
+    fn slot(self: &Arc<Self>, max: usize) -> Option<ScrubSlot> {
+        let taken = self.running.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1));
         taken.ok().map(|_| ScrubSlot(self.clone()))
     }
 
@@ -92,7 +92,12 @@ impl ScrubBoard {
     /// now counts as scrubbed now. Before `max_interval`, only while the load allows.
     fn due(&self, pg: PgId, now_ns: u64, limits: &crate::limits::ScrubLimits, load_ok: bool) -> Option<bool> {
         let mut pgs = self.pgs();
-        let s = pgs.entry(pg).or_insert_with(|| PgScrubs { last_ns: now_ns, last_deep_ns: now_ns, report: None });
+        let s = pgs.entry(pg).or_insert_with(|| PgScrubs {
+            last_ns: now_ns,
+            last_deep_ns: now_ns,
+            deep_scrubs: 0,
+            report: None,
+        });
         let since = |at: u64| std::time::Duration::from_nanos(now_ns.saturating_sub(at));
         let deep = since(s.last_deep_ns) >= limits.deep_interval;
         let due =
@@ -100,13 +105,15 @@ impl ScrubBoard {
         due.then_some(deep)
     }
 
-    fn finished(&self, pg: PgId, report: ScrubReport) {
+    fn finished(&self, pg: PgId, mut report: ScrubReport) {
         let mut pgs = self.pgs();
         let s = pgs.entry(pg).or_default();
         s.last_ns = report.finished_ns;
         if report.deep {
             s.last_deep_ns = report.finished_ns;
+            s.deep_scrubs += 1;
         }
+        report.deep_scrubs = s.deep_scrubs;
         s.report = Some(report);
     }
 
@@ -314,11 +321,12 @@ impl<R> Shard<R> {
         self.start_requested_scrub(pg);
     }
 
-    /// Starts a scrub an operator asked for, if the PG can be scrubbed now.
+    /// Starts a scrub an operator asked for, if the PG can be scrubbed now and
+    /// `osd_max_scrubs` allows (else a later tick does).
     fn start_requested_scrub(&mut self, pg: PgId) {
         let Some(p) = self.primaries.get(&pg) else { return };
         let Some(asked) = p.scrub_requested.filter(|_| p.scrubbable(pg, &self.map)) else { return };
-        let Some(slot) = self.config.scrubs.slot(None) else { return };
+        let Some(slot) = self.config.scrubs.slot(self.limits.scrub.max_scrubs) else { return };
         if let Some(p) = self.primaries.get_mut(&pg) {
             p.scrub_requested = None;
         }
@@ -338,7 +346,7 @@ impl<R> Shard<R> {
                 continue;
             }
             let Some(deep) = self.config.scrubs.due(pg, self.now_ns, &limits, load_ok) else { continue };
-            let Some(slot) = self.config.scrubs.slot(Some(limits.max_scrubs)) else { return };
+            let Some(slot) = self.config.scrubs.slot(limits.max_scrubs) else { return };
             self.start_scrub(pg, deep, false, slot);
         }
     }
@@ -564,6 +572,7 @@ impl<R> Shard<R> {
             objects: scrub.objects,
             errors: scrub.errors,
             repaired: scrub.repaired,
+            deep_scrubs: 0,
         };
         self.config.scrubs.finished(pg, report);
     }
@@ -656,11 +665,11 @@ mod tests {
     #[test]
     fn the_board_counts_slots_and_frees_them_on_drop() {
         let board = Arc::new(ScrubBoard::default());
-        let first = board.slot(Some(1)).expect("a first slot");
-        assert!(board.slot(Some(1)).is_none(), "osd_max_scrubs 1 allows one");
-        let forced = board.slot(None).expect("an operator's scrub is not limited");
+        let first = board.slot(1).expect("a first slot");
+        assert!(board.slot(1).is_none(), "osd_max_scrubs 1 allows one");
+        let second = board.slot(2).expect("osd_max_scrubs 2 allows two");
         assert_eq!(board.running(), 2);
-        drop((first, forced));
+        drop((first, second));
         assert_eq!(board.running(), 0);
     }
 

@@ -17,6 +17,7 @@ pub mod recovery_bench;
 pub mod registry;
 pub mod s3_bench;
 pub mod s3client;
+pub mod scrub_bench;
 pub mod session;
 pub mod sim_cmd;
 pub mod vstart;

@@ -2,7 +2,8 @@
 
 use clap::{Parser, Subcommand};
 use shoal::{
-    admin_cmd, config_cmd, daemon, debug, gateway_cmd, guarded_append, rados_cmd, recovery_bench, sim_cmd, vstart,
+    admin_cmd, config_cmd, daemon, debug, gateway_cmd, guarded_append, rados_cmd, recovery_bench, scrub_bench, sim_cmd,
+    vstart,
 };
 
 /// Shoal: a distributed object store in the lineage of Ceph.
@@ -60,6 +61,8 @@ enum BenchCommand {
     Recovery(recovery_bench::RecoveryBenchArgs),
     /// S3 load generator (warp-like): put, get, delete or mixed against any endpoint.
     S3(shoal::s3_bench::S3BenchArgs),
+    /// Client throughput on a vstart cluster with and without deep scrubs, alternated.
+    Scrub(scrub_bench::ScrubBenchArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -87,6 +90,7 @@ fn main() -> std::process::ExitCode {
             Command::Vstart(args) => vstart::run(args),
             Command::Bench(BenchCommand::GuardedAppend(args)) => guarded_append::run(args).await,
             Command::Bench(BenchCommand::Recovery(args)) => recovery_bench::run(args).await,
+            Command::Bench(BenchCommand::Scrub(args)) => scrub_bench::run(args).await,
             Command::Bench(BenchCommand::S3(args)) => shoal::s3_bench::run(args).await,
             Command::Config(command) => config_cmd::run(command).await,
             Command::Debug(command) => debug::run(command).await,

@@ -5,7 +5,7 @@
 //! restart to every PG active+clean, and the objects recovered per second.
 
 use crate::bench::{RunStats, print_rows, round, run_until};
-use crate::session::ClusterArgs;
+use crate::session::{ClusterArgs, Session};
 use crate::vstart;
 use clap::Args;
 use rand::Rng;
@@ -48,15 +48,8 @@ const POOL: &str = "recovery-bench";
 
 /// Runs the scenario and prints its table.
 pub async fn run(args: RecoveryBenchArgs) -> Result<()> {
-    let conf = args.dir.join("shoal.conf");
-    let cluster = ClusterArgs { data: None, conf: Some(conf), mon: None, secret_file: None, options: Vec::new() };
-    let session = cluster.open().await?;
+    let (session, io) = fresh_pool(&args.dir, POOL, 32).await?;
     let rados = session.rados.clone();
-    if rados.map().by_name(POOL).is_some() {
-        rados.pool_delete(POOL).await?;
-    }
-    rados.pool_create(PoolSpec { name: POOL.into(), pg_num: 32, size: 3, min_size: 2 }).await?;
-    let io = rados.ioctx(POOL).await?;
     let payload = bytes::Bytes::from(vec![0x5a; args.size]);
     eprintln!("writing {} objects of {} bytes", args.objects, args.size);
     let fillers: Vec<_> = (0..args.threads as u64)
@@ -186,8 +179,23 @@ async fn writers(
     .await
 }
 
+/// Opens a session on the `shoal vstart` cluster in `dir` and (re)creates `pool` there,
+/// size 3, min_size 2, with `pg_num` PGs.
+pub(crate) async fn fresh_pool(dir: &std::path::Path, pool: &str, pg_num: u32) -> Result<(Session, IoCtx)> {
+    let conf = dir.join("shoal.conf");
+    let cluster = ClusterArgs { data: None, conf: Some(conf), mon: None, secret_file: None, options: Vec::new() };
+    let session = cluster.open().await?;
+    let rados = session.rados.clone();
+    if rados.map().by_name(pool).is_some() {
+        rados.pool_delete(pool).await?;
+    }
+    rados.pool_create(PoolSpec { name: pool.into(), pg_num, size: 3, min_size: 2 }).await?;
+    let io = rados.ioctx(pool).await?;
+    Ok((session, io))
+}
+
 /// Waits until every PG of the map is reported active+clean.
-async fn wait_clean(rados: &Rados, timeout: Duration) -> Result<()> {
+pub(crate) async fn wait_clean(rados: &Rados, timeout: Duration) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
         let map = rados.refresh_map().await?;
