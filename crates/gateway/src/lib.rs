@@ -99,6 +99,7 @@ impl Gateway {
             gc: gc.clone(),
             stripe: config.stripe_size,
             max_size: config.max_put_size,
+            clock: Default::default(),
         });
         let mut uploads = meta_pool.clone();
         uploads.set_namespace(layout::NS_UPLOADS);

@@ -446,10 +446,10 @@ impl Objects {
                 };
             }
             let kept: Vec<String> = meta.tail.iter().map(|s| s.prefix.clone()).collect();
-            let logged = events.logged(&crate::notifications::Done::of(&meta));
             // A refused condition leaves the upload as it was, for another try.
-            let terms = crate::objects::WriteTerms { condition, lock: info.lock };
-            match self.install(bucket, key, &meta, Bytes::new(), logged, terms).await {
+            let terms = crate::objects::WriteTerms { condition, lock: info.lock, fresh: false };
+            let mut meta = meta;
+            match self.install(bucket, key, &mut meta, Bytes::new(), events, terms).await {
                 Err(e) if e.errno == Errno::Canceled => {
                     self.write_upload(uploads, bucket, &UploadInfo { completion: None, ..info }).await?;
                     return Err(CompleteError::Rados(e));

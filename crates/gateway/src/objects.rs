@@ -14,6 +14,7 @@ use crate::crypt::{Key, Opener, Sealer};
 use crate::gc::{Gc, GcEntry, IndexRef};
 use crate::layout;
 use crate::meta::{BucketInfo, CannedAcl, Versioning, remove_ignoring_missing};
+use crate::notifications::{Done, Pending};
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use md5::{Digest, Md5};
@@ -27,7 +28,7 @@ use shoal_objclass::bucket_index::{
 use shoal_types::{CmpMode, CmpOp, Errno, RadosError, Result, StepOutput, Versioned, err};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// The head object's xattr holding [`ObjectMeta`].
 const META_XATTR: &str = "rgw.meta";
@@ -188,6 +189,11 @@ pub struct WriteTerms {
     pub condition: Option<Condition>,
     /// The new version's object lock.
     pub lock: ObjectLock,
+    /// A write a client is waiting for (not the completion of an earlier one): if a write
+    /// with a newer order got to the key's head first, this one reached it later and is
+    /// the newer write, so it takes an order past that one's (a gateway whose clock is
+    /// behind another's must not have its acknowledged writes discarded).
+    pub fresh: bool,
 }
 
 /// The cluster handles the data path uses, taken in turn.
@@ -220,6 +226,36 @@ impl Pools {
 /// Nanoseconds since the Unix epoch.
 pub fn now_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// A hybrid logical clock for write orders: the wall clock, but never behind an order
+/// the gateway has seen and never the same value twice.
+#[derive(Debug, Default)]
+pub struct OrderClock {
+    last: AtomicU64,
+}
+
+impl OrderClock {
+    /// Nanoseconds for a write made now.
+    pub fn now_ns(&self) -> u64 {
+        let wall = now_ns();
+        let previous = self.last.fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| Some(wall.max(last + 1)));
+        previous.map_or(wall, |last| wall.max(last + 1))
+    }
+
+    /// Moves the clock past the time of `order`.
+    pub fn observe(&self, order: &str) {
+        if let Some(ns) = order.split_once('.').and_then(|(ns, _)| ns.parse::<u64>().ok()) {
+            self.last.fetch_max(ns, Ordering::AcqRel);
+        }
+    }
+
+    /// Gives `meta` an order (and mtime) past `newer`'s, keeping its tag.
+    fn reorder_past(&self, meta: &mut ObjectMeta, newer: &str) {
+        self.observe(newer);
+        meta.mtime_ns = self.now_ns();
+        meta.order = order_of(meta.mtime_ns, tag_of(&meta.order));
+    }
 }
 
 /// A fresh random tag (16 hex digits).
@@ -292,6 +328,8 @@ pub struct Objects {
     pub stripe: u64,
     /// Largest object.
     pub max_size: u64,
+    /// Where write orders come from.
+    pub clock: OrderClock,
 }
 
 impl Objects {
@@ -379,33 +417,53 @@ impl Objects {
 
     /// Replaces the plain head object unless it holds a newer write; returns whether it
     /// did. With a `condition` on the object it holds, the check is part of the write:
-    /// ECANCELED if it fails.
+    /// ECANCELED if it fails. A `fresh` write that finds a newer order there takes an
+    /// order past it (in `meta`) and writes again.
     async fn write_head(
         &self,
         head: &str,
-        meta: &ObjectMeta,
+        meta: &mut ObjectMeta,
         data: Bytes,
         condition: Option<&Condition>,
+        fresh: bool,
     ) -> Result<bool> {
         let failed = || err::canceled(format!("the object fails the write's condition {condition:?}"));
-        let op = match condition {
-            // The same order again is a retry of the same write.
-            None => WriteOp::new().create(false).cmp_xattr(ORDER_XATTR, CmpOp::Le, CmpMode::Bytes, meta.order.clone()),
-            Some(Condition::Absent) => WriteOp::new().create(true),
-            Some(Condition::ETag(etag)) => {
-                // Replace exactly the write that has this ETag: its order must still be there.
-                let stored =
-                    read_meta(self.pools.data(), head).await?.filter(|m| m.etag == *etag && m.order < meta.order);
-                let stored = stored.ok_or_else(failed)?;
-                WriteOp::new().cmp_xattr(ORDER_XATTR, CmpOp::Eq, CmpMode::Bytes, stored.order)
+        loop {
+            let op = match condition {
+                // The same order again is a retry of the same write.
+                None => {
+                    WriteOp::new().create(false).cmp_xattr(ORDER_XATTR, CmpOp::Le, CmpMode::Bytes, meta.order.clone())
+                }
+                Some(Condition::Absent) => WriteOp::new().create(true),
+                Some(Condition::ETag(etag)) => {
+                    // Replace exactly the write that has this ETag: its order must still be there.
+                    let stored = read_meta(self.pools.data(), head).await?.filter(|m| m.etag == *etag);
+                    let stored = stored.ok_or_else(failed)?;
+                    if stored.order >= meta.order {
+                        if !fresh {
+                            return Err(failed());
+                        }
+                        self.clock.reorder_past(meta, &stored.order);
+                    }
+                    WriteOp::new().cmp_xattr(ORDER_XATTR, CmpOp::Eq, CmpMode::Bytes, stored.order)
+                }
+            };
+            let op = op
+                .write_full(data.clone())
+                .set_xattr(META_XATTR, meta.encode())
+                .set_xattr(ORDER_XATTR, meta.order.clone());
+            match self.pools.data().operate(head, op).await {
+                Ok(_) => return Ok(true),
+                Err(e) if e.errno == Errno::Canceled && condition.is_none() => {
+                    let newer = read_meta(self.pools.data(), head).await?.map(|m| m.order);
+                    match newer.filter(|_| fresh) {
+                        Some(newer) => self.clock.reorder_past(meta, &newer),
+                        None => return Ok(false),
+                    }
+                }
+                Err(e) if matches!(e.errno, Errno::Canceled | Errno::Exists) => return Err(failed()),
+                Err(e) => return Err(e),
             }
-        };
-        let op = op.write_full(data).set_xattr(META_XATTR, meta.encode()).set_xattr(ORDER_XATTR, meta.order.clone());
-        match self.pools.data().operate(head, op).await {
-            Ok(_) => Ok(true),
-            Err(e) if e.errno == Errno::Canceled && condition.is_none() => Ok(false),
-            Err(e) if matches!(e.errno, Errno::Canceled | Errno::Exists) => Err(failed()),
-            Err(e) => Err(e),
         }
     }
 
@@ -651,30 +709,31 @@ impl Objects {
     }
 
     /// Writes the head of a new version of `key` and, if no newer write got there first,
-    /// links its index entry with `events`; otherwise logs `events` alone (this write
-    /// happened and is acknowledged all the same). Installing the same write (same order)
-    /// again is harmless, so a retry after a crash completes it. Returns whether this
-    /// version won (if
-    /// not, the caller [`Objects::discard`]s it). A version with an id (`meta.version`)
-    /// always wins: it is added beside the others. A failed condition of `terms` on the
-    /// key's current object is ECANCELED, with nothing changed (the caller keeps or
-    /// discards the tail).
+    /// links its index entry with the persistent `events`; otherwise logs the events alone
+    /// (this write happened and is acknowledged all the same). Installing the same write
+    /// (same order) again is harmless, so a retry after a crash completes it. Returns
+    /// whether this version won (if not, the caller [`Objects::discard`]s it). A version
+    /// with an id (`meta.version`) always wins: it is added beside the others. A failed
+    /// condition of `terms` on the key's current object is ECANCELED, with nothing changed
+    /// (the caller keeps or discards the tail). A `fresh` write to a never-versioned
+    /// bucket may leave with a later order in `meta` (see [`WriteTerms::fresh`]).
     pub async fn install(
         &self,
         bucket: &BucketInfo,
         key: &str,
-        meta: &ObjectMeta,
+        meta: &mut ObjectMeta,
         data: Bytes,
-        events: Vec<Bytes>,
+        events: &Pending,
         terms: WriteTerms,
     ) -> Result<bool> {
         if !Self::own_heads(bucket) {
             let head = layout::head_object(&bucket.id, key);
-            let won = self.write_head(&head, meta, data, terms.condition.as_ref()).await?;
+            let won = self.write_head(&head, meta, data, terms.condition.as_ref(), terms.fresh).await?;
+            let logged = events.logged(&Done::of(meta));
             if won {
-                self.link(bucket, key, meta, events, WriteTerms { condition: None, ..terms }).await?;
+                self.link(bucket, key, meta, logged, WriteTerms { condition: None, ..terms }).await?;
             } else {
-                self.log_events(bucket, key, events).await?;
+                self.log_events(bucket, key, logged).await?;
             }
             return Ok(won);
         }
@@ -683,7 +742,8 @@ impl Objects {
         }
         let head = Self::head_of(bucket, key, &meta.order, true);
         self.write_version_head(&head, meta, data).await?;
-        match self.link(bucket, key, meta, events, terms).await {
+        let logged = events.logged(&Done::of(meta));
+        match self.link(bucket, key, meta, logged, terms).await {
             Err(e) if e.errno == Errno::Canceled => {
                 // Never linked: no reader can be on it.
                 remove_ignoring_missing(self.pools.data(), &head).await?;

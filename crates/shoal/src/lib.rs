@@ -20,4 +20,5 @@ pub mod s3client;
 pub mod scrub_bench;
 pub mod session;
 pub mod sim_cmd;
+pub mod thrash;
 pub mod vstart;

@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand};
 use shoal::{
     admin_cmd, config_cmd, daemon, debug, gateway_cmd, guarded_append, rados_cmd, recovery_bench, scrub_bench, sim_cmd,
-    vstart,
+    thrash, vstart,
 };
 
 /// Shoal: a distributed object store in the lineage of Ceph.
@@ -63,6 +63,8 @@ enum BenchCommand {
     S3(shoal::s3_bench::S3BenchArgs),
     /// Client throughput on a vstart cluster with and without deep scrubs, alternated.
     Scrub(scrub_bench::ScrubBenchArgs),
+    /// Random faults against a vstart cluster under RADOS and S3 load, then checks.
+    Thrash(thrash::ThrashArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -91,6 +93,7 @@ fn main() -> std::process::ExitCode {
             Command::Bench(BenchCommand::GuardedAppend(args)) => guarded_append::run(args).await,
             Command::Bench(BenchCommand::Recovery(args)) => recovery_bench::run(args).await,
             Command::Bench(BenchCommand::Scrub(args)) => scrub_bench::run(args).await,
+            Command::Bench(BenchCommand::Thrash(args)) => thrash::run(args).await,
             Command::Bench(BenchCommand::S3(args)) => shoal::s3_bench::run(args).await,
             Command::Config(command) => config_cmd::run(command).await,
             Command::Debug(command) => debug::run(command).await,

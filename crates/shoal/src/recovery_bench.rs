@@ -81,15 +81,8 @@ pub async fn run(args: RecoveryBenchArgs) -> Result<()> {
 
     let victim = OsdId(args.victim);
     let name = format!("osd.{}", args.victim);
-    let pid = vstart::daemon_pid(&args.dir, &name)?;
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).map_err(|e| err::io(format!("{name}: {e}")))?;
-    let command: Vec<String> =
-        cmdline.split(|b| *b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect();
-    eprintln!("killing {name} (pid {pid})");
-    std::process::Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status()
-        .map_err(|e| err::io(e.to_string()))?;
+    eprintln!("killing {name}");
+    let command = vstart::kill(&args.dir, &name)?;
     let down_at = Instant::now();
     while rados.refresh_map().await?.osds.get(&victim).is_some_and(|o| o.up) {
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -98,18 +91,7 @@ pub async fn run(args: RecoveryBenchArgs) -> Result<()> {
     let touched = Arc::new(Mutex::new(BTreeSet::new()));
     let degraded = phase("degraded", args.seconds, Some(touched.clone())).await?;
 
-    let log = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(args.dir.join(format!("{name}.log")))
-        .map_err(|e| err::io(e.to_string()))?;
-    let child = std::process::Command::new(&command[0])
-        .args(&command[1..])
-        .stdout(log.try_clone().map_err(|e| err::io(e.to_string()))?)
-        .stderr(log)
-        .spawn()
-        .map_err(|e| err::io(format!("restarting {name}: {e}")))?;
-    vstart::record_pid(&args.dir, &name, child.id())?;
+    vstart::restart(&args.dir, &name, &command)?;
     let restarted = Instant::now();
     // Writers keep going while the cluster recovers; the phase ends when every PG is clean.
     let stop = Arc::new(AtomicBool::new(false));

@@ -23,12 +23,16 @@ pub struct VstartArgs {
     /// Hosts (failure domains) the OSDs are spread over, round robin.
     #[arg(long, default_value_t = 1)]
     hosts: u32,
+    /// S3 gateways to start (their endpoints go to DIR/gateways).
+    #[arg(long, default_value_t = 0)]
+    gateways: u32,
     /// Stop the cluster running in DIR instead.
     #[arg(long)]
     stop: bool,
 }
 
 const PIDS: &str = "pids";
+const GATEWAYS: &str = "gateways";
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn io(context: String) -> impl FnOnce(std::io::Error) -> shoal_types::RadosError {
@@ -52,7 +56,7 @@ fn spawn(dir: &Path, name: &str, args: &[String]) -> Result<(u32, String, Option
     let started = Instant::now();
     while started.elapsed() < STARTUP_TIMEOUT {
         let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-        if let Some(line) = text.lines().find(|l| l.contains(" listening on ")) {
+        if let Some(line) = text.lines().find(|l| l.contains(" listening on ") || l.starts_with("S3 endpoint: ")) {
             let addr = line.rsplit(' ').next().unwrap_or_default().to_owned();
             let metrics = text.lines().find_map(|l| l.strip_prefix("metrics: ")).map(str::to_owned);
             return Ok((child.id(), addr, metrics));
@@ -124,19 +128,83 @@ pub fn run(args: VstartArgs) -> Result<()> {
             vec!["osd".to_owned(), "run".into(), "--id".into(), id.to_string(), "--host".into(), host],
         )
     });
-    let mut metrics = Vec::new();
-    for (name, mut daemon_args) in daemons.chain(osds) {
+    let gateway_ports = (0..args.gateways).map(|_| free_port()).collect::<Result<Vec<_>>>()?;
+    let gateways = gateway_ports.iter().enumerate().map(|(n, addr)| {
+        let port = addr.rsplit(':').next().unwrap_or_default().to_owned();
+        (format!("gateway.{n}"), vec!["gateway".to_owned(), "--port".into(), port, "--bind".into(), "127.0.0.1".into()])
+    });
+    let (mut metrics, mut endpoints) = (Vec::new(), Vec::new());
+    for (name, mut daemon_args) in daemons.chain(osds).chain(gateways) {
         daemon_args.extend(["-c".to_owned(), conf_arg.clone(), "--metrics-port".into(), "0".into()]);
-        let (pid, _, url) = spawn(dir, &name, &daemon_args).inspect_err(|_| abandon(dir, &pids))?;
+        let (pid, addr, url) = spawn(dir, &name, &daemon_args).inspect_err(|_| abandon(dir, &pids))?;
         pids.push(format!("{name} {pid}"));
-        metrics.push(format!("{name:<7} {}", url.unwrap_or_else(|| "(none)".into())));
+        metrics.push(format!("{name:<9} {}", url.unwrap_or_else(|| "(none)".into())));
+        if name.starts_with("gateway.") {
+            endpoints.push(format!("{name} {addr}"));
+        }
     }
     std::fs::write(dir.join(PIDS), pids.join("\n") + "\n").map_err(io("writing the pid file".into()))?;
+    std::fs::write(dir.join(GATEWAYS), endpoints.iter().map(|e| e.clone() + "\n").collect::<String>())
+        .map_err(io("writing the gateway list".into()))?;
     println!("cluster running: {} monitors at {mon_addr}, {} OSDs on {} hosts", args.mons, args.osds, args.hosts);
     println!("reach it with:   shoal rados -c {} lspools", conf.display());
     println!("stop it with:    shoal vstart --stop --dir {}", dir.display());
+    if !endpoints.is_empty() {
+        println!("S3 endpoints:\n  {}", endpoints.join("\n  "));
+    }
     println!("prometheus metrics:\n  {}", metrics.join("\n  "));
     Ok(())
+}
+
+/// The S3 gateways of the cluster in `dir` and their endpoints (`http://…`), as
+/// `DIR/gateways` records them.
+pub fn gateways(dir: &Path) -> Result<Vec<(String, String)>> {
+    let text = std::fs::read_to_string(dir.join(GATEWAYS)).unwrap_or_default();
+    Ok(text.lines().filter_map(|l| l.split_once(' ').map(|(n, a)| (n.to_owned(), a.trim().to_owned()))).collect())
+}
+
+/// SIGKILLs daemon `name` of the cluster in `dir`; returns the command line that
+/// restarts it ([`restart`]).
+pub fn kill(dir: &Path, name: &str) -> Result<Vec<String>> {
+    let pid = daemon_pid(dir, name)?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).map_err(io(format!("{name} (pid {pid})")))?;
+    let command =
+        cmdline.split(|b| *b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect();
+    signal(pid, "-KILL")?;
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(command)
+}
+
+/// Sends `sig` (`-STOP`, `-CONT`, `-KILL`) to a process.
+pub fn signal(pid: u32, sig: &str) -> Result<()> {
+    let status =
+        Command::new("kill").args([sig, &pid.to_string()]).status().map_err(io(format!("kill {sig} {pid}")))?;
+    if status.success() { Ok(()) } else { Err(err::io(format!("kill {sig} {pid} failed"))) }
+}
+
+/// Starts daemon `name` again with `command` (from [`kill`]), its output appended to its
+/// log, and records its pid.
+pub fn restart(dir: &Path, name: &str, command: &[String]) -> Result<u32> {
+    let log_path = dir.join(format!("{name}.log"));
+    let log = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&log_path)
+        .map_err(io(format!("opening {}", log_path.display())))?;
+    let err_log = log.try_clone().map_err(io(format!("opening {}", log_path.display())))?;
+    let (program, args) = command.split_first().ok_or_else(|| err::invalid(format!("no command to restart {name}")))?;
+    let child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err_log)
+        .spawn()
+        .map_err(io(format!("restarting {name}")))?;
+    record_pid(dir, name, child.id())?;
+    Ok(child.id())
 }
 
 /// The daemons of the cluster in `dir` and their pids, as `DIR/pids` records them.

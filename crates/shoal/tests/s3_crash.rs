@@ -4,7 +4,8 @@
 //! same during versioned overwrites and a lifecycle pass: every acknowledged version
 //! exists, none exists that was neither acknowledged nor in flight, no locked version is
 //! removed, and GC leaves no orphan tail. A gateway whose cluster is gone still stops on
-//! SIGTERM.
+//! SIGTERM. An overwrite through a gateway whose clock is minutes behind another's is not
+//! lost.
 
 mod common;
 
@@ -33,9 +34,23 @@ fn start_gateway(cluster: &Vstart, n: u32) -> (Gateway, u16) {
 
 /// A gateway with GC passes left to `gc process` and `options` (`-o`).
 fn start_gateway_with(cluster: &Vstart, n: u32, options: &[&str]) -> (Gateway, u16) {
+    spawn_gateway(cluster, n, options, Command::new(SHOAL))
+}
+
+/// A gateway whose wall clock is `offset` (faketime's syntax, e.g. `-300s`) off.
+fn start_skewed_gateway(cluster: &Vstart, n: u32, offset: &str) -> (Gateway, u16) {
+    let found = Command::new("faketime").args(["-f", offset, "true"]).status().is_ok_and(|s| s.success());
+    assert!(found, "faketime does not run: scripts/test-env.sh installs it (apt package faketime)");
+    let mut command = Command::new("faketime");
+    // Only the wall clock moves: timers and timeouts keep the real monotonic clock.
+    command.env("FAKETIME_DONT_FAKE_MONOTONIC", "1").args(["-f", offset, SHOAL]);
+    spawn_gateway(cluster, n, &[], command)
+}
+
+fn spawn_gateway(cluster: &Vstart, n: u32, options: &[&str], mut command: Command) -> (Gateway, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let log = std::fs::File::create(cluster.path().join(format!("gateway.{n}.log"))).unwrap();
-    let child = Command::new(SHOAL)
+    let child = command
         .args(["gateway", "-c", &cluster.conf(), "--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["-o", "rgw_gc_processor_period=3600"])
         .args(options.iter().flat_map(|o| ["-o", o]))
@@ -50,12 +65,17 @@ fn start_gateway_with(cluster: &Vstart, n: u32, options: &[&str]) -> (Gateway, u
 
 /// A user of `cluster`'s gateway on `port`: an S3 client signed with its keys.
 fn user_client(cluster: &Vstart, uid: &str, port: u16) -> S3Client {
+    user_clients(cluster, uid, &[port]).pop().unwrap()
+}
+
+/// One S3 client per gateway port, all signed with the keys of a new user `uid`.
+fn user_clients(cluster: &Vstart, uid: &str, ports: &[u16]) -> Vec<S3Client> {
     let user: serde_json::Value =
         serde_json::from_str(&ok(&cluster.conf(), &["admin", "user", "create", "--uid", uid, "--display-name", uid]))
             .unwrap();
     let keys = &user["keys"][0];
     let (access, secret) = (keys["access_key"].as_str().unwrap(), keys["secret_key"].as_str().unwrap());
-    S3Client::new(&format!("http://127.0.0.1:{port}"), access, secret).unwrap()
+    ports.iter().map(|port| S3Client::new(&format!("http://127.0.0.1:{port}"), access, secret).unwrap()).collect()
 }
 
 fn data_objects(conf: &str) -> Vec<String> {
@@ -402,5 +422,29 @@ async fn wait_for_port() -> u16 {
             return *port;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Two gateways, one with its clock five minutes behind: each PUT through the slow one,
+/// made after the fast one's PUT of the same key was acknowledged, is the object both
+/// then serve. Ordering writes by each gateway's wall clock acknowledged the slow one's
+/// and kept the fast one's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overwrite_through_a_gateway_whose_clock_is_behind_is_not_lost() {
+    let cluster = Vstart::start("3", "3");
+    let (_fast, fast_port) = start_gateway(&cluster, 0);
+    let (_slow, slow_port) = start_skewed_gateway(&cluster, 1, "-300s");
+    let clients = user_clients(&cluster, "skew", &[fast_port, slow_port]);
+    let (fast, slow) = (&clients[0], &clients[1]);
+    fast.expect_ok(Method::PUT, "/skew", &[], Bytes::new()).await.unwrap();
+    for round in 0..3 {
+        for (writer, name) in [(fast, "fast"), (slow, "slow"), (fast, "fast again")] {
+            let body = Bytes::from(format!("{name} {round}"));
+            writer.expect_ok(Method::PUT, "/skew/k", &[], body.clone()).await.unwrap();
+            for reader in [fast, slow] {
+                let got = reader.expect_ok(Method::GET, "/skew/k", &[], Bytes::new()).await.unwrap();
+                assert_eq!(got.body, body, "round {round}: after the {name} gateway's PUT");
+            }
+        }
     }
 }

@@ -492,15 +492,14 @@ impl ShoalS3 {
         &self,
         bucket: &BucketInfo,
         key: &str,
-        meta: &ObjectMeta,
+        meta: &mut ObjectMeta,
         data: Bytes,
         intent: Option<String>,
         events: &Pending,
         terms: WriteTerms,
     ) -> S3Result<()> {
         let objects = &self.objects;
-        let logged = events.logged(&Done::of(meta));
-        let installed = objects.install(bucket, key, meta, data, logged, terms).await;
+        let installed = objects.install(bucket, key, meta, data, events, terms).await;
         let refused = matches!(&installed, Err(e) if e.errno == Errno::Canceled);
         match installed {
             Ok(true) => {}
@@ -560,14 +559,14 @@ impl ShoalS3 {
         }
         meta.size = written.size;
         meta.etag = hex(&written.md5);
-        meta.mtime_ns = now_ns();
+        meta.mtime_ns = self.objects.clock.now_ns();
         meta.order = order_of(meta.mtime_ns, tag);
         let versioned = bucket.versioning == Versioning::Enabled;
         meta.version = versioned.then(|| version_id_of(&meta.order)).transpose().map_err(rados_error)?;
         meta.tail = written.segment.into_iter().collect();
         meta.parts = None;
         let data = written.inline.unwrap_or_default();
-        self.commit(bucket, key, &meta, data, written.intent, events, terms).await?;
+        self.commit(bucket, key, &mut meta, data, written.intent, events, terms).await?;
         Ok(meta)
     }
 
@@ -1259,6 +1258,7 @@ impl S3 for ShoalS3 {
                 input.object_lock_legal_hold_status.as_ref(),
                 now_ns(),
             )?,
+            fresh: true,
         };
         let work = async |events: &Pending| {
             let (meta, terms) = (meta.clone(), terms.clone());
@@ -1473,7 +1473,7 @@ impl S3 for ShoalS3 {
             input.object_lock_legal_hold_status.as_ref(),
             now_ns(),
         )?;
-        let terms = WriteTerms { condition: None, lock };
+        let terms = WriteTerms { condition: None, lock, fresh: true };
         let tag = new_tag();
         let op = Operation {
             bucket: &bucket,
