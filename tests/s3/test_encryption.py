@@ -253,13 +253,18 @@ def test_no_plaintext_reaches_the_disks(s3, tls, bucket):
     tls.put_object(Bucket=bucket, Key="c", Body=secrets["c"], **sse)
     mp = secrets["mp"]
     multipart(s3, bucket, "mp", [mp[:5 * MIB], mp[5 * MIB:]], create={"ServerSideEncryption": "AES256"})
-    # Windows from the start, the middle and the end of each object.
+    # Eight windows spread over each object, first and last included.
     def windows(blob):
-        return [blob[i:i + 64] for i in (0, len(blob) // 2, len(blob) - 64)]
-    controls = windows(small_plain) + windows(large_plain)
+        return [blob[i:i + 64] for i in range(0, len(blob) - 63, (len(blob) - 64) // 7)][:8]
+    controls = {name: windows(blob) for name, blob in [("small", small_plain), ("large", large_plain)]}
     hidden = [w for blob in secrets.values() for w in windows(blob)]
-    found = found_in_store(controls + hidden)
-    assert set(controls) <= found, "the scan must find unencrypted data (else it proves nothing)"
+    found = found_in_store([w for ws in controls.values() for w in ws] + hidden)
+    # RocksDB's WAL cuts its records into 32 KiB blocks, each with a 7-byte header, so a
+    # window of a value in the WAL can be split by one; a 3000-byte value crosses at most
+    # one such boundary, so at most one of its windows can be split.
+    for name, ws in controls.items():
+        seen = sum(w in found for w in ws)
+        assert seen >= len(ws) - 1, f"the scan must find unencrypted data (else it proves nothing): {name} {seen}/8"
     assert not found & set(hidden), "plaintext of an encrypted object is in the store's files"
     # The customer key itself is never stored either.
     assert not found_in_store([sse["SSECustomerKey"]])

@@ -146,8 +146,20 @@ enum Phase {
     Activating { replicas: BTreeSet<OsdId>, local: bool, registering: bool },
     /// Serving.
     Active,
-    /// Cannot serve; the reason, and whether it is for lack of replicas.
-    Blocked { reason: String, undersized: bool },
+    /// Cannot serve, for `stall`'s reason (described by `reason`).
+    Blocked { reason: String, stall: Stall },
+}
+
+/// Why a PG cannot serve, as its state shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stall {
+    /// Fewer replicas up than `min_size` (`inactive+undersized`).
+    Undersized,
+    /// No authoritative copy among the replicas that answered (`inactive+incomplete`).
+    Incomplete,
+    /// Peering starts again shortly: a peer failed to answer, or the PG is new here
+    /// (`peering`).
+    Retrying,
 }
 
 enum Pull {
@@ -224,12 +236,19 @@ impl<R> Primary<R> {
         let size = map.pools.get(&pg.pool).map_or(0, |p| p.size as usize);
         let mut state = BTreeSet::new();
         match &self.phase {
-            Phase::Peering { .. } | Phase::SelfRecovery { .. } | Phase::Activating { .. } => {
+            Phase::Peering { .. }
+            | Phase::SelfRecovery { .. }
+            | Phase::Activating { .. }
+            | Phase::Blocked { stall: Stall::Retrying, .. } => {
                 state.insert(PgStateFlag::Peering);
             }
-            Phase::Blocked { undersized, .. } => {
+            Phase::Blocked { stall, .. } => {
                 state.insert(PgStateFlag::Inactive);
-                state.insert(if *undersized { PgStateFlag::Undersized } else { PgStateFlag::Incomplete });
+                state.insert(if *stall == Stall::Undersized {
+                    PgStateFlag::Undersized
+                } else {
+                    PgStateFlag::Incomplete
+                });
             }
             Phase::Active => {
                 state.insert(PgStateFlag::Active);
@@ -302,7 +321,7 @@ impl<R> Shard<R> {
                         let primary = Primary {
                             interval: map.epoch,
                             acting: up,
-                            phase: Phase::Blocked { reason: "not peered yet".into(), undersized: false },
+                            phase: Phase::Blocked { reason: "not peered yet".into(), stall: Stall::Retrying },
                             waiting: Vec::new(),
                             inflight: BTreeMap::new(),
                             recovery: BTreeMap::new(),
@@ -373,7 +392,7 @@ impl<R> Shard<R> {
         p.interval = p.interval.max(self.map.epoch);
         if p.acting.len() < pool.min_size as usize {
             let reason = format!("{} of min_size {} replicas up", p.acting.len(), pool.min_size);
-            p.phase = Phase::Blocked { reason, undersized: true };
+            p.phase = Phase::Blocked { reason, stall: Stall::Undersized };
             return;
         }
         let interval = p.interval;
@@ -513,7 +532,7 @@ impl<R> Shard<R> {
     pub(crate) fn restart_later(&mut self, pg: PgId) {
         if let Some(p) = self.primaries.get_mut(&pg) {
             fail_in_flight(p, "the PG is peering again", &mut self.out);
-            p.phase = Phase::Blocked { reason: "waiting for peers to answer".into(), undersized: false };
+            p.phase = Phase::Blocked { reason: "waiting for peers to answer".into(), stall: Stall::Retrying };
         }
         self.schedule_retry(pg, RETRY_DELAY);
     }
@@ -560,7 +579,7 @@ impl<R> Shard<R> {
             Err(blocked) => {
                 let reason = format!("{blocked:?}");
                 tracing::info!(%pg, reason, "peering blocked");
-                p.phase = Phase::Blocked { reason, undersized: false };
+                p.phase = Phase::Blocked { reason, stall: Stall::Incomplete };
                 self.schedule_retry(pg, RETRY_DELAY);
             }
             Ok(plan) => self.peered(pg, plan, &considered),

@@ -54,6 +54,9 @@ const OBJECTS_PER_WRITER: u64 = 8;
 const HEARTBEAT_INTERVAL: &str = "0.5";
 const HEARTBEAT_GRACE_SECS: u64 = 3;
 
+/// One printed row: named columns.
+type Row = Vec<(&'static str, serde_json::Value)>;
+
 /// One fault of the schedule.
 #[derive(Clone, Debug)]
 enum Fault {
@@ -299,7 +302,7 @@ async fn sample(
     rados_log: Arc<Ledger>,
     s3_log: Arc<Ledger>,
     fault: Arc<Mutex<String>>,
-    timeline: Arc<Mutex<Vec<Vec<(&'static str, serde_json::Value)>>>>,
+    timeline: Arc<Mutex<Vec<Row>>>,
     stop: Arc<AtomicBool>,
 ) {
     let started = Instant::now();
