@@ -335,7 +335,13 @@ impl<R> Shard<R> {
                         self.primaries.insert(pg, primary);
                         self.start_peering(pg);
                     }
-                } else if self.primaries.get(&pg).is_some_and(|p| matches!(p.phase, Phase::Blocked { .. })) {
+                } else if self.primaries.get(&pg).is_some_and(|p| {
+                    // Blocked, or peering with a query out to an OSD the map now marks down
+                    // (a partitioned OSD never answers; waiting would last the whole timeout).
+                    matches!(p.phase, Phase::Blocked { .. })
+                        || matches!(&p.phase, Phase::Peering { outstanding, .. }
+                            if outstanding.iter().any(|osd| !map.osds.get(osd).is_some_and(|o| o.up)))
+                }) {
                     self.start_peering(pg);
                 }
             }

@@ -1,7 +1,8 @@
 //! `shoal bench thrash`: random faults against a `shoal vstart` cluster (3 monitors, OSDs
 //! on 3 or more hosts, S3 gateways) under RADOS and S3 load, one fault at a time: SIGKILL
 //! and restart of an OSD, of all OSDs of one host, of the monitor leader, of a gateway;
-//! SIGSTOP of an OSD past the heartbeat grace, then SIGCONT. Writers keep a log of what
+//! SIGSTOP of an OSD past the heartbeat grace, then SIGCONT; on a `vstart --netns`
+//! cluster, a host cut off from the others (its namespace's link down) and joined again. Writers keep a log of what
 //! was acknowledged. At the end every PG must be active+clean, a deep scrub of every PG
 //! clean, every acknowledged write present (or a newer one of the same writer), and every
 //! daemon answering. It prints a timeline (faults, client ops/s, PG states per second)
@@ -65,6 +66,8 @@ enum Fault {
     StopOsd(u32),
     KillMonLeader,
     KillGateway(String),
+    /// Cut a host's namespace off by its link (host, link).
+    Partition(String, String),
 }
 
 impl std::fmt::Display for Fault {
@@ -75,6 +78,7 @@ impl std::fmt::Display for Fault {
             Fault::StopOsd(id) => write!(f, "stop osd.{id}"),
             Fault::KillMonLeader => write!(f, "kill mon leader"),
             Fault::KillGateway(name) => write!(f, "kill {name}"),
+            Fault::Partition(host, _) => write!(f, "partition {host}"),
         }
     }
 }
@@ -160,11 +164,15 @@ pub async fn run(args: ThrashArgs) -> Result<()> {
         stop.clone(),
     ));
 
+    let links = vstart::Namespaces::links(&dir);
+    if links.is_empty() {
+        eprintln!("thrash: no network partitions: the cluster was not started with `shoal vstart --netns`");
+    }
     let started = Instant::now();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut counts: BTreeMap<&'static str, u32> = BTreeMap::new();
     for n in 1..=args.faults {
-        let fault = pick(&mut rng, &rados, &gateways).await?;
+        let fault = pick(&mut rng, &rados, &gateways, &links).await?;
         *counts.entry(kind(&fault)).or_default() += 1;
         eprintln!("[{:>6.1}s] fault {n}/{}: {fault}", started.elapsed().as_secs_f64(), args.faults);
         *current_fault.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = fault.to_string();
@@ -340,15 +348,25 @@ fn kind(fault: &Fault) -> &'static str {
         Fault::StopOsd(_) => "stop osd",
         Fault::KillMonLeader => "kill mon leader",
         Fault::KillGateway(_) => "kill gateway",
+        Fault::Partition(..) => "partition host",
     }
 }
 
-async fn pick(rng: &mut rand::rngs::StdRng, rados: &Rados, gateways: &[(String, String)]) -> Result<Fault> {
+async fn pick(
+    rng: &mut rand::rngs::StdRng,
+    rados: &Rados,
+    gateways: &[(String, String)],
+    links: &[(String, String)],
+) -> Result<Fault> {
     let map = rados.refresh_map().await?;
     let osds: Vec<u32> = map.osds.keys().map(|o| o.0).collect();
     let hosts: Vec<String> =
         map.osds.values().map(|o| o.host.clone()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
     let osd = osds[rng.random_range(0..osds.len())];
+    if !links.is_empty() && rng.random_range(0..6) == 0 {
+        let (host, link) = links[rng.random_range(0..links.len())].clone();
+        return Ok(Fault::Partition(host, link));
+    }
     Ok(match rng.random_range(0..10) {
         0..=3 => Fault::KillOsd(osd),
         4 => Fault::KillHost(hosts[rng.random_range(0..hosts.len())].clone()),
@@ -381,6 +399,12 @@ async fn inject(dir: &Path, rados: &Rados, fault: &Fault, rng: &mut rand::rngs::
             kill_for(dir, &[format!("mon.{leader}")], hold).await
         }
         Fault::KillGateway(name) => kill_for(dir, std::slice::from_ref(name), hold).await,
+        Fault::Partition(_, link) => {
+            vstart::Namespaces::set_link(link, false)?;
+            // Long enough for the peers to report the host's OSDs down.
+            tokio::time::sleep(Duration::from_secs(HEARTBEAT_GRACE_SECS + 2) + hold).await;
+            vstart::Namespaces::set_link(link, true)
+        }
     }
 }
 

@@ -26,6 +26,11 @@ pub struct VstartArgs {
     /// S3 gateways to start (their endpoints go to DIR/gateways).
     #[arg(long, default_value_t = 0)]
     gateways: u32,
+    /// Run each host's OSDs in a network namespace of its own, joined to the others by a
+    /// veth pair, so that a host can be cut off (`shoal bench thrash` partitions). Needs
+    /// root and iproute2; monitors and gateways stay in this namespace.
+    #[arg(long)]
+    netns: bool,
     /// Stop the cluster running in DIR instead.
     #[arg(long)]
     stop: bool,
@@ -33,20 +38,31 @@ pub struct VstartArgs {
 
 const PIDS: &str = "pids";
 const GATEWAYS: &str = "gateways";
+const NETNS: &str = "netns";
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn io(context: String) -> impl FnOnce(std::io::Error) -> shoal_types::RadosError {
     move |e| err::io(format!("{context}: {e}"))
 }
 
-/// Starts one daemon with stdout and stderr in DIR/NAME.log; returns its pid and the
-/// address and metrics URL it printed.
-fn spawn(dir: &Path, name: &str, args: &[String]) -> Result<(u32, String, Option<String>)> {
+/// Starts one daemon (`shoal ARGS`, inside network namespace `netns` if given) with
+/// stdout and stderr in DIR/NAME.log; returns its pid and the address and metrics URL it
+/// printed.
+fn spawn(dir: &Path, name: &str, netns: Option<&str>, args: &[String]) -> Result<(u32, String, Option<String>)> {
     let log_path = dir.join(format!("{name}.log"));
     let log = std::fs::File::create(&log_path).map_err(io(format!("creating {}", log_path.display())))?;
     let err_log = log.try_clone().map_err(io(format!("opening {}", log_path.display())))?;
     let exe = std::env::current_exe().map_err(io("locating the shoal binary".into()))?;
-    let child = Command::new(exe)
+    let mut command = match netns {
+        // `ip netns exec` execs the daemon: the pid is the daemon's.
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(exe);
+            c
+        }
+        None => Command::new(exe),
+    };
+    let child = command
         .args(args)
         .stdin(Stdio::null())
         .stdout(log)
@@ -107,12 +123,17 @@ pub fn run(args: VstartArgs) -> Result<()> {
     let secret_hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
     crate::daemon::write_private(&secret_path, format!("{secret_hex}\n").as_bytes())?;
     let path = |p: PathBuf| p.to_string_lossy().into_owned();
+    let net = if args.netns { Some(Namespaces::create(dir, args.hosts)?) } else { None };
+    let public_ip = net.as_ref().map_or("127.0.0.1".to_owned(), Namespaces::root_ip);
     // Monitors must know each other's addresses before they start: pick free ports. Every
     // daemon then starts from the configuration file, as on a real deployment.
-    let mon_addr = (0..args.mons).map(|_| free_port()).collect::<Result<Vec<_>>>()?.join(",");
+    let mon_addr = (0..args.mons)
+        .map(|_| free_port().map(|a| a.replace("127.0.0.1", &public_ip)))
+        .collect::<Result<Vec<_>>>()?
+        .join(",");
     let conf = dir.join("shoal.conf");
     let conf_text = format!(
-        "mon_host = {mon_addr}\nsecret_file = {}\nmon_data = {}\nosd_data = {}\npublic_addr = 127.0.0.1\n",
+        "mon_host = {mon_addr}\nsecret_file = {}\nmon_data = {}\nosd_data = {}\npublic_addr = {public_ip}\n",
         path(secret_path),
         path(dir.join("mon.$id")),
         path(dir.join("osd.$id")),
@@ -121,22 +142,27 @@ pub fn run(args: VstartArgs) -> Result<()> {
     let conf_arg = path(conf.clone());
     let mut pids = Vec::new();
     let daemons = (0..args.mons).map(|id| (format!("mon.{id}"), vec!["mon".to_owned(), "--id".into(), id.to_string()]));
+    let daemons = daemons.map(|(name, args)| (name, None, args));
     let osds = (0..args.osds).map(|id| {
-        let host = format!("host{}", id % args.hosts);
-        (
-            format!("osd.{id}"),
-            vec!["osd".to_owned(), "run".into(), "--id".into(), id.to_string(), "--host".into(), host],
-        )
+        let host = id % args.hosts;
+        let mut command = vec!["osd".to_owned(), "run".into(), "--id".into(), id.to_string()];
+        command.extend(["--host".to_owned(), format!("host{host}")]);
+        if let Some(net) = &net {
+            command.extend(["--bind".to_owned(), format!("{}:0", net.host_ip(host))]);
+        }
+        (format!("osd.{id}"), net.as_ref().map(|n| n.namespace(host)), command)
     });
     let gateway_ports = (0..args.gateways).map(|_| free_port()).collect::<Result<Vec<_>>>()?;
     let gateways = gateway_ports.iter().enumerate().map(|(n, addr)| {
         let port = addr.rsplit(':').next().unwrap_or_default().to_owned();
-        (format!("gateway.{n}"), vec!["gateway".to_owned(), "--port".into(), port, "--bind".into(), "127.0.0.1".into()])
+        let args = vec!["gateway".to_owned(), "--port".into(), port, "--bind".into(), "127.0.0.1".into()];
+        (format!("gateway.{n}"), None, args)
     });
     let (mut metrics, mut endpoints) = (Vec::new(), Vec::new());
-    for (name, mut daemon_args) in daemons.chain(osds).chain(gateways) {
+    for (name, netns, mut daemon_args) in daemons.chain(osds).chain(gateways) {
         daemon_args.extend(["-c".to_owned(), conf_arg.clone(), "--metrics-port".into(), "0".into()]);
-        let (pid, addr, url) = spawn(dir, &name, &daemon_args).inspect_err(|_| abandon(dir, &pids))?;
+        let (pid, addr, url) =
+            spawn(dir, &name, netns.as_deref(), &daemon_args).inspect_err(|_| abandon(dir, &pids))?;
         pids.push(format!("{name} {pid}"));
         metrics.push(format!("{name:<9} {}", url.unwrap_or_else(|| "(none)".into())));
         if name.starts_with("gateway.") {
@@ -144,6 +170,10 @@ pub fn run(args: VstartArgs) -> Result<()> {
         }
     }
     std::fs::write(dir.join(PIDS), pids.join("\n") + "\n").map_err(io("writing the pid file".into()))?;
+    if let Some(net) = &net {
+        let osd_hosts: Vec<(String, u32)> = (0..args.osds).map(|id| (format!("osd.{id}"), id % args.hosts)).collect();
+        net.record(dir, &osd_hosts)?;
+    }
     std::fs::write(dir.join(GATEWAYS), endpoints.iter().map(|e| e.clone() + "\n").collect::<String>())
         .map_err(io("writing the gateway list".into()))?;
     println!("cluster running: {} monitors at {mon_addr}, {} OSDs on {} hosts", args.mons, args.osds, args.hosts);
@@ -196,7 +226,15 @@ pub fn restart(dir: &Path, name: &str, command: &[String]) -> Result<u32> {
         .map_err(io(format!("opening {}", log_path.display())))?;
     let err_log = log.try_clone().map_err(io(format!("opening {}", log_path.display())))?;
     let (program, args) = command.split_first().ok_or_else(|| err::invalid(format!("no command to restart {name}")))?;
-    let child = Command::new(program)
+    let mut launch = match Namespaces::of_daemon(dir, name)? {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", &ns]).arg(program);
+            c
+        }
+        None => Command::new(program),
+    };
+    let child = launch
         .args(args)
         .stdin(Stdio::null())
         .stdout(log)
@@ -249,6 +287,130 @@ fn stop(dir: &Path) -> Result<()> {
         }
     }
     std::fs::remove_file(&pid_file).map_err(io(format!("removing {}", pid_file.display())))?;
+    Namespaces::remove(dir);
     println!("stopped {} daemons", pids.len());
     Ok(())
+}
+
+/// The network namespaces of a `--netns` cluster: host N's OSDs live in namespace
+/// `shoal<tag>h<N>` at 10.<net>.N.2, joined by a veth pair to this namespace's
+/// 10.<net>.N.1; monitors and gateways listen at 10.<net>.255.1, added to this
+/// namespace's loopback; this namespace forwards between the hosts. DIR/netns records every name, for restarts,
+/// partitions and `--stop`.
+pub struct Namespaces {
+    tag: String,
+    net: u8,
+    hosts: u32,
+}
+
+impl Namespaces {
+    /// Creates the namespaces, links and addresses of `hosts` hosts.
+    fn create(dir: &Path, hosts: u32) -> Result<Namespaces> {
+        let net = Namespaces { tag: format!("{:04x}", rand::random::<u16>()), net: rand::random_range(16..250), hosts };
+        // Recorded first, so that `--stop` removes whatever was made if a step fails.
+        std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+        net.record(dir, &[])?;
+        net.build().inspect_err(|_| Self::remove(dir))?;
+        Ok(net)
+    }
+
+    fn build(&self) -> Result<()> {
+        let net = self;
+        ip(&["addr", "add", &net.root_cidr(), "dev", "lo"])?;
+        std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").map_err(io("enabling IPv4 forwarding".into()))?;
+        for host in 0..net.hosts {
+            let (ns, link) = (net.namespace(host), net.link(host));
+            ip(&["netns", "add", &ns])?;
+            ip(&["link", "add", &link, "type", "veth", "peer", "name", "eth0", "netns", &ns])?;
+            ip(&["addr", "add", &format!("10.{}.{host}.1/24", net.net), "dev", &link])?;
+            ip(&["link", "set", &link, "up"])?;
+            ip(&["-n", &ns, "addr", "add", &format!("{}/24", net.host_ip(host)), "dev", "eth0"])?;
+            ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
+            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+            ip(&["-n", &ns, "route", "add", "default", "via", &format!("10.{}.{host}.1", net.net)])?;
+        }
+        Ok(())
+    }
+
+    /// The monitors' and gateways' address, added to this namespace's loopback.
+    fn root_cidr(&self) -> String {
+        format!("{}/32", self.root_ip())
+    }
+
+    /// Host `host`'s namespace.
+    pub fn namespace(&self, host: u32) -> String {
+        format!("shoal{}h{host}", self.tag)
+    }
+
+    /// This namespace's end of host `host`'s link: down, the host is cut off.
+    fn link(&self, host: u32) -> String {
+        format!("s{}h{host}", self.tag)
+    }
+
+    /// Where host `host`'s OSDs listen.
+    fn host_ip(&self, host: u32) -> String {
+        format!("10.{}.{host}.2", self.net)
+    }
+
+    /// Where the monitors and gateways listen.
+    fn root_ip(&self) -> String {
+        format!("10.{}.255.1", self.net)
+    }
+
+    /// Writes DIR/netns: the loopback address, each host's namespace and link, and the
+    /// namespace of each daemon in `daemons` (name, host).
+    fn record(&self, dir: &Path, daemons: &[(String, u32)]) -> Result<()> {
+        let mut lines = vec![format!("address {}", self.root_cidr())];
+        lines.extend((0..self.hosts).map(|h| format!("host host{h} {} {}", self.namespace(h), self.link(h))));
+        lines.extend(daemons.iter().map(|(name, h)| format!("daemon {name} {}", self.namespace(*h))));
+        std::fs::write(dir.join(NETNS), lines.join("\n") + "\n").map_err(io("writing the namespace list".into()))
+    }
+
+    fn entries(dir: &Path) -> Vec<Vec<String>> {
+        let text = std::fs::read_to_string(dir.join(NETNS)).unwrap_or_default();
+        text.lines().map(|l| l.split_whitespace().map(str::to_owned).collect()).collect()
+    }
+
+    /// The namespace daemon `name` of the cluster in `dir` runs in, if any.
+    pub fn of_daemon(dir: &Path, name: &str) -> Result<Option<String>> {
+        Ok(Self::entries(dir)
+            .into_iter()
+            .find(|e| e.len() == 3 && e[0] == "daemon" && e[1] == name)
+            .map(|e| e[2].clone()))
+    }
+
+    /// The hosts of the cluster in `dir` that can be cut off, with their links.
+    pub fn links(dir: &Path) -> Vec<(String, String)> {
+        Self::entries(dir)
+            .into_iter()
+            .filter(|e| e.len() == 4 && e[0] == "host")
+            .map(|e| (e[1].clone(), e[3].clone()))
+            .collect()
+    }
+
+    /// Cuts host `host` off (`up` false) or joins it again, by its link.
+    pub fn set_link(link: &str, up: bool) -> Result<()> {
+        ip(&["link", "set", link, if up { "up" } else { "down" }])
+    }
+
+    /// Removes what DIR/netns records (errors ignored: some may never have been made).
+    fn remove(dir: &Path) {
+        for entry in Self::entries(dir) {
+            let _ = match entry.as_slice() {
+                [kind, cidr] if kind == "address" => ip(&["addr", "del", cidr, "dev", "lo"]),
+                [kind, _, ns, _] if kind == "host" => ip(&["netns", "del", ns]),
+                _ => Ok(()),
+            };
+        }
+        let _ = std::fs::remove_file(dir.join(NETNS));
+    }
+}
+
+/// Runs `ip ARGS` (iproute2), failing with what it printed.
+fn ip(args: &[&str]) -> Result<()> {
+    let out = Command::new("ip").args(args).output().map_err(io(format!("running ip {}", args.join(" "))))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(err::io(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())))
 }

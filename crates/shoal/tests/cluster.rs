@@ -691,8 +691,9 @@ fn scrub_reports_a_corrupted_replica_and_a_missing_copy_and_repair_rewrites_them
     let status = reported.unwrap_or_else(|| ok(&conf, &["status"]));
     assert!(status.contains("HEALTH_ERR") && status.contains("1 pgs inconsistent"), "{status}");
     assert!(status.contains("2 damaged objects") && status.contains("object 'o7'"), "{status}");
-    let dump = ok(&conf, &["pg", "dump"]);
-    assert!(dump.contains("active+clean+inconsistent"), "{dump}");
+    // Once the primary reports after the scrub (stats are sent every second).
+    let settled = wait_for(|| ok(&conf, &["pg", "dump"]).contains("active+clean+inconsistent").then_some(()));
+    assert!(settled.is_some(), "{}", ok(&conf, &["pg", "dump"]));
 
     // Repair rewrites both bad copies from the good ones; a deep scrub then finds none.
     let out = scrub("repair");

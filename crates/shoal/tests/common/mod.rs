@@ -21,10 +21,17 @@ impl Vstart {
 
     /// Starts a cluster with these `vstart` arguments.
     pub fn start_with(args: &[&str]) -> Vstart {
+        Self::try_start_with(args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Starts a cluster with these `vstart` arguments, or says why it could not.
+    pub fn try_start_with(args: &[&str]) -> Result<Vstart, String> {
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new(SHOAL).args(["vstart", "--dir"]).arg(dir.path().join("c")).args(args).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        Vstart { dir }
+        match out.status.success() {
+            true => Ok(Vstart { dir }),
+            false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+        }
     }
 
     /// The cluster's directory.
