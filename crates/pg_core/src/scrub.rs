@@ -133,10 +133,7 @@ pub(crate) fn scrub_object(store: &ObjectStore, key: &ObjectKey, deep: bool) -> 
     let Some(onode) = store.onode(key)? else { return Ok(None) };
     let mut attrs = 0u32;
     for (name, value) in &onode.xattrs {
-        attrs = crc32c::crc32c_append(attrs, &(name.len() as u32).to_le_bytes());
-        attrs = crc32c::crc32c_append(attrs, name.as_bytes());
-        attrs = crc32c::crc32c_append(attrs, &(value.len() as u32).to_le_bytes());
-        attrs = crc32c::crc32c_append(attrs, value);
+        attrs = digest_pair(attrs, name.as_bytes(), value);
     }
     attrs = crc32c::crc32c_append(attrs, &onode.omap_header);
     let mut omap = 0u32;
@@ -144,10 +141,7 @@ pub(crate) fn scrub_object(store: &ObjectStore, key: &ObjectKey, deep: bool) -> 
     loop {
         let rows = store.omap_scan(key, after.as_deref().unwrap_or_default(), after.is_some(), OMAP_PAGE)?;
         for (k, v) in &rows {
-            omap = crc32c::crc32c_append(omap, &(k.len() as u32).to_le_bytes());
-            omap = crc32c::crc32c_append(omap, k);
-            omap = crc32c::crc32c_append(omap, &(v.len() as u32).to_le_bytes());
-            omap = crc32c::crc32c_append(omap, v);
+            omap = digest_pair(omap, k, v);
         }
         if rows.len() < OMAP_PAGE {
             break;
@@ -171,6 +165,15 @@ pub(crate) fn scrub_object(store: &ObjectStore, key: &ObjectKey, deep: bool) -> 
         data_digest,
         read_error,
     }))
+}
+
+/// `digest` extended by a key and a value, each preceded by its length (so that moving a
+/// byte from one to the other changes the digest).
+fn digest_pair(digest: u32, key: &[u8], value: &[u8]) -> u32 {
+    let digest = crc32c::crc32c_append(digest, &(key.len() as u32).to_le_bytes());
+    let digest = crc32c::crc32c_append(digest, key);
+    let digest = crc32c::crc32c_append(digest, &(value.len() as u32).to_le_bytes());
+    crc32c::crc32c_append(digest, value)
 }
 
 /// crc32c over every stored chunk (index and bytes), each checked against its stored

@@ -4,6 +4,7 @@
 //! once as `osd_max_scrubs` lets each OSD). The table gives client throughput per phase
 //! and the scrubbing phases' share of the idle ones', round by round and overall.
 
+use crate::admin_cmd::scrub_reports;
 use crate::bench::{RunStats, print_rows, round, run_until};
 use crate::recovery_bench::{fresh_pool, wait_clean};
 use clap::Args;
@@ -160,9 +161,8 @@ async fn finished_scrubs(rados: &Rados) -> Result<u64> {
     let pool = map.pool_named(POOL)?.id;
     let mut total = 0;
     for osd in map.osds.keys() {
-        let reports: Vec<serde_json::Value> =
-            serde_json::from_str(&rados.tell_osd(*osd, "scrub-status").await?).map_err(|e| err::io(e.to_string()))?;
-        total += reports
+        total += scrub_reports(rados, *osd)
+            .await?
             .iter()
             .filter(|r| r["pg"].as_str().is_some_and(|pg| pg.starts_with(&format!("{}.", pool.0))))
             .filter_map(|r| r["deep_scrubs"].as_u64())

@@ -8,6 +8,7 @@
 //! daemon answering. It prints a timeline (faults, client ops/s, PG states per second)
 //! and a summary.
 
+use crate::admin_cmd::last_scrub;
 use crate::bench::print_rows;
 use crate::recovery_bench::wait_clean;
 use crate::s3client::S3Client;
@@ -447,7 +448,7 @@ async fn deep_scrub_all(rados: &Rados) -> Result<Vec<String>> {
         for seed in 0..pool.pg_num {
             let pg = PgId { pool: pool.id, seed };
             let Some(primary) = shoal_placement::pg_up_osds(&map, pool, pg).first().copied() else { continue };
-            let before = report(rados, primary, pg).await?.map_or(0, |r| r["deep_scrubs"].as_u64().unwrap_or(0));
+            let before = last_scrub(rados, primary, pg).await?.map_or(0, |r| r["deep_scrubs"].as_u64().unwrap_or(0));
             rados.tell_osd(primary, &format!("deep-scrub {pg}")).await?;
             waiting.insert(pg, (primary, before));
         }
@@ -457,7 +458,9 @@ async fn deep_scrub_all(rados: &Rados) -> Result<Vec<String>> {
     while !waiting.is_empty() {
         let mut done = Vec::new();
         for (pg, (primary, before)) in &waiting {
-            if let Some(r) = report(rados, *primary, *pg).await?.filter(|r| r["deep_scrubs"].as_u64() > Some(*before)) {
+            if let Some(r) =
+                last_scrub(rados, *primary, *pg).await?.filter(|r| r["deep_scrubs"].as_u64() > Some(*before))
+            {
                 if r["errors"].as_u64() != Some(0) {
                     problems.push(format!(
                         "pg {pg}: the deep scrub on {primary} found {} inconsistent objects",
@@ -477,12 +480,6 @@ async fn deep_scrub_all(rados: &Rados) -> Result<Vec<String>> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Ok(problems)
-}
-
-async fn report(rados: &Rados, osd: OsdId, pg: PgId) -> Result<Option<serde_json::Value>> {
-    let reports: Vec<serde_json::Value> =
-        serde_json::from_str(&rados.tell_osd(osd, "scrub-status").await?).map_err(|e| err::io(e.to_string()))?;
-    Ok(reports.into_iter().find(|r| r["pg"].as_str() == Some(pg.to_string().as_str())))
 }
 
 /// Reads back every object and key the writers touched and checks it against their logs

@@ -45,30 +45,44 @@ fn io(context: String) -> impl FnOnce(std::io::Error) -> shoal_types::RadosError
     move |e| err::io(format!("{context}: {e}"))
 }
 
+/// Starts `program ARGS` as daemon `name` (inside network namespace `netns` if given),
+/// its stdout and stderr going to DIR/NAME.log (appended to, or truncated when `fresh`).
+fn launch(
+    dir: &Path,
+    name: &str,
+    netns: Option<&str>,
+    program: &std::ffi::OsStr,
+    args: &[String],
+    fresh: bool,
+) -> Result<std::process::Child> {
+    let log_path = dir.join(format!("{name}.log"));
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(!fresh)
+        .truncate(fresh)
+        .open(&log_path)
+        .map_err(io(format!("opening {}", log_path.display())))?;
+    let err_log = log.try_clone().map_err(io(format!("opening {}", log_path.display())))?;
+    let mut command = match netns {
+        // `ip netns exec` execs the daemon: the pid is the daemon's.
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(program);
+            c
+        }
+        None => Command::new(program),
+    };
+    command.args(args).stdin(Stdio::null()).stdout(log).stderr(err_log).spawn().map_err(io(format!("starting {name}")))
+}
+
 /// Starts one daemon (`shoal ARGS`, inside network namespace `netns` if given) with
 /// stdout and stderr in DIR/NAME.log; returns its pid and the address and metrics URL it
 /// printed.
 fn spawn(dir: &Path, name: &str, netns: Option<&str>, args: &[String]) -> Result<(u32, String, Option<String>)> {
     let log_path = dir.join(format!("{name}.log"));
-    let log = std::fs::File::create(&log_path).map_err(io(format!("creating {}", log_path.display())))?;
-    let err_log = log.try_clone().map_err(io(format!("opening {}", log_path.display())))?;
     let exe = std::env::current_exe().map_err(io("locating the shoal binary".into()))?;
-    let mut command = match netns {
-        // `ip netns exec` execs the daemon: the pid is the daemon's.
-        Some(ns) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns]).arg(exe);
-            c
-        }
-        None => Command::new(exe),
-    };
-    let child = command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(err_log)
-        .spawn()
-        .map_err(io(format!("starting {name}")))?;
+    let child = launch(dir, name, netns, exe.as_os_str(), args, true)?;
     let started = Instant::now();
     while started.elapsed() < STARTUP_TIMEOUT {
         let text = std::fs::read_to_string(&log_path).unwrap_or_default();
@@ -218,29 +232,9 @@ pub fn signal(pid: u32, sig: &str) -> Result<()> {
 /// Starts daemon `name` again with `command` (from [`kill`]), its output appended to its
 /// log, and records its pid.
 pub fn restart(dir: &Path, name: &str, command: &[String]) -> Result<u32> {
-    let log_path = dir.join(format!("{name}.log"));
-    let log = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(&log_path)
-        .map_err(io(format!("opening {}", log_path.display())))?;
-    let err_log = log.try_clone().map_err(io(format!("opening {}", log_path.display())))?;
     let (program, args) = command.split_first().ok_or_else(|| err::invalid(format!("no command to restart {name}")))?;
-    let mut launch = match Namespaces::of_daemon(dir, name)? {
-        Some(ns) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", &ns]).arg(program);
-            c
-        }
-        None => Command::new(program),
-    };
-    let child = launch
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(err_log)
-        .spawn()
-        .map_err(io(format!("restarting {name}")))?;
+    let netns = Namespaces::of_daemon(dir, name)?;
+    let child = launch(dir, name, netns.as_deref(), program.as_ref(), args, false)?;
     record_pid(dir, name, child.id())?;
     Ok(child.id())
 }
