@@ -3,10 +3,14 @@
 //! and restart of an OSD, of all OSDs of one host, of the monitor leader, of a gateway;
 //! SIGSTOP of an OSD past the heartbeat grace, then SIGCONT; on a `vstart --netns`
 //! cluster, a host cut off from the others (its namespace's link down) and joined again. Writers keep a log of what
-//! was acknowledged. At the end every PG must be active+clean, a deep scrub of every PG
-//! clean, every acknowledged write present (or a newer one of the same writer), and every
-//! daemon answering. It prints a timeline (faults, client ops/s, PG states per second)
-//! and a summary.
+//! was acknowledged; the bucket's events go through a persistent topic to a receiver the
+//! thrasher runs ([`events`]). At the end every PG must be active+clean, a deep scrub of
+//! every PG clean, every acknowledged write present (or a newer one of the same writer),
+//! every acknowledged PUT's event delivered in its key's order, and every daemon
+//! answering. It prints a timeline (faults, client ops/s, events delivered, PG states per
+//! second) and a summary.
+
+mod events;
 
 use crate::admin_cmd::last_scrub;
 use crate::bench::print_rows;
@@ -55,6 +59,12 @@ const OBJECTS_PER_WRITER: u64 = 8;
 /// Heartbeat settings the run uses, so that a fault is noticed within seconds.
 const HEARTBEAT_INTERVAL: &str = "0.5";
 const HEARTBEAT_GRACE_SECS: u64 = 3;
+/// Notification queue leases the run uses (seconds), so that the shards of a killed
+/// gateway are delivered again within seconds, and how often they are renewed.
+const NOTIFY_LEASE: &str = "10";
+const NOTIFY_POLL: &str = "1";
+/// How long the events of acknowledged PUTs may take to arrive once the cluster is clean.
+const DELIVERY_LIMIT: Duration = Duration::from_secs(180);
 
 /// One printed row: named columns.
 type Row = Vec<(&'static str, serde_json::Value)>;
@@ -118,6 +128,14 @@ impl Ledger {
     }
 }
 
+/// What the clients logged: RADOS writes, S3 PUTs and the events delivered.
+#[derive(Default)]
+struct Logs {
+    rados: Ledger,
+    s3: Ledger,
+    events: Arc<events::Events>,
+}
+
 /// Runs the faults and the checks; prints the timeline and the summary.
 pub async fn run(args: ThrashArgs) -> Result<()> {
     let dir = args.dir.clone();
@@ -126,6 +144,8 @@ pub async fn run(args: ThrashArgs) -> Result<()> {
     let conf = dir.join("shoal.conf");
     shoal(&conf, &["config", "set", "global", "osd_heartbeat_interval", HEARTBEAT_INTERVAL])?;
     shoal(&conf, &["config", "set", "global", "osd_heartbeat_grace", &HEARTBEAT_GRACE_SECS.to_string()])?;
+    shoal(&conf, &["config", "set", "global", "rgw_notify_lock_duration", NOTIFY_LEASE])?;
+    shoal(&conf, &["config", "set", "global", "rgw_notify_poll_interval", NOTIFY_POLL])?;
     let cluster =
         ClusterArgs { data: None, conf: Some(conf.clone()), mon: None, secret_file: None, options: Vec::new() };
     let session = cluster.open().await?;
@@ -141,29 +161,31 @@ pub async fn run(args: ThrashArgs) -> Result<()> {
         return Err(err::invalid(format!("no gateway runs in {}: start vstart with --gateways 2", dir.display())));
     }
     let clients = s3_clients(&conf, &gateways)?;
+    // The gateways take the notification options at start.
+    for (name, _) in &gateways {
+        kill_for(&dir, std::slice::from_ref(name), Duration::ZERO).await?;
+    }
+    for client in &clients {
+        wait_answering(client).await?;
+    }
     create_bucket(&clients[0]).await?;
+    let logs = Arc::new(Logs::default());
+    events::subscribe(&clients[0], &logs.events.serve().await?).await?;
     wait_clean(&rados, Duration::from_secs(120)).await?;
 
-    let (rados_log, s3_log) = (Arc::new(Ledger::default()), Arc::new(Ledger::default()));
     let stop = Arc::new(AtomicBool::new(false));
     let mut load = Vec::new();
     for writer in 0..args.rados_writers {
-        load.push(tokio::spawn(rados_writer(io.clone(), writer, rados_log.clone(), stop.clone())));
+        load.push(tokio::spawn(rados_writer(io.clone(), writer, logs.clone(), stop.clone())));
     }
     for writer in 0..args.s3_writers {
         let client = clients[writer % clients.len()].clone();
-        load.push(tokio::spawn(s3_writer(client, writer, s3_log.clone(), stop.clone())));
+        load.push(tokio::spawn(s3_writer(client, writer, logs.clone(), stop.clone())));
     }
     let timeline = Arc::new(Mutex::new(Vec::new()));
     let current_fault = Arc::new(Mutex::new(String::new()));
-    let sampler = tokio::spawn(sample(
-        rados.clone(),
-        rados_log.clone(),
-        s3_log.clone(),
-        current_fault.clone(),
-        timeline.clone(),
-        stop.clone(),
-    ));
+    let sampler =
+        tokio::spawn(sample(rados.clone(), logs.clone(), current_fault.clone(), timeline.clone(), stop.clone()));
 
     let links = vstart::Namespaces::links(&dir);
     if links.is_empty() {
@@ -190,10 +212,12 @@ pub async fn run(args: ThrashArgs) -> Result<()> {
     wait_clean(&rados, Duration::from_secs(300)).await?;
     let to_clean = cleaned_at.elapsed();
     sampler.await.map_err(|e| err::io(e.to_string()))?;
+    let to_deliver = logs.events.wait_delivered(DELIVERY_LIMIT).await;
 
     let scrub_errors = deep_scrub_all(&rados).await?;
-    let mut problems = verify(&io, &clients, &rados_log, &s3_log).await;
+    let mut problems = verify(&io, &clients, &logs).await;
     problems.extend(scrub_errors);
+    problems.extend(logs.events.problems());
     problems.extend(unanswered_daemons(&rados, &clients).await);
 
     let rows: Vec<_> = timeline.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drain(..).collect();
@@ -202,6 +226,8 @@ pub async fn run(args: ThrashArgs) -> Result<()> {
         println!();
     }
     let count = |log: &Ledger| log.acked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len();
+    let (rados_log, s3_log) = (&logs.rados, &logs.s3);
+    let (deliveries, repeats) = logs.events.deliveries();
     let summary = vec![
         ("seed", serde_json::Value::from(seed)),
         ("faults", serde_json::Value::from(args.faults)),
@@ -209,17 +235,24 @@ pub async fn run(args: ThrashArgs) -> Result<()> {
         ("fault_seconds", crate::bench::round(faults_done.as_secs_f64(), 1)),
         ("seconds_to_clean_after", crate::bench::round(to_clean.as_secs_f64(), 1)),
         ("rados_acked", serde_json::Value::from(rados_log.ops.load(Ordering::Relaxed))),
-        ("rados_objects", serde_json::Value::from(count(&rados_log))),
+        ("rados_objects", serde_json::Value::from(count(rados_log))),
         ("rados_errors", serde_json::Value::from(rados_log.errors.load(Ordering::Relaxed))),
         ("s3_acked", serde_json::Value::from(s3_log.ops.load(Ordering::Relaxed))),
-        ("s3_keys", serde_json::Value::from(count(&s3_log))),
+        ("s3_keys", serde_json::Value::from(count(s3_log))),
         ("s3_errors", serde_json::Value::from(s3_log.errors.load(Ordering::Relaxed))),
+        ("events_delivered", serde_json::Value::from(deliveries)),
+        ("events_repeated", serde_json::Value::from(repeats)),
+        ("pushes_refused", serde_json::Value::from(logs.events.refused.load(Ordering::Relaxed))),
+        ("seconds_to_deliver_after", crate::bench::round(to_deliver.as_secs_f64(), 1)),
         ("problems", serde_json::Value::from(problems.len())),
     ];
     print_rows(&[summary], args.json);
     session.close();
     if problems.is_empty() {
-        println!("verified: every acknowledged write is there, deep scrubs are clean, every daemon answers");
+        println!(
+            "verified: every acknowledged write is there, every acknowledged PUT's event came in order, \
+             deep scrubs are clean, every daemon answers"
+        );
         Ok(())
     } else {
         Err(err::io(format!("{} problems:\n{}", problems.len(), problems.join("\n"))))
@@ -252,6 +285,18 @@ fn s3_clients(conf: &Path, gateways: &[(String, String)]) -> Result<Vec<S3Client
     gateways.iter().map(|(_, endpoint)| S3Client::new(endpoint, access, secret)).collect()
 }
 
+/// Waits until the gateway of `client` answers (at most the startup timeout of a daemon).
+async fn wait_answering(client: &S3Client) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while client.send(Method::GET, "/", &[], bytes::Bytes::new()).await.is_err() {
+        if Instant::now() > deadline {
+            return Err(err::timed_out("a restarted gateway did not answer within 60 s"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
 async fn create_bucket(client: &S3Client) -> Result<()> {
     let response = client.send(Method::PUT, &format!("/{BUCKET}"), &[], bytes::Bytes::new()).await?;
     if response.status.is_success() || response.status.as_u16() == 409 {
@@ -273,7 +318,8 @@ fn seq_of(key: &str, body: &[u8]) -> Option<u64> {
     (payload(key, seq) == body).then_some(seq)
 }
 
-async fn rados_writer(io: IoCtx, writer: usize, log: Arc<Ledger>, stop: Arc<AtomicBool>) {
+async fn rados_writer(io: IoCtx, writer: usize, logs: Arc<Logs>, stop: Arc<AtomicBool>) {
+    let log = &logs.rados;
     let mut seq = 0;
     while !stop.load(Ordering::Relaxed) {
         seq += 1;
@@ -288,15 +334,21 @@ async fn rados_writer(io: IoCtx, writer: usize, log: Arc<Ledger>, stop: Arc<Atom
     }
 }
 
-async fn s3_writer(client: S3Client, writer: usize, log: Arc<Ledger>, stop: Arc<AtomicBool>) {
+async fn s3_writer(client: S3Client, writer: usize, logs: Arc<Logs>, stop: Arc<AtomicBool>) {
+    let log = &logs.s3;
     let mut seq = 0;
     while !stop.load(Ordering::Relaxed) {
         seq += 1;
         let key = format!("s{writer}-{}", seq % OBJECTS_PER_WRITER);
+        let body = payload(&key, seq);
         log.attempt(&key, seq);
-        let put = client.send(Method::PUT, &format!("/{BUCKET}/{key}"), &[], payload(&key, seq)).await;
+        logs.events.attempt(&key, seq, &body);
+        let put = client.send(Method::PUT, &format!("/{BUCKET}/{key}"), &[], body).await;
         match put {
-            Ok(response) if response.status.is_success() => log.ack(&key, seq),
+            Ok(response) if response.status.is_success() => {
+                log.ack(&key, seq);
+                logs.events.ack(&key, seq);
+            }
             _ => {
                 log.errors.fetch_add(1, Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -305,21 +357,22 @@ async fn s3_writer(client: S3Client, writer: usize, log: Arc<Ledger>, stop: Arc<
     }
 }
 
-/// Every second: the fault in progress, client operations acknowledged, PG states.
+/// Every second: the fault in progress, client operations acknowledged, events
+/// delivered, PG states.
 async fn sample(
     rados: Rados,
-    rados_log: Arc<Ledger>,
-    s3_log: Arc<Ledger>,
+    logs: Arc<Logs>,
     fault: Arc<Mutex<String>>,
     timeline: Arc<Mutex<Vec<Row>>>,
     stop: Arc<AtomicBool>,
 ) {
     let started = Instant::now();
-    let (mut rados_before, mut s3_before) = (0, 0);
+    let (mut rados_before, mut s3_before, mut events_before) = (0, 0, 0);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     while !stop.load(Ordering::Relaxed) {
         tick.tick().await;
-        let (rados_ops, s3_ops) = (rados_log.ops.load(Ordering::Relaxed), s3_log.ops.load(Ordering::Relaxed));
+        let (rados_ops, s3_ops) = (logs.rados.ops.load(Ordering::Relaxed), logs.s3.ops.load(Ordering::Relaxed));
+        let events = logs.events.records.load(Ordering::Relaxed);
         let states = match tokio::time::timeout(Duration::from_secs(2), rados.pg_stats()).await {
             Ok(Ok((stats, _))) => {
                 let mut counted: BTreeMap<String, usize> = BTreeMap::new();
@@ -335,9 +388,10 @@ async fn sample(
             ("fault", serde_json::Value::from(fault.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone())),
             ("rados_ops", serde_json::Value::from(rados_ops - rados_before)),
             ("s3_ops", serde_json::Value::from(s3_ops - s3_before)),
+            ("events", serde_json::Value::from(events - events_before)),
             ("pg_states", serde_json::Value::from(states)),
         ];
-        (rados_before, s3_before) = (rados_ops, s3_ops);
+        (rados_before, s3_before, events_before) = (rados_ops, s3_ops, events);
         timeline.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(row);
     }
 }
@@ -484,7 +538,8 @@ async fn deep_scrub_all(rados: &Rados) -> Result<Vec<String>> {
 
 /// Reads back every object and key the writers touched and checks it against their logs
 /// (S3 keys through every gateway).
-async fn verify(io: &IoCtx, clients: &[S3Client], rados_log: &Ledger, s3_log: &Ledger) -> Vec<String> {
+async fn verify(io: &IoCtx, clients: &[S3Client], logs: &Logs) -> Vec<String> {
+    let (rados_log, s3_log) = (&logs.rados, &logs.s3);
     let mut problems = Vec::new();
     let keys = |log: &Ledger| -> Vec<String> {
         log.attempted.lock().unwrap_or_else(std::sync::PoisonError::into_inner).keys().cloned().collect()
