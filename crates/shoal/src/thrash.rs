@@ -228,6 +228,11 @@ pub async fn run(args: ThrashArgs) -> Result<()> {
     let count = |log: &Ledger| log.acked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len();
     let (rados_log, s3_log) = (&logs.rados, &logs.s3);
     let (deliveries, repeats) = logs.events.deliveries();
+    let lags = logs.events.lags();
+    let lag = |q: f64| {
+        let at = ((lags.len() as f64 * q) as usize).min(lags.len().saturating_sub(1));
+        crate::bench::round(lags.get(at).map_or(0.0, Duration::as_secs_f64), 2)
+    };
     let summary = vec![
         ("seed", serde_json::Value::from(seed)),
         ("faults", serde_json::Value::from(args.faults)),
@@ -243,6 +248,9 @@ pub async fn run(args: ThrashArgs) -> Result<()> {
         ("events_delivered", serde_json::Value::from(deliveries)),
         ("events_repeated", serde_json::Value::from(repeats)),
         ("pushes_refused", serde_json::Value::from(logs.events.refused.load(Ordering::Relaxed))),
+        ("event_lag_p50_s", lag(0.5)),
+        ("event_lag_p99_s", lag(0.99)),
+        ("event_lag_max_s", lag(1.0)),
         ("seconds_to_deliver_after", crate::bench::round(to_deliver.as_secs_f64(), 1)),
         ("problems", serde_json::Value::from(problems.len())),
     ];

@@ -26,6 +26,7 @@ struct Delivery {
     seq: u64,
     sequencer: String,
     event_id: String,
+    at: Instant,
 }
 
 /// What was written and what was delivered.
@@ -33,8 +34,8 @@ struct Delivery {
 pub struct Events {
     /// ETag → key and sequence number of every PUT attempted.
     written: Mutex<HashMap<String, (String, u64)>>,
-    /// The acknowledged PUTs of each key.
-    acked: Mutex<BTreeMap<String, BTreeSet<u64>>>,
+    /// The acknowledged PUTs of each key, and when they were acknowledged.
+    acked: Mutex<BTreeMap<String, BTreeMap<u64, Instant>>>,
     /// The deliveries of each key's events, in the order they came.
     delivered: Mutex<BTreeMap<String, Vec<Delivery>>>,
     /// Events that match no attempted PUT, and bodies that are no event.
@@ -69,7 +70,7 @@ impl Events {
 
     /// Notes that the PUT `seq` of `key` was acknowledged.
     pub fn ack(&self, key: &str, seq: u64) {
-        lock(&self.acked).entry(key.to_owned()).or_default().insert(seq);
+        lock(&self.acked).entry(key.to_owned()).or_default().insert(seq, Instant::now());
     }
 
     /// Serves pushes on a free port of 127.0.0.1 in the background; returns its URL.
@@ -135,7 +136,12 @@ impl Events {
             if object.size != super::payload(&key, seq).len() as u64 {
                 lock(&self.strays).push(format!("{key}: the event of PUT {seq} gives size {}", object.size));
             }
-            let delivery = Delivery { seq, sequencer: object.sequencer.clone(), event_id: record.event_id.clone() };
+            let delivery = Delivery {
+                seq,
+                sequencer: object.sequencer.clone(),
+                event_id: record.event_id.clone(),
+                at: Instant::now(),
+            };
             lock(&self.delivered).entry(key).or_default().push(delivery);
         }
         http::StatusCode::OK
@@ -147,7 +153,7 @@ impl Events {
         let mut missing = Vec::new();
         for (key, acked) in lock(&self.acked).iter() {
             let got: BTreeSet<u64> = delivered.get(key).map(|d| d.iter().map(|d| d.seq).collect()).unwrap_or_default();
-            missing.extend(acked.difference(&got).map(|seq| (key.clone(), *seq)));
+            missing.extend(acked.keys().filter(|seq| !got.contains(seq)).map(|seq| (key.clone(), *seq)));
         }
         missing
     }
@@ -168,6 +174,22 @@ impl Events {
         let all: usize = delivered.values().map(Vec::len).sum();
         let distinct: usize = delivered.values().map(|d| d.iter().map(|d| d.seq).collect::<BTreeSet<_>>().len()).sum();
         (all, all - distinct)
+    }
+
+    /// For each acknowledged PUT whose event came: the time from the acknowledgement to the
+    /// event's first delivery (zero if the event came first), sorted.
+    pub fn lags(&self) -> Vec<Duration> {
+        let delivered = lock(&self.delivered);
+        let mut lags = Vec::new();
+        for (key, acked) in lock(&self.acked).iter() {
+            let mut first: BTreeMap<u64, Instant> = BTreeMap::new();
+            for d in delivered.get(key).into_iter().flatten() {
+                first.entry(d.seq).or_insert(d.at);
+            }
+            lags.extend(acked.iter().filter_map(|(seq, at)| Some(first.get(seq)?.saturating_duration_since(*at))));
+        }
+        lags.sort();
+        lags
     }
 
     /// What breaks the rules in the module's comment.
