@@ -280,6 +280,35 @@ impl Rados {
         }
     }
 
+    /// Creates an erasure-coded pool.
+    pub async fn pool_create_erasure(&self, spec: shoal_types::erasure::ErasurePoolSpec) -> Result<Pool> {
+        let reply = self.mon_call(MapCommand::CreateErasurePool(spec)).await?;
+        self.refresh_map().await?;
+        match reply {
+            Reply::Pool(p) => Ok(p),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Sets erasure-code profile `name` (`force`: replace one with other settings).
+    pub async fn erasure_profile_set(
+        &self,
+        name: &str,
+        profile: shoal_types::erasure::ErasureProfile,
+        force: bool,
+    ) -> Result<()> {
+        self.mon_call(MapCommand::SetErasureProfile { name: name.to_owned(), profile, force }).await?;
+        self.refresh_map().await?;
+        Ok(())
+    }
+
+    /// Removes erasure-code profile `name` (refused while a pool uses it).
+    pub async fn erasure_profile_rm(&self, name: &str) -> Result<()> {
+        self.mon_call(MapCommand::RemoveErasureProfile(name.to_owned())).await?;
+        self.refresh_map().await?;
+        Ok(())
+    }
+
     /// Deletes a pool and every object in it.
     pub async fn pool_delete(&self, name: &str) -> Result<()> {
         self.mon_call(MapCommand::DeletePool(name.to_owned())).await?;
@@ -298,6 +327,12 @@ impl Rados {
             Some(p) => p.clone(),
             None => self.refresh_map().await?.pool_named(pool)?.clone(),
         };
+        if pool.erasure.is_some() {
+            return Err(err::not_supported(format!(
+                "pool '{}' is erasure-coded: this version of Shoal cannot read or write erasure-coded pools yet",
+                pool.name
+            )));
+        }
         Ok(IoCtx { rados: self.clone(), pool, namespace: String::new() })
     }
 

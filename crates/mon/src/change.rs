@@ -2,6 +2,7 @@
 //! function, so every monitor that applies the same sequence holds the same map.
 
 use serde::{Deserialize, Serialize};
+use shoal_types::erasure::{ErasurePoolSpec, ErasureProfile};
 use shoal_types::msg::Reply;
 use shoal_types::{ActiveInterval, OsdEntry, OsdId, OsdMap, PgId, PoolSpec, Result, err};
 
@@ -54,6 +55,19 @@ pub enum MapChange {
         /// The PGs and their intervals.
         pgs: Vec<(PgId, ActiveInterval)>,
     },
+    /// Create an erasure-coded pool.
+    CreateErasurePool(ErasurePoolSpec),
+    /// Set an erasure-code profile.
+    SetErasureProfile {
+        /// Its name.
+        name: String,
+        /// The code and layout.
+        profile: ErasureProfile,
+        /// Replace an existing profile with other settings.
+        force: bool,
+    },
+    /// Remove an erasure-code profile.
+    RemoveErasureProfile(String),
 }
 
 /// Applies `change` to `map`; the epoch increases when the map changes. Returns the reply
@@ -63,6 +77,11 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
     let reply = match change {
         MapChange::CreatePool(spec) => return map.create(spec).map(Reply::Pool),
         MapChange::DeletePool(name) => return map.remove(name).map(Reply::Pool),
+        MapChange::CreateErasurePool(spec) => return map.create_erasure(spec).map(Reply::Pool),
+        MapChange::SetErasureProfile { name, profile, force } => {
+            return map.set_erasure_profile(name, profile.clone(), *force).map(|()| Reply::Done);
+        }
+        MapChange::RemoveErasureProfile(name) => return map.remove_erasure_profile(name).map(|()| Reply::Done),
         MapChange::OsdBoot { id, entry, back_in } => {
             let is_in = map.osds.get(id).is_none_or(|old| old.is_in || *back_in);
             map.osds.insert(*id, OsdEntry { up: true, is_in, ..entry.clone() });

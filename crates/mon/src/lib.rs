@@ -176,6 +176,11 @@ impl Monitor {
             MapCommand::ConfigRm { who, key } => MapChange::ConfigRm { who, key },
             MapCommand::SetOsdIn { id, is_in } => MapChange::SetOsdIn { id, is_in },
             MapCommand::PgsActivated { osd, pgs } => MapChange::PgsActivated { osd, pgs },
+            MapCommand::CreateErasurePool(spec) => MapChange::CreateErasurePool(spec),
+            MapCommand::SetErasureProfile { name, profile, force } => {
+                MapChange::SetErasureProfile { name, profile, force }
+            }
+            MapCommand::RemoveErasureProfile(name) => MapChange::RemoveErasureProfile(name),
         };
         let reply = self.authority.commit(change).await?;
         Ok(match reply {

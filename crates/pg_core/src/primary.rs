@@ -296,7 +296,8 @@ impl<R> Shard<R> {
         let map = self.map.clone();
         let me = self.config.me;
         let mut live = BTreeSet::new();
-        for pool in map.pools.values() {
+        // Erasure-coded PGs are not served yet: their protocol is being built.
+        for pool in map.pools.values().filter(|p| p.erasure.is_none()) {
             for seed in 0..pool.pg_num {
                 let pg = PgId { pool: pool.id, seed };
                 if crate::shard::shard_of(pg, self.config.shards) != self.config.index {

@@ -6,6 +6,7 @@
 pub mod hash;
 pub mod straw2;
 
+use shoal_types::erasure::FailureDomain;
 use shoal_types::{ObjectName, OsdId, OsdMap, PgId, Pool};
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
@@ -73,8 +74,10 @@ pub fn pg_reversed_hash_ranges(seed: u32, pg_num: u32) -> Vec<RangeInclusive<u32
 /// The failure-domain hierarchy placement draws from: hosts holding weighted OSDs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Topology {
-    /// Hosts in a fixed order; each holds OSDs with 16.16 fixed-point weights (0 = out).
+    /// Hosts in a fixed order; each holds OSDs with 16.16 fixed-point weights.
     pub hosts: Vec<Host>,
+    /// OSDs that are out: they hold no data.
+    pub out: std::collections::BTreeSet<OsdId>,
 }
 
 /// A failure domain.
@@ -90,18 +93,26 @@ pub struct Host {
 const MAX_TRIES: u32 = 50;
 
 impl Topology {
-    /// The hosts and weights of a map; OSDs that are out weigh nothing.
+    /// The hosts, weights and out OSDs of a map.
     pub fn from_map(map: &OsdMap) -> Self {
         let mut hosts: BTreeMap<&str, Vec<(OsdId, u32)>> = BTreeMap::new();
         for (&id, osd) in &map.osds {
-            hosts.entry(osd.host.as_str()).or_default().push((id, if osd.is_in { osd.weight } else { 0 }));
+            hosts.entry(osd.host.as_str()).or_default().push((id, osd.weight));
         }
-        Topology { hosts: hosts.into_iter().map(|(name, osds)| Host { name: name.to_owned(), osds }).collect() }
+        Topology {
+            hosts: hosts.into_iter().map(|(name, osds)| Host { name: name.to_owned(), osds }).collect(),
+            out: map.osds.iter().filter(|(_, o)| !o.is_in).map(|(id, _)| *id).collect(),
+        }
     }
 
     /// One host holding one OSD of weight 1.0: the embedded, single-OSD layout.
     pub fn single(osd: OsdId) -> Self {
-        Topology { hosts: vec![Host { name: "localhost".into(), osds: vec![(osd, 0x10000)] }] }
+        Topology { hosts: vec![Host { name: "localhost".into(), osds: vec![(osd, 0x10000)] }], out: Default::default() }
+    }
+
+    /// An OSD's weight for replicated placement: none once it is out.
+    fn weight(&self, osd: OsdId, weight: u32) -> u32 {
+        if self.out.contains(&osd) { 0 } else { weight }
     }
 
     /// The ordered OSDs (primary first) of a PG: up to `pool.size` distinct OSDs on
@@ -109,7 +120,7 @@ impl Topology {
     pub fn pg_to_osds(&self, pool: &Pool, pg: PgId) -> Vec<OsdId> {
         let x = hash::hash2(pg.seed, pg.pool.0 as u32);
         let size = pool.size as usize;
-        let host_weight = |h: &Host| h.osds.iter().map(|&(_, w)| w).fold(0u32, u32::saturating_add);
+        let host_weight = |h: &Host| h.osds.iter().map(|&(o, w)| self.weight(o, w)).fold(0u32, u32::saturating_add);
         let mut chosen: Vec<OsdId> = Vec::with_capacity(size);
         let mut used_hosts: Vec<usize> = Vec::new();
         let mut r = 0u32;
@@ -122,7 +133,7 @@ impl Topology {
                 continue;
             }
             let osds = &self.hosts[host].osds;
-            if let Some(osd) = straw2::choose(x, r, osds.iter().map(|&(o, w)| (o.0 as i32, w))) {
+            if let Some(osd) = straw2::choose(x, r, osds.iter().map(|&(o, w)| (o.0 as i32, self.weight(o, w)))) {
                 used_hosts.push(host);
                 chosen.push(OsdId(osd as u32));
             }
@@ -131,7 +142,7 @@ impl Topology {
         let mut r = 0u32;
         while chosen.len() < size && r < MAX_TRIES * pool.size {
             let all = self.hosts.iter().flat_map(|h| h.osds.iter()).filter(|(o, _)| !chosen.contains(o));
-            match straw2::choose(x, r + 1000, all.map(|&(o, w)| (o.0 as i32, w))) {
+            match straw2::choose(x, r + 1000, all.map(|&(o, w)| (o.0 as i32, self.weight(o, w)))) {
                 Some(osd) => chosen.push(OsdId(osd as u32)),
                 None => break,
             }
@@ -139,14 +150,81 @@ impl Topology {
         }
         chosen
     }
+
+    /// The OSD of each shard of an erasure-coded PG, by position (CRUSH's `indep` mode).
+    /// Draws go in rounds: in round `t`, every shard still without an OSD draws with
+    /// `r = shard + t·size` and keeps the OSD unless another shard holds it (or its host,
+    /// for a host failure domain) or it is out. Out OSDs keep their weight in the draw and
+    /// are rejected after it, so an OSD going out moves only the shards it held.
+    /// `None`: no OSD was found for the shard (too few hosts for a host failure domain).
+    pub fn pg_to_shards(&self, pool: &Pool, pg: PgId, domain: FailureDomain) -> Vec<Option<OsdId>> {
+        let x = hash::hash2(pg.seed, pg.pool.0 as u32);
+        let size = pool.size;
+        let crush_weight = |h: &Host| h.osds.iter().map(|&(_, w)| w).fold(0u32, u32::saturating_add);
+        let every_osd: Vec<(usize, OsdId, u32)> =
+            self.hosts.iter().enumerate().flat_map(|(h, host)| host.osds.iter().map(move |&(o, w)| (h, o, w))).collect();
+        let mut shards: Vec<Option<(OsdId, usize)>> = vec![None; size as usize];
+        for round in 0..MAX_TRIES {
+            for shard in 0..size {
+                if shards[shard as usize].is_some() {
+                    continue;
+                }
+                let r = shard + round * size;
+                let drawn = match domain {
+                    FailureDomain::Host => {
+                        let hosts = self.hosts.iter().enumerate().map(|(i, h)| (-(i as i32) - 1, crush_weight(h)));
+                        // Within the host, an out OSD is redrawn (as CRUSH's `chooseleaf`
+                        // does), so the shard stays on its host while the host has OSDs in.
+                        straw2::choose(x, r, hosts).map(|id| (-id - 1) as usize).and_then(|host| {
+                            (0..MAX_TRIES).find_map(|t| {
+                                let osds = self.hosts[host].osds.iter().map(|&(o, w)| (o.0 as i32, w));
+                                let osd = OsdId(straw2::choose(x, r + t * size * MAX_TRIES, osds)? as u32);
+                                (!self.out.contains(&osd)).then_some((osd, host))
+                            })
+                        })
+                    }
+                    FailureDomain::Osd => {
+                        let weights = every_osd.iter().map(|&(_, o, w)| (o.0 as i32, w));
+                        straw2::choose(x, r, weights)
+                            .and_then(|o| every_osd.iter().find(|(_, id, _)| id.0 == o as u32).map(|&(h, o, _)| (o, h)))
+                    }
+                };
+                let Some((osd, host)) = drawn else { continue };
+                let taken = shards.iter().flatten().any(|&(o, h)| o == osd || (domain == FailureDomain::Host && h == host));
+                if !taken && !self.out.contains(&osd) {
+                    shards[shard as usize] = Some((osd, host));
+                }
+            }
+            if shards.iter().all(Option::is_some) {
+                break;
+            }
+        }
+        shards.into_iter().map(|s| s.map(|(osd, _)| osd)).collect()
+    }
 }
 
 /// The OSDs that serve a PG under `map`, primary first: placement's choice minus OSDs that
-/// are down.
+/// are down. For an erasure-coded pool, the OSDs of the shards that are up, in shard order
+/// (its primary is the lowest shard up, as in Ceph).
 pub fn pg_up_osds(map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<OsdId> {
+    if pool.erasure.is_some() {
+        return pg_up_shards(map, pool, pg).into_iter().flatten().collect();
+    }
     let mut osds = Topology::from_map(map).pg_to_osds(pool, pg);
     osds.retain(|o| map.osds.get(o).is_some_and(|e| e.up));
     osds
+}
+
+/// The OSD serving each shard of an erasure-coded PG under `map` (a replicated pool's
+/// replicas, in order): `None` where placement found none or its OSD is down. A shard keeps
+/// its position, so shard `i` is always chunk `i` of each stripe.
+pub fn pg_up_shards(map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<Option<OsdId>> {
+    let topology = Topology::from_map(map);
+    let shards = match &pool.erasure {
+        Some(erasure) => topology.pg_to_shards(pool, pg, erasure.code.failure_domain),
+        None => topology.pg_to_osds(pool, pg).into_iter().map(Some).collect(),
+    };
+    shards.into_iter().map(|o| o.filter(|o| map.osds.get(o).is_some_and(|e| e.up))).collect()
 }
 
 #[cfg(test)]
@@ -155,7 +233,57 @@ mod tests {
     use shoal_types::PoolId;
 
     fn pool(pg_num: u32, size: u32) -> Pool {
-        Pool { id: PoolId(1), name: "p".into(), pg_num, size, min_size: 1 }
+        Pool { id: PoolId(1), name: "p".into(), pg_num, size, min_size: 1, erasure: None }
+    }
+
+    #[test]
+    fn shards_keep_their_positions_when_an_osd_goes_out() {
+        for domain in [FailureDomain::Host, FailureDomain::Osd] {
+            let before = topology(8, 2);
+            let p = pool(512, 6);
+            let mut after = before.clone();
+            after.out.insert(OsdId(6));
+            let (mut moved, mut held) = (0, 0);
+            for seed in 0..p.pg_num {
+                let pg = PgId { pool: p.id, seed };
+                let (old, new) = (before.pg_to_shards(&p, pg, domain), after.pg_to_shards(&p, pg, domain));
+                assert!(old.iter().all(Option::is_some) && new.iter().all(Option::is_some), "{old:?} {new:?}");
+                let mut distinct: Vec<OsdId> = new.iter().flatten().copied().collect();
+                distinct.sort();
+                distinct.dedup();
+                assert_eq!(distinct.len(), 6, "shards on distinct OSDs: {new:?}");
+                if domain == FailureDomain::Host {
+                    let mut hosts: Vec<u32> = new.iter().flatten().map(|o| o.0 / 2).collect();
+                    hosts.sort();
+                    hosts.dedup();
+                    assert_eq!(hosts.len(), 6, "shards on distinct hosts: {new:?}");
+                }
+                for (a, b) in old.iter().zip(&new) {
+                    if a == &Some(OsdId(6)) {
+                        held += 1;
+                    } else if a != b {
+                        moved += 1;
+                    }
+                }
+            }
+            // With a host failure domain only the shards on the OSD that went out move (to
+            // the other OSD of their host); with an OSD failure domain a replacement now and
+            // then takes what a shard without an OSD after the first round would have drawn.
+            assert!(held > 0);
+            let allowed = if domain == FailureDomain::Host { 0 } else { held / 10 };
+            assert!(moved <= allowed, "{domain:?}: {moved} other shards moved for {held} on the out OSD");
+        }
+    }
+
+    #[test]
+    fn too_few_hosts_leave_shards_unplaced() {
+        let t = topology(3, 2);
+        let p = pool(16, 6);
+        for seed in 0..16 {
+            let pg = PgId { pool: p.id, seed };
+            assert_eq!(t.pg_to_shards(&p, pg, FailureDomain::Host).iter().filter(|s| s.is_some()).count(), 3);
+            assert_eq!(t.pg_to_shards(&p, pg, FailureDomain::Osd).iter().filter(|s| s.is_some()).count(), 6);
+        }
     }
 
     #[test]
@@ -190,6 +318,7 @@ mod tests {
                     osds: (0..per_host).map(|o| (OsdId((h * per_host + o) as u32), 0x10000)).collect(),
                 })
                 .collect(),
+            out: Default::default(),
         }
     }
 

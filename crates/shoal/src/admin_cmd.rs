@@ -1,8 +1,10 @@
 //! Cluster-wide commands, in the manner of the `ceph` tool: `shoal status`,
-//! `shoal osd tree|out|in` (and `shoal osd run`, the daemon), `shoal pool create|ls|rm`.
+//! `shoal osd tree|out|in|erasure-code-profile` (and `shoal osd run`, the daemon),
+//! `shoal pool create|ls|rm`.
 
 use crate::session::ClusterArgs;
 use clap::{Args, Subcommand};
+use shoal_types::erasure::{ErasurePoolSpec, ErasureProfile};
 use shoal_types::{OsdId, OsdMap, PgId, PgStat, PoolSpec, Result, err};
 use std::collections::BTreeMap;
 
@@ -61,6 +63,45 @@ pub enum OsdCommand {
     /// Space per OSD: the data device's size, what objects use, what is free, and what is
     /// allocated but not referenced (writes in flight, frees waiting for a sync).
     Df(StatusArgs),
+    /// Erasure-code profiles: `set NAME k=4 m=2 [crush-failure-domain=host|osd]
+    /// [stripe_unit=4K] [plugin=reed_solomon]`, `get NAME`, `ls`, `rm NAME`.
+    ErasureCodeProfile(ProfileArgs),
+}
+
+/// Arguments of `shoal osd erasure-code-profile …`.
+#[derive(Args, Debug)]
+pub struct ProfileArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    #[command(subcommand)]
+    command: ProfileCommand,
+}
+
+/// `shoal osd erasure-code-profile …` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum ProfileCommand {
+    /// Set a profile from `key=value` settings.
+    Set {
+        /// Profile name.
+        name: String,
+        /// `k=…`, `m=…`, `crush-failure-domain=host|osd`, `stripe_unit=…`, `plugin=reed_solomon`.
+        settings: Vec<String>,
+        /// Replace an existing profile with other settings (pools made with it keep theirs).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print a profile's settings.
+    Get {
+        /// Profile name.
+        name: String,
+    },
+    /// List the profiles.
+    Ls,
+    /// Remove a profile no pool uses.
+    Rm {
+        /// Profile name.
+        name: String,
+    },
 }
 
 /// Arguments of `shoal tell`.
@@ -98,19 +139,25 @@ pub struct OsdMark {
 /// `shoal pool …` subcommands.
 #[derive(Subcommand, Debug)]
 pub enum PoolCommand {
-    /// Create a pool.
+    /// Create a pool: replicated, or erasure-coded with `--erasure PROFILE`.
     Create {
         /// Pool name.
         name: String,
         /// Replicas.
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 3, conflicts_with = "erasure")]
         size: u32,
-        /// Replicas needed for writes (default: size - size/2).
+        /// Replicas (shards) needed for writes (default: size - size/2; erasure-coded: k+1).
         #[arg(long)]
         min_size: Option<u32>,
         /// Placement groups.
         #[arg(long, default_value_t = 32)]
         pg_num: u32,
+        /// Erasure-code the pool with this profile (`shoal osd erasure-code-profile ls`).
+        #[arg(long, value_name = "PROFILE")]
+        erasure: Option<String>,
+        /// Allow partial overwrites of objects in the erasure-coded pool.
+        #[arg(long, requires = "erasure")]
+        allow_ec_overwrites: bool,
     },
     /// List pools with their parameters.
     Ls,
@@ -119,6 +166,22 @@ pub enum PoolCommand {
         /// Pool name.
         name: String,
     },
+}
+
+/// A pool's parameters as `pool ls` prints them.
+fn describe_pool(pool: &shoal_types::Pool) -> String {
+    let kind = match &pool.erasure {
+        Some(e) => format!(
+            "erasure profile {} (k {}, m {}, stripe_unit {}){}",
+            e.profile,
+            e.code.k,
+            e.code.m,
+            e.code.stripe_unit,
+            if e.allow_overwrites { " allow_ec_overwrites" } else { "" }
+        ),
+        None => "replicated".to_owned(),
+    };
+    format!("id {} {kind} size {} min_size {} pg_num {}", pool.id, pool.size, pool.min_size, pool.pg_num)
 }
 
 /// Every PG of the map with its state: as its primary reported it, or `unknown`.
@@ -239,6 +302,7 @@ enum Action {
     Tree,
     SetIn(u32, bool),
     Pool(PoolCommand),
+    Profile(ProfileCommand),
     Df,
     Tell(OsdId, String),
     Scrub { verb: &'static str, pg: PgId, wait: Option<u64> },
@@ -277,6 +341,7 @@ pub async fn osd(command: OsdCommand) -> Result<()> {
         OsdCommand::Out(mark) => run(&mark.cluster, Action::SetIn(mark.id, false)).await,
         OsdCommand::In(mark) => run(&mark.cluster, Action::SetIn(mark.id, true)).await,
         OsdCommand::Df(args) => run(&args.cluster, Action::Df).await,
+        OsdCommand::ErasureCodeProfile(args) => run(&args.cluster, Action::Profile(args.command)).await,
     }
 }
 
@@ -440,19 +505,42 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
             let map = rados.osd_set_in(OsdId(id), is_in).await?;
             println!("marked {} osd.{id} (map epoch {})", if is_in { "in" } else { "out" }, map.epoch);
         }
-        Action::Pool(PoolCommand::Create { name, size, min_size, pg_num }) => {
-            let pool = rados
-                .pool_create(PoolSpec { name, pg_num, size, min_size: min_size.unwrap_or(size - size / 2) })
-                .await?;
-            println!(
-                "pool '{}' created (id {}, size {}, min_size {}, pg_num {})",
-                pool.name, pool.id, pool.size, pool.min_size, pool.pg_num
-            );
+        Action::Pool(PoolCommand::Create { name, size, min_size, pg_num, erasure, allow_ec_overwrites }) => {
+            let pool = match erasure {
+                Some(profile) => {
+                    let allow_overwrites = allow_ec_overwrites;
+                    let spec = ErasurePoolSpec { name, pg_num, profile, min_size, allow_overwrites };
+                    rados.pool_create_erasure(spec).await?
+                }
+                None => {
+                    let min_size = min_size.unwrap_or(size - size / 2);
+                    rados.pool_create(PoolSpec { name, pg_num, size, min_size }).await?
+                }
+            };
+            println!("pool '{}' created ({})", pool.name, describe_pool(&pool));
         }
         Action::Pool(PoolCommand::Ls) => {
             for p in rados.pool_list().await? {
-                println!("{} id {} size {} min_size {} pg_num {}", p.name, p.id, p.size, p.min_size, p.pg_num);
+                println!("{} {}", p.name, describe_pool(&p));
             }
+        }
+        Action::Profile(ProfileCommand::Set { name, settings, force }) => {
+            rados.erasure_profile_set(&name, ErasureProfile::parse(&settings)?, force).await?;
+            println!("erasure-code profile '{name}' set");
+        }
+        Action::Profile(ProfileCommand::Get { name }) => {
+            for (key, value) in rados.refresh_map().await?.erasure_profile(&name)?.settings() {
+                println!("{key}={value}");
+            }
+        }
+        Action::Profile(ProfileCommand::Ls) => {
+            for name in rados.refresh_map().await?.erasure_profile_names() {
+                println!("{name}");
+            }
+        }
+        Action::Profile(ProfileCommand::Rm { name }) => {
+            rados.erasure_profile_rm(&name).await?;
+            println!("erasure-code profile '{name}' removed");
         }
         Action::Pool(PoolCommand::Rm { name }) => {
             rados.pool_delete(&name).await?;
@@ -478,7 +566,10 @@ mod tests {
         map.osds.insert(OsdId(0), osd(true, true));
         map.osds.insert(OsdId(1), osd(true, true));
         assert_eq!(health(&map, &[]), ("HEALTH_OK", vec![]));
-        map.pools.insert(PoolId(1), Pool { id: PoolId(1), name: "p".into(), pg_num: 1, size: 3, min_size: 2 });
+        map.pools.insert(
+            PoolId(1),
+            Pool { id: PoolId(1), name: "p".into(), pg_num: 1, size: 3, min_size: 2, erasure: None },
+        );
         let (state, reasons) = health(&map, &[]);
         assert_eq!(state, "HEALTH_WARN");
         assert!(reasons[0].contains("wants 3 replicas"), "{reasons:?}");

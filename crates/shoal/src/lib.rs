@@ -8,6 +8,7 @@ pub mod config;
 pub mod config_cmd;
 pub mod daemon;
 pub mod debug;
+pub mod ec_bench;
 pub mod embedded;
 pub mod gateway_cmd;
 pub mod guarded_append;

@@ -2,8 +2,8 @@
 
 use clap::{Parser, Subcommand};
 use shoal::{
-    admin_cmd, config_cmd, daemon, debug, gateway_cmd, guarded_append, rados_cmd, recovery_bench, scrub_bench, sim_cmd,
-    thrash, vstart,
+    admin_cmd, config_cmd, daemon, debug, ec_bench, gateway_cmd, guarded_append, rados_cmd, recovery_bench,
+    scrub_bench, sim_cmd, thrash, vstart,
 };
 
 /// Shoal: a distributed object store in the lineage of Ceph.
@@ -57,6 +57,8 @@ enum Command {
 enum BenchCommand {
     /// Appends from 1..32 clients to one object, with and without an epoch guard.
     GuardedAppend(guarded_append::GuardedAppendArgs),
+    /// Erasure-code encode and decode speed per code and object size, on one core.
+    Ec(ec_bench::EcBenchArgs),
     /// Kills an OSD of a vstart cluster under load and measures degraded running and recovery.
     Recovery(recovery_bench::RecoveryBenchArgs),
     /// S3 load generator (warp-like): put, get, delete or mixed against any endpoint.
@@ -91,6 +93,7 @@ fn main() -> std::process::ExitCode {
             Command::Tell(args) => admin_cmd::tell(args).await,
             Command::Vstart(args) => vstart::run(args),
             Command::Bench(BenchCommand::GuardedAppend(args)) => guarded_append::run(args).await,
+            Command::Bench(BenchCommand::Ec(args)) => ec_bench::run(args).await,
             Command::Bench(BenchCommand::Recovery(args)) => recovery_bench::run(args).await,
             Command::Bench(BenchCommand::Scrub(args)) => scrub_bench::run(args).await,
             Command::Bench(BenchCommand::Thrash(args)) => thrash::run(args).await,

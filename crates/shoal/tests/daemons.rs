@@ -133,6 +133,42 @@ fn status_tree_and_marking_osds_out() {
 }
 
 #[test]
+fn erasure_code_profiles_and_pools_through_the_cli() {
+    let cluster = Vstart::start("1", "1");
+    let conf = cluster.conf();
+    let profile = |args: &[&str]| shoal_c(&conf, &[&["osd", "erasure-code-profile"][..], args].concat());
+    assert_eq!(profile(&["ls"]).1, "default\n");
+    assert!(profile(&["get", "default"]).1.contains("k=2\nm=2\n"));
+    let set = profile(&["set", "ec42", "k=4", "m=2", "crush-failure-domain=osd", "stripe_unit=8K"]);
+    assert!(set.0, "{}", set.2);
+    let got = profile(&["get", "ec42"]).1;
+    assert!(got.contains("crush-failure-domain=osd\nk=4\nm=2\n") && got.contains("stripe_unit=8192"), "{got}");
+    let (changed, _, why) = profile(&["set", "ec42", "k=3", "m=2"]);
+    assert!(!changed && why.contains("--force"), "changing a profile needs --force: {why}");
+    let (bad, _, why) = profile(&["set", "x", "k=4", "m=2", "plugin=clay"]);
+    assert!(!bad && why.contains("plugin 'clay'"), "{why}");
+
+    ok(&conf, &["pool", "create", "ecpool", "--erasure", "ec42", "--allow-ec-overwrites", "--pg-num", "4"]);
+    let pools = ok(&conf, &["pool", "ls"]);
+    assert!(
+        pools.contains(
+            "ecpool id 1 erasure profile ec42 (k 4, m 2, stripe_unit 8192) allow_ec_overwrites size 6 min_size 5"
+        ),
+        "{pools}"
+    );
+    let (removed, _, why) = profile(&["rm", "ec42"]);
+    assert!(!removed && why.contains("in use by pool 'ecpool'"), "{why}");
+    let (too_small, _, why) = shoal_c(&conf, &["pool", "create", "e2", "--erasure", "ec42", "--min-size", "3"]);
+    assert!(!too_small && why.contains("min_size of a 4+2 pool must be in 4..=6"), "{why}");
+    // No IO on erasure-coded pools yet: a clear refusal, not replicas in disguise.
+    let (put, _, why) = shoal_c(&conf, &["rados", "-p", "ecpool", "ls"]);
+    assert!(!put && why.contains("erasure-coded"), "{why}");
+    ok(&conf, &["pool", "rm", "ecpool"]);
+    assert!(profile(&["rm", "ec42"]).0);
+    assert_eq!(profile(&["ls"]).1, "default\n");
+}
+
+#[test]
 fn central_config_changes_reach_running_osds() {
     let cluster = Vstart::start("1", "1");
     let conf = cluster.conf();

@@ -3,6 +3,7 @@
 //! Pure data: this crate must not depend on tokio, RocksDB, sockets or the clock.
 
 pub mod encoding;
+pub mod erasure;
 pub mod error;
 pub mod ids;
 pub mod map;

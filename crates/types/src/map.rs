@@ -1,10 +1,11 @@
 //! The cluster map: pools and OSDs at one epoch.
 
+use crate::erasure::{DEFAULT_PROFILE, ErasurePoolSpec, ErasureProfile, PoolErasure};
 use crate::ids::{OsdId, PgId, PoolId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// A replicated pool: its name and how it is spread over OSDs.
+/// A pool: its name and how it is spread over OSDs, replicated or erasure-coded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pool {
     /// Never reused, even after the pool is deleted.
@@ -13,10 +14,13 @@ pub struct Pool {
     pub name: String,
     /// Number of placement groups; objects map to them by stable-mod of their hash.
     pub pg_num: u32,
-    /// Number of replicas.
+    /// Number of replicas (erasure-coded: shards, `k + m`).
     pub size: u32,
-    /// Replicas needed to accept writes.
+    /// Replicas (shards) needed to accept writes.
     pub min_size: u32,
+    /// The erasure coding of an erasure-coded pool; `None`: replicated.
+    #[serde(default)]
+    pub erasure: Option<PoolErasure>,
 }
 
 /// Parameters of a pool to be created; the authority assigns the id.
@@ -102,26 +106,100 @@ pub struct OsdMap {
     /// Per PG, the newest interval its primary recorded as activated.
     #[serde(with = "crate::encoding::map_as_pairs")]
     pub pg_active: BTreeMap<PgId, ActiveInterval>,
+    /// Erasure-code profiles by name (`default` is there unless set otherwise).
+    #[serde(default)]
+    pub erasure_profiles: BTreeMap<String, ErasureProfile>,
 }
 
 impl crate::Versioned for OsdMap {
     const NAME: &'static str = "osd map";
-    const VERSION: u8 = 3;
+    const VERSION: u8 = 4;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<crate::Result<Self>> {
-        match version {
-            1 => {
-                Some(crate::encoding::decode_body::<v1::OsdMap>("osd map v1", body).map(|m| v2::OsdMap::from(m).into()))
+        let v3 = match version {
+            1 => crate::encoding::decode_body::<v1::OsdMap>("osd map v1", body).map(|m| v2::OsdMap::from(m).into()),
+            2 => crate::encoding::decode_body::<v2::OsdMap>("osd map v2", body).map(v3::OsdMap::from),
+            3 => crate::encoding::decode_body::<v3::OsdMap>("osd map v3", body),
+            _ => return None,
+        };
+        Some(v3.map(OsdMap::from))
+    }
+}
+
+/// Version 3 of the map, before erasure-coded pools.
+pub mod v3 {
+    use super::{ActiveInterval, OsdEntry};
+    use crate::ids::{OsdId, PgId, PoolId};
+    use serde::{Deserialize, Serialize};
+    use std::collections::BTreeMap;
+
+    /// A pool as versions 1 to 3 stored it (always replicated).
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Pool {
+        /// Id.
+        pub id: PoolId,
+        /// Name.
+        pub name: String,
+        /// PGs.
+        pub pg_num: u32,
+        /// Replicas.
+        pub size: u32,
+        /// Replicas for writes.
+        pub min_size: u32,
+    }
+
+    /// The map as version 3 stored it.
+    #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct OsdMap {
+        /// Epoch.
+        pub epoch: u64,
+        /// Next pool id.
+        pub next_pool_id: u64,
+        /// Pools.
+        pub pools: BTreeMap<PoolId, Pool>,
+        /// OSDs.
+        pub osds: BTreeMap<OsdId, OsdEntry>,
+        /// Central configuration.
+        pub config: BTreeMap<String, BTreeMap<String, String>>,
+        /// Activated intervals.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub pg_active: BTreeMap<PgId, ActiveInterval>,
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        fn from(old: OsdMap) -> Self {
+            let pools = old
+                .pools
+                .into_iter()
+                .map(|(id, p)| {
+                    let pool = super::Pool {
+                        id: p.id,
+                        name: p.name,
+                        pg_num: p.pg_num,
+                        size: p.size,
+                        min_size: p.min_size,
+                        erasure: None,
+                    };
+                    (id, pool)
+                })
+                .collect();
+            super::OsdMap {
+                epoch: old.epoch,
+                next_pool_id: old.next_pool_id,
+                pools,
+                osds: old.osds,
+                config: old.config,
+                pg_active: old.pg_active,
+                erasure_profiles: BTreeMap::new(),
             }
-            2 => Some(crate::encoding::decode_body::<v2::OsdMap>("osd map v2", body).map(OsdMap::from)),
-            _ => None,
         }
     }
 }
 
 /// Version 2 of the map, before activated intervals were recorded.
 pub mod v2 {
-    use super::{OsdEntry, Pool};
+    use super::OsdEntry;
+    use super::v3::Pool;
     use crate::ids::{OsdId, PoolId};
     use serde::{Deserialize, Serialize};
     use std::collections::BTreeMap;
@@ -153,9 +231,9 @@ pub mod v2 {
         }
     }
 
-    impl From<OsdMap> for super::OsdMap {
+    impl From<OsdMap> for super::v3::OsdMap {
         fn from(old: OsdMap) -> Self {
-            super::OsdMap {
+            super::v3::OsdMap {
                 epoch: old.epoch,
                 next_pool_id: old.next_pool_id,
                 pools: old.pools,
@@ -169,7 +247,8 @@ pub mod v2 {
 
 /// Version 1 of the map, before the central configuration was added.
 pub mod v1 {
-    use super::{OsdEntry, Pool};
+    use super::OsdEntry;
+    use super::v3::Pool;
     use crate::ids::{OsdId, PoolId};
     use serde::{Deserialize, Serialize};
     use std::collections::BTreeMap;
@@ -210,6 +289,30 @@ impl OsdMap {
         if self.by_name(&spec.name).is_some() {
             return Err(crate::error::err::exists(format!("pool '{}' already exists", spec.name)));
         }
+        Ok(self.add_pool(spec, None))
+    }
+
+    /// Adds an erasure-coded pool built from `spec` and the profile it names.
+    pub fn create_erasure(&mut self, spec: &ErasurePoolSpec) -> crate::Result<Pool> {
+        let code = self.erasure_profile(&spec.profile)?;
+        let size = code.k + code.m;
+        let min_size = spec.min_size.unwrap_or_else(|| code.default_min_size());
+        if !(code.k..=size).contains(&min_size) {
+            return Err(crate::error::err::invalid(format!(
+                "min_size of a {}+{} pool must be in {}..={size}, got {min_size}",
+                code.k, code.m, code.k
+            )));
+        }
+        let replicated = PoolSpec { name: spec.name.clone(), pg_num: spec.pg_num, size, min_size };
+        PoolSpec { size: 1, min_size: 1, ..replicated.clone() }.validate()?;
+        if self.by_name(&spec.name).is_some() {
+            return Err(crate::error::err::exists(format!("pool '{}' already exists", spec.name)));
+        }
+        let erasure = PoolErasure { profile: spec.profile.clone(), code, allow_overwrites: spec.allow_overwrites };
+        Ok(self.add_pool(&replicated, Some(erasure)))
+    }
+
+    fn add_pool(&mut self, spec: &PoolSpec, erasure: Option<PoolErasure>) -> Pool {
         self.next_pool_id = self.next_pool_id.max(1);
         let pool = Pool {
             id: PoolId(self.next_pool_id),
@@ -217,11 +320,66 @@ impl OsdMap {
             pg_num: spec.pg_num,
             size: spec.size,
             min_size: spec.min_size,
+            erasure,
         };
         self.next_pool_id += 1;
         self.epoch += 1;
         self.pools.insert(pool.id, pool.clone());
-        Ok(pool)
+        pool
+    }
+
+    /// The erasure-code profile `name` (`default` unless set otherwise), or ENOENT.
+    pub fn erasure_profile(&self, name: &str) -> crate::Result<ErasureProfile> {
+        match self.erasure_profiles.get(name) {
+            Some(profile) => Ok(profile.clone()),
+            None if name == DEFAULT_PROFILE => Ok(ErasureProfile::default()),
+            None => Err(crate::error::err::not_found(format!("erasure-code profile '{name}' does not exist"))),
+        }
+    }
+
+    /// Every profile by name, `default` included.
+    pub fn erasure_profile_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.erasure_profiles.keys().cloned().collect();
+        if !names.iter().any(|n| n == DEFAULT_PROFILE) {
+            names.push(DEFAULT_PROFILE.to_owned());
+            names.sort();
+        }
+        names
+    }
+
+    /// Sets profile `name`. Changing an existing profile needs `force` (pools made with it
+    /// keep their own copy, so their layout never changes).
+    pub fn set_erasure_profile(&mut self, name: &str, profile: ErasureProfile, force: bool) -> crate::Result<()> {
+        profile.validate()?;
+        if name.is_empty() || name.len() > 255 || name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return Err(crate::error::err::invalid(format!("invalid erasure-code profile name '{name}'")));
+        }
+        match self.erasure_profile(name) {
+            Ok(existing) if existing == profile => return Ok(()),
+            Ok(_) if !force => {
+                return Err(crate::error::err::exists(format!(
+                    "erasure-code profile '{name}' exists with other settings; add --force to override it"
+                )));
+            }
+            _ => {}
+        }
+        self.erasure_profiles.insert(name.to_owned(), profile);
+        self.epoch += 1;
+        Ok(())
+    }
+
+    /// Removes profile `name`, unless a pool uses it.
+    pub fn remove_erasure_profile(&mut self, name: &str) -> crate::Result<()> {
+        if let Some(pool) = self.pools.values().find(|p| p.erasure.as_ref().is_some_and(|e| e.profile == name)) {
+            return Err(crate::error::err::busy(format!(
+                "erasure-code profile '{name}' is in use by pool '{}'",
+                pool.name
+            )));
+        }
+        self.erasure_profile(name)?;
+        self.erasure_profiles.remove(name);
+        self.epoch += 1;
+        Ok(())
     }
 
     /// The central options that apply to `who` (`osd.3`): `global`, then its type
@@ -277,23 +435,84 @@ mod tests {
     }
 
     #[test]
-    fn version_2_maps_still_decode_and_version_3_has_golden_bytes() {
+    fn version_2_and_3_maps_still_decode() {
         use crate::Versioned;
         let old = v2::OsdMap { epoch: 9, next_pool_id: 3, ..v2::OsdMap::default() };
         let mut bytes = vec![2u8];
         bytes.extend(postcard::to_allocvec(&old).unwrap());
         let map = OsdMap::decode(&bytes).unwrap();
         assert_eq!((map.epoch, map.next_pool_id, map.pg_active.len()), (9, 3, 0));
-        let mut map = OsdMap { epoch: 1, ..OsdMap::default() };
+        // Version 3's golden bytes: epoch 1, next pool 0, no pools, OSDs or options, one PG
+        // (1, 2) active in interval 7 on [5].
+        let map = OsdMap::decode(&[3, 1, 0, 0, 0, 0, 1, 1, 2, 7, 1, 5]).unwrap();
         let active = ActiveInterval { interval: 7, acting: vec![OsdId(5)] };
-        map.pg_active.insert(PgId { pool: PoolId(1), seed: 2 }, active);
-        // Version 3, epoch 1, next pool 0, no pools, OSDs or options, one PG (1, 2) active
-        // in interval 7 on [5].
-        assert_eq!(map.encode(), [3, 1, 0, 0, 0, 0, 1, 1, 2, 7, 1, 5]);
+        assert_eq!(map.pg_active, BTreeMap::from([(PgId { pool: PoolId(1), seed: 2 }, active)]));
+        assert!(map.erasure_profiles.is_empty());
+        let mut old = v3::OsdMap::default();
+        let pool = v3::Pool { id: PoolId(1), name: "p".into(), pg_num: 8, size: 3, min_size: 2 };
+        old.pools.insert(PoolId(1), pool);
+        let mut bytes = vec![3u8];
+        bytes.extend(postcard::to_allocvec(&old).unwrap());
+        let map = OsdMap::decode(&bytes).unwrap();
+        assert_eq!((map.pools[&PoolId(1)].size, map.pools[&PoolId(1)].erasure.is_none()), (3, true));
+    }
+
+    #[test]
+    fn version_4_has_golden_bytes() {
+        use crate::Versioned;
+        let mut map = OsdMap { epoch: 1, ..OsdMap::default() };
+        let profile = ErasureProfile { k: 4, m: 2, stripe_unit: 4096, ..ErasureProfile::default() };
+        map.set_erasure_profile("p42", profile, false).unwrap();
+        let spec = ErasurePoolSpec {
+            name: "ec".into(),
+            pg_num: 1,
+            profile: "p42".into(),
+            min_size: None,
+            allow_overwrites: true,
+        };
+        map.create_erasure(&spec).unwrap();
+        // Version 4, epoch 3, next pool 2, one pool: 1 → id 1, "ec", 1 PG, size 6, min_size 5,
+        // erasure: Some("p42", 4+2, stripe unit 4096 (varint 0x80 0x20), host, overwrites);
+        // no OSDs, options or activations; one profile "p42".
+        let pool = [1, 1, 1, 2, b'e', b'c', 1, 6, 5, 1, 3, b'p', b'4', b'2', 4, 2, 0x80, 0x20, 0, 1];
+        let profile = [1, 3, b'p', b'4', b'2', 4, 2, 0x80, 0x20, 0];
+        let expected: Vec<u8> = [&[4, 3, 2][..], &pool, &[0, 0, 0], &profile].concat();
+        assert_eq!(map.encode(), expected);
         assert_eq!(OsdMap::decode(&map.encode()).unwrap(), map);
-        // The monitors' Raft log keeps maps as JSON, which takes no structured keys.
+        // The monitors' Raft log keeps maps as JSON, which takes no structured keys; older
+        // JSON maps have no profiles and no pool erasure.
         let json = serde_json::to_vec(&map).unwrap();
         assert_eq!(serde_json::from_slice::<OsdMap>(&json).unwrap(), map);
+        let old: OsdMap = serde_json::from_str(
+            r#"{"epoch":1,"next_pool_id":2,"pools":{"1":{"id":1,"name":"p","pg_num":1,"size":1,"min_size":1}},
+               "osds":{},"config":{},"pg_active":[]}"#,
+        )
+        .unwrap();
+        assert!(old.pools[&PoolId(1)].erasure.is_none() && old.erasure_profiles.is_empty());
+    }
+
+    #[test]
+    fn erasure_pools_take_their_profile_and_keep_it() {
+        let mut map = OsdMap::default();
+        let spec = |profile: &str, min_size| ErasurePoolSpec {
+            name: "ec".into(),
+            pg_num: 8,
+            profile: profile.into(),
+            min_size,
+            allow_overwrites: false,
+        };
+        let pool = map.create_erasure(&spec("default", None)).unwrap();
+        assert_eq!((pool.size, pool.min_size), (4, 3));
+        assert_eq!(map.create_erasure(&spec("nope", None)).unwrap_err().errno, crate::Errno::NotFound);
+        map.remove("ec").unwrap();
+        assert!(map.create_erasure(&spec("default", Some(1))).unwrap_err().message.contains("min_size"));
+        let wide = ErasureProfile { k: 8, m: 3, ..ErasureProfile::default() };
+        map.set_erasure_profile("default", wide.clone(), false).unwrap_err();
+        map.set_erasure_profile("default", wide, true).unwrap();
+        let pool = map.create_erasure(&spec("default", None)).unwrap();
+        assert_eq!((pool.size, pool.min_size), (11, 9));
+        assert_eq!(map.remove_erasure_profile("default").unwrap_err().errno, crate::Errno::Busy);
+        assert_eq!(map.erasure_profile_names(), vec!["default"]);
     }
 
     #[test]

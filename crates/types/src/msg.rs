@@ -506,6 +506,19 @@ pub enum MapCommand {
         /// The PGs and the intervals they were activated in.
         pgs: Vec<(PgId, crate::map::ActiveInterval)>,
     },
+    /// Create an erasure-coded pool.
+    CreateErasurePool(crate::erasure::ErasurePoolSpec),
+    /// Set an erasure-code profile.
+    SetErasureProfile {
+        /// Its name.
+        name: String,
+        /// The code and layout.
+        profile: crate::erasure::ErasureProfile,
+        /// Replace an existing profile with other settings.
+        force: bool,
+    },
+    /// Remove an erasure-code profile no pool uses.
+    RemoveErasureProfile(String),
 }
 
 #[cfg(test)]
@@ -546,6 +559,28 @@ mod tests {
         // Reply (1), tid 2, Ok (0), Reply::Tell (variant 12), "{}".
         let reply = Message::Reply { tid: 2, reply: Ok(Reply::Tell("{}".into())) };
         assert_eq!(reply.encode(), [1, 1, 2, 0, 12, 2, b'{', b'}']);
+    }
+
+    #[test]
+    fn erasure_commands_have_golden_bytes() {
+        use crate::erasure::{ErasurePoolSpec, ErasureProfile, FailureDomain};
+        let map = |command| Message::Request { tid: 4, request: Request::Map(command) };
+        // Request (0), tid 4, Request::Map (6), CreateErasurePool (13), "e", 8 PGs, profile
+        // "p", no min_size, overwrites allowed.
+        let spec = ErasurePoolSpec {
+            name: "e".into(),
+            pg_num: 8,
+            profile: "p".into(),
+            min_size: None,
+            allow_overwrites: true,
+        };
+        assert_eq!(map(MapCommand::CreateErasurePool(spec)).encode(), [1, 0, 4, 6, 13, 1, b'e', 8, 1, b'p', 0, 1]);
+        // SetErasureProfile (14), "p", k 4, m 2, stripe unit 4096 (varint), Osd (1), no force.
+        let profile = ErasureProfile { k: 4, m: 2, stripe_unit: 4096, failure_domain: FailureDomain::Osd };
+        let set = MapCommand::SetErasureProfile { name: "p".into(), profile, force: false };
+        assert_eq!(map(set).encode(), [1, 0, 4, 6, 14, 1, b'p', 4, 2, 0x80, 0x20, 1, 0]);
+        // RemoveErasureProfile (15), "p".
+        assert_eq!(map(MapCommand::RemoveErasureProfile("p".into())).encode(), [1, 0, 4, 6, 15, 1, b'p']);
     }
 
     #[test]

@@ -1,0 +1,202 @@
+//! Erasure-code profiles and erasure-coded pools, as the cluster map records them.
+
+use crate::error::{Result, err};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What the shards (or replicas) of one PG must not share.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FailureDomain {
+    /// A host: losing a host loses at most one shard of a PG.
+    #[default]
+    Host,
+    /// An OSD: shards may share a host.
+    Osd,
+}
+
+/// How an erasure-coded pool cuts objects: `k` data and `m` parity shards in stripes of
+/// `k × stripe_unit` bytes (`shoal osd erasure-code-profile set NAME k=4 m=2 …`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErasureProfile {
+    /// Data shards.
+    pub k: u32,
+    /// Parity shards: the shards a PG may lose and still be read.
+    pub m: u32,
+    /// Bytes of one stripe on one shard.
+    pub stripe_unit: u32,
+    /// Where shards must differ.
+    pub failure_domain: FailureDomain,
+}
+
+/// The name of the profile every cluster has (k=2, m=2, as Ceph's).
+pub const DEFAULT_PROFILE: &str = "default";
+const DEFAULT_STRIPE_UNIT: u32 = 4096;
+
+impl Default for ErasureProfile {
+    fn default() -> Self {
+        ErasureProfile { k: 2, m: 2, stripe_unit: DEFAULT_STRIPE_UNIT, failure_domain: FailureDomain::Host }
+    }
+}
+
+impl ErasureProfile {
+    /// A profile from `key=value` settings (Ceph's names: `k`, `m`, `stripe_unit` with an
+    /// optional K or M suffix, `crush-failure-domain=host|osd`, `plugin=reed_solomon`, also
+    /// spelled `jerasure` with `technique=reed_sol_van`); the first bad one is named.
+    pub fn parse(settings: &[String]) -> Result<ErasureProfile> {
+        let mut profile = ErasureProfile::default();
+        let mut given: BTreeMap<&str, &str> = BTreeMap::new();
+        for setting in settings {
+            let (key, value) =
+                setting.split_once('=').ok_or_else(|| err::invalid(format!("'{setting}' is not key=value")))?;
+            given.insert(key, value);
+        }
+        for (key, value) in given {
+            let number = |what: &str| {
+                value.parse::<u32>().map_err(|_| err::invalid(format!("{what} must be a whole number, got '{value}'")))
+            };
+            match key {
+                "k" => profile.k = number("k")?,
+                "m" => profile.m = number("m")?,
+                "stripe_unit" => profile.stripe_unit = parse_size(value)?,
+                "crush-failure-domain" => {
+                    profile.failure_domain = match value {
+                        "host" => FailureDomain::Host,
+                        "osd" => FailureDomain::Osd,
+                        other => {
+                            return Err(err::invalid(format!(
+                                "crush-failure-domain must be host or osd, got '{other}'"
+                            )));
+                        }
+                    };
+                }
+                "plugin" if matches!(value, "reed_solomon" | "jerasure") => {}
+                "plugin" => {
+                    return Err(err::invalid(format!(
+                        "plugin '{value}' is not available: Shoal codes with Reed-Solomon (plugin=reed_solomon)"
+                    )));
+                }
+                "technique" if value == "reed_sol_van" => {}
+                "technique" => {
+                    return Err(err::invalid(format!("technique '{value}' is not available: use reed_sol_van")));
+                }
+                other => return Err(err::invalid(format!("unknown erasure-code profile setting '{other}'"))),
+            }
+        }
+        profile.validate()?;
+        Ok(profile)
+    }
+
+    /// Checks the numbers, naming the first that is wrong.
+    pub fn validate(&self) -> Result<()> {
+        if !(2..=32).contains(&self.k) {
+            return Err(err::invalid(format!("k must be in 2..=32, got {}", self.k)));
+        }
+        if !(1..=16).contains(&self.m) || self.k + self.m > 32 {
+            return Err(err::invalid(format!("m must be in 1..=16 with k+m at most 32, got m={}", self.m)));
+        }
+        if self.stripe_unit < 512 || self.stripe_unit > 16 << 20 || !self.stripe_unit.is_multiple_of(512) {
+            return Err(err::invalid(format!(
+                "stripe_unit must be a multiple of 512 between 512 and 16M, got {}",
+                self.stripe_unit
+            )));
+        }
+        Ok(())
+    }
+
+    /// The profile as `key=value` settings, in the order `get` prints them.
+    pub fn settings(&self) -> Vec<(String, String)> {
+        let domain = match self.failure_domain {
+            FailureDomain::Host => "host",
+            FailureDomain::Osd => "osd",
+        };
+        [
+            ("crush-failure-domain", domain.to_owned()),
+            ("k", self.k.to_string()),
+            ("m", self.m.to_string()),
+            ("plugin", "reed_solomon".to_owned()),
+            ("stripe_unit", self.stripe_unit.to_string()),
+            ("technique", "reed_sol_van".to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+    }
+
+    /// `min_size` of a pool with this profile unless one is given: `k + 1` (Ceph's), or `k`
+    /// when `m` is 1.
+    pub fn default_min_size(&self) -> u32 {
+        self.k + self.m.min(2) - 1
+    }
+}
+
+/// `4096`, `4K`, `1M` as bytes.
+fn parse_size(value: &str) -> Result<u32> {
+    let (digits, scale) = match value.as_bytes().last() {
+        Some(b'K' | b'k') => (&value[..value.len() - 1], 1 << 10),
+        Some(b'M' | b'm') => (&value[..value.len() - 1], 1 << 20),
+        _ => (value, 1),
+    };
+    digits
+        .parse::<u32>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| err::invalid(format!("stripe_unit must be a size like 4096, 4K or 1M, got '{value}'")))
+}
+
+/// The erasure coding of a pool: its profile as it was when the pool was made (the
+/// profile may change later; the pool's layout never does).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolErasure {
+    /// The profile's name.
+    pub profile: String,
+    /// The code and layout.
+    pub code: ErasureProfile,
+    /// Partial overwrites are allowed (read-modify-write of the stripes they touch).
+    pub allow_overwrites: bool,
+}
+
+/// Parameters of an erasure-coded pool to be created.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErasurePoolSpec {
+    /// Pool name.
+    pub name: String,
+    /// Placement groups.
+    pub pg_num: u32,
+    /// The profile's name.
+    pub profile: String,
+    /// Shards needed to accept writes (`k..=k+m`); `None`: the profile's default.
+    pub min_size: Option<u32>,
+    /// Allow partial overwrites.
+    pub allow_overwrites: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(settings: &[&str]) -> Result<ErasureProfile> {
+        ErasureProfile::parse(&settings.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn profiles_parse_ceph_settings_and_name_what_is_wrong() {
+        let p = parse(&["k=4", "m=2", "crush-failure-domain=osd", "stripe_unit=8K", "plugin=jerasure"]).unwrap();
+        assert_eq!(p, ErasureProfile { k: 4, m: 2, stripe_unit: 8192, failure_domain: FailureDomain::Osd });
+        assert_eq!(p.default_min_size(), 5);
+        assert_eq!(parse(&["k=3", "m=1"]).unwrap().default_min_size(), 3);
+        assert_eq!(parse(&[]).unwrap(), ErasureProfile::default());
+        for (bad, named) in [
+            (&["k=1"][..], "k must be"),
+            (&["k=4", "m=0"], "m must be"),
+            (&["stripe_unit=1000"], "stripe_unit must be a multiple"),
+            (&["stripe_unit=4X"], "stripe_unit must be a size"),
+            (&["plugin=clay"], "plugin 'clay'"),
+            (&["crush-failure-domain=rack"], "host or osd"),
+            (&["crush-root=default"], "unknown erasure-code profile setting 'crush-root'"),
+            (&["k"], "not key=value"),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.message.contains(named), "{bad:?}: {}", e.message);
+        }
+    }
+}
