@@ -15,6 +15,7 @@
 //! local store have it, [`Action::Reply`] (in PG order).
 
 pub mod damage;
+pub mod ec;
 pub mod exec;
 pub mod limits;
 pub mod peering;

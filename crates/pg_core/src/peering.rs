@@ -15,6 +15,8 @@
 //!   replica (incomplete, or whose history ends before the authority's log tail) is
 //!   backfilled: emptied and refilled object by object.
 
+pub mod erasure;
+
 use shoal_types::pg::{EVersion, PgSummary};
 use shoal_types::{ActiveInterval, ObjectName, OsdId};
 use std::collections::{BTreeMap, BTreeSet, HashSet};

@@ -11,7 +11,7 @@ use crate::limits::Limits;
 use crate::pglog::PgState;
 use crate::primary::{Event, Expect, Primary};
 use crate::scrub::ScrubBoard;
-use crate::view::ObjectView;
+use crate::view::{ObjectView, StoreObject};
 use bytes::Bytes;
 use shoal_objclass::{ClassRegistry, ClassState};
 use shoal_store::{CopyResume, ObjectKey, ObjectStore, Transaction};
@@ -395,7 +395,8 @@ impl<R> Shard<R> {
         let store = self.config.store.clone();
         let limits = self.limits.clone();
         let cache = &self.class_cache;
-        let mut view = ObjectView::load(&store, &limits, key.clone(), |version| match cache.get(&key) {
+        let committed = StoreObject::new(&store, key.clone());
+        let mut view = ObjectView::load(&committed, &limits, key.clone(), |version| match cache.get(&key) {
             Some((v, states)) if *v == version => states.clone(),
             _ => BTreeMap::new(),
         })?;

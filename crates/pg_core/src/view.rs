@@ -1,6 +1,7 @@
-//! One object as a running operation sees it: the committed state in the store plus the
-//! operation's staged changes. Reads merge both; nothing reaches the store until
-//! [`ObjectView::into_transaction`] turns the staged changes into one transaction.
+//! One object as a running operation sees it: its committed state ([`Committed`]: the
+//! local store's copy, for a replicated PG) plus the operation's staged changes. Reads
+//! merge both; nothing reaches the store until [`ObjectView::into_transaction`] turns the
+//! staged changes into one transaction.
 
 use bytes::Bytes;
 use shoal_objclass::{ClassState, ObjectAccess};
@@ -10,9 +11,85 @@ use std::collections::BTreeMap;
 
 use crate::limits::Limits;
 
+/// Where an operation's object keeps its committed state.
+pub trait Committed {
+    /// Bytes per data chunk.
+    fn chunk_size(&self) -> u64;
+    /// The committed metadata, if the object exists.
+    fn onode(&self) -> Result<Option<Onode>>;
+    /// The committed chunks in `first..end` that hold data.
+    fn chunks(&self, first: u32, end: u32) -> Result<Vec<(u32, Bytes)>>;
+    /// The same data as runs of adjacent chunks, as they are kept (fewer, larger buffers).
+    fn runs(&self, first: u32, end: u32) -> Result<Vec<(u32, Bytes)>> {
+        self.chunks(first, end)
+    }
+    /// A committed omap value.
+    fn omap_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Up to `max` committed omap entries from `from` on (after it if `exclusive`).
+    fn omap_scan(&self, from: &[u8], exclusive: bool, max: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+}
+
+/// An object's copy in the local store.
+pub struct StoreObject<'a> {
+    store: &'a ObjectStore,
+    key: ObjectKey,
+}
+
+impl<'a> StoreObject<'a> {
+    /// The copy of `key` in `store`.
+    pub fn new(store: &'a ObjectStore, key: ObjectKey) -> Self {
+        StoreObject { store, key }
+    }
+}
+
+impl Committed for StoreObject<'_> {
+    fn chunk_size(&self) -> u64 {
+        u64::from(self.store.chunk_size())
+    }
+
+    fn onode(&self) -> Result<Option<Onode>> {
+        self.store.onode(&self.key)
+    }
+
+    fn chunks(&self, first: u32, end: u32) -> Result<Vec<(u32, Bytes)>> {
+        self.store.chunks(&self.key, first, end)
+    }
+
+    fn runs(&self, first: u32, end: u32) -> Result<Vec<(u32, Bytes)>> {
+        self.store.runs(&self.key, first, end)
+    }
+
+    fn omap_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.store.omap_get(&self.key, key)
+    }
+
+    fn omap_scan(&self, from: &[u8], exclusive: bool, max: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.store.omap_scan(&self.key, from, exclusive, max)
+    }
+}
+
+/// An operation's staged changes to one object, for a primary that lowers them to store
+/// transactions itself (an erasure-coded PG's: [`crate::ec::shard_transactions`]).
+pub struct Staged {
+    /// The committed metadata when the operation started.
+    pub base: Option<Onode>,
+    /// The metadata after it, with its version and mtime; `None`: removed.
+    pub current: Option<Onode>,
+    /// The committed data is gone (the object was removed, maybe recreated).
+    pub wiped: bool,
+    /// Changed chunks, whole; `None`: a hole.
+    pub chunks: BTreeMap<u32, Option<Vec<u8>>>,
+    /// Committed chunks from this index on are gone.
+    pub chunk_cut: Option<u32>,
+    /// The omap or its header changed.
+    pub omap_changed: bool,
+    /// Class states to publish once the change commits.
+    pub states: BTreeMap<String, ClassState>,
+}
+
 /// The staged state of one object during one operation.
 pub struct ObjectView<'a> {
-    store: &'a ObjectStore,
+    committed: &'a dyn Committed,
     limits: &'a Limits,
     key: ObjectKey,
     chunk_size: u64,
@@ -39,20 +116,20 @@ pub struct ObjectView<'a> {
 }
 
 impl<'a> ObjectView<'a> {
-    /// Loads the object's committed metadata; `cached_states` returns the class state
-    /// cached for the object if it is valid at the given committed version.
+    /// Loads the committed metadata of the object `key`; `cached_states` returns the class
+    /// state cached for the object if it is valid at the given committed version.
     pub fn load(
-        store: &'a ObjectStore,
+        committed: &'a dyn Committed,
         limits: &'a Limits,
         key: ObjectKey,
         cached_states: impl FnOnce(u64) -> BTreeMap<String, ClassState>,
     ) -> Result<Self> {
-        let base = store.onode(&key)?;
+        let base = committed.onode()?;
         let states = cached_states(base.as_ref().map_or(0, |o| o.version));
         Ok(ObjectView {
-            store,
+            committed,
             limits,
-            chunk_size: u64::from(store.chunk_size()),
+            chunk_size: committed.chunk_size(),
             current: base.clone(),
             base,
             key,
@@ -97,7 +174,7 @@ impl<'a> ObjectView<'a> {
     fn load_chunks(&self, first: u32, last: u32) -> Result<BTreeMap<u32, Bytes>> {
         let mut out = BTreeMap::new();
         if self.base.is_some() && (first..=last).any(|i| !self.chunks.contains_key(&i) && self.store_has_chunk(i)) {
-            for (i, data) in self.store.chunks(&self.key, first, last.saturating_add(1))? {
+            for (i, data) in self.committed.chunks(first, last.saturating_add(1))? {
                 if self.store_has_chunk(i) {
                     out.insert(i, data);
                 }
@@ -180,7 +257,7 @@ impl<'a> ObjectView<'a> {
         // Chunks of the stored object all lie before this index.
         let base_chunks = self.base.as_ref().map_or(0, |b| b.size.div_ceil(self.chunk_size) as u32);
         if self.wiped && self.base.is_some() {
-            let has_omap = self.store.omap_scan(&self.key, &[], false, 1).map_or(true, |rows| !rows.is_empty());
+            let has_omap = self.committed.omap_scan(&[], false, 1).map_or(true, |rows| !rows.is_empty());
             txn.remove_object_sized(&self.key, base_chunks, has_omap);
         }
         if let Some(mut onode) = self.current.take() {
@@ -213,6 +290,28 @@ impl<'a> ObjectView<'a> {
             }
         }
         (txn, self.staged_states)
+    }
+
+    /// Sets the object's mtime and version and hands over the staged changes.
+    pub fn into_staged(mut self, version: u64, mtime_ns: u64) -> Staged {
+        let header = |o: &Option<Onode>| o.as_ref().map(|o| o.omap_header.clone()).unwrap_or_default();
+        let omap_changed = !self.omap.is_empty()
+            || self.omap_cleared
+            || !self.omap_removed_ranges.is_empty()
+            || (self.current.is_some() && header(&self.current) != header(&self.base));
+        if let Some(onode) = &mut self.current {
+            onode.version = version;
+            onode.mtime_ns = mtime_ns;
+        }
+        Staged {
+            base: self.base,
+            current: self.current,
+            wiped: self.wiped,
+            chunks: self.chunks,
+            chunk_cut: self.chunk_cut,
+            omap_changed,
+            states: self.staged_states,
+        }
     }
 
     /// Removes every omap entry (the header stays).
@@ -274,7 +373,7 @@ impl ObjectAccess for ObjectView<'_> {
         let untouched = (first..=last).all(|i| !self.chunks.contains_key(&i) && self.store_has_chunk(i));
         let pieces: Vec<(u32, Bytes)> = if self.base.is_some() && untouched {
             // Only committed data: read it as the store keeps it, in runs.
-            self.store.runs(&self.key, first, last.saturating_add(1))?
+            self.committed.runs(first, last.saturating_add(1))?
         } else {
             self.load_chunks(first, last)?.into_iter().collect()
         };
@@ -390,7 +489,7 @@ impl ObjectAccess for ObjectView<'_> {
         if self.omap_hidden(key) {
             return Ok(None);
         }
-        Ok(self.store.omap_get(&self.key, key)?.map(Bytes::from))
+        Ok(self.committed.omap_get(key)?.map(Bytes::from))
     }
 
     fn omap_get_vals(&mut self, start_after: &[u8], prefix: &[u8], max: usize) -> Result<(Vec<(Bytes, Bytes)>, bool)> {
@@ -412,7 +511,7 @@ impl ObjectAccess for ObjectView<'_> {
             .peekable();
         while merged.len() <= max {
             if pending.is_empty() && !store_done {
-                let rows = self.store.omap_scan(&self.key, &from, exclusive, page)?;
+                let rows = self.committed.omap_scan(&from, exclusive, page)?;
                 store_done = rows.len() < page;
                 if let Some((k, _)) = rows.last() {
                     from = k.clone();

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use shoal_objclass::ClassRegistry;
 use shoal_pg_core::Limits;
 use shoal_pg_core::exec::{ExecEnv, execute};
-use shoal_pg_core::view::ObjectView;
+use shoal_pg_core::view::{ObjectView, StoreObject};
 use shoal_store::{Cf, KvEngine, MemDevice, MemKv, ObjectKey, ObjectStore, StoreFormat, StoreOptions};
 use shoal_types::{ClientId, CmpMode, CmpOp, Errno, ObjectName, PoolId, Step, StepOutput, Versioned};
 use std::collections::BTreeMap;
@@ -274,7 +274,8 @@ fn dump(kv: &MemKv) -> Vec<(Cf, Vec<u8>, Vec<u8>)> {
 fn run(store: &ObjectStore, key: &ObjectKey, steps: &[Step], version: &mut u64) -> Result<Vec<StepOutput>, Errno> {
     let limits = Limits::default();
     let classes = ClassRegistry::builtin();
-    let mut view = ObjectView::load(store, &limits, key.clone(), |_| BTreeMap::new()).unwrap();
+    let committed = StoreObject::new(store, key.clone());
+    let mut view = ObjectView::load(&committed, &limits, key.clone(), |_| BTreeMap::new()).unwrap();
     let env = ExecEnv { classes: &classes, limits: &limits, caller: ClientId(1), now_ns: 7 };
     let outputs = execute(&mut view, steps, &env).map_err(|e| e.errno)?;
     if view.changes() > 0 {

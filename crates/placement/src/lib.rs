@@ -161,8 +161,12 @@ impl Topology {
         let x = hash::hash2(pg.seed, pg.pool.0 as u32);
         let size = pool.size;
         let crush_weight = |h: &Host| h.osds.iter().map(|&(_, w)| w).fold(0u32, u32::saturating_add);
-        let every_osd: Vec<(usize, OsdId, u32)> =
-            self.hosts.iter().enumerate().flat_map(|(h, host)| host.osds.iter().map(move |&(o, w)| (h, o, w))).collect();
+        let every_osd: Vec<(usize, OsdId, u32)> = self
+            .hosts
+            .iter()
+            .enumerate()
+            .flat_map(|(h, host)| host.osds.iter().map(move |&(o, w)| (h, o, w)))
+            .collect();
         let mut shards: Vec<Option<(OsdId, usize)>> = vec![None; size as usize];
         for round in 0..MAX_TRIES {
             for shard in 0..size {
@@ -190,7 +194,8 @@ impl Topology {
                     }
                 };
                 let Some((osd, host)) = drawn else { continue };
-                let taken = shards.iter().flatten().any(|&(o, h)| o == osd || (domain == FailureDomain::Host && h == host));
+                let taken =
+                    shards.iter().flatten().any(|&(o, h)| o == osd || (domain == FailureDomain::Host && h == host));
                 if !taken && !self.out.contains(&osd) {
                     shards[shard as usize] = Some((osd, host));
                 }

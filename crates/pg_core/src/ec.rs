@@ -1,0 +1,373 @@
+//! Erasure-coded objects at a PG's primary: the logical object an operation sees, put
+//! together from the stripes gathered from the shards ([`EcObject`]), and the store
+//! transaction for each shard that the operation's staged changes become
+//! ([`shard_transactions`]).
+//!
+//! The logical object is cut into chunks of `k × block` bytes, where a *block* is
+//! `lcm(store chunk, stripe_unit)` bytes: logical chunk `i` is a whole number of stripes,
+//! and on every shard it is block `i`, a run of whole store chunks. A change to a logical
+//! chunk is therefore encoded on its own and replaces the same store chunks on every shard.
+//! Every shard's copy also keeps the object's metadata: its xattrs, version and mtime, and
+//! its logical size in a reserved xattr ([`SIZE_XATTR`]) that clients never see.
+
+use crate::view::{Committed, Staged};
+use bytes::Bytes;
+use shoal_erasure::{ErasureCoder, StripeLayout};
+use shoal_store::{ObjectKey, Onode, Transaction};
+use shoal_types::erasure::ErasureProfile;
+use shoal_types::{Result, err};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The reserved xattr that holds an erasure-coded object's logical size on every shard.
+pub const SIZE_XATTR: &str = "\u{0}ec.size";
+
+/// How an erasure-coded pool's objects map onto shards and store chunks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EcLayout {
+    /// The stripes.
+    pub stripes: StripeLayout,
+    /// Bytes per store chunk (the same on every OSD, as for replicated writes).
+    pub store_chunk: u64,
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+impl EcLayout {
+    /// The layout of a pool with `code` on stores of `store_chunk`-byte chunks.
+    pub fn new(code: &ErasureProfile, store_chunk: u32) -> EcLayout {
+        EcLayout {
+            stripes: StripeLayout { k: code.k, m: code.m, unit: code.stripe_unit },
+            store_chunk: u64::from(store_chunk),
+        }
+    }
+
+    /// Shards, `k + m`.
+    pub fn shards(&self) -> usize {
+        (self.stripes.k + self.stripes.m) as usize
+    }
+
+    /// Bytes of one shard that hold one logical chunk.
+    pub fn block(&self) -> u64 {
+        let unit = u64::from(self.stripes.unit);
+        unit / gcd(unit, self.store_chunk) * self.store_chunk
+    }
+
+    /// Logical bytes per logical chunk.
+    pub fn logical_chunk(&self) -> u64 {
+        u64::from(self.stripes.k) * self.block()
+    }
+
+    /// Store chunks per block.
+    fn store_chunks_per_block(&self) -> u32 {
+        (self.block() / self.store_chunk) as u32
+    }
+
+    /// Bytes each shard holds for an object of `size` logical bytes.
+    pub fn shard_size(&self, size: u64) -> u64 {
+        self.stripes.shard_len(size)
+    }
+
+    /// The shard blocks of one logical chunk's bytes (`data`, at most a logical chunk):
+    /// padded to whole stripes and encoded; `k + m` buffers of equal length.
+    pub fn encode_chunk(&self, coder: &dyn ErasureCoder, data: &[u8]) -> Result<Vec<Vec<u8>>> {
+        if data.len() as u64 > self.logical_chunk() {
+            return Err(err::invalid(format!("{} bytes do not fit a logical chunk", data.len())));
+        }
+        self.stripes.encode(coder, data)
+    }
+}
+
+/// The logical metadata of a shard's copy: the reserved size moved out of the xattrs.
+pub fn logical_onode(mut shard: Onode) -> Result<Onode> {
+    let size = shard.xattrs.remove(SIZE_XATTR).ok_or_else(|| err::io("a shard's copy has no logical size"))?;
+    let bytes: [u8; 8] = size.as_ref().try_into().map_err(|_| err::io("a shard's logical size is malformed"))?;
+    shard.size = u64::from_le_bytes(bytes);
+    Ok(shard)
+}
+
+/// The metadata of every shard's copy of an object with `logical` metadata.
+pub fn shard_onode(logical: &Onode, layout: &EcLayout) -> Onode {
+    let mut shard = logical.clone();
+    shard.size = layout.shard_size(logical.size);
+    shard.xattrs.insert(SIZE_XATTR.to_owned(), Bytes::copy_from_slice(&logical.size.to_le_bytes()));
+    shard
+}
+
+/// An erasure-coded object's committed state as the primary has assembled it: the
+/// metadata of its own shard's copy and the logical chunks gathered so far. Asked for a
+/// chunk it does not have, it fails and remembers which ([`EcObject::needed`]): the
+/// primary gathers those from the shards and runs the operation again.
+pub struct EcObject {
+    layout: EcLayout,
+    onode: Option<Onode>,
+    gathered: BTreeMap<u32, Bytes>,
+    needed: RefCell<BTreeSet<u32>>,
+}
+
+impl EcObject {
+    /// An object with logical metadata `onode` (`None`: absent) and the logical chunks
+    /// gathered so far.
+    pub fn new(layout: EcLayout, onode: Option<Onode>, gathered: BTreeMap<u32, Bytes>) -> EcObject {
+        EcObject { layout, onode, gathered, needed: RefCell::new(BTreeSet::new()) }
+    }
+
+    /// The logical chunks an operation asked for and that were not gathered.
+    pub fn needed(&self) -> BTreeSet<u32> {
+        self.needed.borrow().clone()
+    }
+}
+
+fn no_omap() -> shoal_types::RadosError {
+    err::not_supported("erasure-coded pools keep no omap")
+}
+
+impl Committed for EcObject {
+    fn chunk_size(&self) -> u64 {
+        self.layout.logical_chunk()
+    }
+
+    fn onode(&self) -> Result<Option<Onode>> {
+        Ok(self.onode.clone())
+    }
+
+    fn chunks(&self, first: u32, end: u32) -> Result<Vec<(u32, Bytes)>> {
+        let size = self.onode.as_ref().map_or(0, |o| o.size);
+        let stored_end = size.div_ceil(self.layout.logical_chunk()).min(u64::from(end)) as u32;
+        let mut out = Vec::new();
+        let mut needed = self.needed.borrow_mut();
+        for index in first..stored_end {
+            match self.gathered.get(&index) {
+                Some(data) => out.push((index, data.clone())),
+                None => {
+                    needed.insert(index);
+                }
+            }
+        }
+        if needed.is_empty() { Ok(out) } else { Err(err::again("the operation needs stripes not gathered yet")) }
+    }
+
+    fn omap_get(&self, _key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Err(no_omap())
+    }
+
+    fn omap_scan(&self, _from: &[u8], _exclusive: bool, _max: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        Err(no_omap())
+    }
+}
+
+/// The store transaction of each shard (in shard order) that applies `staged` to the
+/// shards' copies of `key`.
+pub fn shard_transactions(
+    staged: &Staged,
+    layout: &EcLayout,
+    coder: &dyn ErasureCoder,
+    key: &ObjectKey,
+) -> Result<Vec<Transaction>> {
+    if staged.omap_changed {
+        return Err(no_omap());
+    }
+    let mut txns: Vec<Transaction> = (0..layout.shards()).map(|_| Transaction::new()).collect();
+    let per_block = layout.store_chunks_per_block();
+    let block_chunks = |size: u64| layout.shard_size(size).div_ceil(layout.store_chunk) as u32;
+    let base_chunks = staged.base.as_ref().map_or(0, |b| block_chunks(b.size));
+    if staged.wiped && staged.base.is_some() {
+        for txn in &mut txns {
+            txn.remove_object_sized(key, base_chunks, false);
+        }
+    }
+    let Some(current) = &staged.current else { return Ok(txns) };
+    let onode = shard_onode(current, layout);
+    for txn in &mut txns {
+        txn.put_onode(key, &onode);
+        if let (Some(cut), false) = (staged.chunk_cut, staged.wiped) {
+            txn.delete_chunks_between(key, cut * per_block, base_chunks);
+        }
+    }
+    for (&index, chunk) in &staged.chunks {
+        let first = index * per_block;
+        let blocks = match chunk {
+            Some(data) => layout.encode_chunk(coder, data)?,
+            // A hole: zeros, whose parity is zeros too.
+            None => vec![Vec::new(); layout.shards()],
+        };
+        for (txn, block) in txns.iter_mut().zip(blocks) {
+            let mut pieces = block.chunks(layout.store_chunk as usize);
+            for store_chunk in first..first + per_block {
+                match pieces.next() {
+                    Some(piece) => txn.put_chunk(key, store_chunk, piece.to_vec()),
+                    None if !staged.wiped && store_chunk < base_chunks => txn.delete_chunk(key, store_chunk),
+                    None => {}
+                }
+            }
+        }
+    }
+    Ok(txns)
+}
+
+/// The logical chunks `first..end` of an object of logical `size` from its shards' blocks
+/// (`blocks[shard]`: that shard's bytes for those chunks, `None` if not read), rebuilding
+/// missing data shards from any `k`.
+pub fn assemble(
+    layout: &EcLayout,
+    coder: &dyn ErasureCoder,
+    size: u64,
+    first: u32,
+    blocks: Vec<Option<Vec<u8>>>,
+) -> Result<BTreeMap<u32, Bytes>> {
+    let shard_len = blocks.iter().flatten().map(Vec::len).max().unwrap_or(0);
+    // Shards keep short final chunks: pad every block read to the same length.
+    let mut slots: Vec<Option<Vec<u8>>> = blocks
+        .into_iter()
+        .map(|b| {
+            b.map(|mut b| {
+                b.resize(shard_len.div_ceil(layout.stripes.unit as usize) * layout.stripes.unit as usize, 0);
+                b
+            })
+        })
+        .collect();
+    let data = layout.stripes.decode(coder, &mut slots)?;
+    let chunk = layout.logical_chunk() as usize;
+    let start = u64::from(first) * layout.logical_chunk();
+    let end = size.min(start + data.len() as u64);
+    let mut out = BTreeMap::new();
+    for (n, piece) in data[..end.saturating_sub(start) as usize].chunks(chunk).enumerate() {
+        out.insert(first + n as u32, Bytes::copy_from_slice(piece));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::Limits;
+    use crate::view::ObjectView;
+    use shoal_objclass::ObjectAccess;
+    use shoal_store::{ObjectStore, StoreFormat, StoreOptions};
+    use shoal_types::{ObjectName, PoolId};
+
+    const CHUNK: u32 = 1024;
+
+    fn layout(k: u32, m: u32, unit: u32) -> EcLayout {
+        let code = ErasureProfile { k, m, stripe_unit: unit, ..ErasureProfile::default() };
+        EcLayout::new(&code, CHUNK)
+    }
+
+    #[test]
+    fn logical_chunks_are_whole_stripes_and_whole_store_chunks() {
+        assert_eq!((layout(4, 2, 512).block(), layout(4, 2, 512).logical_chunk()), (1024, 4096));
+        assert_eq!((layout(4, 2, 4096).block(), layout(4, 2, 4096).logical_chunk()), (4096, 16384));
+        assert_eq!(layout(2, 1, 1536).block(), 3072, "lcm of 1024 and 1536");
+    }
+
+    /// `k + m` shard stores, each OSD's copy of the PG's shard.
+    struct Shards {
+        layout: EcLayout,
+        coder: Box<dyn ErasureCoder>,
+        stores: Vec<ObjectStore>,
+        key: ObjectKey,
+    }
+
+    impl Shards {
+        fn new(layout: EcLayout) -> Shards {
+            let format = StoreFormat { chunk_size: CHUNK };
+            let stores = (0..layout.shards())
+                .map(|_| ObjectStore::in_memory(format, StoreOptions::default()).unwrap())
+                .collect();
+            let coder = shoal_erasure::coder(layout.stripes.k, layout.stripes.m).unwrap();
+            Shards { layout, coder, stores, key: ObjectKey::new(PoolId(1), &ObjectName::new("", "o")).unwrap() }
+        }
+
+        /// The logical object as every shard but `lost` tells it (`None`: absent).
+        fn read(&self, lost: &[usize]) -> Option<Vec<u8>> {
+            let onode = self.stores[0].onode(&self.key).unwrap().map(|o| logical_onode(o).unwrap())?;
+            let blocks = (0..self.layout.shards())
+                .map(|s| {
+                    (!lost.contains(&s)).then(|| {
+                        let chunks = self.stores[s].chunks(&self.key, 0, u32::MAX).unwrap();
+                        let mut bytes = vec![0u8; self.layout.shard_size(onode.size) as usize];
+                        for (i, data) in chunks {
+                            let at = i as usize * CHUNK as usize;
+                            bytes[at..at + data.len()].copy_from_slice(&data);
+                        }
+                        bytes
+                    })
+                })
+                .collect();
+            let chunks = assemble(&self.layout, self.coder.as_ref(), onode.size, 0, blocks).unwrap();
+            let mut data: Vec<u8> = chunks.into_values().flat_map(|c| c.to_vec()).collect();
+            data.resize(onode.size as usize, 0);
+            Some(data)
+        }
+
+        /// Runs `change` over the object gathered from all shards and applies it.
+        fn apply(&self, version: u64, change: impl FnOnce(&mut ObjectView<'_>)) {
+            let onode = self.stores[0].onode(&self.key).unwrap().map(|o| logical_onode(o).unwrap());
+            let data = self.read(&[]).unwrap_or_default();
+            let chunk = self.layout.logical_chunk() as usize;
+            let gathered = data.chunks(chunk).enumerate().map(|(i, c)| (i as u32, Bytes::copy_from_slice(c))).collect();
+            let object = EcObject::new(self.layout, onode, gathered);
+            let limits = Limits::default();
+            let mut view = ObjectView::load(&object, &limits, self.key.clone(), |_| BTreeMap::new()).unwrap();
+            change(&mut view);
+            let staged = view.into_staged(version, 0);
+            let txns = shard_transactions(&staged, &self.layout, self.coder.as_ref(), &self.key).unwrap();
+            for (store, txn) in self.stores.iter().zip(txns) {
+                store.commit(txn).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn staged_changes_become_shard_writes_that_any_k_shards_read_back() {
+        let shards = Shards::new(layout(4, 2, 512));
+        let mut model: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let first = model.clone();
+        shards.apply(1, |v| v.write_full(&first).unwrap());
+        let patch = vec![7u8; 3000];
+        shards.apply(2, |v| v.write(5000, &patch).unwrap());
+        model[5000..8000].copy_from_slice(&patch);
+        shards.apply(3, |v| v.append(b"tail").unwrap());
+        model.extend_from_slice(b"tail");
+        shards.apply(4, |v| v.truncate(6100).unwrap());
+        model.truncate(6100);
+        shards.apply(5, |v| v.write(9000, b"far").unwrap());
+        model.resize(9000, 0);
+        model.extend_from_slice(b"far");
+        shards.apply(6, |v| v.zero(0, 4096).unwrap());
+        model[..4096].fill(0);
+        shards.apply(7, |v| v.set_xattr("user", Bytes::from_static(b"x")).unwrap());
+        for lost in [vec![], vec![0, 1], vec![2, 5], vec![4, 5], vec![3]] {
+            assert_eq!(shards.read(&lost).unwrap(), model, "read without shards {lost:?}");
+        }
+        let meta = logical_onode(shards.stores[3].onode(&shards.key).unwrap().unwrap()).unwrap();
+        assert_eq!((meta.size, meta.version, meta.xattrs.len()), (9003, 7, 1));
+        assert!(!meta.xattrs.contains_key(SIZE_XATTR), "the reserved size is not a client's xattr");
+        shards.apply(8, |v| v.remove().unwrap());
+        assert!(shards.stores.iter().all(|s| s.onode(&shards.key).unwrap().is_none()));
+        assert!(shards.stores.iter().all(|s| s.chunks(&shards.key, 0, u32::MAX).unwrap().is_empty()));
+    }
+
+    #[test]
+    fn a_partial_write_asks_for_the_chunks_it_changes_and_omap_is_refused() {
+        let l = layout(4, 2, 512);
+        let onode = Onode { size: 20_000, ..Onode::default() };
+        let object = EcObject::new(l, Some(onode), BTreeMap::new());
+        let limits = Limits::default();
+        let key = ObjectKey::new(PoolId(1), &ObjectName::new("", "o")).unwrap();
+        let mut view = ObjectView::load(&object, &limits, key.clone(), |_| BTreeMap::new()).unwrap();
+        assert!(view.write(5000, b"abc").is_err());
+        assert_eq!(object.needed(), BTreeSet::from([1]), "bytes 4096..8192 are logical chunk 1");
+        let mut view = ObjectView::load(&object, &limits, key.clone(), |_| BTreeMap::new()).unwrap();
+        view.write_full(b"new").unwrap();
+        assert!(view.omap_get(b"k").unwrap_err().errno == shoal_types::Errno::NotSupported);
+        let mut view = ObjectView::load(&object, &limits, key.clone(), |_| BTreeMap::new()).unwrap();
+        view.omap_set(vec![(Bytes::from_static(b"k"), Bytes::from_static(b"v"))]).unwrap();
+        let staged = view.into_staged(2, 0);
+        let coder = shoal_erasure::coder(4, 2).unwrap();
+        let refused = shard_transactions(&staged, &l, coder.as_ref(), &key).unwrap_err();
+        assert_eq!(refused.errno, shoal_types::Errno::NotSupported);
+    }
+}

@@ -1,0 +1,163 @@
+//! Peering decisions for an erasure-coded PG, as a pure function of what each shard's copy
+//! says about its history.
+//!
+//! A write is acknowledged once every acting shard holds it, and a shard can be rebuilt
+//! from any `k` others, so the rules differ from replication's:
+//! - The authoritative history ends at the newest entry that at least `k` distinct shards
+//!   hold (only complete copies, activated in the recorded interval or later, count):
+//!   every object written up to there can be decoded.
+//! - Entries after that point, or off that history, are divergent. Shards holding them roll
+//!   them back (each shard kept what the entry overwrote), newest first.
+//! - A shard behind the authoritative head gets the objects written since its last entry
+//!   on that history, decoded from `k` others; one whose history ends before the
+//!   authority's log tail, or that is incomplete, is backfilled.
+//! - With a recorded interval, at least `k` complete shards activated in it or later must
+//!   answer: fewer could hide a write acknowledged there.
+
+use super::{Blocked, PeerPlan, Recovery};
+use shoal_types::pg::{EVersion, PgSummary};
+use shoal_types::{ActiveInterval, ObjectName};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The outcome of peering an erasure-coded PG.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErasurePlan {
+    /// The newest entry of the authoritative history.
+    pub head: EVersion,
+    /// The shard whose log is the authoritative history.
+    pub auth: u8,
+    /// Per shard that answered: the log it keeps (later entries are rolled back) and what
+    /// it must receive.
+    pub shards: BTreeMap<u8, PeerPlan>,
+}
+
+/// Decides the authoritative history and each shard's catch-up from the summaries of the
+/// shards that answered (by shard index), for a code with `k` data shards.
+pub fn plan(
+    k: usize,
+    summaries: &BTreeMap<u8, PgSummary>,
+    recorded: Option<&ActiveInterval>,
+) -> Result<ErasurePlan, Blocked> {
+    let current = |s: &PgSummary| recorded.is_none_or(|r| s.info.last_epoch_started >= r.interval);
+    let usable: BTreeMap<u8, &PgSummary> =
+        summaries.iter().filter(|(_, s)| s.info.complete && current(s)).map(|(i, s)| (*i, s)).collect();
+    if usable.len() < k {
+        return Err(match recorded {
+            Some(r) => Blocked::Down { epoch: r.interval, acting: r.acting.clone() },
+            None => Blocked::Incomplete,
+        });
+    }
+    // A shard holds an entry it logs, or any entry at or before its log tail (trimmed
+    // entries were held by every shard).
+    let holds = |s: &PgSummary, at: EVersion| at <= s.info.log_tail || s.log.iter().any(|p| p.at == at);
+    let candidates: BTreeSet<EVersion> =
+        usable.values().flat_map(|s| s.log.iter().map(|p| p.at).chain([s.info.log_tail])).collect();
+    let head = candidates
+        .into_iter()
+        .rev()
+        .find(|at| usable.values().filter(|s| holds(s, *at)).count() >= k)
+        .ok_or(Blocked::Incomplete)?;
+    let (&auth, auth_summary) = usable
+        .iter()
+        .filter(|(_, s)| holds(s, head))
+        .max_by_key(|(i, s)| (s.log.len(), std::cmp::Reverse(**i)))
+        .ok_or(Blocked::Incomplete)?;
+    let history: Vec<(EVersion, &ObjectName)> =
+        auth_summary.log.iter().filter(|p| p.at <= head).map(|p| (p.at, &p.object)).collect();
+    let on_history: BTreeSet<EVersion> = history.iter().map(|(at, _)| *at).collect();
+    let shards = summaries
+        .iter()
+        .map(|(&index, summary)| {
+            let backfill = PeerPlan { keep_until: None, recovery: Recovery::Backfill };
+            if !summary.info.complete {
+                return (index, backfill);
+            }
+            let shared = |at: &EVersion| *at <= head && (on_history.contains(at) || *at <= auth_summary.info.log_tail);
+            let kept = summary.log.iter().rev().map(|p| p.at).chain([summary.info.log_tail]).find(shared);
+            let Some(kept) = kept.filter(|at| *at >= auth_summary.info.log_tail) else { return (index, backfill) };
+            let missing: BTreeSet<ObjectName> = history
+                .iter()
+                .filter(|(at, _)| *at > kept)
+                .map(|(_, o)| (*o).clone())
+                .chain(summary.log.iter().filter(|p| p.at > kept).map(|p| p.object.clone()))
+                .collect();
+            let recovery = if missing.is_empty() { Recovery::None } else { Recovery::Log(missing) };
+            (index, PeerPlan { keep_until: Some(kept), recovery })
+        })
+        .collect();
+    Ok(ErasurePlan { head, auth, shards })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_types::OsdId;
+    use shoal_types::pg::{LogPoint, PgInfo};
+
+    fn at(epoch: u64, version: u64) -> EVersion {
+        EVersion { epoch, version }
+    }
+
+    fn shard(entries: &[(u64, u64, &str)], complete: bool, les: u64) -> PgSummary {
+        let log: Vec<LogPoint> =
+            entries.iter().map(|&(e, v, o)| LogPoint { at: at(e, v), object: ObjectName::new("", o) }).collect();
+        PgSummary {
+            info: PgInfo {
+                last_update: log.last().map_or_else(EVersion::default, |p| p.at),
+                log_tail: EVersion::default(),
+                complete,
+                last_epoch_started: les,
+                last_acting: Vec::new(),
+            },
+            log,
+        }
+    }
+
+    fn objects(names: &[&str]) -> Recovery {
+        Recovery::Log(names.iter().map(|o| ObjectName::new("", *o)).collect())
+    }
+
+    #[test]
+    fn an_entry_on_fewer_than_k_shards_is_rolled_back_and_one_on_k_is_rolled_forward() {
+        // 2+1: a write at (1, 3) reached shard 0 only; (1, 2) reached shards 0 and 1.
+        let mut s = BTreeMap::new();
+        s.insert(0, shard(&[(1, 1, "a"), (1, 2, "b"), (1, 3, "c")], true, 1));
+        s.insert(1, shard(&[(1, 1, "a"), (1, 2, "b")], true, 1));
+        s.insert(2, shard(&[(1, 1, "a")], true, 1));
+        let p = plan(2, &s, None).unwrap();
+        assert_eq!(p.head, at(1, 2));
+        assert_eq!(p.shards[&0], PeerPlan { keep_until: Some(at(1, 2)), recovery: objects(&["c"]) });
+        assert_eq!(p.shards[&1], PeerPlan { keep_until: Some(at(1, 2)), recovery: Recovery::None });
+        assert_eq!(p.shards[&2], PeerPlan { keep_until: Some(at(1, 1)), recovery: objects(&["b"]) });
+    }
+
+    #[test]
+    fn divergent_histories_keep_the_one_k_shards_hold() {
+        // A primary of interval 5 wrote (5, 3) to shards 1 and 2; shard 0 still has the
+        // old primary's unacknowledged (1, 3).
+        let mut s = BTreeMap::new();
+        s.insert(0, shard(&[(1, 1, "a"), (1, 2, "b"), (1, 3, "x")], true, 1));
+        s.insert(1, shard(&[(1, 1, "a"), (1, 2, "b"), (5, 3, "c")], true, 5));
+        s.insert(2, shard(&[(1, 1, "a"), (1, 2, "b"), (5, 3, "c")], true, 5));
+        let p = plan(2, &s, None).unwrap();
+        assert_eq!((p.head, p.auth), (at(5, 3), 1));
+        assert_eq!(p.shards[&0], PeerPlan { keep_until: Some(at(1, 2)), recovery: objects(&["c", "x"]) });
+    }
+
+    #[test]
+    fn fewer_than_k_usable_shards_block_and_incomplete_ones_are_backfilled() {
+        let recorded = ActiveInterval { interval: 4, acting: vec![OsdId(1), OsdId(2), OsdId(3)] };
+        let mut s = BTreeMap::new();
+        s.insert(0, shard(&[(4, 1, "a")], true, 4));
+        s.insert(1, shard(&[(1, 1, "z")], true, 1));
+        assert_eq!(plan(2, &s, Some(&recorded)), Err(Blocked::Down { epoch: 4, acting: recorded.acting.clone() }));
+        s.insert(2, shard(&[(4, 1, "a")], true, 4));
+        s.insert(3, shard(&[(4, 1, "a")], false, 4));
+        let p = plan(2, &s, Some(&recorded)).unwrap();
+        assert_eq!(p.head, at(4, 1));
+        assert_eq!(p.shards[&3].recovery, Recovery::Backfill);
+        // Shard 1 is older than the record: its (1, 1) is rolled back, (4, 1) recovered.
+        assert_eq!(p.shards[&1], PeerPlan { keep_until: Some(EVersion::default()), recovery: objects(&["a", "z"]) });
+        assert_eq!(plan(3, &BTreeMap::from([(0, shard(&[], true, 0))]), None), Err(Blocked::Incomplete));
+    }
+}
