@@ -131,16 +131,20 @@ fn catch_up(peer: &PgSummary, auth: &PgSummary, auth_positions: &HashSet<EVersio
     PeerPlan { keep_until: Some(common), recovery }
 }
 
+/// Summaries for the peering tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use shoal_types::pg::{LogPoint, PgInfo};
+pub(crate) mod test_support {
+    use shoal_types::pg::{EVersion, LogPoint, PgInfo, PgSummary};
+    use shoal_types::{ObjectName, OsdId};
 
-    fn at(epoch: u64, version: u64) -> EVersion {
+    /// A log position.
+    pub fn at(epoch: u64, version: u64) -> EVersion {
         EVersion { epoch, version }
     }
 
-    fn summary(entries: &[(u64, u64, &str)], complete: bool, les: u64, acting: &[u32]) -> PgSummary {
+    /// A copy's summary: its log entries `(epoch, version, object)`, whether it is
+    /// complete, its last epoch started and that interval's acting set.
+    pub fn summary(entries: &[(u64, u64, &str)], complete: bool, les: u64, acting: &[u32]) -> PgSummary {
         let log: Vec<LogPoint> =
             entries.iter().map(|&(e, v, o)| LogPoint { at: at(e, v), object: ObjectName::new("", o) }).collect();
         PgSummary {
@@ -154,6 +158,12 @@ mod tests {
             log,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::{at, summary};
+    use super::*;
 
     #[test]
     fn divergent_tail_of_an_old_primary_is_rolled_back() {

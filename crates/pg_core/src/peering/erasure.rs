@@ -91,26 +91,11 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::peering::test_support::{at, summary};
     use shoal_types::OsdId;
-    use shoal_types::pg::{LogPoint, PgInfo};
-
-    fn at(epoch: u64, version: u64) -> EVersion {
-        EVersion { epoch, version }
-    }
 
     fn shard(entries: &[(u64, u64, &str)], complete: bool, les: u64) -> PgSummary {
-        let log: Vec<LogPoint> =
-            entries.iter().map(|&(e, v, o)| LogPoint { at: at(e, v), object: ObjectName::new("", o) }).collect();
-        PgSummary {
-            info: PgInfo {
-                last_update: log.last().map_or_else(EVersion::default, |p| p.at),
-                log_tail: EVersion::default(),
-                complete,
-                last_epoch_started: les,
-                last_acting: Vec::new(),
-            },
-            log,
-        }
+        summary(entries, complete, les, &[])
     }
 
     fn objects(names: &[&str]) -> Recovery {
