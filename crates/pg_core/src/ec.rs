@@ -10,11 +10,13 @@
 //! Every shard's copy also keeps the object's metadata: its xattrs, version and mtime, and
 //! its logical size in a reserved xattr ([`SIZE_XATTR`]) that clients never see.
 
+pub mod rollback;
+
 use crate::view::{Committed, Staged};
 use bytes::Bytes;
 use shoal_erasure::{ErasureCoder, StripeLayout};
 use shoal_store::{ObjectKey, Onode, Transaction};
-use shoal_types::erasure::ErasureProfile;
+use shoal_types::erasure::{ErasureProfile, Touched};
 use shoal_types::{Result, err};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -207,6 +209,21 @@ pub fn shard_transactions(
     Ok(txns)
 }
 
+/// The part of every shard's copy that `staged` replaces.
+pub fn touched(staged: &Staged, layout: &EcLayout) -> Touched {
+    if staged.wiped || staged.current.is_none() {
+        return Touched::Whole;
+    }
+    let per_block = layout.store_chunks_per_block();
+    let base_chunks = staged.base.as_ref().map_or(0, |b| layout.shard_size(b.size).div_ceil(layout.store_chunk) as u32);
+    let mut ranges: Vec<(u32, u32)> = staged.chunks.keys().map(|i| (i * per_block, (i + 1) * per_block)).collect();
+    if let Some(cut) = staged.chunk_cut.map(|c| c * per_block).filter(|c| *c < base_chunks) {
+        ranges.push((cut, base_chunks));
+    }
+    ranges.sort_unstable();
+    Touched::Chunks(ranges)
+}
+
 /// The logical chunks `first..end` of an object of logical `size` from its shards' blocks
 /// (`blocks[shard]`: that shard's bytes for those chunks, `None` if not read), rebuilding
 /// missing data shards from any `k`.
@@ -304,6 +321,17 @@ mod tests {
 
         /// Runs `change` over the object gathered from all shards and applies it.
         fn apply(&self, version: u64, change: impl FnOnce(&mut ObjectView<'_>)) {
+            self.apply_on(&(0..self.layout.shards()).collect::<Vec<_>>(), version, change);
+        }
+
+        /// Runs `change` over the object gathered from all shards and applies it on the
+        /// shards in `on` only; returns what each shard kept to undo it (by shard).
+        fn apply_on(
+            &self,
+            on: &[usize],
+            version: u64,
+            change: impl FnOnce(&mut ObjectView<'_>),
+        ) -> BTreeMap<usize, rollback::Rollback> {
             let onode = self.stores[0].onode(&self.key).unwrap().map(|o| logical_onode(o).unwrap());
             let data = self.read(&[]).unwrap_or_default();
             let chunk = self.layout.logical_chunk() as usize;
@@ -313,11 +341,59 @@ mod tests {
             let mut view = ObjectView::load(&object, &limits, self.key.clone(), |_| BTreeMap::new()).unwrap();
             change(&mut view);
             let staged = view.into_staged(version, 0);
+            let touched = touched(&staged, &self.layout);
             let txns = shard_transactions(&staged, &self.layout, self.coder.as_ref(), &self.key).unwrap();
-            for (store, txn) in self.stores.iter().zip(txns) {
-                store.commit(txn).unwrap();
+            let object = ObjectName::new("", "o");
+            let mut kept = BTreeMap::new();
+            for (s, txn) in txns.into_iter().enumerate().filter(|(s, _)| on.contains(s)) {
+                kept.insert(s, rollback::keep(&self.stores[s], &self.key, &object, &touched).unwrap());
+                self.stores[s].commit(txn).unwrap();
+            }
+            kept
+        }
+
+        /// Undoes a write on the shards that kept what it replaced.
+        fn undo(&self, kept: &BTreeMap<usize, rollback::Rollback>) {
+            for (&s, rollback) in kept {
+                let mut txn = Transaction::new();
+                rollback::undo(&self.stores[s], &self.key, rollback, &mut txn).unwrap();
+                self.stores[s].commit(txn).unwrap();
             }
         }
+    }
+
+    #[test]
+    fn writes_that_reached_some_shards_are_undone_from_what_they_kept() {
+        let shards = Shards::new(layout(4, 2, 512));
+        let all: Vec<usize> = (0..6).collect();
+        let created = shards.apply_on(&all, 1, |v| v.write_full(&[1u8; 9000]).unwrap());
+        let before = shards.read(&[]).unwrap();
+        // Each kind of write reaches 3 of the 6 shards, fewer than k: peering undoes it.
+        type Change<'c> = &'c dyn Fn(&mut ObjectView<'_>);
+        let writes: [(u64, Change<'_>); 5] = [
+            (2, &|v| v.write(5000, &[2u8; 3000]).unwrap()),
+            (3, &|v| v.append(&[3u8; 5000]).unwrap()),
+            (4, &|v| v.truncate(100).unwrap()),
+            (5, &|v| v.write_full(b"short").unwrap()),
+            (6, &|v| v.remove().unwrap()),
+        ];
+        for (n, (version, write)) in writes.iter().enumerate() {
+            let on: Vec<usize> = all.iter().copied().filter(|s| (s + n) % 2 == 0).collect();
+            let kept = shards.apply_on(&on, *version, write);
+            shards.undo(&kept);
+            for lost in [vec![], vec![0, 5], vec![1, 2]] {
+                assert_eq!(shards.read(&lost).unwrap(), before, "write {version}, without shards {lost:?}");
+            }
+        }
+        // Writes every shard holds are undone newest first.
+        let patch = shards.apply_on(&all, 7, |v| v.write(100, &[7u8; 100]).unwrap());
+        let grown = shards.apply_on(&all, 8, |v| v.append(&[8u8; 20_000]).unwrap());
+        shards.undo(&grown);
+        shards.undo(&patch);
+        assert_eq!(shards.read(&[2, 3]).unwrap(), before);
+        shards.undo(&created);
+        assert!(shards.read(&[]).is_none(), "undoing the create leaves no object");
+        assert!(shards.stores.iter().all(|s| s.chunks(&shards.key, 0, u32::MAX).unwrap().is_empty()));
     }
 
     #[test]

@@ -199,10 +199,21 @@ impl Default for StoreOptions {
 const FORMAT_KEY: &[u8] = b"store_format";
 const PG_META_PREFIX: u8 = b'P';
 const PG_LOG_PREFIX: u8 = b'L';
+const PG_ROLLBACK_PREFIX: u8 = b'R';
 
 /// The `meta` key of a PG log entry: `L` ‖ pool (u64 BE) ‖ seed (u32 BE) ‖ version (u64 BE).
 pub fn pg_log_key(pg: PgId, version: u64) -> Vec<u8> {
-    let mut k = vec![PG_LOG_PREFIX];
+    pg_version_key(PG_LOG_PREFIX, pg, version)
+}
+
+/// The `meta` key of what an erasure-coded PG's shard keeps to undo the write at `version`:
+/// `R` ‖ pool (u64 BE) ‖ seed (u32 BE) ‖ version (u64 BE).
+pub fn pg_rollback_key(pg: PgId, version: u64) -> Vec<u8> {
+    pg_version_key(PG_ROLLBACK_PREFIX, pg, version)
+}
+
+fn pg_version_key(prefix: u8, pg: PgId, version: u64) -> Vec<u8> {
+    let mut k = vec![prefix];
     k.extend_from_slice(&pg.pool.0.to_be_bytes());
     k.extend_from_slice(&pg.seed.to_be_bytes());
     k.extend_from_slice(&version.to_be_bytes());

@@ -155,6 +155,16 @@ pub struct PoolErasure {
     pub allow_overwrites: bool,
 }
 
+/// The part of a shard's copy that an erasure-coded write replaces: the shard keeps it
+/// until every shard has the write, so that the write can be undone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Touched {
+    /// The whole copy (the write removes the object or rewrites it from the start).
+    Whole,
+    /// The metadata and the store chunks in these `[start, end)` ranges.
+    Chunks(Vec<(u32, u32)>),
+}
+
 /// Parameters of an erasure-coded pool to be created.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErasurePoolSpec {
