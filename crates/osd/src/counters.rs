@@ -40,7 +40,7 @@ impl OpKind {
     fn of(request: &Request) -> OpKind {
         match request {
             Request::Op(op) => OpKind::of_op(op),
-            Request::Peer(PeerRequest::RepOp(_)) => OpKind::ReplicaWrite,
+            Request::Peer(PeerRequest::RepOp(_) | PeerRequest::EcWrite(_)) => OpKind::ReplicaWrite,
             Request::Peer(_) => OpKind::Peer,
             _ => OpKind::Other,
         }

@@ -659,9 +659,11 @@ fn peer_request_pg(request: &PeerRequest) -> Option<PgId> {
         | PeerRequest::PushAt { pg, .. }
         | PeerRequest::ScrubMap { pg, .. }
         | PeerRequest::RecoveryDone { pg, .. }
-        | PeerRequest::RemovePg { pg, .. } => Some(*pg),
+        | PeerRequest::RemovePg { pg, .. }
+        | PeerRequest::EcRead { pg, .. } => Some(*pg),
         PeerRequest::Activate(a) => Some(a.pg),
         PeerRequest::RepOp(r) => Some(r.pg),
+        PeerRequest::EcWrite(w) => Some(w.write.pg),
     }
 }
 

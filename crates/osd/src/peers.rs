@@ -22,6 +22,7 @@ pub const LINK_QUEUE_BYTES: usize = 256 << 20;
 fn queued_cost(request: &PeerRequest) -> usize {
     let payload = match request {
         PeerRequest::RepOp(rep) => rep.txn.len(),
+        PeerRequest::EcWrite(ec) => ec.write.txn.len(),
         PeerRequest::Push { txn, .. } | PeerRequest::PushAt { txn, .. } => txn.len(),
         _ => 0,
     };

@@ -8,11 +8,11 @@
 //! `osd_pg_log_entries` are kept; older ones are trimmed in batches so that trimming costs
 //! one range delete per batch, not per write.
 
-use shoal_store::{ObjectStore, Transaction, pg_log_key, pg_meta_key};
+use shoal_store::{ObjectStore, Transaction, pg_log_key, pg_meta_key, pg_rollback_key};
 use shoal_types::msg::{Activate, OpReply};
 use shoal_types::pg::{EVersion, LogPoint, PgInfo, PgLogEntry, PgSummary};
 use shoal_types::{PgId, ReqId, Result, StepOutput, Versioned, err};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 /// Outputs larger than this (encoded) are not kept; a resend then gets the version only.
 pub const MAX_RETAINED_OUTPUT_BYTES: usize = 64 << 10;
@@ -27,6 +27,8 @@ pub struct PgState {
     replies: HashMap<ReqId, OpReply>,
     log: VecDeque<(LogPoint, ReqId)>,
     max_entries: usize,
+    /// Versions of the writes this shard of an erasure-coded PG kept undo records for.
+    rollbacks: BTreeSet<u64>,
 }
 
 impl PgState {
@@ -49,8 +51,19 @@ impl PgState {
             },
             None => PgInfo::empty(),
         };
-        let mut state =
-            PgState { pg, info, replies: HashMap::new(), log: VecDeque::new(), max_entries: max_entries.max(1) };
+        let rollbacks = store
+            .meta_scan(&pg_rollback_key(pg, 0), &pg_rollback_key(pg, u64::MAX), usize::MAX)?
+            .into_iter()
+            .filter_map(|(key, _)| Some(u64::from_be_bytes(key.get(key.len().checked_sub(8)?..)?.try_into().ok()?)))
+            .collect();
+        let mut state = PgState {
+            pg,
+            info,
+            replies: HashMap::new(),
+            log: VecDeque::new(),
+            max_entries: max_entries.max(1),
+            rollbacks,
+        };
         for entry in state.entries_after(store, EVersion::default())? {
             state.remember(&entry);
         }
@@ -91,6 +104,29 @@ impl PgState {
             txn.delete_meta_range(&pg_log_key(self.pg, 0), &pg_log_key(self.pg, oldest_kept));
         }
         self.put_info(txn);
+    }
+
+    /// Stores in `txn` what undoes the write at `at` on this shard, and drops the records
+    /// of writes up to `committed_to`, which every shard has.
+    pub fn keep_rollback(
+        &mut self,
+        txn: &mut Transaction,
+        at: EVersion,
+        kept: &crate::ec::rollback::Rollback,
+        committed_to: EVersion,
+    ) {
+        txn.put_meta(&pg_rollback_key(self.pg, at.version), kept.encode());
+        let done: Vec<u64> = self.rollbacks.range(..=committed_to.version).copied().collect();
+        for version in done {
+            txn.delete_meta(&pg_rollback_key(self.pg, version));
+            self.rollbacks.remove(&version);
+        }
+        self.rollbacks.insert(at.version);
+    }
+
+    /// Versions of the writes this shard keeps undo records for.
+    pub fn rollbacks(&self) -> &BTreeSet<u64> {
+        &self.rollbacks
     }
 
     /// Writes the PG record into `txn`.
@@ -150,6 +186,7 @@ fn delete_objects(txn: &mut Transaction, pg: PgId, pg_num: u32) {
 pub fn delete_pg(txn: &mut Transaction, pg: PgId, pg_num: u32) {
     delete_objects(txn, pg, pg_num);
     txn.delete_meta_range(&pg_log_key(pg, 0), &pg_log_key(pg, u64::MAX));
+    txn.delete_meta_range(&pg_rollback_key(pg, 0), &pg_rollback_key(pg, u64::MAX));
     let record = pg_meta_key(pg);
     txn.delete_meta_range(&record, &[record.as_slice(), &[0]].concat());
 }

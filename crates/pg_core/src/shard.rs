@@ -15,7 +15,7 @@ use crate::view::{ObjectView, StoreObject};
 use bytes::Bytes;
 use shoal_objclass::{ClassRegistry, ClassState};
 use shoal_store::{CopyResume, ObjectKey, ObjectStore, Transaction};
-use shoal_types::msg::{OpReply, OsdOp, PeerRequest, PgListReply, PgListRequest, Reply};
+use shoal_types::msg::{EcWrite, OpReply, OsdOp, PeerRequest, PgListReply, PgListRequest, Reply};
 use shoal_types::pg::{EVersion, PgStat};
 use shoal_types::{ActiveInterval, ClientId, OsdId, OsdMap, PgId, Result, Versioned, err};
 use std::collections::BTreeMap;
@@ -595,20 +595,41 @@ impl<R> Shard<R> {
                 Ok((self.commit(pg, txn)?, Reply::Done))
             }
             PeerRequest::RepOp(rep) => {
-                self.check_interval(rep.pg, rep.interval, false)?;
-                let state = self.pg(rep.pg)?;
-                if state.info.last_update != rep.prev {
-                    return Err(err::again(format!(
-                        "pg {} is at {}, the write follows {}",
-                        rep.pg, state.info.last_update, rep.prev
-                    )));
-                }
                 let mut txn = Transaction::decode(&rep.txn)?;
+                self.follow(rep.pg, rep.interval, rep.prev, &rep.entry)?;
                 tracing::debug!(pg = %rep.pg, at = %rep.entry.at, object = %rep.entry.object, "applying a replicated write");
-                state.append(&mut txn, &rep.entry);
+                self.pg(rep.pg)?.append(&mut txn, &rep.entry);
                 Ok((self.commit(rep.pg, txn)?, Reply::Done))
             }
+            PeerRequest::EcWrite(EcWrite { write, touched, committed_to }) => {
+                let mut txn = Transaction::decode(&write.txn)?;
+                self.follow(write.pg, write.interval, write.prev, &write.entry)?;
+                let key = ObjectKey::new(write.pg.pool, &write.entry.object)?;
+                let kept = crate::ec::rollback::keep(&store, &key, &write.entry.object, &touched)?;
+                tracing::debug!(pg = %write.pg, at = %write.entry.at, object = %write.entry.object, "applying a shard write");
+                let state = self.pg(write.pg)?;
+                state.keep_rollback(&mut txn, write.entry.at, &kept, committed_to);
+                state.append(&mut txn, &write.entry);
+                Ok((self.commit(write.pg, txn)?, Reply::Done))
+            }
+            PeerRequest::EcRead { pg, interval, object, first, end } => {
+                self.check_interval(pg, interval, false)?;
+                let key = ObjectKey::new(pg.pool, &object)?;
+                let onode = store.onode(&key)?.map(|o| Bytes::from(o.encode()));
+                Ok((self.last_seq, Reply::Chunks { onode, chunks: store.chunks(&key, first, end)? }))
+            }
         }
+    }
+
+    /// Checks that a write from the primary of `interval` follows this copy's log (at
+    /// `prev`): refused (to be sent again) from another interval or out of order.
+    fn follow(&mut self, pg: PgId, interval: u64, prev: EVersion, entry: &shoal_types::PgLogEntry) -> Result<()> {
+        self.check_interval(pg, interval, false)?;
+        let last_update = self.pg(pg)?.info.last_update;
+        if last_update != prev {
+            return Err(err::again(format!("pg {pg} is at {last_update}, the write at {} follows {prev}", entry.at)));
+        }
+        Ok(())
     }
 
     /// Refuses a replica request from an interval other than the one this replica was
@@ -621,5 +642,101 @@ impl<R> Shard<R> {
             return Err(err::again(format!("pg {pg} is in interval {les}, the request is from {interval}")));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ec::rollback::Rollback;
+    use shoal_objclass::ClassRegistry;
+    use shoal_store::{Onode, StoreFormat, StoreOptions, pg_rollback_key};
+    use shoal_types::erasure::Touched;
+    use shoal_types::{ObjectName, PgLogEntry, PoolId, ReqId};
+
+    fn shard() -> Shard<u32> {
+        let store = Arc::new(ObjectStore::in_memory(StoreFormat { chunk_size: 4 }, StoreOptions::default()).unwrap());
+        let config = Config {
+            me: OsdId(0),
+            index: 0,
+            shards: 1,
+            store,
+            classes: Arc::new(ClassRegistry::builtin()),
+            class_cache_entries: 8,
+            pg_log_entries: 100,
+            damage: Arc::default(),
+            scrubs: Arc::default(),
+        };
+        Shard::new(config, Arc::default())
+    }
+
+    /// Sends `request` and returns the reply.
+    fn ask(shard: &mut Shard<u32>, request: PeerRequest) -> Result<Reply> {
+        let actions = shard.step(Input::Peer { request, reply: 1 }, 0);
+        actions
+            .into_iter()
+            .find_map(|a| match a {
+                Action::Reply { value, .. } => Some(value),
+                _ => None,
+            })
+            .expect("a reply")
+    }
+
+    #[test]
+    fn shard_writes_keep_undo_records_until_committed_and_reads_return_the_copy() {
+        let mut s = shard();
+        let pg = PgId { pool: PoolId(1), seed: 0 };
+        let object = ObjectName::new("", "o");
+        let key = ObjectKey::new(pg.pool, &object).unwrap();
+        let write = |version: u64, data: &[u8], touched: Touched, committed: u64| {
+            let mut txn = Transaction::new();
+            txn.put_onode(&key, &Onode { size: data.len() as u64, version, ..Onode::default() });
+            for (i, piece) in data.chunks(4).enumerate() {
+                txn.put_chunk(&key, i as u32, piece.to_vec());
+            }
+            let at = |v: u64| EVersion { epoch: 0, version: v };
+            PeerRequest::EcWrite(EcWrite {
+                write: shoal_types::msg::RepOp {
+                    pg,
+                    interval: 0,
+                    prev: at(version - 1),
+                    entry: PgLogEntry {
+                        at: at(version),
+                        reqid: ReqId { client: ClientId(1), tid: version },
+                        object: object.clone(),
+                        outputs: None,
+                    },
+                    txn: txn.encode().into(),
+                },
+                touched,
+                committed_to: at(committed),
+            })
+        };
+        ask(&mut s, write(1, b"abcdefgh", Touched::Whole, 0)).unwrap();
+        let out_of_order = ask(&mut s, write(3, b"x", Touched::Whole, 0)).unwrap_err();
+        assert_eq!(out_of_order.errno, shoal_types::Errno::Again);
+        ask(&mut s, write(2, b"ABCD", Touched::Chunks(vec![(0, 2)]), 0)).unwrap();
+        let kept = |s: &Shard<u32>, v: u64| {
+            s.config.store.meta(&pg_rollback_key(pg, v)).unwrap().map(|b| Rollback::decode(&b).unwrap())
+        };
+        // Write 1 created the object; write 2 kept its chunks 0 and 1.
+        assert_eq!(kept(&s, 1).unwrap().onode, None);
+        let second = kept(&s, 2).unwrap();
+        assert_eq!(second.onode.map(|o| o.size), Some(8));
+        assert_eq!(second.chunks, vec![(0, Some(Bytes::from_static(b"abcd"))), (1, Some(Bytes::from_static(b"efgh")))]);
+        // Write 3 says every shard has write 2: the records of 1 and 2 go.
+        ask(&mut s, write(3, b"xyz", Touched::Chunks(vec![(0, 1)]), 2)).unwrap();
+        assert!(kept(&s, 1).is_none() && kept(&s, 2).is_none() && kept(&s, 3).is_some());
+        assert_eq!(s.pg(pg).unwrap().rollbacks().iter().copied().collect::<Vec<_>>(), vec![3]);
+        let read = PeerRequest::EcRead { pg, interval: 0, object: object.clone(), first: 0, end: 5 };
+        match ask(&mut s, read).unwrap() {
+            Reply::Chunks { onode, chunks } => {
+                assert_eq!(Onode::decode(&onode.unwrap()).unwrap().size, 3);
+                assert_eq!(chunks, vec![(0, Bytes::from_static(b"xyz")), (1, Bytes::from_static(b"efgh"))]);
+            }
+            other => panic!("{other:?}"),
+        }
+        let stale = PeerRequest::EcRead { pg, interval: 7, object, first: 0, end: 1 };
+        assert_eq!(ask(&mut s, stale).unwrap_err().errno, shoal_types::Errno::Again);
     }
 }

@@ -372,6 +372,11 @@ impl Transaction {
         self.ops.push(BatchOp::Put(Cf::Meta, key.to_vec(), value));
     }
 
+    /// Deletes a store metadata key.
+    pub fn delete_meta(&mut self, key: &[u8]) {
+        self.ops.push(BatchOp::Delete(Cf::Meta, key.to_vec()));
+    }
+
     /// Bytes of the keys and values this transaction stores.
     pub fn bytes(&self) -> usize {
         self.ops.iter().map(|op| if let BatchOp::Put(_, k, v) = op { k.len() + v.len() } else { 0 }).sum()

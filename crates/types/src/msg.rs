@@ -140,6 +140,13 @@ pub enum Reply {
         /// More objects follow the last one.
         more: bool,
     },
+    /// A shard's copy of an object, for [`PeerRequest::EcRead`]. Appended.
+    Chunks {
+        /// The encoded metadata; `None`: the shard has no copy.
+        onode: Option<Bytes>,
+        /// The store chunks asked for that hold data.
+        chunks: Vec<(u32, Bytes)>,
+    },
 }
 
 /// One object as a scrub sees it on one OSD.
@@ -281,6 +288,34 @@ pub enum PeerRequest {
         /// Read the data too.
         deep: bool,
     },
+    /// A write to a shard of an erasure-coded PG. Appended.
+    EcWrite(EcWrite),
+    /// Asks a shard of an erasure-coded PG for its copy of an object: the metadata and the
+    /// store chunks `first..end`, answered with [`Reply::Chunks`]. Appended.
+    EcRead {
+        /// The PG.
+        pg: PgId,
+        /// The primary's interval.
+        interval: u64,
+        /// The object.
+        object: ObjectName,
+        /// The first store chunk.
+        first: u32,
+        /// The store chunk after the last.
+        end: u32,
+    },
+}
+
+/// A write to one shard of an erasure-coded PG: that shard's store transaction and the log
+/// entry, with what the shard must keep to undo it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EcWrite {
+    /// The write as a replica would take it, with this shard's store transaction.
+    pub write: RepOp,
+    /// What of the shard's copy the write replaces: kept until every shard has the write.
+    pub touched: crate::erasure::Touched,
+    /// Every shard has every write up to here: what they kept for those can go.
+    pub committed_to: EVersion,
 }
 
 /// The activation message of a peered PG.
@@ -637,6 +672,43 @@ mod tests {
             Message::Reply { tid: 6, reply: Ok(reply) }.encode(),
             [1, 1, 6, 0, 14, 1, 1, b'k', 3, 4, 5, 6, 1, 7, 0, 0]
         );
+    }
+
+    #[test]
+    fn erasure_shard_messages_have_golden_bytes() {
+        let pg = PgId { pool: crate::PoolId(1), seed: 2 };
+        let peer = |request| Message::Request { tid: 8, request: Request::Peer(request) };
+        // Request (0), tid 8, Request::Peer (7), PeerRequest::EcWrite (14): pool 1, seed 2,
+        // interval 3, prev (3, 4), entry at (3, 5) by client 6 tid 7 on "" "o" with no
+        // outputs, txn "t", touched Chunks([(0, 4)]), committed to (3, 4).
+        let entry = PgLogEntry {
+            at: EVersion { epoch: 3, version: 5 },
+            reqid: ReqId { client: ClientId(6), tid: 7 },
+            object: ObjectName::new("", "o"),
+            outputs: None,
+        };
+        let write = EcWrite {
+            write: RepOp {
+                pg,
+                interval: 3,
+                prev: EVersion { epoch: 3, version: 4 },
+                entry,
+                txn: Bytes::from_static(b"t"),
+            },
+            touched: crate::erasure::Touched::Chunks(vec![(0, 4)]),
+            committed_to: EVersion { epoch: 3, version: 4 },
+        };
+        assert_eq!(
+            peer(PeerRequest::EcWrite(write)).encode(),
+            [1, 0, 8, 7, 14, 1, 2, 3, 3, 4, 3, 5, 6, 7, 0, 1, b'o', 0, 1, b't', 1, 1, 0, 4, 3, 4]
+        );
+        // PeerRequest::EcRead (15): pool 1, seed 2, interval 3, "" "o", chunks 0..4.
+        let read = PeerRequest::EcRead { pg, interval: 3, object: ObjectName::new("", "o"), first: 0, end: 4 };
+        assert_eq!(peer(read).encode(), [1, 0, 8, 7, 15, 1, 2, 3, 0, 1, b'o', 0, 4]);
+        // Reply (1), tid 8, Ok (0), Reply::Chunks (15): onode Some("n"), chunk 2 "d".
+        let chunks =
+            Reply::Chunks { onode: Some(Bytes::from_static(b"n")), chunks: vec![(2, Bytes::from_static(b"d"))] };
+        assert_eq!(Message::Reply { tid: 8, reply: Ok(chunks) }.encode(), [1, 1, 8, 0, 15, 1, 1, b'n', 1, 2, 1, b'd']);
     }
 
     #[test]
