@@ -124,6 +124,29 @@ impl PgState {
         self.rollbacks.insert(at.version);
     }
 
+    /// Undoes the newest write of this shard of an erasure-coded PG from its undo record,
+    /// in `txn` with the removal of its log entry and record: the log ends one write
+    /// earlier. Fails if the write kept no record (every shard had it).
+    pub fn roll_back_newest(&mut self, store: &ObjectStore, txn: &mut Transaction) -> Result<EVersion> {
+        let (point, reqid) =
+            self.log.back().cloned().ok_or_else(|| err::invalid(format!("pg {}: no write to roll back", self.pg)))?;
+        let version = point.at.version;
+        let record = store.meta(&pg_rollback_key(self.pg, version))?.ok_or_else(|| {
+            err::io(format!("pg {}: the write at {} kept nothing to undo it with", self.pg, point.at))
+        })?;
+        let rollback = crate::ec::rollback::Rollback::decode(&record)?;
+        let key = shoal_store::ObjectKey::new(self.pg.pool, &rollback.object)?;
+        crate::ec::rollback::undo(store, &key, &rollback, txn)?;
+        txn.delete_meta(&pg_rollback_key(self.pg, version));
+        txn.delete_meta(&pg_log_key(self.pg, version));
+        self.log.pop_back();
+        self.replies.remove(&reqid);
+        self.rollbacks.remove(&version);
+        self.info.last_update = self.log.back().map_or(self.info.log_tail, |(p, _)| p.at);
+        self.put_info(txn);
+        Ok(point.at)
+    }
+
     /// Versions of the writes this shard keeps undo records for.
     pub fn rollbacks(&self) -> &BTreeSet<u64> {
         &self.rollbacks

@@ -564,7 +564,18 @@ impl<R> Shard<R> {
                 let pg = activate.pg;
                 self.check_interval(pg, activate.interval, true)?;
                 tracing::debug!(%pg, interval = activate.interval, complete = activate.complete, keep_until = ?activate.keep_until, entries = activate.entries.len(), "activated as a replica");
-                let pg_num = self.map.pool(pg.pool)?.pg_num;
+                let pool = self.map.pool(pg.pool)?;
+                let (pg_num, erasure) = (pool.pg_num, pool.erasure.is_some());
+                // A shard of an erasure-coded PG undoes its divergent writes, newest first,
+                // each with its log entry (a crash leaves the log matching the objects).
+                if let (true, Some(keep)) = (erasure, activate.keep_until) {
+                    while self.pg(pg)?.info.last_update > keep {
+                        let mut txn = Transaction::new();
+                        let undone = self.pg(pg)?.roll_back_newest(&store, &mut txn)?;
+                        tracing::info!(%pg, at = %undone, "rolled back a write too few shards hold");
+                        self.commit(pg, txn)?;
+                    }
+                }
                 let mut txn = Transaction::new();
                 self.pg(pg)?.adopt(&mut txn, &activate, pg_num);
                 let seq = self.commit(pg, txn)?;
@@ -652,6 +663,7 @@ mod tests {
     use shoal_objclass::ClassRegistry;
     use shoal_store::{Onode, StoreFormat, StoreOptions, pg_rollback_key};
     use shoal_types::erasure::Touched;
+    use shoal_types::msg::EcWrite;
     use shoal_types::{ObjectName, PgLogEntry, PoolId, ReqId};
 
     fn shard() -> Shard<u32> {
@@ -738,5 +750,59 @@ mod tests {
         }
         let stale = PeerRequest::EcRead { pg, interval: 7, object, first: 0, end: 1 };
         assert_eq!(ask(&mut s, stale).unwrap_err().errno, shoal_types::Errno::Again);
+    }
+
+    #[test]
+    fn activation_rolls_a_shard_back_to_where_its_primary_says() {
+        let mut s = shard();
+        let mut map = OsdMap { epoch: 1, ..OsdMap::default() };
+        let spec = shoal_types::erasure::ErasurePoolSpec {
+            name: "ec".into(),
+            pg_num: 1,
+            profile: "default".into(),
+            min_size: None,
+            allow_overwrites: true,
+        };
+        let pool = map.create_erasure(&spec).unwrap();
+        s.step(Input::Map(Arc::new(map)), 0);
+        let pg = PgId { pool: pool.id, seed: 0 };
+        let (a, b) = (ObjectName::new("", "a"), ObjectName::new("", "b"));
+        let at = |v: u64| EVersion { epoch: 0, version: v };
+        let write = |version: u64, object: &ObjectName, data: &[u8]| {
+            let key = ObjectKey::new(pg.pool, object).unwrap();
+            let mut txn = Transaction::new();
+            txn.put_onode(&key, &Onode { size: data.len() as u64, version, ..Onode::default() });
+            txn.put_chunk(&key, 0, data.to_vec());
+            let entry = PgLogEntry {
+                at: at(version),
+                reqid: ReqId { client: ClientId(1), tid: version },
+                object: object.clone(),
+                outputs: None,
+            };
+            let write =
+                shoal_types::msg::RepOp { pg, interval: 0, prev: at(version - 1), entry, txn: txn.encode().into() };
+            PeerRequest::EcWrite(EcWrite { write, touched: Touched::Chunks(vec![(0, 1)]), committed_to: at(0) })
+        };
+        ask(&mut s, write(1, &a, b"a1")).unwrap();
+        ask(&mut s, write(2, &b, b"b2")).unwrap();
+        ask(&mut s, write(3, &a, b"a3")).unwrap();
+        let activate = shoal_types::msg::Activate {
+            pg,
+            interval: 2,
+            acting: vec![OsdId(0)],
+            keep_until: Some(at(1)),
+            entries: Vec::new(),
+            log_tail: EVersion::default(),
+            complete: true,
+        };
+        ask(&mut s, PeerRequest::Activate(activate)).unwrap();
+        let store = s.config.store.clone();
+        let data = |o: &ObjectName| store.chunks(&ObjectKey::new(pg.pool, o).unwrap(), 0, 1).unwrap();
+        assert_eq!(data(&a), vec![(0, Bytes::from_static(b"a1"))], "write 3 undone");
+        assert!(store.onode(&ObjectKey::new(pg.pool, &b).unwrap()).unwrap().is_none(), "write 2 created b: undone");
+        let state = s.pg(pg).unwrap();
+        assert_eq!((state.info.last_update, state.info.last_epoch_started), (at(1), 2));
+        assert_eq!(state.rollbacks().iter().copied().collect::<Vec<_>>(), vec![1]);
+        assert!(store.meta(&shoal_store::pg_log_key(pg, 2)).unwrap().is_none());
     }
 }
