@@ -425,6 +425,9 @@ async fn pick(
     let osds: Vec<u32> = map.osds.keys().map(|o| o.0).collect();
     let hosts: Vec<String> =
         map.osds.values().map(|o| o.host.clone()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    if osds.is_empty() || gateways.is_empty() {
+        return Err(err::invalid("the cluster has no OSDs or no gateways to inject faults into"));
+    }
     let osd = osds[rng.random_range(0..osds.len())];
     if !links.is_empty() && rng.random_range(0..6) == 0 {
         let (host, link) = links[rng.random_range(0..links.len())].clone();

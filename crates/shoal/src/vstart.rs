@@ -289,18 +289,31 @@ fn stop(dir: &Path) -> Result<()> {
 /// The network namespaces of a `--netns` cluster: host N's OSDs live in namespace
 /// `shoal<tag>h<N>` at 10.<net>.N.2, joined by a veth pair to this namespace's
 /// 10.<net>.N.1; monitors and gateways listen at 10.<net>.255.1, added to this
-/// namespace's loopback; this namespace forwards between the hosts. DIR/netns records every name, for restarts,
-/// partitions and `--stop`.
+/// namespace's loopback; this namespace forwards between the hosts (turned on if it was
+/// off, and off again once the last such cluster stops). DIR/netns records every name,
+/// for restarts, partitions and `--stop`.
 pub struct Namespaces {
     tag: String,
     net: u8,
     hosts: u32,
+    /// IPv4 forwarding was off before this cluster turned it on.
+    forwarding_was_off: bool,
 }
+
+const IP_FORWARD: &str = "/proc/sys/net/ipv4/ip_forward";
+/// Every vstart namespace's name starts so.
+const NAMESPACE_PREFIX: &str = "shoal";
 
 impl Namespaces {
     /// Creates the namespaces, links and addresses of `hosts` hosts.
     fn create(dir: &Path, hosts: u32) -> Result<Namespaces> {
-        let net = Namespaces { tag: format!("{:04x}", rand::random::<u16>()), net: rand::random_range(16..250), hosts };
+        let forwarding_was_off = std::fs::read_to_string(IP_FORWARD).is_ok_and(|v| v.trim() == "0");
+        let net = Namespaces {
+            tag: format!("{:04x}", rand::random::<u16>()),
+            net: rand::random_range(16..250),
+            hosts,
+            forwarding_was_off,
+        };
         // Recorded first, so that `--stop` removes whatever was made if a step fails.
         std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
         net.record(dir, &[])?;
@@ -311,7 +324,7 @@ impl Namespaces {
     fn build(&self) -> Result<()> {
         let net = self;
         ip(&["addr", "add", &net.root_cidr(), "dev", "lo"])?;
-        std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").map_err(io("enabling IPv4 forwarding".into()))?;
+        std::fs::write(IP_FORWARD, "1").map_err(io("enabling IPv4 forwarding".into()))?;
         for host in 0..net.hosts {
             let (ns, link) = (net.namespace(host), net.link(host));
             ip(&["netns", "add", &ns])?;
@@ -333,7 +346,7 @@ impl Namespaces {
 
     /// Host `host`'s namespace.
     pub fn namespace(&self, host: u32) -> String {
-        format!("shoal{}h{host}", self.tag)
+        format!("{NAMESPACE_PREFIX}{}h{host}", self.tag)
     }
 
     /// This namespace's end of host `host`'s link: down, the host is cut off.
@@ -355,6 +368,9 @@ impl Namespaces {
     /// namespace of each daemon in `daemons` (name, host).
     fn record(&self, dir: &Path, daemons: &[(String, u32)]) -> Result<()> {
         let mut lines = vec![format!("address {}", self.root_cidr())];
+        if self.forwarding_was_off {
+            lines.push("forwarding was-off".to_owned());
+        }
         lines.extend((0..self.hosts).map(|h| format!("host host{h} {} {}", self.namespace(h), self.link(h))));
         lines.extend(daemons.iter().map(|(name, h)| format!("daemon {name} {}", self.namespace(*h))));
         std::fs::write(dir.join(NETNS), lines.join("\n") + "\n").map_err(io("writing the namespace list".into()))
@@ -395,6 +411,14 @@ impl Namespaces {
                 [kind, _, ns, _] if kind == "host" => ip(&["netns", "del", ns]),
                 _ => Ok(()),
             };
+        }
+        let was_off = Self::entries(dir).iter().any(|e| e.first().is_some_and(|k| k == "forwarding"));
+        let others = Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.starts_with(NAMESPACE_PREFIX)));
+        if was_off && matches!(others, Ok(false)) {
+            let _ = std::fs::write(IP_FORWARD, "0");
         }
         let _ = std::fs::remove_file(dir.join(NETNS));
     }
