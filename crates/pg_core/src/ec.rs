@@ -224,6 +224,34 @@ pub fn touched(staged: &Staged, layout: &EcLayout) -> Touched {
     Touched::Chunks(ranges)
 }
 
+/// The shards to read logical chunks from: `k` of those `available`, data shards first (no
+/// decoding when they are all there), parity in their place; `None` with fewer than `k`.
+pub fn shards_to_read(layout: &EcLayout, available: &[bool]) -> Option<Vec<usize>> {
+    let k = layout.stripes.k as usize;
+    let chosen: Vec<usize> = (0..layout.shards()).filter(|s| available.get(*s) == Some(&true)).take(k).collect();
+    (chosen.len() == k).then_some(chosen)
+}
+
+/// The store chunks of every shard that hold logical chunks `first..end`.
+pub fn store_chunks(layout: &EcLayout, first: u32, end: u32) -> std::ops::Range<u32> {
+    let per_block = layout.store_chunks_per_block();
+    first * per_block..end * per_block
+}
+
+/// One shard's bytes for logical chunks starting at `first` from the store chunks it
+/// returned (holes, and a short last chunk, read as zeros).
+pub fn shard_block(layout: &EcLayout, first: u32, chunks: &[(u32, Bytes)]) -> Vec<u8> {
+    let start = u64::from(first) * u64::from(layout.store_chunks_per_block());
+    let chunk = layout.store_chunk as usize;
+    let len = chunks.iter().map(|(i, d)| (u64::from(*i) - start) as usize * chunk + d.len()).max().unwrap_or(0);
+    let mut block = vec![0u8; len];
+    for (index, data) in chunks {
+        let at = (u64::from(*index) - start) as usize * chunk;
+        block[at..at + data.len()].copy_from_slice(data);
+    }
+    block
+}
+
 /// The logical chunks `first..end` of an object of logical `size` from its shards' blocks
 /// (`blocks[shard]`: that shard's bytes for those chunks, `None` if not read), rebuilding
 /// missing data shards from any `k`.
@@ -273,6 +301,21 @@ mod tests {
     }
 
     #[test]
+    fn reads_take_data_shards_first_and_any_k_otherwise() {
+        let l = layout(4, 2, 512);
+        assert_eq!(shards_to_read(&l, &[true; 6]), Some(vec![0, 1, 2, 3]));
+        assert_eq!(shards_to_read(&l, &[false, true, true, false, true, true]), Some(vec![1, 2, 4, 5]));
+        assert_eq!(shards_to_read(&l, &[false, true, true, false, true, false]), None);
+        assert_eq!(store_chunks(&l, 2, 3), 2..3, "a 512-byte unit: one 1024-byte store chunk per block");
+        assert_eq!(store_chunks(&layout(4, 2, 4096), 2, 3), 8..12);
+        let block = shard_block(&l, 2, &[(2, Bytes::from_static(b"ab")), (4, Bytes::from_static(b"c"))]);
+        let mut expected = vec![0u8; 2049];
+        expected[..2].copy_from_slice(b"ab");
+        expected[2048] = b'c';
+        assert_eq!(block, expected, "a hole at chunk 3 reads as zeros");
+    }
+
+    #[test]
     fn logical_chunks_are_whole_stripes_and_whole_store_chunks() {
         assert_eq!((layout(4, 2, 512).block(), layout(4, 2, 512).logical_chunk()), (1024, 4096));
         assert_eq!((layout(4, 2, 4096).block(), layout(4, 2, 4096).logical_chunk()), (4096, 16384));
@@ -302,15 +345,8 @@ mod tests {
             let onode = self.stores[0].onode(&self.key).unwrap().map(|o| logical_onode(o).unwrap())?;
             let blocks = (0..self.layout.shards())
                 .map(|s| {
-                    (!lost.contains(&s)).then(|| {
-                        let chunks = self.stores[s].chunks(&self.key, 0, u32::MAX).unwrap();
-                        let mut bytes = vec![0u8; self.layout.shard_size(onode.size) as usize];
-                        for (i, data) in chunks {
-                            let at = i as usize * CHUNK as usize;
-                            bytes[at..at + data.len()].copy_from_slice(&data);
-                        }
-                        bytes
-                    })
+                    (!lost.contains(&s))
+                        .then(|| shard_block(&self.layout, 0, &self.stores[s].chunks(&self.key, 0, u32::MAX).unwrap()))
                 })
                 .collect();
             let chunks = assemble(&self.layout, self.coder.as_ref(), onode.size, 0, blocks).unwrap();
