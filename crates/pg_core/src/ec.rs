@@ -12,12 +12,15 @@
 
 pub mod rollback;
 
-use crate::view::{Committed, Staged};
+use crate::exec::ExecEnv;
+use crate::view::{Committed, ObjectView, Staged};
 use bytes::Bytes;
 use shoal_erasure::{ErasureCoder, StripeLayout};
+use shoal_objclass::ClassState;
 use shoal_store::{ObjectKey, Onode, Transaction};
 use shoal_types::erasure::{ErasureProfile, Touched};
-use shoal_types::{Result, err};
+use shoal_types::msg::OpReply;
+use shoal_types::{Result, Step, err};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -160,6 +163,78 @@ impl Committed for EcObject {
     }
 }
 
+/// What running an operation on an erasure-coded object at its primary came to.
+pub enum EcOutcome {
+    /// It needs these logical chunks: gather them from the shards and run it again.
+    Gather(BTreeSet<u32>),
+    /// It changed nothing: its reply.
+    Read(OpReply),
+    /// It wrote: its reply, each shard's store transaction (in shard order), what of each
+    /// shard's copy it replaces, and the class states to publish once it commits.
+    Write {
+        /// The reply.
+        reply: OpReply,
+        /// One transaction per shard.
+        txns: Vec<Transaction>,
+        /// What the write replaces.
+        touched: Touched,
+        /// Class states staged by the operation.
+        states: BTreeMap<String, ClassState>,
+    },
+}
+
+/// Runs `steps` on `object` (of the pool's `layout` and `coder`) as version `version`,
+/// without committing: the reply, the chunks still to gather, or each shard's write.
+/// Without `allow_overwrites`, a write may only add bytes (appends, whole rewrites,
+/// removes), as in Ceph; rewriting existing bytes is EOPNOTSUPP.
+pub fn execute(
+    object: &EcObject,
+    key: &ObjectKey,
+    steps: &[Step],
+    env: &ExecEnv<'_>,
+    version: u64,
+    coder: &dyn ErasureCoder,
+    allow_overwrites: bool,
+) -> Result<EcOutcome> {
+    let mut view = ObjectView::load(object, env.limits, key.clone(), |_| BTreeMap::new())?;
+    let outputs = match crate::exec::execute(&mut view, steps, env) {
+        // A run that asked for chunks not gathered is retried once they are.
+        Err(_) if !object.needed().is_empty() => return Ok(EcOutcome::Gather(object.needed())),
+        other => other?,
+    };
+    if view.changes() == 0 {
+        return Ok(EcOutcome::Read(OpReply { version: view.base_version(), outputs }));
+    }
+    let staged = view.into_staged(version, env.now_ns);
+    if !allow_overwrites && rewrites_existing_bytes(&staged, object) {
+        return Err(err::not_supported(
+            "this erasure-coded pool only takes appends and whole rewrites (create it with --allow-ec-overwrites)",
+        ));
+    }
+    let txns = shard_transactions(&staged, &object.layout, coder, key)?;
+    let touched = touched(&staged, &object.layout);
+    Ok(EcOutcome::Write { reply: OpReply { version, outputs }, txns, touched, states: staged.states })
+}
+
+/// Whether `staged` changes bytes the object already had (rather than only adding bytes
+/// past its end, rewriting it whole or removing it).
+fn rewrites_existing_bytes(staged: &Staged, object: &EcObject) -> bool {
+    let old_size = staged.base.as_ref().map_or(0, |b| b.size);
+    if staged.wiped || staged.chunk_cut == Some(0) || old_size == 0 {
+        return false;
+    }
+    if staged.current.as_ref().is_some_and(|c| c.size < old_size) {
+        return true;
+    }
+    let chunk = object.layout.logical_chunk();
+    staged.chunks.iter().any(|(&index, data)| {
+        let start = u64::from(index) * chunk;
+        let kept = old_size.saturating_sub(start).min(chunk) as usize;
+        let old = object.gathered.get(&index).map_or(&[][..], |d| &d[..kept.min(d.len())]);
+        kept > 0 && data.as_deref().is_none_or(|new| new.get(..kept) != Some(old))
+    })
+}
+
 /// The store transaction of each shard (in shard order) that applies `staged` to the
 /// shards' copies of `key`.
 pub fn shard_transactions(
@@ -298,6 +373,54 @@ mod tests {
     fn layout(k: u32, m: u32, unit: u32) -> EcLayout {
         let code = ErasureProfile { k, m, stripe_unit: unit, ..ErasureProfile::default() };
         EcLayout::new(&code, CHUNK)
+    }
+
+    #[test]
+    fn operations_gather_what_they_need_and_pools_without_overwrites_take_appends_only() {
+        let shards = Shards::new(layout(4, 2, 512));
+        shards.apply(1, |v| v.write_full(&[1u8; 9000]).unwrap());
+        let limits = Limits::default();
+        let classes = shoal_objclass::ClassRegistry::builtin();
+        let env = ExecEnv { classes: &classes, limits: &limits, caller: shoal_types::ClientId(1), now_ns: 5 };
+        let onode = shards.stores[0].onode(&shards.key).unwrap().map(|o| logical_onode(o).unwrap());
+        let all = shards.read(&[]).unwrap();
+        let chunk = shards.layout.logical_chunk() as usize;
+        let gathered: BTreeMap<u32, Bytes> =
+            all.chunks(chunk).enumerate().map(|(i, c)| (i as u32, Bytes::copy_from_slice(c))).collect();
+        let run = |steps: &[Step], gathered: &BTreeMap<u32, Bytes>, overwrites: bool| {
+            let object = EcObject::new(shards.layout, onode.clone(), gathered.clone());
+            execute(&object, &shards.key, steps, &env, 2, shards.coder.as_ref(), overwrites)
+        };
+        let read = [Step::Read { offset: 5000, length: 10 }];
+        assert!(
+            matches!(run(&read, &BTreeMap::new(), true).unwrap(), EcOutcome::Gather(c) if c == BTreeSet::from([1]))
+        );
+        match run(&read, &gathered, true).unwrap() {
+            EcOutcome::Read(reply) => {
+                assert_eq!(reply.outputs, vec![shoal_types::StepOutput::Data(Bytes::from(vec![1u8; 10]))])
+            }
+            _ => panic!("a read writes nothing"),
+        }
+        let overwrite = [Step::Write { offset: 100, data: Bytes::from_static(b"x") }];
+        let refused = run(&overwrite, &gathered, false).err().unwrap();
+        assert_eq!(refused.errno, shoal_types::Errno::NotSupported);
+        let append = [Step::Append { data: Bytes::from(vec![2u8; 3000]) }];
+        let EcOutcome::Write { txns, touched: what, reply, .. } = run(&append, &gathered, false).unwrap() else {
+            panic!("an append writes")
+        };
+        assert_eq!((reply.version, txns.len()), (2, 6));
+        // Bytes 9000..12000 all fall in logical chunk 2 (8192..12288): store chunk 2 of each shard.
+        assert_eq!(what, Touched::Chunks(vec![(2, 3)]));
+        for (store, txn) in shards.stores.iter().zip(txns) {
+            store.commit(txn).unwrap();
+        }
+        let mut expected = vec![1u8; 9000];
+        expected.extend(vec![2u8; 3000]);
+        assert_eq!(shards.read(&[0, 3]).unwrap(), expected);
+        let whole = [Step::WriteFull { data: Bytes::from_static(b"new") }];
+        assert!(matches!(run(&whole, &BTreeMap::new(), false).unwrap(), EcOutcome::Write { .. }));
+        let omap = [Step::OmapSet { entries: BTreeMap::from([(Bytes::from_static(b"k"), Bytes::from_static(b"v"))]) }];
+        assert_eq!(run(&omap, &gathered, true).err().unwrap().errno, shoal_types::Errno::NotSupported);
     }
 
     #[test]
