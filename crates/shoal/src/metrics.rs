@@ -27,27 +27,41 @@ pub async fn serve(host: &str, port: u16, registry: Registry) -> Result<String> 
     let url = format!("http://{local}/metrics");
     println!("metrics: {url}");
     let registry = Arc::new(registry);
+    spawn_http(listener, move |request| {
+        let accept = request.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
+        let response = render(&registry, accept.is_some_and(|a| a.contains("application/openmetrics-text")));
+        async move { response }
+    });
+    Ok(url)
+}
+
+/// A response with its whole body.
+pub type FullResponse = http::Response<http_body_util::Full<bytes::Bytes>>;
+
+/// Serves HTTP/1.1 on `listener` in the background, answering every request with `handle`.
+pub fn spawn_http<F, Fut>(listener: tokio::net::TcpListener, handle: F)
+where
+    F: Fn(http::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = FullResponse> + Send + 'static,
+{
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else { return };
-            let registry = registry.clone();
+            let handle = handle.clone();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
-                    let accept = request.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
-                    let response =
-                        render(&registry, accept.is_some_and(|a| a.contains("application/openmetrics-text")));
-                    async move { Ok::<_, std::convert::Infallible>(response) }
+                let service = hyper::service::service_fn(move |request| {
+                    let response = handle(request);
+                    async move { Ok::<_, std::convert::Infallible>(response.await) }
                 });
                 let io = hyper_util::rt::TokioIo::new(stream);
                 let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
             });
         }
     });
-    Ok(url)
 }
 
 /// The registry as a text response, OpenMetrics or classic (a 500 if a collector fails).
-fn render(registry: &Registry, openmetrics: bool) -> http::Response<http_body_util::Full<bytes::Bytes>> {
+fn render(registry: &Registry, openmetrics: bool) -> FullResponse {
     let mut text = String::new();
     let (status, content_type, body) = match prometheus_client::encoding::text::encode(&mut text, registry) {
         Ok(()) if openmetrics => (http::StatusCode::OK, OPENMETRICS, text),

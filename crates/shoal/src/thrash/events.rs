@@ -80,27 +80,17 @@ impl Events {
             .map_err(|e| err::io(format!("the event receiver cannot listen: {e}")))?;
         let url = format!("http://{}", listener.local_addr().map_err(|e| err::io(e.to_string()))?);
         let events = self.clone();
-        tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else { return };
-                let events = events.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
-                        let events = events.clone();
-                        async move {
-                            use http_body_util::BodyExt;
-                            let status = match request.into_body().collect().await {
-                                Ok(body) => events.receive(&body.to_bytes()),
-                                Err(_) => http::StatusCode::BAD_REQUEST,
-                            };
-                            let mut response = http::Response::new(http_body_util::Full::new(bytes::Bytes::new()));
-                            *response.status_mut() = status;
-                            Ok::<_, std::convert::Infallible>(response)
-                        }
-                    });
-                    let io = hyper_util::rt::TokioIo::new(stream);
-                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
-                });
+        crate::metrics::spawn_http(listener, move |request| {
+            let events = events.clone();
+            async move {
+                use http_body_util::BodyExt;
+                let status = match request.into_body().collect().await {
+                    Ok(body) => events.receive(&body.to_bytes()),
+                    Err(_) => http::StatusCode::BAD_REQUEST,
+                };
+                let mut response = http::Response::new(http_body_util::Full::new(bytes::Bytes::new()));
+                *response.status_mut() = status;
+                response
             }
         });
         Ok(url)
