@@ -75,6 +75,11 @@ impl EcLayout {
         self.stripes.shard_len(size)
     }
 
+    /// Store chunks each shard holds for an object of `size` logical bytes.
+    fn shard_chunks(&self, size: u64) -> u32 {
+        self.shard_size(size).div_ceil(self.store_chunk) as u32
+    }
+
     /// The shard blocks of one logical chunk's bytes (`data`, at most a logical chunk):
     /// padded to whole stripes and encoded; `k + m` buffers of equal length.
     pub fn encode_chunk(&self, coder: &dyn ErasureCoder, data: &[u8]) -> Result<Vec<Vec<u8>>> {
@@ -248,8 +253,7 @@ pub fn shard_transactions(
     }
     let mut txns: Vec<Transaction> = (0..layout.shards()).map(|_| Transaction::new()).collect();
     let per_block = layout.store_chunks_per_block();
-    let block_chunks = |size: u64| layout.shard_size(size).div_ceil(layout.store_chunk) as u32;
-    let base_chunks = staged.base.as_ref().map_or(0, |b| block_chunks(b.size));
+    let base_chunks = staged.base.as_ref().map_or(0, |b| layout.shard_chunks(b.size));
     if staged.wiped && staged.base.is_some() {
         for txn in &mut txns {
             txn.remove_object_sized(key, base_chunks, false);
@@ -290,7 +294,7 @@ pub fn touched(staged: &Staged, layout: &EcLayout) -> Touched {
         return Touched::Whole;
     }
     let per_block = layout.store_chunks_per_block();
-    let base_chunks = staged.base.as_ref().map_or(0, |b| layout.shard_size(b.size).div_ceil(layout.store_chunk) as u32);
+    let base_chunks = staged.base.as_ref().map_or(0, |b| layout.shard_chunks(b.size));
     let mut ranges: Vec<(u32, u32)> = staged.chunks.keys().map(|i| (i * per_block, (i + 1) * per_block)).collect();
     if let Some(cut) = staged.chunk_cut.map(|c| c * per_block).filter(|c| *c < base_chunks) {
         ranges.push((cut, base_chunks));
@@ -310,21 +314,28 @@ pub fn shards_to_read(layout: &EcLayout, available: &[bool]) -> Option<Vec<usize
 /// The store chunks of every shard that hold logical chunks `first..end`.
 pub fn store_chunks(layout: &EcLayout, first: u32, end: u32) -> std::ops::Range<u32> {
     let per_block = layout.store_chunks_per_block();
-    first * per_block..end * per_block
+    first.saturating_mul(per_block)..end.saturating_mul(per_block)
 }
 
-/// One shard's bytes for logical chunks starting at `first` from the store chunks it
-/// returned (holes, and a short last chunk, read as zeros).
-pub fn shard_block(layout: &EcLayout, first: u32, chunks: &[(u32, Bytes)]) -> Vec<u8> {
-    let start = u64::from(first) * u64::from(layout.store_chunks_per_block());
+/// One shard's bytes for logical chunks `first..end` from the store chunks it returned
+/// (holes, and a short last chunk, read as zeros). A chunk outside the range, or longer
+/// than a store chunk, is refused: the bytes came from another OSD.
+pub fn shard_block(layout: &EcLayout, first: u32, end: u32, chunks: &[(u32, Bytes)]) -> Result<Vec<u8>> {
+    let range = store_chunks(layout, first, end);
     let chunk = layout.store_chunk as usize;
-    let len = chunks.iter().map(|(i, d)| (u64::from(*i) - start) as usize * chunk + d.len()).max().unwrap_or(0);
-    let mut block = vec![0u8; len];
+    let mut block = Vec::new();
     for (index, data) in chunks {
-        let at = (u64::from(*index) - start) as usize * chunk;
+        if !range.contains(index) || data.len() > chunk {
+            let len = data.len();
+            return Err(err::io(format!("a shard returned store chunk {index} of {len} bytes for chunks {range:?}")));
+        }
+        let at = (index - range.start) as usize * chunk;
+        if block.len() < at + data.len() {
+            block.resize(at + data.len(), 0);
+        }
         block[at..at + data.len()].copy_from_slice(data);
     }
-    block
+    Ok(block)
 }
 
 /// The logical chunks `first..end` of an object of logical `size` from its shards' blocks
@@ -431,11 +442,13 @@ mod tests {
         assert_eq!(shards_to_read(&l, &[false, true, true, false, true, false]), None);
         assert_eq!(store_chunks(&l, 2, 3), 2..3, "a 512-byte unit: one 1024-byte store chunk per block");
         assert_eq!(store_chunks(&layout(4, 2, 4096), 2, 3), 8..12);
-        let block = shard_block(&l, 2, &[(2, Bytes::from_static(b"ab")), (4, Bytes::from_static(b"c"))]);
+        let block = shard_block(&l, 2, 5, &[(2, Bytes::from_static(b"ab")), (4, Bytes::from_static(b"c"))]);
         let mut expected = vec![0u8; 2049];
         expected[..2].copy_from_slice(b"ab");
         expected[2048] = b'c';
-        assert_eq!(block, expected, "a hole at chunk 3 reads as zeros");
+        assert_eq!(block.unwrap(), expected, "a hole at chunk 3 reads as zeros");
+        assert!(shard_block(&l, 2, 5, &[(1, Bytes::from_static(b"x"))]).is_err(), "a chunk before the range");
+        assert!(shard_block(&l, 2, 5, &[(2, Bytes::from(vec![0u8; 1025]))]).is_err(), "a chunk too long");
     }
 
     #[test]
@@ -468,8 +481,10 @@ mod tests {
             let onode = self.stores[0].onode(&self.key).unwrap().map(|o| logical_onode(o).unwrap())?;
             let blocks = (0..self.layout.shards())
                 .map(|s| {
-                    (!lost.contains(&s))
-                        .then(|| shard_block(&self.layout, 0, &self.stores[s].chunks(&self.key, 0, u32::MAX).unwrap()))
+                    (!lost.contains(&s)).then(|| {
+                        let chunks = self.stores[s].chunks(&self.key, 0, u32::MAX).unwrap();
+                        shard_block(&self.layout, 0, u32::MAX, &chunks).unwrap()
+                    })
                 })
                 .collect();
             let chunks = assemble(&self.layout, self.coder.as_ref(), onode.size, 0, blocks).unwrap();

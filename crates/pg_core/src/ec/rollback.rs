@@ -22,7 +22,8 @@ pub struct Rollback {
     pub onode: Option<Onode>,
     /// The whole copy is kept (`chunks` holds every chunk that had data).
     pub whole: bool,
-    /// The store chunks the write replaced; `None`: a hole.
+    /// The store chunks within the old copy that the write replaced; `None`: a hole.
+    /// (Chunks past the old copy's end are dropped on undo.)
     pub chunks: Vec<(u32, Option<Bytes>)>,
 }
 
@@ -42,13 +43,15 @@ pub fn keep(store: &ObjectStore, key: &ObjectKey, object: &ObjectName, touched: 
     let Some(existing) = &onode else {
         return Ok(Rollback { object: object.clone(), onode: None, whole: true, chunks: Vec::new() });
     };
+    let old_chunks = chunk_count(store, existing.size);
     let chunks = match touched {
-        Touched::Whole => {
-            store.chunks(key, 0, chunk_count(store, existing.size))?.into_iter().map(|(i, d)| (i, Some(d))).collect()
-        }
+        Touched::Whole => store.chunks(key, 0, old_chunks)?.into_iter().map(|(i, d)| (i, Some(d))).collect(),
         Touched::Chunks(ranges) => {
             let mut kept = Vec::new();
+            // Only chunks within the old copy: the ranges come from the primary, and what
+            // lies past the old end is dropped on undo, whatever the write put there.
             for &(start, end) in ranges {
+                let end = end.min(old_chunks);
                 let mut stored = store.chunks(key, start, end)?.into_iter().peekable();
                 for index in start..end {
                     let data = stored.next_if(|(i, _)| *i == index).map(|(_, d)| d);
@@ -70,6 +73,10 @@ pub fn undo(store: &ObjectStore, key: &ObjectKey, rollback: &Rollback, txn: &mut
     }
     let Some(onode) = &rollback.onode else { return Ok(()) };
     txn.put_onode(key, onode);
+    let old_chunks = chunk_count(store, onode.size);
+    if !rollback.whole && current_chunks > old_chunks {
+        txn.delete_chunks_between(key, old_chunks, current_chunks);
+    }
     for (index, data) in &rollback.chunks {
         match data {
             Some(data) => txn.put_chunk(key, *index, data.to_vec()),
