@@ -327,12 +327,6 @@ impl Rados {
             Some(p) => p.clone(),
             None => self.refresh_map().await?.pool_named(pool)?.clone(),
         };
-        if pool.erasure.is_some() {
-            return Err(err::not_supported(format!(
-                "pool '{}' is erasure-coded: this version of Shoal cannot read or write erasure-coded pools yet",
-                pool.name
-            )));
-        }
         Ok(IoCtx { rados: self.clone(), pool, namespace: String::new() })
     }
 

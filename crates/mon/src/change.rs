@@ -112,8 +112,8 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
         MapChange::PgsActivated { osd, pgs } => {
             for (pg, active) in pgs {
                 let current = map.pools.get(&pg.pool).filter(|pool| pg.seed < pool.pg_num).is_some_and(|pool| {
-                    let up = shoal_placement::pg_up_osds(map, pool, *pg);
-                    up.first() == Some(osd) && up == active.acting
+                    let acting = shoal_placement::pg_acting(map, pool, *pg);
+                    shoal_placement::acting_primary(&acting) == Some(*osd) && acting == active.acting
                 });
                 let newest = map.pg_active.get(pg).is_none_or(|old| old.interval <= active.interval);
                 if current && newest {

@@ -338,6 +338,37 @@ pub fn shard_block(layout: &EcLayout, first: u32, end: u32, chunks: &[(u32, Byte
     Ok(block)
 }
 
+/// The store transaction that gives `shard`'s copy of `key` the logical `chunks` of an
+/// object with logical metadata `onode` (`None`: the object does not exist): a recovery
+/// push. Chunks from the first on replace the copy whole; later ones continue it.
+pub fn rebuild_shard(
+    layout: &EcLayout,
+    coder: &dyn ErasureCoder,
+    key: &ObjectKey,
+    shard: usize,
+    onode: Option<&Onode>,
+    chunks: &BTreeMap<u32, Bytes>,
+) -> Result<Transaction> {
+    let mut txn = Transaction::new();
+    if chunks.first_key_value().is_none_or(|(index, _)| *index == 0) {
+        txn.remove_object(key);
+    }
+    let Some(onode) = onode else { return Ok(txn) };
+    txn.put_onode(key, &shard_onode(onode, layout));
+    let per_block = layout.store_chunks_per_block();
+    for (&index, data) in chunks {
+        let mut blocks = layout.encode_chunk(coder, data)?;
+        if shard >= blocks.len() {
+            return Err(err::invalid(format!("shard {shard} of a {}-shard code", blocks.len())));
+        }
+        let block = blocks.swap_remove(shard);
+        for (n, piece) in block.chunks(layout.store_chunk as usize).enumerate() {
+            txn.put_chunk(key, index * per_block + n as u32, piece.to_vec());
+        }
+    }
+    Ok(txn)
+}
+
 /// The logical chunks `first..end` of an object of logical `size` from its shards' blocks
 /// (`blocks[shard]`: that shard's bytes for those chunks, `None` if not read), rebuilding
 /// missing data shards from any `k`.

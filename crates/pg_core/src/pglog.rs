@@ -184,6 +184,8 @@ impl PgState {
         txn.delete_meta_range(&pg_log_key(self.pg, first_dropped), &pg_log_key(self.pg, u64::MAX));
         if activate.keep_until.is_none() {
             delete_objects(txn, self.pg, pg_num);
+            txn.delete_meta_range(&pg_rollback_key(self.pg, 0), &pg_rollback_key(self.pg, u64::MAX));
+            self.rollbacks.clear();
         }
         for entry in &activate.entries {
             txn.put_meta(&pg_log_key(self.pg, entry.at.version), entry.encode());

@@ -3,6 +3,8 @@
 //! replicas that are behind. The decisions come from [`crate::peering::plan`]; this module
 //! emits the messages as actions and keeps the state between their replies.
 
+mod erasure;
+
 use crate::peering::{self, Plan, Recovery};
 use crate::scrub::{Requested, Scrub};
 use crate::shard::{Action, Awaiting, Counted, Durable, Registration, Shard, Timer};
@@ -69,6 +71,9 @@ pub(crate) enum Event<R> {
     ScrubPushed(Result<()>),
     /// Time for the scrub's next page (the peering round it was set in).
     ScrubStep(u64),
+    /// A shard's chunks of an object being gathered (the gather's id, the shard): its
+    /// copy's metadata and the store chunks asked for.
+    Chunks(ObjectName, u64, usize, Result<(Option<Bytes>, Vec<(u32, Bytes)>)>),
 }
 
 /// What a request to a peer was for: turns its answer into an [`Event`].
@@ -87,6 +92,7 @@ pub(crate) enum Expect<R> {
     ScrubMap(OsdId),
     ScrubPulled(EVersion),
     ScrubPushed,
+    Chunks(ObjectName, u64, usize),
 }
 
 impl<R> Expect<R> {
@@ -125,6 +131,15 @@ impl<R> Expect<R> {
             ),
             Expect::ScrubPulled(at) => Event::ScrubPulled(at, reply.and_then(copies).map(|(txn, _)| txn)),
             Expect::ScrubPushed => Event::ScrubPushed(done(reply)),
+            Expect::Chunks(object, gather, shard) => Event::Chunks(
+                object,
+                gather,
+                shard,
+                reply.and_then(|r| match r {
+                    Reply::Chunks { onode, chunks } => Ok((onode, chunks)),
+                    other => Err(unexpected(other)),
+                }),
+            ),
         }
     }
 }
@@ -139,8 +154,16 @@ pub(crate) struct Repairing<R> {
 enum Phase {
     /// Waiting for summaries from the OSDs still outstanding.
     Peering { summaries: BTreeMap<OsdId, PgSummary>, outstanding: BTreeSet<OsdId> },
-    /// Copying what this primary lacks from the authority.
-    SelfRecovery { auth: OsdId, pull: Pull, keep_until: Option<EVersion>, log_tail: EVersion },
+    /// Copying what this primary lacks from the authority; for an erasure-coded PG only
+    /// its log (and for a backfill its object names), then it activates with the plan and
+    /// the head kept here and rebuilds its shard first.
+    SelfRecovery {
+        auth: OsdId,
+        pull: Pull,
+        keep_until: Option<EVersion>,
+        log_tail: EVersion,
+        erasure: Option<(Box<Plan>, EVersion)>,
+    },
     /// Activated: waiting for the replicas' activations and the local record to be durable,
     /// then for the monitor to record the activation (`registering`), before serving.
     Activating { replicas: BTreeSet<OsdId>, local: bool, registering: bool },
@@ -175,6 +198,8 @@ struct InFlight<R> {
     waiting: BTreeSet<OsdId>,
     local_pending: bool,
     replies: Vec<(R, Result<Reply>)>,
+    /// The object written.
+    object: ObjectName,
 }
 
 struct PeerRecovery {
@@ -188,6 +213,11 @@ struct PeerRecovery {
 }
 
 impl PeerRecovery {
+    /// Copying `objects` (a recovery by log).
+    fn log(objects: VecDeque<ObjectName>) -> PeerRecovery {
+        PeerRecovery { objects, partial: None, backfill: None, in_flight: 0, done_sent: false }
+    }
+
     fn has_work(&self) -> bool {
         !self.objects.is_empty()
             || self.partial.is_some()
@@ -198,6 +228,8 @@ impl PeerRecovery {
 /// A PG this OSD is primary of.
 pub struct Primary<R> {
     interval: u64,
+    /// The acting set, primary first; for an erasure-coded PG one entry per shard, with
+    /// [`OsdId::NONE`] where no OSD serves it.
     pub(crate) acting: Vec<OsdId>,
     phase: Phase,
     waiting: Vec<(OsdOp, ClientId, R)>,
@@ -214,9 +246,28 @@ pub struct Primary<R> {
     pub(crate) scrub: Option<Scrub>,
     /// A scrub an operator asked for, to start once the PG is active and clean.
     pub(crate) scrub_requested: Option<Requested>,
+    /// The newest write every acting OSD has acknowledged.
+    committed_to: EVersion,
+    /// For an erasure-coded PG: its code and the operations gathering stripes.
+    ec: Option<erasure::EcPrimary<R>>,
 }
 
 impl<R> Primary<R> {
+    /// The OSDs of the acting set, primary first.
+    pub(crate) fn members(&self) -> impl Iterator<Item = OsdId> + '_ {
+        self.acting.iter().copied().filter(|o| *o != OsdId::NONE)
+    }
+
+    /// Whether the PG is erasure-coded.
+    pub(crate) fn is_erasure(&self) -> bool {
+        self.ec.is_some()
+    }
+
+    /// How many OSDs act.
+    fn up_count(&self) -> usize {
+        self.members().count()
+    }
+
     /// The interval this primary runs the PG in.
     pub fn interval(&self) -> u64 {
         self.interval
@@ -227,7 +278,7 @@ impl<R> Primary<R> {
         let size = map.pools.get(&pg.pool).map_or(usize::MAX, |p| p.size as usize);
         matches!(self.phase, Phase::Active)
             && self.recovery.is_empty()
-            && self.acting.len() >= size
+            && self.up_count() >= size
             && self.scrub.is_none()
     }
 
@@ -252,7 +303,7 @@ impl<R> Primary<R> {
             }
             Phase::Active => {
                 state.insert(PgStateFlag::Active);
-                if self.acting.len() < size {
+                if self.up_count() < size {
                     state.extend([PgStateFlag::Undersized, PgStateFlag::Degraded]);
                 }
                 for r in self.recovery.values() {
@@ -262,7 +313,7 @@ impl<R> Primary<R> {
                         state.extend([PgStateFlag::Recovering, PgStateFlag::Degraded]);
                     }
                 }
-                if self.recovery.is_empty() && self.acting.len() >= size {
+                if self.recovery.is_empty() && self.up_count() >= size {
                     state.insert(PgStateFlag::Clean);
                 }
                 if let Some(scrub) = &self.scrub {
@@ -277,7 +328,7 @@ impl<R> Primary<R> {
             pg,
             state: state.into_iter().collect(),
             epoch: map.epoch,
-            acting: self.acting.clone(),
+            acting: self.members().collect(),
             last_update,
             objects_to_recover: self.recovery.values().map(|r| r.objects.len() as u64).sum(),
             note: match &self.phase {
@@ -296,14 +347,13 @@ impl<R> Shard<R> {
         let map = self.map.clone();
         let me = self.config.me;
         let mut live = BTreeSet::new();
-        // Erasure-coded PGs are not served yet: their protocol is being built.
-        for pool in map.pools.values().filter(|p| p.erasure.is_none()) {
+        for pool in map.pools.values() {
             for seed in 0..pool.pg_num {
                 let pg = PgId { pool: pool.id, seed };
                 if crate::shard::shard_of(pg, self.config.shards) != self.config.index {
                     continue;
                 }
-                let up = shoal_placement::pg_up_osds(&map, pool, pg);
+                let up = shoal_placement::pg_acting(&map, pool, pg);
                 if !up.contains(&me) {
                     if self.intervals.remove(&pg).is_some() {
                         self.drop_primary(pg, "this OSD no longer serves the PG");
@@ -318,7 +368,17 @@ impl<R> Shard<R> {
                     self.drop_primary(pg, "the PG's acting set changed");
                     self.pgs.remove(&pg);
                     self.clear_class_cache();
-                    if up[0] == me {
+                    if shoal_placement::acting_primary(&up) == Some(me) {
+                        let ec = match &pool.erasure {
+                            Some(erasure) => match erasure::EcPrimary::new(erasure, self.config.store.chunk_size()) {
+                                Ok(ec) => Some(ec),
+                                Err(e) => {
+                                    tracing::error!(%pg, error = %e, "the pool's erasure code is unusable");
+                                    continue;
+                                }
+                            },
+                            None => None,
+                        };
                         let primary = Primary {
                             interval: map.epoch,
                             acting: up,
@@ -332,6 +392,8 @@ impl<R> Shard<R> {
                             strays: BTreeSet::new(),
                             scrub: None,
                             scrub_requested: None,
+                            committed_to: EVersion::default(),
+                            ec,
                         };
                         self.primaries.insert(pg, primary);
                         self.start_peering(pg);
@@ -397,8 +459,8 @@ impl<R> Shard<R> {
         // map skipped an interval that others saw (and whose queries fenced the replicas at
         // that interval) gets past the fence once its map catches up.
         p.interval = p.interval.max(self.map.epoch);
-        if p.acting.len() < pool.min_size as usize {
-            let reason = format!("{} of min_size {} replicas up", p.acting.len(), pool.min_size);
+        if p.up_count() < pool.min_size as usize {
+            let reason = format!("{} of min_size {} replicas up", p.up_count(), pool.min_size);
             p.phase = Phase::Blocked { reason, stall: Stall::Undersized };
             return;
         }
@@ -501,12 +563,21 @@ impl<R> Shard<R> {
             },
             Event::Recovered(osd, result) => match result {
                 Ok(()) => {
+                    let mut whole_again = Vec::new();
                     if let Some(p) = self.primaries.get_mut(&pg) {
                         p.recovery.remove(&osd);
                         if p.recovery.is_empty() {
                             tracing::info!(%pg, "recovery finished");
                         }
+                        if osd == self.config.me {
+                            // The primary's own shard is whole: serve what waited for it.
+                            whole_again = std::mem::take(&mut p.waiting);
+                        }
                     }
+                    for (op, caller, reply) in whole_again {
+                        self.client_op(op, caller, reply);
+                    }
+                    self.pump_recovery(pg);
                     self.remove_strays_if_clean(pg);
                 }
                 Err(e) => self.peer_failed(pg, "finishing recovery", e),
@@ -520,6 +591,7 @@ impl<R> Shard<R> {
             Event::ScrubMap(osd, result) => self.scrub_map_received(pg, osd, result),
             Event::ScrubPulled(at, result) => self.scrub_pulled(pg, at, result),
             Event::ScrubPushed(result) => self.scrub_pushed(pg, result),
+            Event::Chunks(object, gather, shard, result) => self.chunks_received(pg, object, gather, shard, result),
             Event::ScrubStep(round) => {
                 if self.primaries.get(&pg).is_some_and(|p| p.round == round && p.scrub.is_some()) {
                     self.scrub_page(pg);
@@ -582,14 +654,20 @@ impl<R> Shard<R> {
             summaries = ?considered.iter().map(|(o, s)| (o.0, s.info.last_epoch_started, s.info.last_update.to_string(), s.info.complete)).collect::<Vec<_>>(),
             "deciding"
         );
-        match peering::plan(self.config.me, &considered, self.map.pg_active.get(&pg)) {
+        let recorded = self.map.pg_active.get(&pg);
+        let decided = match &p.ec {
+            Some(ec) => erasure::plan(ec.k(), &p.acting, &considered, recorded).map(|(plan, head)| (plan, Some(head))),
+            None => peering::plan(self.config.me, &considered, recorded).map(|plan| (plan, None)),
+        };
+        match decided {
             Err(blocked) => {
                 let reason = format!("{blocked:?}");
                 tracing::info!(%pg, reason, "peering blocked");
                 p.phase = Phase::Blocked { reason, stall: Stall::Incomplete };
                 self.schedule_retry(pg, RETRY_DELAY);
             }
-            Ok(plan) => self.peered(pg, plan, &considered),
+            Ok((plan, Some(head))) => self.peered_erasure(pg, plan, head, &considered),
+            Ok((plan, None)) => self.peered(pg, plan, &considered),
         }
     }
 
@@ -607,6 +685,7 @@ impl<R> Shard<R> {
                 pull: Pull::Log { missing: mine.recovery },
                 keep_until: mine.keep_until,
                 log_tail,
+                erasure: None,
             };
             let after = mine.keep_until.unwrap_or_default();
             self.ask(pg, interval, plan.auth, PeerRequest::Log { pg, after }, Expect::AuthLog);
@@ -622,10 +701,13 @@ impl<R> Shard<R> {
     /// incomplete until every missing object is here.
     fn adopt_auth_log(&mut self, pg: PgId, entries: Vec<PgLogEntry>) {
         let Some(p) = self.primaries.get(&pg) else { return };
-        let Phase::SelfRecovery { keep_until, log_tail, .. } = &p.phase else { return };
-        let (keep_until, log_tail) = (*keep_until, *log_tail);
+        let Phase::SelfRecovery { keep_until, log_tail, erasure, .. } = &p.phase else { return };
+        let (keep_until, log_tail, head) = (*keep_until, *log_tail, erasure.as_ref().map(|(_, head)| *head));
         // The PG keeps its own last activation: this is not one.
-        let outcome = self.adopt_locally(pg, keep_until, entries, log_tail);
+        let outcome = match head {
+            Some(head) => self.adopt_erasure(pg, keep_until, head, entries, log_tail),
+            None => self.adopt_locally(pg, keep_until, entries, log_tail),
+        };
         if let Err(e) = outcome {
             tracing::error!(%pg, error = %e, "adopting the authoritative log failed");
             self.restart_later(pg);
@@ -641,6 +723,20 @@ impl<R> Shard<R> {
             *pull = Pull::Objects { queue, resume: None, listing };
         }
         self.pull_next(pg);
+    }
+
+    /// An erasure-coded primary pulls no objects: once their names are known it activates
+    /// and rebuilds them. Whether that is so (and it did).
+    fn names_known(&mut self, pg: PgId) -> bool {
+        let Some(p) = self.primaries.get_mut(&pg) else { return false };
+        let Phase::SelfRecovery { pull: Pull::Objects { queue, listing: None, .. }, erasure: Some(_), .. } =
+            &mut p.phase
+        else {
+            return false;
+        };
+        let missing = std::mem::take(queue).into_iter().collect();
+        self.activate_behind(pg, missing);
+        true
     }
 
     fn adopt_locally(
@@ -669,13 +765,18 @@ impl<R> Shard<R> {
     }
 
     fn pull_next(&mut self, pg: PgId) {
+        if self.names_known(pg) {
+            return;
+        }
         let Some(p) = self.primaries.get_mut(&pg) else { return };
         let interval = p.interval;
-        let Phase::SelfRecovery { auth, pull: Pull::Objects { queue, resume, listing }, .. } = &mut p.phase else {
+        let Phase::SelfRecovery { auth, pull: Pull::Objects { queue, resume, listing }, erasure, .. } = &mut p.phase
+        else {
             return;
         };
         let auth = *auth;
-        if let Some(object) = queue.front() {
+        // An erasure-coded primary only lists the names (a backfill): it rebuilds them later.
+        if let Some(object) = queue.front().filter(|_| erasure.is_none()) {
             let request = PeerRequest::PullPart { pg, object: object.clone(), resume: resume.clone() };
             self.ask(pg, interval, auth, request, Expect::Pulled);
         } else if let Some(after) = listing {
@@ -753,8 +854,12 @@ impl<R> Shard<R> {
         let state = self.pg(pg)?;
         let (last_update, log_tail) = (state.info.last_update, state.info.log_tail);
         let mut recovery = BTreeMap::new();
+        if let Some(Recovery::Log(objects)) = plan.peers.get(&me).map(|mine| &mine.recovery) {
+            // An erasure-coded primary rebuilds its own shard first.
+            recovery.insert(me, PeerRecovery::log(objects.iter().cloned().collect()));
+        }
         let mut activations = Vec::new();
-        for osd in acting.iter().copied().filter(|o| *o != me) {
+        for osd in acting.iter().copied().filter(|o| *o != me && *o != OsdId::NONE) {
             let peer = plan
                 .peers
                 .get(&osd)
@@ -779,13 +884,7 @@ impl<R> Shard<R> {
             ));
             let work = match peer.recovery {
                 Recovery::None => None,
-                Recovery::Log(objects) => Some(PeerRecovery {
-                    objects: objects.into_iter().collect(),
-                    partial: None,
-                    backfill: None,
-                    in_flight: 0,
-                    done_sent: false,
-                }),
+                Recovery::Log(objects) => Some(PeerRecovery::log(objects.into_iter().collect())),
                 Recovery::Backfill => Some(PeerRecovery {
                     objects: VecDeque::new(),
                     partial: None,
@@ -811,6 +910,7 @@ impl<R> Shard<R> {
         let Some(p) = self.primaries.get_mut(&pg) else { return Ok(()) };
         p.phase = Phase::Activating { replicas, local: false, registering: false };
         p.recovery = recovery;
+        p.committed_to = last_update;
         p.strays = plan.peers.keys().filter(|o| !acting.contains(o)).copied().collect();
         Ok(())
     }
@@ -851,7 +951,7 @@ impl<R> Shard<R> {
     fn remove_strays_if_clean(&mut self, pg: PgId) {
         let size = self.map.pools.get(&pg.pool).map_or(usize::MAX, |p| p.size as usize);
         let Some(p) = self.primaries.get_mut(&pg) else { return };
-        if !matches!(p.phase, Phase::Active) || !p.recovery.is_empty() || p.acting.len() < size {
+        if !matches!(p.phase, Phase::Active) || !p.recovery.is_empty() || p.up_count() < size {
             return;
         }
         let (interval, strays) = (p.interval, std::mem::take(&mut p.strays));
@@ -883,9 +983,11 @@ impl<R> Shard<R> {
             Ok(pool) => shoal_placement::pg_of(pool, &op.object),
             Err(e) => return self.respond(Err(e), reply),
         };
+        let me = self.config.me;
         match self.primaries.get_mut(&pg) {
             None => return self.respond(self.check_serving(pg).map(|()| (0, Reply::Done)), reply),
-            Some(p) if !matches!(p.phase, Phase::Active) => {
+            // An erasure-coded primary serves once its own shard is whole.
+            Some(p) if !matches!(p.phase, Phase::Active) || p.recovery.contains_key(&me) => {
                 if p.waiting.len() >= MAX_WAITING_OPS {
                     let busy = format!("pg {pg} is not active and {MAX_WAITING_OPS} operations wait for it already");
                     return self.respond(Err(err::again(busy)), reply);
@@ -893,7 +995,12 @@ impl<R> Shard<R> {
                 p.waiting.push((op, caller, reply));
                 return;
             }
-            Some(p) => p.client_ops += 1,
+            Some(p) => {
+                p.client_ops += 1;
+                if p.ec.is_some() {
+                    return self.serve_erasure(pg, op, caller, reply);
+                }
+            }
         }
         let outcome = self.run_op(pg, &op, caller);
         let served =
@@ -924,7 +1031,7 @@ impl<R> Shard<R> {
         self.config.damage.add(pg, &op.object);
         let me = self.config.me;
         let Some(p) = self.primaries.get(&pg) else { return self.respond(Err(e), reply) };
-        let source = p.acting.iter().copied().find(|o| *o != me && !p.recovery.contains_key(o));
+        let source = p.members().find(|o| *o != me && !p.recovery.contains_key(o));
         let Some(source) = source else {
             tracing::error!(%pg, object = %op.object, error = %e, "bad copy and no replica to repair it from");
             return self.respond(Err(e), reply);
@@ -1026,13 +1133,14 @@ impl<R> Shard<R> {
         let me = self.config.me;
         let Some(p) = self.primaries.get_mut(&pg) else { return };
         let interval = p.interval;
-        let replicas: Vec<OsdId> = p.acting.iter().copied().filter(|o| *o != me).collect();
+        let replicas: Vec<OsdId> = p.members().filter(|o| *o != me).collect();
         p.inflight.insert(
             at,
             InFlight {
                 waiting: replicas.iter().copied().collect(),
                 local_pending: true,
                 replies: vec![(reply, Ok(Reply::Op(value)))],
+                object: entry.object.clone(),
             },
         );
         for osd in replicas {
@@ -1047,18 +1155,28 @@ impl<R> Shard<R> {
     fn complete_writes(&mut self, pg: PgId) {
         let replicas_needed = !self.flaws.reply_before_replica_commit;
         let Some(p) = self.primaries.get_mut(&pg) else { return };
+        let mut completed = false;
         while let Some(entry) = p.inflight.first_entry() {
             if entry.get().local_pending || (replicas_needed && !entry.get().waiting.is_empty()) {
                 break;
             }
+            p.committed_to = *entry.key();
+            completed = true;
             for (to, value) in entry.remove().replies {
                 self.out.push(Action::Reply { to, after: 0, value });
             }
+        }
+        if completed && p.ec.is_some() {
+            // Operations waiting for these writes to their objects may go on.
+            self.resume_erasure(pg);
         }
     }
 
     /// Sends pushes to replicas that are behind, up to `osd_recovery_max_active` at a time.
     fn pump_recovery(&mut self, pg: PgId) {
+        if self.primaries.get(&pg).is_some_and(|p| p.ec.is_some()) {
+            return self.pump_erasure_recovery(pg);
+        }
         let limit = self.limits.recovery_max_active.max(1);
         let Some(pool) = self.map.pools.get(&pg.pool).cloned() else { return };
         loop {
@@ -1167,6 +1285,18 @@ impl<R> Shard<R> {
 
     fn send_recovered(&mut self, pg: PgId, interval: u64, osds: Vec<OsdId>) {
         for osd in osds {
+            if osd == self.config.me {
+                // The primary's own shard was rebuilt: its copy is complete again.
+                let outcome = self.pg(pg).map(|state| {
+                    state.info.complete = true;
+                    let mut txn = Transaction::new();
+                    state.put_info(&mut txn);
+                    txn
+                });
+                let recorded = outcome.and_then(|txn| self.commit(pg, txn)).map(|_| ());
+                self.primary_event(pg, interval, Event::Recovered(osd, recorded));
+                continue;
+            }
             self.ask(pg, interval, osd, PeerRequest::RecoveryDone { pg, interval }, Expect::Recovered(osd));
         }
     }
@@ -1199,8 +1329,12 @@ fn copies(reply: Reply) -> Result<(Bytes, Option<Bytes>)> {
     }
 }
 
-/// Answers every write in flight with EAGAIN (its client resends).
+/// Answers every write in flight, and every operation an erasure-coded PG holds, with
+/// EAGAIN (its client resends).
 fn fail_in_flight<R>(p: &mut Primary<R>, why: &str, out: &mut Vec<Action<R>>) {
+    if let Some(ec) = &mut p.ec {
+        ec.fail_all(why, out);
+    }
     for (_, f) in std::mem::take(&mut p.inflight) {
         for (to, _) in f.replies {
             out.push(Action::Reply { to, after: 0, value: Err(err::again(why.to_owned())) });

@@ -380,7 +380,7 @@ impl<R> Shard<R> {
         let Some(p) = self.primaries.get(&pg) else { return };
         let Some(scrub) = &p.scrub else { return };
         let (interval, deep, after) = (p.interval(), scrub.deep, scrub.cursor.clone());
-        let replicas: BTreeSet<OsdId> = p.acting.iter().copied().filter(|o| *o != me).collect();
+        let replicas: BTreeSet<OsdId> = p.members().filter(|o| *o != me).collect();
         let local = self
             .list_requested(pg, after.clone(), max)
             .and_then(|(keys, more)| Ok((scrub_entries(&self.config.store, &keys, deep)?, more)));
@@ -415,7 +415,11 @@ impl<R> Shard<R> {
     /// has not listed yet, records what disagrees, and repairs it or moves on.
     fn scrub_page_if_complete(&mut self, pg: PgId) {
         let me = self.config.me;
-        let Some(scrub) = self.primaries.get_mut(&pg).and_then(|p| p.scrub.as_mut()) else { return };
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        // The shards of an erasure-coded object hold different bytes: their metadata must
+        // agree, and a deep scrub reads every chunk through its checksum.
+        let erasure = p.is_erasure();
+        let Some(scrub) = p.scrub.as_mut() else { return };
         if !scrub.waiting.is_empty() {
             return;
         }
@@ -430,23 +434,32 @@ impl<R> Shard<R> {
             .into_iter()
             .map(|(osd, (entries, _))| {
                 let within = entries.into_iter().filter(|o| boundary.as_ref().is_none_or(|b| o.key <= *b));
-                (osd, within.map(|o| (o.key.clone(), o)).collect())
+                let shards = within.map(|o| ScrubObject { data_digest: o.data_digest.filter(|_| !erasure), ..o });
+                (osd, shards.map(|o| (o.key.clone(), o)).collect())
             })
             .collect();
         let keys: BTreeSet<&Bytes> = copies.values().flat_map(|c| c.keys()).collect();
         scrub.objects += keys.len() as u64;
         let verdicts = compare(&copies, me);
+        let mut rebuilds = Vec::new();
         for verdict in verdicts {
             let name = object_name(&verdict.key);
             let problems: Vec<String> = verdict.bad.iter().map(|(osd, why)| format!("{osd}: {why}")).collect();
             tracing::warn!(%pg, object = %name, problems = problems.join("; "), "scrub found an inconsistent object");
-            if scrub.repair && verdict.auth.is_some() {
+            if scrub.repair && erasure && verdict.auth.is_some() {
+                // A bad shard is rebuilt from the others, as recovery does.
+                scrub.repaired += 1;
+                rebuilds.extend(verdict.bad.keys().map(|osd| (*osd, name.clone())));
+            } else if scrub.repair && verdict.auth.is_some() {
                 scrub.repairs.push_back(verdict);
             } else {
                 scrub.errors.push((name, problems.join("; ")));
             }
         }
         scrub.cursor = boundary;
+        for (osd, object) in rebuilds {
+            self.queue_rebuild(pg, osd, object);
+        }
         self.repair_next(pg);
     }
 

@@ -220,6 +220,21 @@ pub fn pg_up_osds(map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<OsdId> {
     osds
 }
 
+/// A PG's acting set under `map` as its primary runs it: for a replicated pool the OSDs up,
+/// primary first ([`pg_up_osds`]); for an erasure-coded pool one entry per shard, in shard
+/// order, with [`OsdId::NONE`] where no OSD serves the shard.
+pub fn pg_acting(map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<OsdId> {
+    match pool.erasure {
+        Some(_) => pg_up_shards(map, pool, pg).into_iter().map(|o| o.unwrap_or(OsdId::NONE)).collect(),
+        None => pg_up_osds(map, pool, pg),
+    }
+}
+
+/// The primary of an acting set from [`pg_acting`]: its first OSD.
+pub fn acting_primary(acting: &[OsdId]) -> Option<OsdId> {
+    acting.iter().copied().find(|o| *o != OsdId::NONE)
+}
+
 /// The OSD serving each shard of an erasure-coded PG under `map` (a replicated pool's
 /// replicas, in order): `None` where placement found none or its OSD is down. A shard keeps
 /// its position, so shard `i` is always chunk `i` of each stripe.

@@ -160,9 +160,6 @@ fn erasure_code_profiles_and_pools_through_the_cli() {
     assert!(!removed && why.contains("in use by pool 'ecpool'"), "{why}");
     let (too_small, _, why) = shoal_c(&conf, &["pool", "create", "e2", "--erasure", "ec42", "--min-size", "3"]);
     assert!(!too_small && why.contains("min_size of a 4+2 pool must be in 4..=6"), "{why}");
-    // No IO on erasure-coded pools yet: a clear refusal, not replicas in disguise.
-    let (put, _, why) = shoal_c(&conf, &["rados", "-p", "ecpool", "ls"]);
-    assert!(!put && why.contains("erasure-coded"), "{why}");
     ok(&conf, &["pool", "rm", "ecpool"]);
     assert!(profile(&["rm", "ec42"]).0);
     assert_eq!(profile(&["ls"]).1, "default\n");

@@ -11,6 +11,12 @@ pub struct PoolId(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct OsdId(pub u32);
 
+impl OsdId {
+    /// No OSD: the placeholder at a position of an erasure-coded PG's acting set that no
+    /// OSD serves (Ceph's `CRUSH_ITEM_NONE`), so the other shards keep their positions.
+    pub const NONE: OsdId = OsdId(u32::MAX);
+}
+
 /// A placement group: a pool and the PG's seed in `0..pg_num`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct PgId {
@@ -66,7 +72,7 @@ impl fmt::Display for PoolId {
 
 impl fmt::Display for OsdId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "osd.{}", self.0)
+        if *self == OsdId::NONE { write!(f, "NONE") } else { write!(f, "osd.{}", self.0) }
     }
 }
 

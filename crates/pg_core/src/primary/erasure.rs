@@ -1,0 +1,710 @@
+//! The primary of an erasure-coded PG: peering by shard, client operations that gather
+//! stripes from `k` shards before they run, writes sent to every shard as its own
+//! transaction with what undoes it, and recovery that rebuilds each shard from `k` others.
+//!
+//! An object being gathered is locked: later operations on it wait in its queue, in
+//! order, and a gather starts only once no write to the object is in flight, so the
+//! shards it reads agree. A recovery holds its object's lock until its last part is sent:
+//! a client write to the object reaches the recovering shard after the rebuilt copy, on
+//! the same in-order link.
+
+use super::{Event, Expect, InFlight, PeerRecovery, Phase, Primary, Pull};
+use crate::ec::{self, EcLayout, EcObject, EcOutcome};
+use crate::exec::ExecEnv;
+use crate::peering::{self, Blocked, PeerPlan, Plan, Recovery};
+use crate::pglog::PgState;
+use crate::shard::{Action, Durable, Shard};
+use bytes::Bytes;
+use shoal_erasure::ErasureCoder;
+use shoal_store::{ObjectKey, Onode, Transaction};
+use shoal_types::erasure::PoolErasure;
+use shoal_types::msg::{EcWrite, OsdOp, PeerRequest, RepOp, Reply};
+use shoal_types::pg::{EVersion, PgSummary};
+use shoal_types::{ActiveInterval, ClientId, ObjectName, OsdId, PgId, Result, Versioned as _, err};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+/// Logical bytes rebuilt per recovery push (a larger object goes in parts).
+const REBUILD_PART_BYTES: u64 = super::COPY_PART_BYTES as u64;
+
+/// A client operation and where its reply goes.
+pub(crate) struct Op<R> {
+    op: OsdOp,
+    caller: ClientId,
+    reply: R,
+}
+
+/// What an erasure-coded PG's primary keeps besides what every primary keeps.
+pub(crate) struct EcPrimary<R> {
+    layout: EcLayout,
+    coder: Arc<dyn ErasureCoder>,
+    allow_overwrites: bool,
+    /// Operations waiting for their object, oldest first.
+    queued: BTreeMap<ObjectName, VecDeque<Op<R>>>,
+    /// Objects whose chunks are being gathered, and what for.
+    gathers: BTreeMap<ObjectName, Gather<R>>,
+    next_gather: u64,
+}
+
+impl<R> EcPrimary<R> {
+    pub(crate) fn new(erasure: &PoolErasure, store_chunk: u32) -> Result<EcPrimary<R>> {
+        Ok(EcPrimary {
+            layout: EcLayout::new(&erasure.code, store_chunk),
+            coder: Arc::from(shoal_erasure::coder(erasure.code.k, erasure.code.m)?),
+            allow_overwrites: erasure.allow_overwrites,
+            queued: BTreeMap::new(),
+            gathers: BTreeMap::new(),
+            next_gather: 0,
+        })
+    }
+
+    pub(super) fn k(&self) -> usize {
+        self.layout.stripes.k as usize
+    }
+
+    fn busy(&self, object: &ObjectName) -> bool {
+        self.gathers.contains_key(object) || self.queued.get(object).is_some_and(|q| !q.is_empty())
+    }
+
+    fn queued_ops(&self) -> usize {
+        self.queued.values().map(VecDeque::len).sum()
+    }
+
+    /// Answers every waiting operation with EAGAIN and drops the gathers (peering again).
+    pub(crate) fn fail_all(&mut self, why: &str, out: &mut Vec<Action<R>>) {
+        let gathered = std::mem::take(&mut self.gathers).into_values().filter_map(|g| match g.purpose {
+            Purpose::Op(op, _) => Some(op),
+            Purpose::Rebuild { .. } => None,
+        });
+        let queued = std::mem::take(&mut self.queued).into_values().flatten();
+        for op in gathered.chain(queued) {
+            out.push(Action::Reply { to: op.reply, after: 0, value: Err(err::again(why.to_owned())) });
+        }
+    }
+}
+
+/// What chunks are gathered for.
+enum Purpose<R> {
+    /// A client operation, with the chunks gathered for it before.
+    Op(Op<R>, BTreeMap<u32, Bytes>),
+    /// Rebuilding `target`'s shard of the object.
+    Rebuild { target: OsdId },
+}
+
+/// Logical chunks `first..end` of an object, being read from `k` shards.
+struct Gather<R> {
+    id: u64,
+    purpose: Purpose<R>,
+    first: u32,
+    end: u32,
+    /// Per shard: its block once it answered.
+    blocks: Vec<Option<Vec<u8>>>,
+    /// The logical metadata of the shards that answered.
+    onodes: BTreeMap<usize, Option<Onode>>,
+    /// Shards asked (answered or not), and those not answered yet.
+    asked: BTreeSet<usize>,
+    pending: BTreeSet<usize>,
+}
+
+/// Whether `osd` lacks its shard of `key` while it is being recovered.
+fn lacks(p: &Primary<impl Sized>, osd: OsdId, object: &ObjectName, key: &ObjectKey) -> bool {
+    p.recovery.get(&osd).is_some_and(|r| {
+        r.objects.contains(object)
+            || r.backfill.as_ref().is_some_and(|(cursor, exhausted)| {
+                !exhausted && cursor.as_ref().is_none_or(|c| key.as_bytes() > c.as_bytes())
+            })
+    })
+}
+
+/// Peering by shard: each copy is the shard at its position in the acting set it was last
+/// activated in (a copy never activated holds nothing, and stands for its position now);
+/// [`peering::erasure::plan`] decides on those, and an OSD whose copy is of another shard
+/// than its position now is backfilled. Returns the plan by OSD and the authoritative head.
+pub(crate) fn plan(
+    k: usize,
+    acting: &[OsdId],
+    summaries: &BTreeMap<OsdId, PgSummary>,
+    recorded: Option<&ActiveInterval>,
+) -> std::result::Result<(Plan, EVersion), Blocked> {
+    let mut holders: BTreeMap<u8, (OsdId, &PgSummary)> = BTreeMap::new();
+    for (osd, summary) in summaries {
+        let positions = if summary.info.last_acting.is_empty() { acting } else { &summary.info.last_acting };
+        let Some(shard) = positions.iter().position(|o| o == osd) else { continue };
+        let rank = |s: &PgSummary| (s.info.complete, s.info.last_epoch_started, s.info.last_update);
+        if holders.get(&(shard as u8)).is_none_or(|(_, held)| rank(summary) > rank(held)) {
+            holders.insert(shard as u8, (*osd, summary));
+        }
+    }
+    let by_shard: BTreeMap<u8, PgSummary> = holders.iter().map(|(i, (_, s))| (*i, (*s).clone())).collect();
+    let decided = peering::erasure::plan(k, &by_shard, recorded)?;
+    let auth = holders.get(&decided.auth).map(|(osd, _)| *osd).ok_or(Blocked::Incomplete)?;
+    let backfill = PeerPlan { keep_until: None, recovery: Recovery::Backfill };
+    let mut peers: BTreeMap<OsdId, PeerPlan> = summaries.keys().map(|osd| (*osd, backfill.clone())).collect();
+    for (shard, osd) in acting.iter().enumerate().filter(|(_, o)| **o != OsdId::NONE) {
+        let own = holders.get(&(shard as u8)).filter(|(holder, _)| holder == osd);
+        let shard_plan = own.and_then(|_| decided.shards.get(&(shard as u8)).cloned());
+        peers.insert(*osd, shard_plan.unwrap_or_else(|| backfill.clone()));
+    }
+    Ok((Plan { auth, peers }, decided.head))
+}
+
+impl<R> Shard<R> {
+    /// Peering decided an erasure-coded PG: activate if this primary's shard is at the
+    /// head, else first take the authority's log (rolling back this shard's divergent
+    /// writes), then activate with this shard among those to rebuild.
+    pub(super) fn peered_erasure(
+        &mut self,
+        pg: PgId,
+        plan: Plan,
+        head: EVersion,
+        summaries: &BTreeMap<OsdId, PgSummary>,
+    ) {
+        let me = self.config.me;
+        let Some(mine) = plan.peers.get(&me).cloned() else { return };
+        if mine.keep_until == Some(head) && mine.recovery == Recovery::None {
+            if let Err(e) = self.activate(pg, &plan) {
+                tracing::error!(%pg, error = %e, "activation failed");
+                self.restart_later(pg);
+            }
+            return;
+        }
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        let interval = p.interval;
+        tracing::info!(%pg, auth = %plan.auth, %head, "primary's shard is behind; taking the authoritative log");
+        let log_tail = summaries.get(&plan.auth).map(|s| s.info.log_tail).unwrap_or_default();
+        let auth = plan.auth;
+        p.phase = Phase::SelfRecovery {
+            auth,
+            pull: Pull::Log { missing: mine.recovery.clone() },
+            keep_until: mine.keep_until,
+            log_tail,
+            erasure: Some((Box::new(plan), head)),
+        };
+        let after = mine.keep_until.unwrap_or_default();
+        self.ask(pg, interval, auth, PeerRequest::Log { pg, after }, Expect::AuthLog);
+    }
+
+    /// Rolls this shard back to `keep_until` (or empties it, for a backfill) and adopts the
+    /// authority's entries up to `head`, marked incomplete until its objects are rebuilt.
+    pub(super) fn adopt_erasure(
+        &mut self,
+        pg: PgId,
+        keep_until: Option<EVersion>,
+        head: EVersion,
+        mut entries: Vec<shoal_types::PgLogEntry>,
+        log_tail: EVersion,
+    ) -> Result<()> {
+        let store = self.config.store.clone();
+        if let Some(keep) = keep_until {
+            while self.pg(pg)?.info.last_update > keep {
+                let mut txn = Transaction::new();
+                let undone = self.pg(pg)?.roll_back_newest(&store, &mut txn)?;
+                tracing::info!(%pg, at = %undone, "rolled back a write too few shards hold");
+                self.commit(pg, txn)?;
+            }
+        }
+        entries.retain(|e| e.at <= head);
+        self.adopt_locally(pg, keep_until, entries, log_tail)
+    }
+
+    /// The primary's shard took the authority's log; the objects it misses are known
+    /// (listed from the authority for a backfill): activate, rebuilding them first.
+    pub(super) fn activate_behind(&mut self, pg: PgId, missing: BTreeSet<ObjectName>) {
+        let me = self.config.me;
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        let Phase::SelfRecovery { erasure: Some((plan, _)), .. } = &mut p.phase else { return };
+        let mut plan = std::mem::replace(plan.as_mut(), Plan { auth: me, peers: BTreeMap::new() });
+        // Only the primary's recovery counts in its own plan: its log is the authority's now.
+        let recovery = if missing.is_empty() { Recovery::None } else { Recovery::Log(missing) };
+        plan.peers.insert(me, PeerPlan { keep_until: None, recovery });
+        if let Err(e) = self.activate(pg, &plan) {
+            tracing::error!(%pg, error = %e, "activation failed");
+            self.restart_later(pg);
+        }
+    }
+
+    /// Runs a client operation on an active erasure-coded PG, after those waiting for its
+    /// object.
+    pub(super) fn serve_erasure(&mut self, pg: PgId, op: OsdOp, caller: ClientId, reply: R) {
+        let Some(ec) = self.primaries.get_mut(&pg).and_then(|p| p.ec.as_mut()) else { return };
+        let op = Op { op, caller, reply };
+        if ec.busy(&op.op.object) {
+            if ec.queued_ops() >= super::MAX_WAITING_OPS {
+                let busy = format!("pg {pg}: {} operations wait for their objects already", super::MAX_WAITING_OPS);
+                return self.respond(Err(err::again(busy)), op.reply);
+            }
+            ec.queued.entry(op.op.object.clone()).or_default().push_back(op);
+            return;
+        }
+        self.run_erasure(pg, op, BTreeMap::new());
+    }
+
+    /// Runs an operation with the chunks gathered for it so far. Returns it if it must
+    /// wait for the writes in flight to its object before gathering.
+    fn run_erasure(&mut self, pg: PgId, op: Op<R>, gathered: BTreeMap<u32, Bytes>) -> Option<Op<R>> {
+        let outcome = self.execute_erasure(pg, &op, gathered.clone());
+        match outcome {
+            Err(e) => self.respond(Err(e), op.reply),
+            Ok(None) => {}
+            Ok(Some(ExecutedEc::Repeat(r))) | Ok(Some(ExecutedEc::Done(EcOutcome::Read(r)))) => {
+                self.attach_to_last_write(pg, op.reply, Ok(Reply::Op(r)))
+            }
+            Ok(Some(ExecutedEc::Done(EcOutcome::Gather(chunks)))) => {
+                if self.writing(pg, &op.op.object) {
+                    return Some(op);
+                }
+                let (first, end) = (chunks.first().copied().unwrap_or(0), chunks.last().map_or(0, |c| c + 1));
+                let object = op.op.object.clone();
+                self.start_gather(pg, object, Purpose::Op(op, gathered), first, end, None);
+            }
+            Ok(Some(ExecutedEc::Done(EcOutcome::Write { reply, txns, touched, .. }))) => {
+                let value = Ok(Reply::Op(reply.clone()));
+                match self.write_erasure(pg, &op, reply, txns, touched) {
+                    Ok(actions) => {
+                        self.attach_to_last_write(pg, op.reply, value);
+                        self.out.extend(actions);
+                    }
+                    Err(e) => self.respond(Err(e), op.reply),
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether a write to `object` is in flight.
+    fn writing(&self, pg: PgId, object: &ObjectName) -> bool {
+        self.primaries.get(&pg).is_some_and(|p| p.inflight.values().any(|f| f.object == *object))
+    }
+
+    fn execute_erasure(&mut self, pg: PgId, op: &Op<R>, gathered: BTreeMap<u32, Bytes>) -> Result<Option<ExecutedEc>> {
+        let store = self.config.store.clone();
+        let key = ObjectKey::new(pg.pool, &op.op.object)?;
+        let state = self.pg(pg)?;
+        if let Some(r) = state.applied(&op.op.reqid) {
+            return Ok(Some(ExecutedEc::Repeat(r)));
+        }
+        let version = state.info.last_update.version + 1;
+        let Some(ec) = self.primaries.get(&pg).and_then(|p| p.ec.as_ref()) else { return Ok(None) };
+        let onode = store.onode(&key)?.map(ec::logical_onode).transpose()?;
+        let object = EcObject::new(ec.layout, onode, gathered);
+        let env =
+            ExecEnv { classes: &self.config.classes, limits: &self.limits, caller: op.caller, now_ns: self.now_ns };
+        let outcome = ec::execute(&object, &key, &op.op.steps, &env, version, ec.coder.as_ref(), ec.allow_overwrites)?;
+        Ok(Some(ExecutedEc::Done(outcome)))
+    }
+
+    /// Commits this primary's shard of a write (keeping what undoes it) and sends every
+    /// other shard its own; the reply leaves once every shard has it.
+    fn write_erasure(
+        &mut self,
+        pg: PgId,
+        op: &Op<R>,
+        reply: shoal_types::msg::OpReply,
+        mut txns: Vec<Transaction>,
+        touched: shoal_types::erasure::Touched,
+    ) -> Result<Vec<Action<R>>> {
+        let me = self.config.me;
+        let store = self.config.store.clone();
+        let p = self.primaries.get(&pg).ok_or_else(|| err::again(format!("not the primary of pg {pg}")))?;
+        let (interval, committed_to, acting) = (p.interval, p.committed_to, p.acting.clone());
+        let mine = acting.iter().position(|o| *o == me).ok_or_else(|| err::again("the primary left the acting set"))?;
+        if txns.len() != acting.len() {
+            return Err(err::io(format!("{} shard writes for {} shards", txns.len(), acting.len())));
+        }
+        let key = ObjectKey::new(pg.pool, &op.op.object)?;
+        let state = self.pg(pg)?;
+        let prev = state.info.last_update;
+        let at = EVersion { epoch: interval, version: prev.version + 1 };
+        let entry = PgState::entry(at, op.op.reqid, op.op.object.clone(), &reply);
+        let kept = ec::rollback::keep(&store, &key, &op.op.object, &touched)?;
+        let mut txn = std::mem::take(&mut txns[mine]);
+        state.keep_rollback(&mut txn, at, &kept, committed_to);
+        state.append(&mut txn, &entry);
+        let seq = self.commit(pg, txn)?;
+        let mut sends = Vec::new();
+        for (shard, osd) in acting.iter().copied().enumerate().filter(|(_, o)| *o != OsdId::NONE && *o != me) {
+            let txn = std::mem::take(&mut txns[shard]).encode().into();
+            let write = RepOp { pg, interval, prev, entry: entry.clone(), txn };
+            let request = PeerRequest::EcWrite(EcWrite { write, touched: touched.clone(), committed_to });
+            let awaiting = crate::shard::Awaiting { pg, interval, expect: Expect::Acked(osd, at) };
+            sends.push(Action::Send { to: osd, request, awaiting });
+        }
+        sends.push(Action::WhenDurable { seq, awaiting: Durable { pg, interval, at: Some(at) } });
+        if let Some(p) = self.primaries.get_mut(&pg) {
+            let waiting = acting.iter().copied().filter(|o| *o != OsdId::NONE && *o != me).collect();
+            let flight = InFlight { waiting, local_pending: true, replies: Vec::new(), object: op.op.object.clone() };
+            p.inflight.insert(at, flight);
+        }
+        Ok(sends)
+    }
+
+    /// Reads logical chunks `first..end` of `object` from `k` shards (data shards first),
+    /// for `purpose`; `exclude`: a shard being rebuilt, never a source.
+    fn start_gather(
+        &mut self,
+        pg: PgId,
+        object: ObjectName,
+        purpose: Purpose<R>,
+        first: u32,
+        end: u32,
+        exclude: Option<OsdId>,
+    ) {
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        let Some(ec) = p.ec.as_mut() else { return };
+        let id = ec.next_gather;
+        ec.next_gather += 1;
+        let shards = ec.layout.shards();
+        let gather = Gather {
+            id,
+            purpose,
+            first,
+            end,
+            blocks: vec![None; shards],
+            onodes: BTreeMap::new(),
+            asked: BTreeSet::new(),
+            pending: BTreeSet::new(),
+        };
+        ec.gathers.insert(object.clone(), gather);
+        self.ask_more_shards(pg, &object, exclude);
+    }
+
+    /// Asks shards not asked yet until `k` have answered or are asked; fails the gather
+    /// when too few shards can serve the object.
+    fn ask_more_shards(&mut self, pg: PgId, object: &ObjectName, exclude: Option<OsdId>) {
+        let me = self.config.me;
+        let Ok(key) = ObjectKey::new(pg.pool, object) else { return };
+        let Some(p) = self.primaries.get(&pg) else { return };
+        let Some(ec) = p.ec.as_ref() else { return };
+        let Some(g) = ec.gathers.get(object) else { return };
+        let answered = g.blocks.iter().filter(|b| b.is_some()).count();
+        let wanted = ec.k().saturating_sub(answered + g.pending.len());
+        let available: Vec<bool> = p
+            .acting
+            .iter()
+            .enumerate()
+            .map(|(shard, osd)| {
+                *osd != OsdId::NONE
+                    && Some(*osd) != exclude
+                    && (g.blocks[shard].is_some() || g.pending.contains(&shard) || !g.asked.contains(&shard))
+                    && !lacks(p, *osd, object, &key)
+            })
+            .collect();
+        let Some(chosen) = ec::shards_to_read(&ec.layout, &available) else {
+            let why = format!("pg {pg}: fewer than {} shards can serve {object}", ec.k());
+            return self.gather_failed(pg, object, err::again(why));
+        };
+        let new: Vec<usize> = chosen.into_iter().filter(|s| !g.asked.contains(s)).take(wanted).collect();
+        let (id, range, interval) = (g.id, ec::store_chunks(&ec.layout, g.first, g.end), p.interval);
+        let targets: Vec<(usize, OsdId)> = new.iter().map(|s| (*s, p.acting[*s])).collect();
+        if let Some(g) = self.primaries.get_mut(&pg).and_then(|p| p.ec.as_mut()).and_then(|e| e.gathers.get_mut(object))
+        {
+            g.asked.extend(new.iter().copied());
+            g.pending.extend(new.iter().copied());
+        }
+        for (shard, osd) in targets {
+            if osd == me {
+                let store = self.config.store.clone();
+                let local = (|| {
+                    let onode = store.onode(&key)?.map(|o| Bytes::from(o.encode()));
+                    Ok((onode, store.chunks(&key, range.start, range.end)?))
+                })();
+                self.chunks_received(pg, object.clone(), id, shard, local);
+            } else {
+                let request =
+                    PeerRequest::EcRead { pg, interval, object: object.clone(), first: range.start, end: range.end };
+                self.ask(pg, interval, osd, request, Expect::Chunks(object.clone(), id, shard));
+            }
+        }
+    }
+
+    /// A shard answered a gather.
+    pub(super) fn chunks_received(
+        &mut self,
+        pg: PgId,
+        object: ObjectName,
+        id: u64,
+        shard: usize,
+        result: Result<(Option<Bytes>, Vec<(u32, Bytes)>)>,
+    ) {
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        let osd = p.acting.get(shard).copied().unwrap_or(OsdId::NONE);
+        let Some(ec) = p.ec.as_mut() else { return };
+        let layout = ec.layout;
+        let Some(g) = ec.gathers.get_mut(&object).filter(|g| g.id == id && g.pending.contains(&shard)) else { return };
+        g.pending.remove(&shard);
+        let exclude = match &g.purpose {
+            Purpose::Rebuild { target } => Some(*target),
+            Purpose::Op(..) => None,
+        };
+        let answer = result.and_then(|(onode, chunks)| {
+            let onode = onode.map(|b| Onode::decode(&b).and_then(ec::logical_onode)).transpose()?;
+            Ok((onode, ec::shard_block(&layout, g.first, g.end, &chunks)?))
+        });
+        match answer {
+            Ok((onode, block)) => {
+                g.onodes.insert(shard, onode);
+                g.blocks[shard] = Some(block);
+            }
+            Err(e) => {
+                tracing::info!(%pg, %object, shard, %osd, error = %e, "a shard could not be read; reading another");
+                if e.errno == shoal_types::Errno::Io {
+                    // A bad copy (a checksum failed): rebuild it from the others.
+                    self.emit(Action::Count(crate::shard::Counted::ChecksumError));
+                    self.queue_rebuild(pg, osd, object.clone());
+                }
+                return self.ask_more_shards(pg, &object, exclude);
+            }
+        }
+        let Some(ec) = self.primaries.get(&pg).and_then(|p| p.ec.as_ref()) else { return };
+        let Some(g) = ec.gathers.get(&object) else { return };
+        if !g.pending.is_empty() || g.blocks.iter().filter(|b| b.is_some()).count() < ec.k() {
+            return;
+        }
+        // Every shard read must describe the same version of the object.
+        let mut versions = g.onodes.values().map(|o| o.as_ref().map(|o| (o.version, o.size)));
+        let first = versions.next().flatten();
+        if versions.any(|v| v != first) {
+            let why = format!("pg {pg}: the shards of {object} disagree on its version");
+            return self.gather_failed(pg, &object, err::again(why));
+        }
+        let Some(g) = self.primaries.get_mut(&pg).and_then(|p| p.ec.as_mut()).and_then(|e| e.gathers.remove(&object))
+        else {
+            return;
+        };
+        let Some(ec) = self.primaries.get(&pg).and_then(|p| p.ec.as_ref()) else { return };
+        let onode = g.onodes.values().next().cloned().flatten();
+        let size = onode.as_ref().map_or(0, |o| o.size);
+        let assembled = ec::assemble(&ec.layout, ec.coder.as_ref(), size, g.first, g.blocks);
+        match (g.purpose, assembled) {
+            (Purpose::Op(op, _), Err(e)) => self.respond(Err(e), op.reply),
+            (Purpose::Op(op, mut gathered), Ok(chunks)) => {
+                gathered.extend(chunks);
+                if let Some(op) = self.run_erasure(pg, op, gathered) {
+                    self.requeue_front(pg, op);
+                }
+            }
+            (Purpose::Rebuild { .. }, Err(e)) => {
+                tracing::error!(%pg, %object, error = %e, "decoding a shard to rebuild failed");
+                self.restart_later(pg);
+            }
+            (Purpose::Rebuild { target }, Ok(chunks)) => self.rebuilt(pg, object.clone(), target, onode, g.end, chunks),
+        }
+        self.resume_erasure(pg);
+    }
+
+    /// A gather cannot finish: its operation gets `e`; a rebuild makes the PG peer again.
+    fn gather_failed(&mut self, pg: PgId, object: &ObjectName, e: shoal_types::RadosError) {
+        let Some(g) = self.primaries.get_mut(&pg).and_then(|p| p.ec.as_mut()).and_then(|ec| ec.gathers.remove(object))
+        else {
+            return;
+        };
+        match g.purpose {
+            Purpose::Op(op, _) => {
+                self.respond(Err(e), op.reply);
+                self.resume_erasure(pg);
+            }
+            Purpose::Rebuild { .. } => {
+                tracing::info!(%pg, %object, error = %e, "rebuilding a shard failed; peering again");
+                self.restart_later(pg);
+            }
+        }
+    }
+
+    fn requeue_front(&mut self, pg: PgId, op: Op<R>) {
+        if let Some(ec) = self.primaries.get_mut(&pg).and_then(|p| p.ec.as_mut()) {
+            ec.queued.entry(op.op.object.clone()).or_default().push_front(op);
+        }
+    }
+
+    /// Runs the operations waiting for objects that are free again, in order per object.
+    pub(super) fn resume_erasure(&mut self, pg: PgId) {
+        let objects: Vec<ObjectName> = match self.primaries.get(&pg).and_then(|p| p.ec.as_ref()) {
+            Some(ec) => ec.queued.keys().filter(|o| !ec.gathers.contains_key(*o)).cloned().collect(),
+            None => return,
+        };
+        for object in objects {
+            loop {
+                let Some(ec) = self.primaries.get_mut(&pg).and_then(|p| p.ec.as_mut()) else { return };
+                if ec.gathers.contains_key(&object) {
+                    break;
+                }
+                let Some(op) = ec.queued.get_mut(&object).and_then(VecDeque::pop_front) else {
+                    ec.queued.remove(&object);
+                    break;
+                };
+                if let Some(op) = self.run_erasure(pg, op, BTreeMap::new()) {
+                    self.requeue_front(pg, op);
+                    break;
+                }
+            }
+        }
+        self.pump_recovery(pg);
+    }
+
+    /// Queues `object` for rebuilding on `osd` (its copy failed a read or a scrub).
+    pub(crate) fn queue_rebuild(&mut self, pg: PgId, osd: OsdId, object: ObjectName) {
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        let r = p.recovery.entry(osd).or_insert_with(|| PeerRecovery::log(VecDeque::new()));
+        if !r.objects.contains(&object) {
+            r.objects.push_back(object);
+        }
+        r.done_sent = false;
+        self.pump_recovery(pg);
+    }
+
+    /// Starts rebuilding the next objects of the shards being recovered, the primary's own
+    /// first (operations wait until it is whole), up to `osd_recovery_max_active` at a time.
+    pub(super) fn pump_erasure_recovery(&mut self, pg: PgId) {
+        let me = self.config.me;
+        let limit = self.limits.recovery_max_active.max(1);
+        let Some(pool) = self.map.pools.get(&pg.pool).cloned() else { return };
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        if !matches!(p.phase, Phase::Active) {
+            return;
+        }
+        let interval = p.interval;
+        let finished: Vec<OsdId> = p
+            .recovery
+            .iter_mut()
+            .filter(|(_, r)| !r.has_work() && r.in_flight == 0 && !r.done_sent)
+            .map(|(osd, r)| {
+                r.done_sent = true;
+                *osd
+            })
+            .collect();
+        self.send_recovered(pg, interval, finished);
+        let Some(p) = self.primaries.get(&pg) else { return };
+        let own_first = p.recovery.contains_key(&me);
+        let targets: Vec<OsdId> =
+            p.recovery.iter().filter(|(o, r)| r.has_work() && (!own_first || **o == me)).map(|(o, _)| *o).collect();
+        for target in targets {
+            loop {
+                let Some(p) = self.primaries.get(&pg) else { return };
+                if p.pushes_in_flight >= limit {
+                    return;
+                }
+                let next = match self.next_to_rebuild(pg, pool.pg_num, target) {
+                    Ok(next) => next,
+                    Err(e) => {
+                        tracing::error!(%pg, error = %e, "listing objects to rebuild failed");
+                        return self.restart_later(pg);
+                    }
+                };
+                let Some(object) = next else { break };
+                if let Some(p) = self.primaries.get_mut(&pg) {
+                    p.pushes_in_flight += 1;
+                    if let Some(r) = p.recovery.get_mut(&target) {
+                        r.in_flight += 1;
+                    }
+                }
+                let end = self.part_end(pg, 0);
+                self.start_gather(pg, object, Purpose::Rebuild { target }, 0, end, Some(target));
+            }
+        }
+    }
+
+    /// The logical chunk after a rebuild part that starts at chunk `first`.
+    fn part_end(&self, pg: PgId, first: u32) -> u32 {
+        let chunk = self.primaries.get(&pg).and_then(|p| p.ec.as_ref()).map_or(1, |ec| ec.layout.logical_chunk());
+        first + (REBUILD_PART_BYTES / chunk).max(1) as u32
+    }
+
+    /// The next object to rebuild on `target` that no operation or write holds, taken off
+    /// its list (for a backfill, the next key after its cursor); `None` when there is none
+    /// now.
+    fn next_to_rebuild(&mut self, pg: PgId, pg_num: u32, target: OsdId) -> Result<Option<ObjectName>> {
+        let Some(p) = self.primaries.get(&pg) else { return Ok(None) };
+        let Some(r) = p.recovery.get(&target) else { return Ok(None) };
+        let free = |p: &Primary<R>, o: &ObjectName| {
+            !p.ec.as_ref().is_some_and(|ec| ec.busy(o)) && !p.inflight.values().any(|f| f.object == *o)
+        };
+        if let Some(cursor) = r.backfill.as_ref().filter(|(_, exhausted)| !exhausted).map(|(c, _)| c.clone()) {
+            let (keys, _) = self.list_keys(pg, pg_num, cursor.as_ref(), 1)?;
+            let Some(p) = self.primaries.get_mut(&pg) else { return Ok(None) };
+            let Some(key) = keys.into_iter().next() else {
+                if let Some(r) = p.recovery.get_mut(&target) {
+                    r.backfill = Some((cursor, true));
+                }
+                return Ok(None);
+            };
+            let (_, object) = key.decode()?;
+            if !free(p, &object) {
+                return Ok(None);
+            }
+            if let Some(r) = p.recovery.get_mut(&target) {
+                r.backfill = Some((Some(key), false));
+            }
+            return Ok(Some(object));
+        }
+        let Some(p) = self.primaries.get_mut(&pg) else { return Ok(None) };
+        let position = p.recovery.get(&target).and_then(|r| r.objects.iter().position(|o| free(p, o)));
+        Ok(position.and_then(|at| p.recovery.get_mut(&target).and_then(|r| r.objects.remove(at))))
+    }
+
+    /// Sends `target` its shard of the logical `chunks` of `object` (up to chunk `end`),
+    /// then continues with the object's next part or releases it.
+    fn rebuilt(
+        &mut self,
+        pg: PgId,
+        object: ObjectName,
+        target: OsdId,
+        onode: Option<Onode>,
+        end: u32,
+        chunks: BTreeMap<u32, Bytes>,
+    ) {
+        let me = self.config.me;
+        let Some(p) = self.primaries.get(&pg) else { return };
+        let (interval, shard) = (p.interval, p.acting.iter().position(|o| *o == target));
+        let Some(ec) = p.ec.as_ref() else { return };
+        let txn = match (ObjectKey::new(pg.pool, &object), shard) {
+            (Ok(key), Some(shard)) => {
+                ec::rebuild_shard(&ec.layout, ec.coder.as_ref(), &key, shard, onode.as_ref(), &chunks)
+            }
+            (Err(e), _) => Err(e),
+            (_, None) => Err(err::again(format!("{target} left the acting set"))),
+        };
+        let more = onode.as_ref().is_some_and(|o| o.size > u64::from(end) * ec.layout.logical_chunk());
+        let txn = match txn {
+            Ok(txn) => txn,
+            Err(e) => {
+                tracing::error!(%pg, %object, %target, error = %e, "rebuilding a shard failed");
+                return self.restart_later(pg);
+            }
+        };
+        if target == me {
+            if let Err(e) = self.commit(pg, txn) {
+                tracing::error!(%pg, %object, error = %e, "storing the rebuilt shard failed");
+                return self.restart_later(pg);
+            }
+            if !more {
+                self.config.damage.remove(pg, &object);
+            }
+        } else {
+            let at = self.pgs.get(&pg).map(|s| s.info.last_update).unwrap_or_default();
+            let push = PeerRequest::PushAt { pg, interval, at, txn: txn.encode().into() };
+            self.ask(pg, interval, target, push, Expect::Pushed(target));
+        }
+        if more {
+            // The next part keeps the object held, so no write comes between the parts.
+            if let Some(p) = self.primaries.get_mut(&pg) {
+                p.pushes_in_flight += 1;
+                if let Some(r) = p.recovery.get_mut(&target) {
+                    r.in_flight += 1;
+                }
+            }
+            let next_end = self.part_end(pg, end);
+            self.start_gather(pg, object, Purpose::Rebuild { target }, end, next_end, Some(target));
+        }
+        if target == me {
+            self.primary_event(pg, interval, Event::Pushed(me, Ok(())));
+        }
+    }
+}
+
+/// What running an operation on an erasure-coded object came to.
+enum ExecutedEc {
+    /// A resent write already applied: its first reply.
+    Repeat(shoal_types::msg::OpReply),
+    /// Run now.
+    Done(EcOutcome),
+}
