@@ -8,7 +8,7 @@ pub mod straw2;
 
 use shoal_types::erasure::FailureDomain;
 use shoal_types::{ObjectName, OsdId, OsdMap, PgId, Pool};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::RangeInclusive;
 
 /// The 32-bit placement hash of an object name. A non-empty namespace is hashed with the
@@ -91,6 +91,10 @@ pub struct Host {
 
 /// Attempts per replica before giving up, as CRUSH's `choose_total_tries`.
 const MAX_TRIES: u32 = 50;
+/// Rounds of draws for an erasure-coded PG's shards (Ceph's erasure rules set
+/// `choose_tries 100`): with as many hosts as shards, the last shard may find the one free
+/// host late.
+const SHARD_ROUNDS: u32 = 100;
 
 impl Topology {
     /// The hosts, weights and out OSDs of a map.
@@ -154,10 +158,29 @@ impl Topology {
     /// The OSD of each shard of an erasure-coded PG, by position (CRUSH's `indep` mode).
     /// Draws go in rounds: in round `t`, every shard still without an OSD draws with
     /// `r = shard + t·size` and keeps the OSD unless another shard holds it (or its host,
-    /// for a host failure domain) or it is out. Out OSDs keep their weight in the draw and
-    /// are rejected after it, so an OSD going out moves only the shards it held.
-    /// `None`: no OSD was found for the shard (too few hosts for a host failure domain).
+    /// for a host failure domain). The draw is made as if no OSD were out; then only the
+    /// shards of out OSDs are drawn again (first within their host), every other shard
+    /// keeping its OSD, so an OSD going out moves only the shards it held and no copy
+    /// changes position. `None`: no OSD was found for the shard (too few hosts for a host
+    /// failure domain).
     pub fn pg_to_shards(&self, pool: &Pool, pg: PgId, domain: FailureDomain) -> Vec<Option<OsdId>> {
+        let none_out = self.draw_shards(pool, pg, domain, vec![None; pool.size as usize], &BTreeSet::new());
+        let kept: Vec<Option<(OsdId, usize)>> =
+            none_out.into_iter().map(|s| s.filter(|(osd, _)| !self.out.contains(osd))).collect();
+        let shards = self.draw_shards(pool, pg, domain, kept, &self.out);
+        shards.into_iter().map(|s| s.map(|(osd, _)| osd)).collect()
+    }
+
+    /// Fills the shards without an OSD (`shards`: OSD and host index) by rounds of draws,
+    /// rejecting the OSDs in `out`.
+    fn draw_shards(
+        &self,
+        pool: &Pool,
+        pg: PgId,
+        domain: FailureDomain,
+        mut shards: Vec<Option<(OsdId, usize)>>,
+        out: &BTreeSet<OsdId>,
+    ) -> Vec<Option<(OsdId, usize)>> {
         let x = hash::hash2(pg.seed, pg.pool.0 as u32);
         let size = pool.size;
         let crush_weight = |h: &Host| h.osds.iter().map(|&(_, w)| w).fold(0u32, u32::saturating_add);
@@ -167,8 +190,10 @@ impl Topology {
             .enumerate()
             .flat_map(|(h, host)| host.osds.iter().map(move |&(o, w)| (h, o, w)))
             .collect();
-        let mut shards: Vec<Option<(OsdId, usize)>> = vec![None; size as usize];
-        for round in 0..MAX_TRIES {
+        for round in 0..SHARD_ROUNDS {
+            if shards.iter().all(Option::is_some) {
+                break;
+            }
             for shard in 0..size {
                 if shards[shard as usize].is_some() {
                     continue;
@@ -183,7 +208,7 @@ impl Topology {
                             (0..MAX_TRIES).find_map(|t| {
                                 let osds = self.hosts[host].osds.iter().map(|&(o, w)| (o.0 as i32, w));
                                 let osd = OsdId(straw2::choose(x, r + t * size * MAX_TRIES, osds)? as u32);
-                                (!self.out.contains(&osd)).then_some((osd, host))
+                                (!out.contains(&osd)).then_some((osd, host))
                             })
                         })
                     }
@@ -196,15 +221,12 @@ impl Topology {
                 let Some((osd, host)) = drawn else { continue };
                 let taken =
                     shards.iter().flatten().any(|&(o, h)| o == osd || (domain == FailureDomain::Host && h == host));
-                if !taken && !self.out.contains(&osd) {
+                if !taken && !out.contains(&osd) {
                     shards[shard as usize] = Some((osd, host));
                 }
             }
-            if shards.iter().all(Option::is_some) {
-                break;
-            }
         }
-        shards.into_iter().map(|s| s.map(|(osd, _)| osd)).collect()
+        shards
     }
 }
 
@@ -257,12 +279,14 @@ mod tests {
     }
 
     #[test]
-    fn shards_keep_their_positions_when_an_osd_goes_out() {
-        for domain in [FailureDomain::Host, FailureDomain::Osd] {
-            let before = topology(8, 2);
+    fn shards_keep_their_positions_when_osds_go_out() {
+        // One OSD per host too: there a shard leaves its host, and must still not push
+        // another shard out of its position.
+        for (domain, per_host) in [(FailureDomain::Host, 2), (FailureDomain::Host, 1), (FailureDomain::Osd, 2)] {
+            let before = topology(8, per_host);
             let p = pool(512, 6);
             let mut after = before.clone();
-            after.out.insert(OsdId(6));
+            after.out.extend([OsdId(6), OsdId(3)]);
             let (mut moved, mut held) = (0, 0);
             for seed in 0..p.pg_num {
                 let pg = PgId { pool: p.id, seed };
@@ -272,26 +296,24 @@ mod tests {
                 distinct.sort();
                 distinct.dedup();
                 assert_eq!(distinct.len(), 6, "shards on distinct OSDs: {new:?}");
+                assert!(new.iter().flatten().all(|o| !after.out.contains(o)), "{new:?}");
                 if domain == FailureDomain::Host {
-                    let mut hosts: Vec<u32> = new.iter().flatten().map(|o| o.0 / 2).collect();
+                    let mut hosts: Vec<u32> = new.iter().flatten().map(|o| o.0 / per_host as u32).collect();
                     hosts.sort();
                     hosts.dedup();
                     assert_eq!(hosts.len(), 6, "shards on distinct hosts: {new:?}");
                 }
                 for (a, b) in old.iter().zip(&new) {
-                    if a == &Some(OsdId(6)) {
+                    if a.is_some_and(|o| after.out.contains(&o)) {
                         held += 1;
                     } else if a != b {
                         moved += 1;
                     }
                 }
             }
-            // With a host failure domain only the shards on the OSD that went out move (to
-            // the other OSD of their host); with an OSD failure domain a replacement now and
-            // then takes what a shard without an OSD after the first round would have drawn.
+            // Only the shards on the OSDs that went out move.
             assert!(held > 0);
-            let allowed = if domain == FailureDomain::Host { 0 } else { held / 10 };
-            assert!(moved <= allowed, "{domain:?}: {moved} other shards moved for {held} on the out OSD");
+            assert_eq!(moved, 0, "{domain:?}, {per_host} per host: other shards moved ({held} were on out OSDs)");
         }
     }
 

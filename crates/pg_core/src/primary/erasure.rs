@@ -424,7 +424,7 @@ impl<R> Shard<R> {
         object: ObjectName,
         id: u64,
         shard: usize,
-        result: Result<(Option<Bytes>, Vec<(u32, Bytes)>)>,
+        result: Result<super::ShardRead>,
     ) {
         let Some(p) = self.primaries.get_mut(&pg) else { return };
         let osd = p.acting.get(shard).copied().unwrap_or(OsdId::NONE);

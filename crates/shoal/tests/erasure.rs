@@ -1,0 +1,196 @@
+//! An erasure-coded 4+2 pool on eight one-OSD hosts, as separate processes over real TCP:
+//! writes (whole, appends and partial overwrites) go on while an OSD is SIGKILLed, reads
+//! are served degraded, two lost OSDs marked out are rebuilt on the spare hosts, the PGs
+//! come back active+clean when they return, a corrupted shard is found and rebuilt, and a
+//! PG that loses more than `m` shards stops serving rather than answering wrongly.
+
+mod common;
+
+use bytes::Bytes;
+use common::{Restarted, Vstart, cmdline, conf_value, kill9, ok, wait_for};
+use shoal_client::{IoCtx, Rados, WriteOp};
+use shoal_transport::TcpNetwork;
+use shoal_types::{ObjectName, OsdId};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const POOL: &str = "ecdata";
+
+/// What each object may hold: its acknowledged bytes, and those of a write in flight (an
+/// unacknowledged write may or may not have happened, never half).
+#[derive(Default)]
+struct Model {
+    acked: BTreeMap<String, Vec<u8>>,
+    pending: BTreeMap<String, Vec<u8>>,
+}
+
+async fn client(cluster: &Vstart, timeout: Duration) -> Rados {
+    let conf = cluster.path().join("shoal.conf");
+    let secret = std::fs::read_to_string(conf_value(&conf, "secret_file")).unwrap();
+    let network = Arc::new(TcpNetwork::new(secret.trim().as_bytes(), 256 << 20));
+    let rados = Rados::connect(network, &conf_value(&conf, "mon_host")).await.unwrap();
+    rados.set_op_timeout(timeout);
+    rados
+}
+
+/// Deterministic bytes for write `n` of an object.
+fn bytes(seed: u64, len: usize) -> Vec<u8> {
+    (0..len as u64).map(|i| ((i.wrapping_add(seed).wrapping_mul(2_654_435_761)) >> 13) as u8).collect()
+}
+
+/// One writer: cycles its objects through whole rewrites of varied sizes (0 bytes to
+/// 1.5 MiB), appends and partial overwrites, recording each in the model before sending
+/// it and once acknowledged.
+async fn writer(io: IoCtx, id: usize, model: Arc<Mutex<Model>>, stop: Arc<AtomicBool>) -> u64 {
+    let sizes = [0usize, 1, 4095, 16_385, 100_000, 1_500_000];
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let name = format!("w{id}.{}", n % 4);
+        let old = model.lock().unwrap().acked.get(&name).cloned();
+        let seed = (id as u64) << 32 | n;
+        let (op, new) = match (n / 4 % 3, old) {
+            (1, Some(mut data)) => {
+                let extra = bytes(seed, 10_000 + (n as usize % 3) * 7_000);
+                data.extend_from_slice(&extra);
+                (WriteOp::new().append(Bytes::from(extra)), data)
+            }
+            (2, Some(mut data)) if !data.is_empty() => {
+                let at = (n as usize * 7_919) % data.len();
+                let patch = bytes(seed, 3_000 + n as usize % 20_000);
+                let end = at + patch.len();
+                if data.len() < end {
+                    data.resize(end, 0);
+                }
+                data[at..end].copy_from_slice(&patch);
+                (WriteOp::new().write(at as u64, Bytes::from(patch)), data)
+            }
+            _ => {
+                let data = bytes(seed, sizes[(n as usize + id) % sizes.len()]);
+                (WriteOp::new().write_full(Bytes::from(data.clone())), data)
+            }
+        };
+        model.lock().unwrap().pending.insert(name.clone(), new.clone());
+        io.operate(&name, op).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut m = model.lock().unwrap();
+        m.pending.remove(&name);
+        m.acked.insert(name, new);
+        n += 1;
+    }
+    n
+}
+
+/// Reads every object of the model back: each must hold its acknowledged bytes (or those
+/// of the write in flight when a writer stopped).
+fn verify(runtime: &tokio::runtime::Runtime, io: &IoCtx, model: &Mutex<Model>, when: &str) {
+    let m = model.lock().unwrap();
+    for (name, acked) in &m.acked {
+        let read = runtime.block_on(io.read_full(name)).unwrap_or_else(|e| panic!("{when}: reading {name}: {e}"));
+        let fits = read == acked[..] || m.pending.get(name).is_some_and(|p| read == p[..]);
+        assert!(fits, "{when}: {name} reads {} bytes, not the {} acknowledged", read.len(), acked.len());
+    }
+}
+
+fn clean_pgs(conf: &str) -> usize {
+    ok(conf, &["pg", "dump"]).lines().filter(|l| l.contains(" active+clean")).count()
+}
+
+fn wait_clean(conf: &str, pgs: usize, when: &str) {
+    let clean = wait_for(|| (clean_pgs(conf) == pgs).then_some(()));
+    assert!(clean.is_some(), "{when}: PGs did not all become active+clean:\n{}", ok(conf, &["pg", "dump"]));
+}
+
+#[test]
+fn an_erasure_coded_pool_serves_degraded_rebuilds_lost_shards_and_repairs_a_bad_one() {
+    let cluster = Vstart::start("8", "8");
+    let conf = cluster.conf();
+    ok(&conf, &["osd", "erasure-code-profile", "set", "ec42", "k=4", "m=2", "crush-failure-domain=host"]);
+    ok(&conf, &["pool", "create", POOL, "--erasure", "ec42", "--allow-ec-overwrites", "--pg-num", "8"]);
+    wait_clean(&conf, 8, "a new pool");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let rados = runtime.block_on(client(&cluster, Duration::from_secs(120)));
+    let io = runtime.block_on(rados.ioctx(POOL)).unwrap();
+    let model = Arc::new(Mutex::new(Model::default()));
+    let mut restarted = Restarted::default();
+
+    // Writers run while osd.2 is SIGKILLed: their writes wait for peering, none fails.
+    let run_writers = |seconds: u64, during: &dyn Fn()| {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tasks: Vec<_> =
+            (0..4).map(|id| runtime.spawn(writer(io.clone(), id, model.clone(), stop.clone()))).collect();
+        std::thread::sleep(Duration::from_secs(seconds));
+        during();
+        std::thread::sleep(Duration::from_secs(seconds));
+        stop.store(true, Ordering::Relaxed);
+        tasks.into_iter().map(|t| runtime.block_on(t).unwrap()).sum::<u64>()
+    };
+    let victims = [OsdId(2), OsdId(5)];
+    let args: Vec<Vec<String>> = victims.iter().map(|o| cmdline(cluster.pid(&o.to_string()))).collect();
+    let writes = run_writers(4, &|| kill9(cluster.pid(&victims[0].to_string())));
+    assert!(writes > 40, "only {writes} writes");
+    verify(&runtime, &io, &model, "one OSD down (degraded reads)");
+
+    // A second OSD goes; both are marked out, and their shards are rebuilt on the two
+    // spare hosts.
+    kill9(cluster.pid(&victims[1].to_string()));
+    for osd in victims {
+        ok(&conf, &["osd", "out", &osd.0.to_string()]);
+    }
+    wait_clean(&conf, 8, "two OSDs out");
+    let writes = run_writers(2, &|| {});
+    assert!(writes > 10, "only {writes} writes with two OSDs out");
+    verify(&runtime, &io, &model, "two OSDs out, their shards rebuilt elsewhere");
+
+    // They come back: the PGs return to their first placement, active+clean.
+    for (osd, args) in victims.iter().zip(&args) {
+        restarted.restart(&cluster, &osd.to_string(), args);
+        ok(&conf, &["osd", "in", &osd.0.to_string()]);
+    }
+    wait_clean(&conf, 8, "both OSDs back");
+    verify(&runtime, &io, &model, "both OSDs back");
+
+    // A flipped byte in one shard: a client read still gets the object (decoded from the
+    // other shards), a deep scrub finds the bad shard and repair rebuilds it.
+    let map = runtime.block_on(rados.refresh_map()).unwrap();
+    let pool = map.pool_named(POOL).unwrap().clone();
+    // The largest object: its shards' chunks are on the data device, not in RocksDB.
+    let name = model.lock().unwrap().acked.iter().max_by_key(|(_, d)| d.len()).map(|(n, _)| n.clone()).unwrap();
+    let pg = shoal_placement::pg_of(&pool, &ObjectName::new("", &name));
+    let shards = shoal_placement::pg_up_osds(&map, &pool, pg);
+    assert_eq!(shards.len(), 6, "{shards:?}");
+    let corrupt =
+        ["debug", "corrupt", "--pool", POOL, "--object", &name, "--osd", &shards[1].0.to_string(), "--chunk", "1"];
+    ok(&conf, &corrupt);
+    let scrub = |verb: &str| ok(&conf, &["pg", verb, &pg.to_string(), "--wait", "120"]);
+    let out = scrub("deep-scrub");
+    assert!(out.contains("1 inconsistent") && out.contains("read error"), "{out}");
+    let out = scrub("repair");
+    assert!(out.contains("1 repaired"), "{out}");
+    let repaired = wait_for(|| scrub("deep-scrub").contains(" 0 inconsistent").then_some(()));
+    assert!(repaired.is_some(), "the bad shard was not rebuilt");
+    ok(&conf, &corrupt);
+    verify(&runtime, &io, &model, "one shard corrupted");
+
+    // Three shards of one PG lost (more than m): it stops serving, and a read there times
+    // out rather than answering wrongly; once they return every object reads back whole.
+    let lost: Vec<OsdId> = shards.iter().copied().filter(|o| !victims.contains(o)).take(3).collect();
+    let lost_args: Vec<Vec<String>> = lost.iter().map(|o| cmdline(cluster.pid(&o.to_string()))).collect();
+    for osd in &lost {
+        kill9(cluster.pid(&osd.to_string()));
+    }
+    let inactive = wait_for(|| {
+        let dump = ok(&conf, &["pg", "dump"]);
+        dump.lines().any(|l| l.starts_with(&format!("{pg} ")) && l.contains("inactive")).then_some(())
+    });
+    assert!(inactive.is_some(), "{pg} stayed active with 3 of 6 shards:\n{}", ok(&conf, &["pg", "dump"]));
+    let impatient = runtime.block_on(client(&cluster, Duration::from_secs(5)));
+    let read = runtime.block_on(async { impatient.ioctx(POOL).await.unwrap().read_full(&name).await });
+    let e = read.expect_err("a PG with 3 of 6 shards answered");
+    assert_eq!(e.errno, shoal_types::Errno::TimedOut, "{e}");
+    for (osd, args) in lost.iter().zip(&lost_args) {
+        restarted.restart(&cluster, &osd.to_string(), args);
+    }
+    wait_clean(&conf, 8, "the lost shards back");
+    verify(&runtime, &io, &model, "after losing more than m shards and getting them back");
+}
