@@ -252,8 +252,6 @@ pub struct Primary<R> {
     pub(crate) scrub_requested: Option<Requested>,
     /// The newest write every acting OSD has acknowledged.
     committed_to: EVersion,
-    /// The monitor recorded the activation: writes may be acknowledged.
-    recorded: bool,
     /// For an erasure-coded PG: its code and the operations gathering stripes.
     ec: Option<erasure::EcPrimary<R>>,
 }
@@ -399,7 +397,6 @@ impl<R> Shard<R> {
                             scrub: None,
                             scrub_requested: None,
                             committed_to: EVersion::default(),
-                            recorded: false,
                             ec,
                         };
                         self.primaries.insert(pg, primary);
@@ -584,7 +581,6 @@ impl<R> Shard<R> {
                     for (op, caller, reply) in whole_again {
                         self.client_op(op, caller, reply);
                     }
-                    self.record_when_whole(pg);
                     self.pump_recovery(pg);
                     self.remove_strays_if_clean(pg);
                 }
@@ -611,8 +607,6 @@ impl<R> Shard<R> {
                 };
                 if self.primaries.get(&pg).is_some_and(|p| p.round == round && stalled(p)) {
                     self.start_peering(pg);
-                } else if self.primaries.get(&pg).is_some_and(|p| p.round == round && p.ec.is_some()) {
-                    self.retry_stalled(pg);
                 }
             }
         }
@@ -666,8 +660,8 @@ impl<R> Shard<R> {
         );
         let recorded = self.map.pg_active.get(&pg);
         let decided = match &p.ec {
-            Some(ec) => erasure::plan(ec.k(), &p.acting, &considered, recorded).map(Decision::Erasure),
-            None => peering::plan(self.config.me, &considered, recorded).map(Decision::Replicated),
+            Some(ec) => erasure::plan(ec.k(), &p.acting, &considered, recorded).map(|(plan, head)| (plan, Some(head))),
+            None => peering::plan(self.config.me, &considered, recorded).map(|plan| (plan, None)),
         };
         match decided {
             Err(blocked) => {
@@ -676,8 +670,8 @@ impl<R> Shard<R> {
                 p.phase = Phase::Blocked { reason, stall: Stall::Incomplete };
                 self.schedule_retry(pg, RETRY_DELAY);
             }
-            Ok(Decision::Erasure(decided)) => self.peered_erasure(pg, decided, &considered),
-            Ok(Decision::Replicated(plan)) => self.peered(pg, plan, &considered),
+            Ok((plan, Some(head))) => self.peered_erasure(pg, plan, head, &considered),
+            Ok((plan, None)) => self.peered(pg, plan, &considered),
         }
     }
 
@@ -909,9 +903,6 @@ impl<R> Shard<R> {
         }
         state.info.last_epoch_started = interval;
         state.info.last_acting = acting.clone();
-        // An erasure-coded primary that took the authority's log is whole unless it has
-        // objects to rebuild.
-        state.info.complete = !recovery.contains_key(&me);
         let mut txn = Transaction::new();
         state.put_info(&mut txn);
         let seq = self.commit(pg, txn)?;
@@ -932,38 +923,14 @@ impl<R> Shard<R> {
     /// monitor to record the activation: from then on, peering needs a copy this recent.
     fn register_when_activated(&mut self, pg: PgId) {
         let Some(p) = self.primaries.get_mut(&pg) else { return };
-        let too_few_whole =
-            p.ec.as_ref().is_some_and(|ec| p.members().filter(|o| !p.recovery.contains_key(o)).count() < ec.k());
         let Phase::Activating { replicas, local: true, registering } = &mut p.phase else { return };
         if !replicas.is_empty() || *registering {
             return;
-        }
-        if too_few_whole {
-            // Fewer than k whole shards: a write acknowledged here could not be decoded
-            // after losing one. The PG recovers first, unrecorded and serving nothing; a
-            // peering meanwhile still finds the recorded interval's shards.
-            tracing::info!(%pg, "too few whole shards to serve; rebuilding before the activation is recorded");
-            p.phase = Phase::Active;
-            p.recorded = false;
-            return self.pump_recovery(pg);
         }
         *registering = true;
         let active = ActiveInterval { interval: p.interval, acting: p.acting.clone() };
         let registration = Registration { pg, active };
         self.emit(Action::Register(registration));
-    }
-
-    /// An erasure-coded PG that went active unrecorded (too few whole shards) asks for
-    /// its record once k shards are whole.
-    fn record_when_whole(&mut self, pg: PgId) {
-        let Some(p) = self.primaries.get_mut(&pg) else { return };
-        let Some(ec) = &p.ec else { return };
-        let whole = p.members().filter(|o| !p.recovery.contains_key(o)).count();
-        if !matches!(p.phase, Phase::Active) || p.recorded || whole < ec.k() {
-            return;
-        }
-        p.phase = Phase::Activating { replicas: BTreeSet::new(), local: true, registering: false };
-        self.register_when_activated(pg);
     }
 
     /// The activation is recorded: serve the queued operations and start recovering the
@@ -974,7 +941,6 @@ impl<R> Shard<R> {
             return;
         }
         p.phase = Phase::Active;
-        p.recorded = true;
         tracing::info!(%pg, interval = p.interval, acting = ?p.acting, recovering = p.recovery.len(), "pg active");
         let waiting = std::mem::take(&mut p.waiting);
         for (op, caller, reply) in waiting {
@@ -1024,9 +990,8 @@ impl<R> Shard<R> {
         let me = self.config.me;
         match self.primaries.get_mut(&pg) {
             None => return self.respond(self.check_serving(pg).map(|()| (0, Reply::Done)), reply),
-            // An erasure-coded primary serves once its own shard is whole and its
-            // activation recorded.
-            Some(p) if !matches!(p.phase, Phase::Active) || !p.recorded || p.recovery.contains_key(&me) => {
+            // An erasure-coded primary serves once its own shard is whole.
+            Some(p) if !matches!(p.phase, Phase::Active) || p.recovery.contains_key(&me) => {
                 if p.waiting.len() >= MAX_WAITING_OPS {
                     let busy = format!("pg {pg} is not active and {MAX_WAITING_OPS} operations wait for it already");
                     return self.respond(Err(err::again(busy)), reply);
@@ -1339,12 +1304,6 @@ impl<R> Shard<R> {
             self.ask(pg, interval, osd, PeerRequest::RecoveryDone { pg, interval }, Expect::Recovered(osd));
         }
     }
-}
-
-/// What peering decided.
-enum Decision {
-    Replicated(Plan),
-    Erasure(erasure::ErasureDecision),
 }
 
 /// What running an operation on the primary led to.

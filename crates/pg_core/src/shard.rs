@@ -624,11 +624,7 @@ impl<R> Shard<R> {
                 Ok((self.commit(write.pg, txn)?, Reply::Done))
             }
             PeerRequest::EcRead { pg, interval, object, first, end } => {
-                // A stray's copy is read by the primary that queried (fenced) it last.
-                let fence = self.fences.get(&pg).copied().unwrap_or(0);
-                if interval != fence || self.pg(pg)?.info.last_epoch_started > interval {
-                    self.check_interval(pg, interval, false)?;
-                }
+                self.check_interval(pg, interval, false)?;
                 let key = ObjectKey::new(pg.pool, &object)?;
                 let onode = store.onode(&key)?.map(|o| Bytes::from(o.encode()));
                 Ok((self.last_seq, Reply::Chunks { onode, chunks: store.chunks(&key, first, end)? }))

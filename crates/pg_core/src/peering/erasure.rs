@@ -7,8 +7,7 @@
 //!   hold (only complete copies, activated in the recorded interval or later, count):
 //!   every object written up to there can be decoded.
 //! - Entries after that point, or off that history, are divergent. Shards holding them roll
-//!   them back (each shard kept what the entry overwrote), newest first; that restores the
-//!   objects they wrote, so those are not recovered.
+//!   them back (each shard kept what the entry overwrote), newest first.
 //! - A shard behind the authoritative head gets the objects written since its last entry
 //!   on that history, decoded from `k` others; one whose history ends before the
 //!   authority's log tail, or that is incomplete, is backfilled.
@@ -76,10 +75,12 @@ pub fn plan(
             let shared = |at: &EVersion| *at <= head && (on_history.contains(at) || *at <= auth_summary.info.log_tail);
             let kept = summary.log.iter().rev().map(|p| p.at).chain([summary.info.log_tail]).find(shared);
             let Some(kept) = kept.filter(|at| *at >= auth_summary.info.log_tail) else { return (index, backfill) };
-            // Divergent writes are undone from their records, which restore the objects
-            // exactly: only what the history wrote since is missing.
-            let missing: BTreeSet<ObjectName> =
-                history.iter().filter(|(at, _)| *at > kept).map(|(_, o)| (*o).clone()).collect();
+            let missing: BTreeSet<ObjectName> = history
+                .iter()
+                .filter(|(at, _)| *at > kept)
+                .map(|(_, o)| (*o).clone())
+                .chain(summary.log.iter().filter(|p| p.at > kept).map(|p| p.object.clone()))
+                .collect();
             let recovery = if missing.is_empty() { Recovery::None } else { Recovery::Log(missing) };
             (index, PeerPlan { keep_until: Some(kept), recovery })
         })
@@ -110,7 +111,7 @@ mod tests {
         s.insert(2, shard(&[(1, 1, "a")], true, 1));
         let p = plan(2, &s, None).unwrap();
         assert_eq!(p.head, at(1, 2));
-        assert_eq!(p.shards[&0], PeerPlan { keep_until: Some(at(1, 2)), recovery: Recovery::None });
+        assert_eq!(p.shards[&0], PeerPlan { keep_until: Some(at(1, 2)), recovery: objects(&["c"]) });
         assert_eq!(p.shards[&1], PeerPlan { keep_until: Some(at(1, 2)), recovery: Recovery::None });
         assert_eq!(p.shards[&2], PeerPlan { keep_until: Some(at(1, 1)), recovery: objects(&["b"]) });
     }
@@ -125,7 +126,7 @@ mod tests {
         s.insert(2, shard(&[(1, 1, "a"), (1, 2, "b"), (5, 3, "c")], true, 5));
         let p = plan(2, &s, None).unwrap();
         assert_eq!((p.head, p.auth), (at(5, 3), 1));
-        assert_eq!(p.shards[&0], PeerPlan { keep_until: Some(at(1, 2)), recovery: objects(&["c"]) });
+        assert_eq!(p.shards[&0], PeerPlan { keep_until: Some(at(1, 2)), recovery: objects(&["c", "x"]) });
     }
 
     #[test]
@@ -141,7 +142,7 @@ mod tests {
         assert_eq!(p.head, at(4, 1));
         assert_eq!(p.shards[&3].recovery, Recovery::Backfill);
         // Shard 1 is older than the record: its (1, 1) is rolled back, (4, 1) recovered.
-        assert_eq!(p.shards[&1], PeerPlan { keep_until: Some(EVersion::default()), recovery: objects(&["a"]) });
+        assert_eq!(p.shards[&1], PeerPlan { keep_until: Some(EVersion::default()), recovery: objects(&["a", "z"]) });
         assert_eq!(plan(3, &BTreeMap::from([(0, shard(&[], true, 0))]), None), Err(Blocked::Incomplete));
     }
 }

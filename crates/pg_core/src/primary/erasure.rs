@@ -44,12 +44,6 @@ pub(crate) struct EcPrimary<R> {
     /// Objects whose chunks are being gathered, and what for.
     gathers: BTreeMap<ObjectName, Gather<R>>,
     next_gather: u64,
-    /// OSDs outside the acting set whose copy of a shard is whole at the head (the shard's
-    /// OSD changed): read for that shard while its new OSD is being filled.
-    strays: BTreeMap<usize, OsdId>,
-    /// Targets whose next object found too few shards to rebuild from: they wait for the
-    /// retry timer.
-    stalled: BTreeSet<OsdId>,
 }
 
 impl<R> EcPrimary<R> {
@@ -61,8 +55,6 @@ impl<R> EcPrimary<R> {
             queued: BTreeMap::new(),
             gathers: BTreeMap::new(),
             next_gather: 0,
-            strays: BTreeMap::new(),
-            stalled: BTreeSet::new(),
         })
     }
 
@@ -127,13 +119,13 @@ fn lacks(p: &Primary<impl Sized>, osd: OsdId, object: &ObjectName, key: &ObjectK
 /// Peering by shard: each copy is the shard at its position in the acting set it was last
 /// activated in (a copy never activated holds nothing, and stands for its position now);
 /// [`peering::erasure::plan`] decides on those, and an OSD whose copy is of another shard
-/// than its position now is backfilled.
+/// than its position now is backfilled. Returns the plan by OSD and the authoritative head.
 pub(crate) fn plan(
     k: usize,
     acting: &[OsdId],
     summaries: &BTreeMap<OsdId, PgSummary>,
     recorded: Option<&ActiveInterval>,
-) -> std::result::Result<ErasureDecision, Blocked> {
+) -> std::result::Result<(Plan, EVersion), Blocked> {
     let mut holders: BTreeMap<u8, (OsdId, &PgSummary)> = BTreeMap::new();
     for (osd, summary) in summaries {
         let positions = if summary.info.last_acting.is_empty() { acting } else { &summary.info.last_acting };
@@ -153,39 +145,7 @@ pub(crate) fn plan(
         let shard_plan = own.and_then(|_| decided.shards.get(&(shard as u8)).cloned());
         peers.insert(*osd, shard_plan.unwrap_or_else(|| backfill.clone()));
     }
-    let whole = PeerPlan { keep_until: Some(decided.head), recovery: Recovery::None };
-    // An OSD holding one shard whole while the map puts it at another position would be
-    // emptied for its new shard (it keeps one shard of a PG). That must not leave fewer
-    // than k whole shards: the PG waits for the map instead.
-    let whole_shards: Vec<(u8, OsdId)> = holders
-        .iter()
-        .filter(|(shard, _)| decided.shards.get(shard) == Some(&whole))
-        .map(|(shard, (osd, _))| (*shard, *osd))
-        .collect();
-    let moved = whole_shards
-        .iter()
-        .filter(|(shard, osd)| acting.contains(osd) && acting.get(usize::from(*shard)) != Some(osd))
-        .count();
-    if moved > 0 && whole_shards.len() - moved < k {
-        return Err(Blocked::Incomplete);
-    }
-    let strays = holders
-        .iter()
-        .filter(|(shard, (osd, _))| acting.get(usize::from(**shard)) != Some(osd))
-        .filter(|(shard, _)| decided.shards.get(shard) == Some(&whole))
-        .map(|(shard, (osd, _))| (usize::from(*shard), *osd))
-        .collect();
-    Ok(ErasureDecision { plan: Plan { auth, peers }, head: decided.head, strays })
-}
-
-/// What peering an erasure-coded PG decided.
-pub(crate) struct ErasureDecision {
-    /// By OSD.
-    pub(crate) plan: Plan,
-    /// The newest entry of the authoritative history.
-    pub(crate) head: EVersion,
-    /// Per shard, an OSD outside its position whose copy of the shard is whole at `head`.
-    pub(crate) strays: BTreeMap<usize, OsdId>,
+    Ok((Plan { auth, peers }, decided.head))
 }
 
 impl<R> Shard<R> {
@@ -195,15 +155,11 @@ impl<R> Shard<R> {
     pub(super) fn peered_erasure(
         &mut self,
         pg: PgId,
-        decided: ErasureDecision,
+        plan: Plan,
+        head: EVersion,
         summaries: &BTreeMap<OsdId, PgSummary>,
     ) {
         let me = self.config.me;
-        let ErasureDecision { plan, head, strays } = decided;
-        if let Some(ec) = self.primaries.get_mut(&pg).and_then(|p| p.ec.as_mut()) {
-            ec.strays = strays.clone();
-            ec.stalled.clear();
-        }
         let Some(mine) = plan.peers.get(&me).cloned() else { return };
         if mine.keep_until == Some(head) && mine.recovery == Recovery::None {
             if let Err(e) = self.activate(pg, &plan) {
@@ -212,19 +168,11 @@ impl<R> Shard<R> {
             }
             return;
         }
-        // The log (and for a backfill the names) come from a whole shard other than this
-        // one, which is about to be rolled back or emptied.
-        let whole = PeerPlan { keep_until: Some(head), recovery: Recovery::None };
-        let others_whole = plan.peers.iter().filter(|(osd, p)| **osd != me && **p == whole).map(|(osd, _)| *osd);
-        let auth = if plan.auth == me { others_whole.chain(strays.values().copied()).next() } else { Some(plan.auth) };
-        let Some(auth) = auth.filter(|a| *a != me) else {
-            tracing::info!(%pg, "no other whole shard to take the log from");
-            return self.restart_later(pg);
-        };
         let Some(p) = self.primaries.get_mut(&pg) else { return };
         let interval = p.interval;
-        tracing::info!(%pg, %auth, %head, "primary's shard is behind; taking the authoritative log");
-        let log_tail = summaries.get(&auth).map(|s| s.info.log_tail).unwrap_or_default();
+        tracing::info!(%pg, auth = %plan.auth, %head, "primary's shard is behind; taking the authoritative log");
+        let log_tail = summaries.get(&plan.auth).map(|s| s.info.log_tail).unwrap_or_default();
+        let auth = plan.auth;
         p.phase = Phase::SelfRecovery {
             auth,
             pull: Pull::Log { missing: mine.recovery.clone() },
@@ -430,23 +378,15 @@ impl<R> Shard<R> {
         let Some(g) = ec.gathers.get(object) else { return };
         let answered = g.blocks.iter().filter(|b| b.is_some()).count();
         let wanted = ec.k().saturating_sub(answered + g.pending.len());
-        // Each shard is read from its OSD, or from a stray whose copy of it is whole.
-        let readers: Vec<Option<OsdId>> = p
+        let available: Vec<bool> = p
             .acting
             .iter()
             .enumerate()
             .map(|(shard, osd)| {
-                let own =
-                    Some(*osd).filter(|o| *o != OsdId::NONE && Some(*o) != exclude && !lacks(p, *o, object, &key));
-                own.or_else(|| ec.strays.get(&shard).copied())
-            })
-            .collect();
-        let available: Vec<bool> = readers
-            .iter()
-            .enumerate()
-            .map(|(shard, reader)| {
-                reader.is_some()
+                *osd != OsdId::NONE
+                    && Some(*osd) != exclude
                     && (g.blocks[shard].is_some() || g.pending.contains(&shard) || !g.asked.contains(&shard))
+                    && !lacks(p, *osd, object, &key)
             })
             .collect();
         let Some(chosen) = ec::shards_to_read(&ec.layout, &available) else {
@@ -455,8 +395,7 @@ impl<R> Shard<R> {
         };
         let new: Vec<usize> = chosen.into_iter().filter(|s| !g.asked.contains(s)).take(wanted).collect();
         let (id, range, interval) = (g.id, ec::store_chunks(&ec.layout, g.first, g.end), p.interval);
-        let targets: Vec<(usize, OsdId)> =
-            new.iter().filter_map(|s| readers.get(*s).copied().flatten().map(|osd| (*s, osd))).collect();
+        let targets: Vec<(usize, OsdId)> = new.iter().map(|s| (*s, p.acting[*s])).collect();
         if let Some(g) = self.primaries.get_mut(&pg).and_then(|p| p.ec.as_mut()).and_then(|e| e.gathers.get_mut(object))
         {
             g.asked.extend(new.iter().copied());
@@ -508,7 +447,7 @@ impl<R> Shard<R> {
             }
             Err(e) => {
                 tracing::info!(%pg, %object, shard, %osd, error = %e, "a shard could not be read; reading another");
-                if e.errno == shoal_types::Errno::Io && osd != OsdId::NONE {
+                if e.errno == shoal_types::Errno::Io {
                     // A bad copy (a checksum failed): rebuild it from the others.
                     self.emit(Action::Count(crate::shard::Counted::ChecksumError));
                     self.queue_rebuild(pg, osd, object.clone());
@@ -564,30 +503,11 @@ impl<R> Shard<R> {
                 self.respond(Err(e), op.reply);
                 self.resume_erasure(pg);
             }
-            Purpose::Rebuild { target } => {
-                // Too few shards hold it now: retry after a while (a map change peers again).
-                tracing::info!(%pg, %object, %target, error = %e, "cannot rebuild the object yet");
-                let Some(p) = self.primaries.get_mut(&pg) else { return };
-                p.pushes_in_flight = p.pushes_in_flight.saturating_sub(1);
-                if let Some(r) = p.recovery.get_mut(&target) {
-                    r.in_flight = r.in_flight.saturating_sub(1);
-                    r.objects.push_front(object.clone());
-                }
-                if let Some(ec) = p.ec.as_mut() {
-                    ec.stalled.insert(target);
-                }
-                self.schedule_retry(pg, super::RETRY_DELAY);
+            Purpose::Rebuild { .. } => {
+                tracing::info!(%pg, %object, error = %e, "rebuilding a shard failed; peering again");
+                self.restart_later(pg);
             }
         }
-    }
-
-    /// The retry timer of an active erasure-coded PG: targets that found too few shards
-    /// try again.
-    pub(super) fn retry_stalled(&mut self, pg: PgId) {
-        if let Some(ec) = self.primaries.get_mut(&pg).and_then(|p| p.ec.as_mut()) {
-            ec.stalled.clear();
-        }
-        self.pump_recovery(pg);
     }
 
     fn requeue_front(&mut self, pg: PgId, op: Op<R>) {
@@ -655,21 +575,13 @@ impl<R> Shard<R> {
         self.send_recovered(pg, interval, finished);
         let Some(p) = self.primaries.get(&pg) else { return };
         let own_first = p.recovery.contains_key(&me);
-        let stalled = p.ec.as_ref().map(|ec| ec.stalled.clone()).unwrap_or_default();
-        let targets: Vec<OsdId> = p
-            .recovery
-            .iter()
-            .filter(|(o, r)| r.has_work() && (!own_first || **o == me) && !stalled.contains(o))
-            .map(|(o, _)| *o)
-            .collect();
+        let targets: Vec<OsdId> =
+            p.recovery.iter().filter(|(o, r)| r.has_work() && (!own_first || **o == me)).map(|(o, _)| *o).collect();
         for target in targets {
             loop {
                 let Some(p) = self.primaries.get(&pg) else { return };
-                if p.pushes_in_flight >= limit || !matches!(p.phase, Phase::Active) {
+                if p.pushes_in_flight >= limit {
                     return;
-                }
-                if p.ec.as_ref().is_some_and(|ec| ec.stalled.contains(&target)) {
-                    break;
                 }
                 let next = match self.next_to_rebuild(pg, pool.pg_num, target) {
                     Ok(next) => next,
@@ -706,10 +618,6 @@ impl<R> Shard<R> {
         let free = |p: &Primary<R>, o: &ObjectName| {
             !p.ec.as_ref().is_some_and(|ec| ec.busy(o)) && !p.inflight.values().any(|f| f.object == *o)
         };
-        let queued = r.objects.iter().position(|o| free(p, o));
-        if let Some(at) = queued {
-            return Ok(self.primaries.get_mut(&pg).and_then(|p| p.recovery.get_mut(&target)?.objects.remove(at)));
-        }
         if let Some(cursor) = r.backfill.as_ref().filter(|(_, exhausted)| !exhausted).map(|(c, _)| c.clone()) {
             let (keys, _) = self.list_keys(pg, pg_num, cursor.as_ref(), 1)?;
             let Some(p) = self.primaries.get_mut(&pg) else { return Ok(None) };
@@ -728,7 +636,9 @@ impl<R> Shard<R> {
             }
             return Ok(Some(object));
         }
-        Ok(None)
+        let Some(p) = self.primaries.get_mut(&pg) else { return Ok(None) };
+        let position = p.recovery.get(&target).and_then(|r| r.objects.iter().position(|o| free(p, o)));
+        Ok(position.and_then(|at| p.recovery.get_mut(&target).and_then(|r| r.objects.remove(at))))
     }
 
     /// Sends `target` its shard of the logical `chunks` of `object` (up to chunk `end`),

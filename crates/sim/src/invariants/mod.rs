@@ -4,7 +4,6 @@
 //! disk, which itself never fails.
 
 pub mod acknowledged_writes;
-pub mod consistent_shards;
 pub mod healing;
 pub mod identical_replicas;
 pub mod one_primary;
