@@ -267,6 +267,18 @@ impl<R> Primary<R> {
         self.ec.is_some()
     }
 
+    /// The OSDs whose recovery work is all acknowledged and not yet told so: they are to
+    /// be told they are complete (marked as told).
+    fn take_finished(&mut self) -> Vec<OsdId> {
+        let finished = self.recovery.iter_mut().filter(|(_, r)| !r.has_work() && r.in_flight == 0 && !r.done_sent);
+        finished
+            .map(|(osd, r)| {
+                r.done_sent = true;
+                *osd
+            })
+            .collect()
+    }
+
     /// How many OSDs act.
     fn up_count(&self) -> usize {
         self.members().count()
@@ -1186,16 +1198,7 @@ impl<R> Shard<R> {
         loop {
             let Some(p) = self.primaries.get_mut(&pg) else { return };
             let interval = p.interval;
-            // A replica whose work is all acknowledged is told it is complete.
-            let finished: Vec<OsdId> = p
-                .recovery
-                .iter_mut()
-                .filter(|(_, r)| !r.has_work() && r.in_flight == 0 && !r.done_sent)
-                .map(|(osd, r)| {
-                    r.done_sent = true;
-                    *osd
-                })
-                .collect();
+            let finished = p.take_finished();
             if p.pushes_in_flight >= limit {
                 self.send_recovered(pg, interval, finished);
                 return;

@@ -563,15 +563,7 @@ impl<R> Shard<R> {
             return;
         }
         let interval = p.interval;
-        let finished: Vec<OsdId> = p
-            .recovery
-            .iter_mut()
-            .filter(|(_, r)| !r.has_work() && r.in_flight == 0 && !r.done_sent)
-            .map(|(osd, r)| {
-                r.done_sent = true;
-                *osd
-            })
-            .collect();
+        let finished = p.take_finished();
         self.send_recovered(pg, interval, finished);
         let Some(p) = self.primaries.get(&pg) else { return };
         let own_first = p.recovery.contains_key(&me);
