@@ -28,6 +28,9 @@ pub struct GatewayConfig {
     pub gc_period: Duration,
     /// Replicas of the gateway's pools when it creates them; 0 = min(3, OSDs in the map).
     pub pool_size: u32,
+    /// The erasure-code profile of the data pool when the gateway creates it
+    /// (`rgw_data_pool_erasure_profile`; none: replicated like the other pools).
+    pub data_pool_erasure_profile: Option<String>,
     /// Largest request header section in bytes (`rgw_max_header_size`-like).
     pub max_header_size: usize,
     /// Client connections served at once (`rgw_max_connections`); more wait to be accepted.
@@ -123,6 +126,7 @@ impl Default for GatewayConfig {
             gc_min_wait: Duration::from_secs(7200),
             gc_period: Duration::from_secs(60),
             pool_size: 0,
+            data_pool_erasure_profile: None,
             max_header_size: 16 << 10,
             max_connections: 16_384,
             header_read_timeout: Duration::from_secs(30),

@@ -41,6 +41,7 @@ use shoal_notify::manager::Manager;
 use shoal_notify::metrics::Metrics;
 use shoal_notify::publish::Publisher;
 use shoal_notify::queue::Queues;
+use shoal_types::erasure::ErasurePoolSpec;
 use shoal_types::{Errno, PoolSpec, Result, err};
 use std::sync::Arc;
 
@@ -63,16 +64,25 @@ pub struct Gateway {
     pub config: GatewayConfig,
 }
 
-/// Creates the gateway's pools if they are missing, with `size` replicas (0 = up to 3,
-/// as many as there are OSDs).
-pub async fn ensure_pools(rados: &Rados, size: u32) -> Result<()> {
+/// Creates the gateway's pools if they are missing: replicated with `size` replicas (0 =
+/// up to 3, as many as there are OSDs), except the data pool, which is erasure-coded with
+/// `data_profile` when one is named (the index, metadata and log pools need omap, which
+/// erasure-coded pools refuse). An existing data pool is kept as it is.
+pub async fn ensure_pools(rados: &Rados, size: u32, data_profile: Option<&str>) -> Result<()> {
     let size = if size == 0 { (rados.map().osds.len() as u32).clamp(1, 3) } else { size };
-    let existing: Vec<String> = rados.pool_list().await?.into_iter().map(|p| p.name).collect();
+    let existing = rados.pool_list().await?;
     for name in [layout::META_POOL, layout::INDEX_POOL, layout::DATA_POOL, layout::LOG_POOL] {
-        if existing.iter().any(|p| p == name) {
+        if let Some(pool) = existing.iter().find(|p| p.name == name) {
+            if name == layout::DATA_POOL && pool.erasure.is_none() && data_profile.is_some() {
+                tracing::warn!(pool = name, "the data pool exists and is replicated: rgw_data_pool_erasure_profile only applies to a new one");
+            }
             continue;
         }
-        match rados.pool_create(PoolSpec::named(name, size)).await {
+        let created = match data_profile.filter(|_| name == layout::DATA_POOL) {
+            Some(profile) => rados.pool_create_erasure(data_pool_spec(profile)).await,
+            None => rados.pool_create(PoolSpec::named(name, size)).await,
+        };
+        match created {
             Err(e) if e.errno != Errno::Exists => return Err(e),
             _ => {}
         }
@@ -80,12 +90,24 @@ pub async fn ensure_pools(rados: &Rados, size: u32) -> Result<()> {
     Ok(())
 }
 
+/// An erasure-coded data pool of `profile`: whole-object writes only (the gateway never
+/// rewrites part of a data object), so no overwrites.
+fn data_pool_spec(profile: &str) -> ErasurePoolSpec {
+    ErasurePoolSpec {
+        name: layout::DATA_POOL.into(),
+        pg_num: 32,
+        profile: profile.into(),
+        min_size: None,
+        allow_overwrites: false,
+    }
+}
+
 impl Gateway {
     /// Opens the gateway's state over `handles` (at least one cluster connection),
     /// creating its pools if needed. Starts no background work.
     pub async fn open(handles: Vec<Rados>, config: GatewayConfig) -> Result<Gateway> {
         let first = handles.first().ok_or_else(|| err::invalid("the gateway needs a cluster connection"))?;
-        ensure_pools(first, config.pool_size).await?;
+        ensure_pools(first, config.pool_size, config.data_pool_erasure_profile.as_deref()).await?;
         let mut pools = Vec::new();
         for rados in &handles {
             pools.push((rados.ioctx(layout::INDEX_POOL).await?, rados.ioctx(layout::DATA_POOL).await?));

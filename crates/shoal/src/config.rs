@@ -203,6 +203,11 @@ pub const OPTIONS: &[OptionSpec] = &[
         default: "0",
         help: "replicas of the gateway's pools when it creates them; 0 = min(3, OSDs)",
     },
+    OptionSpec {
+        name: "rgw_data_pool_erasure_profile",
+        default: "",
+        help: "erasure-code profile of the data pool (object data) when the gateway creates it; empty: replicated",
+    },
     OptionSpec { name: "rgw_max_header_size", default: "16384", help: "largest S3 request header section in bytes" },
     OptionSpec {
         name: "rgw_s3_allow_sigv2",
@@ -469,6 +474,9 @@ impl Config {
             gc_min_wait: self.seconds("rgw_gc_obj_min_wait")?,
             gc_period: self.seconds("rgw_gc_processor_period")?.max(std::time::Duration::from_millis(100)),
             pool_size: self.u64("rgw_pool_size")?.min(16) as u32,
+            data_pool_erasure_profile: Some(self.get("rgw_data_pool_erasure_profile"))
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned),
             max_header_size: usize_of("rgw_max_header_size")?,
             max_connections: usize_of("rgw_max_connections")?.max(1),
             allow_sigv2: self.bool("rgw_s3_allow_sigv2")?,

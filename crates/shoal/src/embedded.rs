@@ -1,5 +1,7 @@
-//! The embedded object layer: a map authority and one OSD on a RocksDB store in this
-//! process, reached through the in-process messenger exactly as a remote cluster would be.
+//! The embedded object layer: a map authority and one or more OSDs on RocksDB stores in
+//! this process, reached through the in-process messenger exactly as a remote cluster
+//! would be. OSD 0 keeps its store in the data directory itself (shared with the map);
+//! OSD N > 0 in `DIR/osd.N`.
 
 use crate::config::Config;
 use shoal_client::Rados;
@@ -11,11 +13,19 @@ use shoal_store_rocks::RocksKv;
 use shoal_transport::{LocalNetwork, Network};
 use shoal_types::{OsdEntry, OsdId, Result, err};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const MON_ADDR: &str = "mon.local";
-const OSD_ADDR: &str = "osd.0";
+/// Embedded OSD N listens at `osd.N` on the in-process network.
+const OSD_ADDR_PREFIX: &str = "osd";
+
+/// One embedded OSD and its store.
+struct LocalOsd {
+    kv: Arc<RocksKv>,
+    store: Arc<ObjectStore>,
+    osd: Osd,
+}
 
 /// A running embedded cluster and a client connected to it.
 pub struct Embedded {
@@ -23,54 +33,70 @@ pub struct Embedded {
     pub rados: Rados,
     /// Where the monitor listens.
     mon_addr: String,
-    /// The store, for statistics.
+    /// OSD 0's store, for statistics.
     pub store: Arc<ObjectStore>,
-    kv: Arc<RocksKv>,
-    osd: Osd,
+    osds: Vec<LocalOsd>,
     mon: Arc<Monitor>,
     closed: std::sync::atomic::AtomicBool,
 }
 
 impl Embedded {
-    /// Opens (creating if needed) the data directory and starts the daemons on an
-    /// in-process network.
+    /// Opens (creating if needed) the data directory and starts the daemons, one OSD, on
+    /// an in-process network.
     pub async fn open(dir: &Path, config: &Config) -> Result<Embedded> {
-        Self::open_on(dir, config, Arc::new(LocalNetwork::new()), MON_ADDR, OSD_ADDR).await
+        Self::open_on(dir, config, Arc::new(LocalNetwork::new()), MON_ADDR, OSD_ADDR_PREFIX, 1).await
     }
 
-    /// Like [`Embedded::open`], with the monitor and the OSD listening on `network` at the
-    /// given addresses (for TCP, `127.0.0.1:0` picks a free port).
+    /// Like [`Embedded::open`], with the monitor and at least `osds` OSDs (as many as the
+    /// directory held before, if more) listening on `network`: the monitor at `mon_bind`,
+    /// the OSDs at `osd_bind` (for TCP, `127.0.0.1:0` picks a free port for each; another
+    /// address is a prefix, OSD N listening at `PREFIX.N`).
     pub async fn open_on(
         dir: &Path,
         config: &Config,
         network: Arc<dyn Network>,
         mon_bind: &str,
         osd_bind: &str,
+        osds: u32,
     ) -> Result<Embedded> {
-        let (kv, store) = open_store(dir, config)?;
-        let (mon_listener, osd_listener) = (network.bind(mon_bind)?, network.bind(osd_bind)?);
+        let count = osds.max(1).max(previous_osds(dir));
+        let mon_listener = network.bind(mon_bind)?;
         let mon_addr = mon_listener.local_addr().to_owned();
-        let osd_entry = OsdEntry {
-            addr: osd_listener.local_addr().to_owned(),
-            host: "localhost".into(),
-            weight: 0x10000,
-            up: true,
-            is_in: true,
-        };
-        let authority = LocalAuthority::open(store.clone(), BTreeMap::from([(OsdId(0), osd_entry)]))?;
+        let mut stores = Vec::new();
+        let mut entries = BTreeMap::new();
+        let mut listeners = Vec::new();
+        for id in 0..count {
+            stores.push(open_store(&osd_dir(dir, id), config)?);
+            let bind = if osd_bind.ends_with(":0") { osd_bind.to_owned() } else { format!("{osd_bind}.{id}") };
+            let listener = network.bind(&bind)?;
+            let entry = OsdEntry {
+                addr: listener.local_addr().to_owned(),
+                host: "localhost".into(),
+                weight: 0x10000,
+                up: true,
+                is_in: true,
+            };
+            entries.insert(OsdId(id), entry);
+            listeners.push(listener);
+        }
+        let authority = LocalAuthority::open(stores[0].1.clone(), entries)?;
         let mon = Monitor::new(authority, network.clone());
-        let maps = mon.subscribe();
-        let registry = Arc::new(crate::registry::LocalMonitor(Arc::downgrade(&mon)));
-        let osd = Osd::start(config.osd(OsdId(0))?, store.clone(), maps.clone(), network.clone(), registry);
         tokio::spawn(mon.clone().serve(mon_listener));
-        tokio::spawn(osd.clone().serve(osd_listener));
-        apply_config(&osd, &maps.borrow().clone(), config.settings());
-        tokio::spawn(follow_config(osd.clone(), maps.clone(), config.settings().to_vec()));
-        tokio::spawn(follow_pool_removals(osd.clone(), maps));
-        let osd_handle = osd.clone();
-        tokio::spawn(report_pg_stats(osd, Arc::downgrade(&mon)));
+        let registry = Arc::new(crate::registry::LocalMonitor(Arc::downgrade(&mon)));
+        let mut local = Vec::new();
+        for ((id, (kv, store)), listener) in (0..count).zip(stores).zip(listeners) {
+            let maps = mon.subscribe();
+            let osd = Osd::start(config.osd(OsdId(id))?, store.clone(), maps.clone(), network.clone(), registry.clone());
+            tokio::spawn(osd.clone().serve(listener));
+            apply_config(&osd, &maps.borrow().clone(), config.settings());
+            tokio::spawn(follow_config(osd.clone(), maps.clone(), config.settings().to_vec()));
+            tokio::spawn(follow_pool_removals(osd.clone(), maps));
+            tokio::spawn(report_pg_stats(osd.clone(), Arc::downgrade(&mon)));
+            local.push(LocalOsd { kv, store, osd });
+        }
         let rados = Rados::connect(network, &mon_addr).await?;
-        Ok(Embedded { rados, mon_addr, store, kv, osd: osd_handle, mon, closed: Default::default() })
+        let store = local[0].store.clone();
+        Ok(Embedded { rados, mon_addr, store, osds: local, mon, closed: Default::default() })
     }
 
     /// Where the monitor listens; other clients connect there.
@@ -78,43 +104,58 @@ impl Embedded {
         &self.mon_addr
     }
 
-    /// Waits until the embedded OSD fails for good; returns why.
+    /// Waits until an embedded OSD fails for good; returns which and why.
     pub async fn failed(&self) -> String {
-        self.osd.failed().await
+        let failures = self.osds.iter().map(|l| Box::pin(async { format!("{}: {}", l.osd.id(), l.osd.failed().await) }));
+        futures::future::select_all(failures).await.0
     }
 
-    /// Syncs and closes the store. Call before the process exits: RocksDB's background
+    /// Syncs and closes the stores. Call before the process exits: RocksDB's background
     /// threads must not outlive it.
     pub fn close(&self) {
         if self.closed.swap(true, std::sync::atomic::Ordering::AcqRel) {
             return;
         }
-        self.osd.stop();
-        if let Err(e) = self.store.sync() {
-            tracing::error!(error = %e, "final WAL sync failed");
+        for local in &self.osds {
+            local.osd.stop();
+            if let Err(e) = local.store.sync() {
+                tracing::error!(error = %e, osd = %local.osd.id(), "final WAL sync failed");
+            }
+            local.kv.close();
         }
-        self.kv.close();
     }
 
-    /// Registers the monitor's and the OSD's metrics, as `shoal mon` and `shoal osd` do.
+    /// Registers the monitor's and the OSDs' metrics, as `shoal mon` and `shoal osd` do.
     pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
         self.mon.register_metrics(registry.sub_registry_with_prefix("mon"));
-        let osd = registry.sub_registry_with_label(("daemon".into(), "osd.0".into()));
-        self.osd.register_metrics(osd.sub_registry_with_prefix("osd"));
+        for local in &self.osds {
+            let osd = registry.sub_registry_with_label(("daemon".into(), local.osd.id().to_string().into()));
+            local.osd.register_metrics(osd.sub_registry_with_prefix("osd"));
+        }
     }
 
-    /// RocksDB's own statistics report.
+    /// RocksDB's own statistics report (OSD 0's).
     pub fn rocksdb_report(&self) -> String {
-        self.kv.report()
+        self.osds[0].kv.report()
     }
 }
 
 impl Drop for Embedded {
-    /// Closes the store in the dropping thread: otherwise the last of the OSD's threads
-    /// would close it, possibly while the process is already exiting (RocksDB aborts then).
+    /// Closes the stores in the dropping thread: otherwise the last of the OSDs' threads
+    /// would close them, possibly while the process is already exiting (RocksDB aborts then).
     fn drop(&mut self) {
         self.close();
     }
+}
+
+/// Where embedded OSD `id` keeps its store.
+fn osd_dir(dir: &Path, id: u32) -> PathBuf {
+    if id == 0 { dir.to_owned() } else { dir.join(format!("osd.{id}")) }
+}
+
+/// How many OSDs the data directory held: their stores must not be left out of the map.
+fn previous_osds(dir: &Path) -> u32 {
+    (1..).find(|&id| !osd_dir(dir, id).join("store").exists()).unwrap_or(1)
 }
 
 /// Hands the OSD's PG states to the in-process monitor every second.

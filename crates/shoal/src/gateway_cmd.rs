@@ -69,6 +69,44 @@ pub struct ServerArgs {
     /// A configuration option, `key=value` (repeatable; see `shoal config help`).
     #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
     pub options: Vec<String>,
+    /// Keep object data in an erasure-coded pool of K data and M parity shards, over K+M
+    /// OSDs inside this process (one shard per OSD). Applies when the data pool is created.
+    #[arg(long, value_name = "K+M")]
+    pub ec: Option<EcShape>,
+}
+
+/// An erasure code's shape, `K+M`: data shards and parity shards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EcShape {
+    /// Data shards.
+    pub k: u32,
+    /// Parity shards.
+    pub m: u32,
+}
+
+impl std::str::FromStr for EcShape {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        let parse = |part: Option<&str>| part.and_then(|p| p.trim().parse::<u32>().ok());
+        let mut parts = text.split('+');
+        match (parse(parts.next()), parse(parts.next()), parts.next()) {
+            (Some(k), Some(m), None) => Ok(EcShape { k, m }),
+            _ => Err(format!("'{text}' is not K+M (data shards + parity shards, as in 4+2)")),
+        }
+    }
+}
+
+impl EcShape {
+    /// The profile's name, `rgw-K-M`.
+    pub fn profile_name(&self) -> String {
+        format!("rgw-{}-{}", self.k, self.m)
+    }
+
+    /// The profile's settings, with shards on distinct `failure_domain`s (`host` or `osd`).
+    pub fn profile_settings(&self, failure_domain: &str) -> Vec<String> {
+        vec![format!("k={}", self.k), format!("m={}", self.m), format!("crush-failure-domain={failure_domain}")]
+    }
 }
 
 /// `shoal gateway`.
@@ -169,14 +207,21 @@ pub async fn run_server(args: ServerArgs) -> Result<()> {
     // reaches it without a socket.
     let network: Arc<dyn shoal_transport::Network> =
         Arc::new(shoal_transport::LocalFirst::new(crate::daemon::network(&secret_path)?));
-    let local = Embedded::open_on(dir, &config, network.clone(), "127.0.0.1:0", "127.0.0.1:0").await?;
+    let osds = args.ec.map_or(1, |ec| ec.k + ec.m);
+    let local = Embedded::open_on(dir, &config, network.clone(), "127.0.0.1:0", "127.0.0.1:0", osds).await?;
     let conf = format!("mon_host = {}\nsecret_file = {}\n", local.mon_addr(), secret_path.to_string_lossy());
     std::fs::write(dir.join("shoal.conf"), conf).map_err(|e| err::io(format!("writing shoal.conf: {e}")))?;
     let mut central = local.rados.map().config_for("client.rgw");
     central.extend(args.options.iter().cloned());
     let config = Config::from_settings(&central)?;
     let mut gateway_config = config.gateway()?;
-    gateway_config.pool_size = 1;
+    // One OSD: one replica. Several (for erasure coding): replicated pools as a cluster's.
+    gateway_config.pool_size = if local.rados.map().osds.len() == 1 { 1 } else { 0 };
+    if let Some(ec) = args.ec {
+        let profile = shoal_types::erasure::ErasureProfile::parse(&ec.profile_settings("osd"))?;
+        local.rados.erasure_profile_set(&ec.profile_name(), profile, false).await?;
+        gateway_config.data_pool_erasure_profile = Some(ec.profile_name());
+    }
     if gateway_config.crypt_key_file.is_none() {
         gateway_config.crypt_key_file = Some(sse_key_file(dir, &gateway_config.crypt_sse_s3_key_id)?);
     }
@@ -199,7 +244,7 @@ pub async fn run_server(args: ServerArgs) -> Result<()> {
     local.register_metrics(&mut registry);
     let result = tokio::select! {
         result = serve(&gateway, &args.listen, registry) => result,
-        reason = local.failed() => return Err(err::io(format!("the embedded OSD stops the server: {reason}"))),
+        reason = local.failed() => return Err(err::io(format!("an embedded OSD stops the server: {reason}"))),
     };
     local.close();
     result

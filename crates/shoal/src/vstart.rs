@@ -2,6 +2,7 @@
 //! Each daemon is its own process with its own data directory and log file under DIR;
 //! `DIR/shoal.conf` tells clients where the monitors are (`shoal rados -c DIR/shoal.conf`).
 
+use crate::gateway_cmd::EcShape;
 use clap::Args;
 use shoal_types::{Result, err};
 use std::path::{Path, PathBuf};
@@ -26,6 +27,11 @@ pub struct VstartArgs {
     /// S3 gateways to start (their endpoints go to DIR/gateways).
     #[arg(long, default_value_t = 0)]
     gateways: u32,
+    /// Keep S3 object data in an erasure-coded pool of K data and M parity shards: creates
+    /// profile `rgw-K-M` (failure domain host when there are K+M hosts, else osd) and sets
+    /// `rgw_data_pool_erasure_profile` in DIR/shoal.conf for every gateway.
+    #[arg(long, value_name = "K+M")]
+    ec: Option<EcShape>,
     /// Run each host's OSDs in a network namespace of its own, joined to the others by a
     /// veth pair, so that a host can be cut off (`shoal bench thrash` partitions). Needs
     /// root and iproute2; monitors and gateways stay in this namespace.
@@ -127,6 +133,10 @@ pub fn run(args: VstartArgs) -> Result<()> {
     if args.osds == 0 || args.hosts == 0 {
         return Err(err::invalid("vstart needs at least one OSD and one host"));
     }
+    let failure_domain = match args.ec {
+        Some(ec) => Some(ec_failure_domain(ec, args.osds, args.hosts)?),
+        None => None,
+    };
     let dir = &args.dir;
     if dir.join(PIDS).exists() {
         return Err(err::exists(format!("a cluster already runs in {} (use --stop first)", dir.display())));
@@ -146,12 +156,15 @@ pub fn run(args: VstartArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?
         .join(",");
     let conf = dir.join("shoal.conf");
-    let conf_text = format!(
+    let mut conf_text = format!(
         "mon_host = {mon_addr}\nsecret_file = {}\nmon_data = {}\nosd_data = {}\npublic_addr = {public_ip}\n",
         path(secret_path),
         path(dir.join("mon.$id")),
         path(dir.join("osd.$id")),
     );
+    if let Some(ec) = args.ec {
+        conf_text += &format!("rgw_data_pool_erasure_profile = {}\n", ec.profile_name());
+    }
     std::fs::write(&conf, conf_text).map_err(io(format!("writing {}", conf.display())))?;
     let conf_arg = path(conf.clone());
     let mut pids = Vec::new();
@@ -173,6 +186,8 @@ pub fn run(args: VstartArgs) -> Result<()> {
         (format!("gateway.{n}"), None, args)
     });
     let (mut metrics, mut endpoints) = (Vec::new(), Vec::new());
+    // The profile is set once the OSDs run, before any gateway creates the data pool with it.
+    let last_osd = format!("osd.{}", args.osds - 1);
     for (name, netns, mut daemon_args) in daemons.chain(osds).chain(gateways) {
         daemon_args.extend(["-c".to_owned(), conf_arg.clone(), "--metrics-port".into(), "0".into()]);
         let (pid, addr, url) =
@@ -181,6 +196,9 @@ pub fn run(args: VstartArgs) -> Result<()> {
         metrics.push(format!("{name:<9} {}", url.unwrap_or_else(|| "(none)".into())));
         if name.starts_with("gateway.") {
             endpoints.push(format!("{name} {addr}"));
+        }
+        if let (Some(ec), Some(domain), true) = (args.ec, failure_domain, name == last_osd) {
+            set_profile(&conf_arg, ec, domain).inspect_err(|_| abandon(dir, &pids))?;
         }
     }
     std::fs::write(dir.join(PIDS), pids.join("\n") + "\n").map_err(io("writing the pid file".into()))?;
@@ -198,6 +216,32 @@ pub fn run(args: VstartArgs) -> Result<()> {
     }
     println!("prometheus metrics:\n  {}", metrics.join("\n  "));
     Ok(())
+}
+
+/// Where the shards of a `--ec` data pool must differ: hosts when there are enough, else OSDs.
+fn ec_failure_domain(ec: EcShape, osds: u32, hosts: u32) -> Result<&'static str> {
+    let shards = ec.k + ec.m;
+    if hosts >= shards {
+        Ok("host")
+    } else if osds >= shards {
+        Ok("osd")
+    } else {
+        Err(err::invalid(format!("--ec {}+{} needs at least {shards} OSDs, got {osds}", ec.k, ec.m)))
+    }
+}
+
+/// Sets the erasure-code profile of the gateways' data pool (`shoal osd
+/// erasure-code-profile set`, against the cluster just started).
+fn set_profile(conf: &str, ec: EcShape, failure_domain: &str) -> Result<()> {
+    let exe = std::env::current_exe().map_err(io("locating the shoal binary".into()))?;
+    let mut command = Command::new(exe);
+    command.args(["osd", "erasure-code-profile", "-c", conf, "set", &ec.profile_name()]);
+    let output = command.args(ec.profile_settings(failure_domain)).output().map_err(io("setting the profile".into()))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(err::io(format!("setting erasure-code profile {}: {}", ec.profile_name(), String::from_utf8_lossy(&output.stderr))))
+    }
 }
 
 /// The S3 gateways of the cluster in `dir` and their endpoints (`http://…`), as

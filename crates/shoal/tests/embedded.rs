@@ -239,7 +239,7 @@ async fn clients_reach_the_object_layer_over_authenticated_tcp() {
     let dir = tempfile::tempdir().unwrap();
     let network = Arc::new(TcpNetwork::new(b"cluster secret", 64 << 20));
     let config = Config::from_settings(&[]).unwrap();
-    let e = Embedded::open_on(dir.path(), &config, network, "127.0.0.1:0", "127.0.0.1:0").await.unwrap();
+    let e = Embedded::open_on(dir.path(), &config, network, "127.0.0.1:0", "127.0.0.1:0", 1).await.unwrap();
     let io = pool(&e, "p").await;
     io.write_full("obj", Bytes::from(vec![7u8; 100_000])).await.unwrap();
     assert_eq!(io.read_full("obj").await.unwrap().len(), 100_000);
@@ -267,7 +267,7 @@ async fn a_resent_write_is_applied_once_even_after_restart() {
     let config = Config::from_settings(&[]).unwrap();
     let mut replies = Vec::new();
     for restart in 0..2 {
-        let e = Embedded::open_on(dir.path(), &config, network.clone(), "127.0.0.1:0", "127.0.0.1:0").await.unwrap();
+        let e = Embedded::open_on(dir.path(), &config, network.clone(), "127.0.0.1:0", "127.0.0.1:0", 1).await.unwrap();
         if restart == 0 {
             pool(&e, "p").await;
         }
@@ -302,7 +302,7 @@ async fn watch_notify_over_tcp_reports_a_vanished_watcher() {
     let dir = tempfile::tempdir().unwrap();
     let net = || Arc::new(TcpNetwork::new(b"secret", 1 << 20));
     let config = Config::from_settings(&[]).unwrap();
-    let e = Embedded::open_on(dir.path(), &config, net(), "127.0.0.1:0", "127.0.0.1:0").await.unwrap();
+    let e = Embedded::open_on(dir.path(), &config, net(), "127.0.0.1:0", "127.0.0.1:0", 1).await.unwrap();
     let io = pool(&e, "p").await;
     io.write_full("ctl", Bytes::new()).await.unwrap();
     let watcher = shoal_client::Rados::connect(net(), e.mon_addr()).await.unwrap();

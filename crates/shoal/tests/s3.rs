@@ -147,6 +147,91 @@ fn s3_suite_against_vstart_with_two_gateways() {
     drop(gateways);
 }
 
+/// `shoal server --ec 4+2`: six OSDs in the process, the data pool created erasure-coded
+/// by the gateway (the other pools replicated 3 times), and objects of 0 bytes to 64 MiB
+/// stored and read back through S3 (test_erasure.py, phase `write`).
+#[test]
+fn s3_on_shoal_server_with_an_erasure_coded_data_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let data = dir.path().join("data");
+    let port_text = port.to_string();
+    let args = ["server", "--data", data.to_str().unwrap(), "--bind", "127.0.0.1", "--port", &port_text, "--ec", "4+2"];
+    let _server = spawn(&args, &dir.path().join("server.log"));
+    wait_listening(port);
+    let conf = data.join("shoal.conf").to_str().unwrap().to_owned();
+    let pools = common::ok(&conf, &["pool", "ls"]);
+    let pool = |name: &str| pools.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_default().to_owned();
+    assert!(pool(".rgw.buckets.data").contains("erasure profile rgw-4-2 (k 4, m 2"), "{pools}");
+    assert!(pool(".rgw.buckets.index").contains("replicated size 3"), "{pools}");
+    assert_eq!(common::ok(&conf, &["osd", "tree"]).matches(" up ").count(), 6);
+    let keys: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(data.join("admin.json")).unwrap()).unwrap();
+    run_suite(
+        &["test_erasure.py"],
+        &[
+            ("SHOAL_S3_ENDPOINT", format!("http://127.0.0.1:{port}")),
+            ("SHOAL_S3_ACCESS_KEY", keys["access_key"].as_str().unwrap().to_owned()),
+            ("SHOAL_S3_SECRET_KEY", keys["secret_key"].as_str().unwrap().to_owned()),
+            ("SHOAL_CONF", conf.clone()),
+            ("SHOAL_EC_BUCKET", "ec-server".to_owned()),
+            ("SHOAL_EC_PHASE", "write".to_owned()),
+        ],
+    );
+}
+
+/// S3 with object data in an erasure-coded 4+2 pool on six one-OSD hosts (`vstart --ec
+/// 4+2`): the data pool made by the admin with min_size 4 (k), as a Ceph admin does for an
+/// EC pool that must serve with m shards lost, and the index, metadata and log pools
+/// replicated 4 times for the same reason; objects of 0 bytes to 64 MiB stored by PUT,
+/// multipart upload and copy, read whole and by ranges (test_erasure.py, phase `write`);
+/// two OSDs SIGKILLed and every object read again, decoded from the four shards left (phase
+/// `read`); the OSDs restarted and every PG active+clean again.
+#[test]
+fn s3_on_an_erasure_coded_data_pool_reads_degraded_with_two_osds_down() {
+    let cluster = Vstart::start_with(&["--osds", "6", "--hosts", "6", "--ec", "4+2"]);
+    let conf = cluster.conf();
+    common::ok(&conf, &["config", "set", "global", "osd_heartbeat_interval", "0.5"]);
+    common::ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "3"]);
+    let data_pool = [".rgw.buckets.data", "--erasure", "rgw-4-2", "--min-size", "4", "--pg-num", "32"];
+    common::ok(&conf, &[&["pool", "create"][..], &data_pool].concat());
+    let port = free_port();
+    let port_text = port.to_string();
+    let args = ["gateway", "-c", &conf, "--port", &port_text, "--bind", "127.0.0.1", "-o", "rgw_pool_size=4"];
+    let _gateway = spawn(&args, &cluster.path().join("gateway.log"));
+    wait_listening(port);
+    let pools = common::ok(&conf, &["pool", "ls"]);
+    let data_pool = pools.lines().find(|l| l.starts_with(".rgw.buckets.data ")).unwrap_or_default();
+    assert!(data_pool.contains("erasure profile rgw-4-2 (k 4, m 2") && data_pool.contains("min_size 4"), "{pools}");
+    let out = common::ok(&conf, &["admin", "user", "create", "--uid", "tester", "--display-name", "Tester"]);
+    let user: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let env = |phase: &str| {
+        vec![
+            ("SHOAL_S3_ENDPOINT", format!("http://127.0.0.1:{port}")),
+            ("SHOAL_S3_ACCESS_KEY", user["keys"][0]["access_key"].as_str().unwrap().to_owned()),
+            ("SHOAL_S3_SECRET_KEY", user["keys"][0]["secret_key"].as_str().unwrap().to_owned()),
+            ("SHOAL_CONF", conf.clone()),
+            ("SHOAL_EC_BUCKET", "ec-data".to_owned()),
+            ("SHOAL_EC_PHASE", phase.to_owned()),
+        ]
+    };
+    run_suite(&["test_erasure.py"], &env("write"));
+    let victims = ["osd.1", "osd.4"];
+    let commands: Vec<Vec<String>> = victims.iter().map(|name| common::cmdline(cluster.pid(name))).collect();
+    for name in victims {
+        common::kill9(cluster.pid(name));
+    }
+    run_suite(&["test_erasure.py"], &env("read"));
+    let mut restarted = common::Restarted::default();
+    for (name, command) in victims.iter().zip(&commands) {
+        restarted.restart(&cluster, name, command);
+    }
+    let clean = wait_for(|| {
+        let pgs = common::ok(&conf, &["pg", "dump"]);
+        (pgs.lines().filter(|l| l.contains(" active+clean")).count() == 128).then_some(())
+    });
+    assert!(clean.is_some(), "PGs did not all become active+clean:\n{}", common::ok(&conf, &["pg", "dump"]));
+}
+
 /// Makes a test CA and a certificate it signed for 127.0.0.1 and localhost (`<name>.pem`,
 /// `<name>.key`) in `dir` with the openssl command.
 fn issue_certificate(dir: &Path, name: &str) {
