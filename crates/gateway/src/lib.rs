@@ -74,7 +74,10 @@ pub async fn ensure_pools(rados: &Rados, size: u32, data_profile: Option<&str>) 
     for name in [layout::META_POOL, layout::INDEX_POOL, layout::DATA_POOL, layout::LOG_POOL] {
         if let Some(pool) = existing.iter().find(|p| p.name == name) {
             if name == layout::DATA_POOL && pool.erasure.is_none() && data_profile.is_some() {
-                tracing::warn!(pool = name, "the data pool exists and is replicated: rgw_data_pool_erasure_profile only applies to a new one");
+                tracing::warn!(
+                    pool = name,
+                    "the data pool exists and is replicated: rgw_data_pool_erasure_profile only applies to a new one"
+                );
             }
             continue;
         }

@@ -86,7 +86,8 @@ impl Embedded {
         let mut local = Vec::new();
         for ((id, (kv, store)), listener) in (0..count).zip(stores).zip(listeners) {
             let maps = mon.subscribe();
-            let osd = Osd::start(config.osd(OsdId(id))?, store.clone(), maps.clone(), network.clone(), registry.clone());
+            let osd =
+                Osd::start(config.osd(OsdId(id))?, store.clone(), maps.clone(), network.clone(), registry.clone());
             tokio::spawn(osd.clone().serve(listener));
             apply_config(&osd, &maps.borrow().clone(), config.settings());
             tokio::spawn(follow_config(osd.clone(), maps.clone(), config.settings().to_vec()));
@@ -106,7 +107,8 @@ impl Embedded {
 
     /// Waits until an embedded OSD fails for good; returns which and why.
     pub async fn failed(&self) -> String {
-        let failures = self.osds.iter().map(|l| Box::pin(async { format!("{}: {}", l.osd.id(), l.osd.failed().await) }));
+        let failures =
+            self.osds.iter().map(|l| Box::pin(async { format!("{}: {}", l.osd.id(), l.osd.failed().await) }));
         futures::future::select_all(failures).await.0
     }
 

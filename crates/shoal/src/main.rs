@@ -67,6 +67,9 @@ enum BenchCommand {
     Scrub(scrub_bench::ScrubBenchArgs),
     /// Random faults against a vstart cluster under RADOS and S3 load, then checks.
     Thrash(thrash::ThrashArgs),
+    /// The Reef article's S3 cycle on a vstart cluster: fill, hybrid new and aged, hosts
+    /// lost and recovered.
+    Reef(shoal::s3_bench::reef::ReefArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -98,6 +101,7 @@ fn main() -> std::process::ExitCode {
             Command::Bench(BenchCommand::Scrub(args)) => scrub_bench::run(args).await,
             Command::Bench(BenchCommand::Thrash(args)) => thrash::run(args).await,
             Command::Bench(BenchCommand::S3(args)) => shoal::s3_bench::run(args).await,
+            Command::Bench(BenchCommand::Reef(args)) => shoal::s3_bench::reef::run(args).await,
             Command::Config(command) => config_cmd::run(command).await,
             Command::Debug(command) => debug::run(command).await,
             Command::Sim(args) => sim_cmd::run_sim(args),

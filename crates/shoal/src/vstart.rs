@@ -236,11 +236,16 @@ fn set_profile(conf: &str, ec: EcShape, failure_domain: &str) -> Result<()> {
     let exe = std::env::current_exe().map_err(io("locating the shoal binary".into()))?;
     let mut command = Command::new(exe);
     command.args(["osd", "erasure-code-profile", "-c", conf, "set", &ec.profile_name()]);
-    let output = command.args(ec.profile_settings(failure_domain)).output().map_err(io("setting the profile".into()))?;
+    let output =
+        command.args(ec.profile_settings(failure_domain)).output().map_err(io("setting the profile".into()))?;
     if output.status.success() {
         Ok(())
     } else {
-        Err(err::io(format!("setting erasure-code profile {}: {}", ec.profile_name(), String::from_utf8_lossy(&output.stderr))))
+        Err(err::io(format!(
+            "setting erasure-code profile {}: {}",
+            ec.profile_name(),
+            String::from_utf8_lossy(&output.stderr)
+        )))
     }
 }
 

@@ -81,6 +81,22 @@ async fn writer(io: IoCtx, id: usize, model: Arc<Mutex<Model>>, stop: Arc<Atomic
     n
 }
 
+/// Reads the writers' objects at random until `stop`; every read must be answered (one
+/// of an object not written yet: ENOENT). Returns how many were.
+async fn reader(io: IoCtx, stop: Arc<AtomicBool>) -> u64 {
+    let mut reads = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let n: u64 = rand::random();
+        let name = format!("w{}.{}", n % 4, (n >> 8) % 4);
+        match io.read_full(&name).await {
+            Ok(_) => reads += 1,
+            Err(e) if e.errno == shoal_types::Errno::NotFound => reads += 1,
+            Err(e) => panic!("reading {name}: {e}"),
+        }
+    }
+    reads
+}
+
 /// Reads every object of the model back: each must hold its acknowledged bytes (or those
 /// of the write in flight when a writer stopped).
 fn verify(runtime: &tokio::runtime::Runtime, io: &IoCtx, model: &Mutex<Model>, when: &str) {
@@ -114,15 +130,20 @@ fn an_erasure_coded_pool_serves_degraded_rebuilds_lost_shards_and_repairs_a_bad_
     let model = Arc::new(Mutex::new(Model::default()));
     let mut restarted = Restarted::default();
 
-    // Writers run while osd.2 is SIGKILLed: their writes wait for peering, none fails.
+    // Writers run while osd.2 is SIGKILLed: their writes wait for peering, none fails;
+    // readers of the same objects get answers throughout (a read that must gather waits
+    // for the writes in flight to its object).
     let run_writers = |seconds: u64, during: &dyn Fn()| {
         let stop = Arc::new(AtomicBool::new(false));
         let tasks: Vec<_> =
             (0..4).map(|id| runtime.spawn(writer(io.clone(), id, model.clone(), stop.clone()))).collect();
+        let readers: Vec<_> = (0..2).map(|_| runtime.spawn(reader(io.clone(), stop.clone()))).collect();
         std::thread::sleep(Duration::from_secs(seconds));
         during();
         std::thread::sleep(Duration::from_secs(seconds));
         stop.store(true, Ordering::Relaxed);
+        let reads: u64 = readers.into_iter().map(|t| runtime.block_on(t).unwrap()).sum();
+        assert!(reads > 10, "only {reads} reads");
         tasks.into_iter().map(|t| runtime.block_on(t).unwrap()).sum::<u64>()
     };
     let victims = [OsdId(2), OsdId(5)];

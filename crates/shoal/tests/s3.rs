@@ -165,7 +165,8 @@ fn s3_on_shoal_server_with_an_erasure_coded_data_pool() {
     assert!(pool(".rgw.buckets.data").contains("erasure profile rgw-4-2 (k 4, m 2"), "{pools}");
     assert!(pool(".rgw.buckets.index").contains("replicated size 3"), "{pools}");
     assert_eq!(common::ok(&conf, &["osd", "tree"]).matches(" up ").count(), 6);
-    let keys: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(data.join("admin.json")).unwrap()).unwrap();
+    let keys: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data.join("admin.json")).unwrap()).unwrap();
     run_suite(
         &["test_erasure.py"],
         &[

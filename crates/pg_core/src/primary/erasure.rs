@@ -236,11 +236,15 @@ impl<R> Shard<R> {
             ec.queued.entry(op.op.object.clone()).or_default().push_back(op);
             return;
         }
-        self.run_erasure(pg, op, BTreeMap::new());
+        // One that must gather while its object is written waits for the write.
+        if let Some(op) = self.run_erasure(pg, op, BTreeMap::new()) {
+            self.requeue_front(pg, op);
+        }
     }
 
     /// Runs an operation with the chunks gathered for it so far. Returns it if it must
     /// wait for the writes in flight to its object before gathering.
+    #[must_use = "an operation returned must wait, or its client is never answered"]
     fn run_erasure(&mut self, pg: PgId, op: Op<R>, gathered: BTreeMap<u32, Bytes>) -> Option<Op<R>> {
         let outcome = self.execute_erasure(pg, &op, gathered.clone());
         match outcome {

@@ -4,6 +4,8 @@
 //! reporting ops/s, keys/s, MiB/s and p50/p90/p99 latency per operation.
 
 mod expire;
+pub mod reef;
+mod timeline;
 
 use crate::bench::{RunStats, print_rows, process_cpu_seconds, round};
 use crate::s3client::S3Client;
@@ -195,6 +197,11 @@ struct Shared {
     next_key: AtomicU64,
     prefix: String,
     list_versions: bool,
+    /// Mixed PUTs overwrite a random existing key once this many exist (none: always new
+    /// keys), so that a long run keeps the object count, as an aging workload does.
+    keep_objects: Option<usize>,
+    /// GETs answered with other bytes than were written.
+    wrong_data: AtomicU64,
 }
 
 impl Shared {
@@ -208,6 +215,8 @@ impl Shared {
             next_key: AtomicU64::new(0),
             prefix: prefix.map_or_else(|| format!("{:08x}", rand::random::<u32>()), str::to_owned),
             list_versions,
+            keep_objects: None,
+            wrong_data: AtomicU64::new(0),
         }
     }
 
@@ -373,12 +382,25 @@ impl Shared {
     async fn run(&self, op: Op, random_delete: bool) -> Result<Option<Moved>> {
         let path = |key: &str| format!("/{}/{key}", self.bucket);
         match op {
-            Op::Put => self.put(&self.new_key(), true).await.map(|bytes| Some(Moved { bytes, keys: 1 })),
+            Op::Put => {
+                let existing = self.existing.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len();
+                let overwrite = self.keep_objects.is_some_and(|keep| existing >= keep.max(1));
+                let key = if overwrite { self.random_existing() } else { None };
+                let written = match key {
+                    Some(key) => self.put(&key, false).await?,
+                    None => self.put(&self.new_key(), true).await?,
+                };
+                Ok(Some(Moved { bytes: written, keys: 1 }))
+            }
             Op::Get => {
                 let Some(key) = self.random_existing() else { return Ok(None) };
                 let response = self.client.send(Method::GET, &path(&key), &[], Bytes::new()).await?;
                 match response.status.as_u16() {
-                    200 if response.body.len() == self.payload.len() => Ok(Some(Moved::key(response.body.len()))),
+                    200 if response.body == self.payload => Ok(Some(Moved::key(response.body.len()))),
+                    200 => {
+                        self.wrong_data.fetch_add(1, Ordering::Relaxed);
+                        Err(err::io(format!("GET {key}: {} bytes, not those written", response.body.len())))
+                    }
                     404 => Ok(Some(Moved::key(0))), // deleted meanwhile by another client
                     503 => Err(err::again(format!("GET {key}: HTTP 503"))),
                     status => Err(err::io(format!("GET {key}: HTTP {status}, {} bytes", response.body.len()))),
@@ -424,32 +446,36 @@ type Sample = (Op, u64, Moved);
 type Chooser = Arc<dyn Fn() -> Op + Send + Sync>;
 
 fn choose(args: &S3BenchArgs) -> Result<Chooser> {
-    let weights = [
-        (Op::Get, args.get_distrib),
-        (Op::Put, args.put_distrib),
-        (Op::Stat, args.stat_distrib),
-        (Op::Delete, args.delete_distrib),
-    ];
+    let only = |op: Op| -> Chooser { Arc::new(move || op) };
+    Ok(match args.workload {
+        Workload::Put | Workload::Expire => only(Op::Put),
+        Workload::Get => only(Op::Get),
+        Workload::List => only(Op::List),
+        Workload::Delete => only(Op::Delete),
+        Workload::Mixed => mixed([
+            (Op::Get, args.get_distrib),
+            (Op::Put, args.put_distrib),
+            (Op::Stat, args.stat_distrib),
+            (Op::Delete, args.delete_distrib),
+        ])?,
+    })
+}
+
+/// Operations drawn at random in proportion to their `weights`.
+fn mixed(weights: [(Op, f64); 4]) -> Result<Chooser> {
     let total: f64 = weights.iter().map(|(_, w)| w).sum();
     if weights.iter().any(|(_, w)| *w < 0.0) || total <= 0.0 {
         return Err(err::invalid("the --*-distrib percentages must be ≥ 0 and not all 0"));
     }
-    let workload = args.workload;
-    Ok(Arc::new(move || match workload {
-        Workload::Put | Workload::Expire => Op::Put,
-        Workload::Get => Op::Get,
-        Workload::List => Op::List,
-        Workload::Delete => Op::Delete,
-        Workload::Mixed => {
-            let mut x = rand::rng().random_range(0.0..total);
-            for (op, w) in weights {
-                if x < w {
-                    return op;
-                }
-                x -= w;
+    Ok(Arc::new(move || {
+        let mut x = rand::rng().random_range(0.0..total);
+        for (op, w) in weights {
+            if x < w {
+                return op;
             }
-            Op::Get
+            x -= w;
         }
+        Op::Get
     }))
 }
 
@@ -508,6 +534,8 @@ pub async fn run(args: S3BenchArgs) -> Result<()> {
         random_delete: args.workload == Workload::Mixed,
         server_pid: args.server_pid,
         show,
+        timeline: None,
+        tolerate_errors: false,
     };
     let rows = match args.workload {
         Workload::Expire => expire::run(&args, &load).await,
@@ -530,6 +558,10 @@ struct Load {
     random_delete: bool,
     server_pid: Option<u32>,
     show: bool,
+    /// Where completed operations are also counted per second.
+    timeline: Option<Arc<timeline::Timeline>>,
+    /// Count failed operations and go on (a run under faults) rather than stop the run.
+    tolerate_errors: bool,
 }
 
 /// What one round of load measured.
@@ -566,7 +598,8 @@ impl Load {
                 let (shared, choose, stop, done) =
                     (self.shared.clone(), self.choose.clone(), stop.clone(), done.clone());
                 let (slowdowns, lost) = (slowdowns.clone(), lost.clone());
-                let random_delete = self.random_delete;
+                let (random_delete, timeline, tolerate) =
+                    (self.random_delete, self.timeline.clone(), self.tolerate_errors);
                 tokio::spawn(async move {
                     let mut recorded: Vec<Sample> = Vec::new();
                     while !stop.load(Ordering::Relaxed) && start.elapsed() < duration {
@@ -574,7 +607,11 @@ impl Load {
                         let t = Instant::now();
                         match shared.run(op, random_delete).await {
                             Ok(Some(moved)) => {
-                                recorded.push((op, t.elapsed().as_micros() as u64, moved));
+                                let latency_us = t.elapsed().as_micros() as u64;
+                                if let Some(timeline) = &timeline {
+                                    timeline.record(op, latency_us, moved.bytes);
+                                }
+                                recorded.push((op, latency_us, moved));
                                 done.fetch_add(1, Ordering::Relaxed);
                             }
                             // Nothing left to read or delete: a delete run is over; mixed puts instead.
@@ -593,6 +630,13 @@ impl Load {
                                     eprintln!("warning: {e}");
                                 }
                                 tokio::time::sleep(Duration::from_millis(10)).await;
+                            }
+                            Err(e) if tolerate => {
+                                if let Some(timeline) = &timeline {
+                                    timeline.error();
+                                }
+                                tracing::warn!(error = %e, "operation failed");
+                                tokio::time::sleep(Duration::from_millis(100)).await;
                             }
                             Err(e) => {
                                 stop.store(true, Ordering::Relaxed);

@@ -1,0 +1,527 @@
+//! `shoal bench reef`: the test cycle of the Ceph Reef RGW article on a `shoal vstart`
+//! cluster driven through S3. One bucket per object size (the article's small set and a
+//! scaled-down generic set) is filled; then one hybrid load (45% GET, 35% PUT, 15% HEAD,
+//! 5% DELETE; PUTs overwrite once a bucket holds its fill, so the data set stays the same
+//! size while it ages) runs throughout: measured new, aged, with one host's OSDs killed,
+//! with a second host's, while they recover after a restart, and, separately, with three
+//! hosts down (more than `m`). Throughput is counted every second; each phase gets a row
+//! per operation, and the recovery its duration and objects recovered per second.
+
+use super::timeline::{OPS, Second, Timeline};
+use super::{Load, Op, Shared, mixed, parse_duration, parse_size};
+use crate::bench::{RunStats, print_rows, round};
+use crate::gateway_cmd::EcShape;
+use crate::s3client::S3Client;
+use crate::session::ClusterArgs;
+use crate::vstart;
+use clap::Args;
+use rand::Rng;
+use serde_json::{Value, json};
+use shoal_client::Rados;
+use shoal_types::{Result, err};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Arguments of `shoal bench reef`.
+#[derive(Args, Debug)]
+pub struct ReefArgs {
+    /// Directory of the cluster it starts (must not exist; kept afterwards, logs included).
+    #[arg(long, value_name = "DIR")]
+    dir: PathBuf,
+    /// The data pool's erasure code, K+M.
+    #[arg(long, default_value = "4+2")]
+    ec: EcShape,
+    /// Replicate the data pool 3 times instead (the comparison).
+    #[arg(long)]
+    replicated: bool,
+    /// Hosts (failure domains). 8, as in the article: a 4+2 PG spans 6 of them, so two
+    /// hosts lost leave every PG k shards and two spare hosts to rebuild on.
+    #[arg(long, default_value_t = 8)]
+    hosts: u32,
+    /// OSDs on each host.
+    #[arg(long, default_value_t = 1)]
+    osds_per_host: u32,
+    /// Bytes written by the fill, shared evenly by the buckets.
+    #[arg(long, default_value = "2GiB", value_parser = parse_size)]
+    fill: u64,
+    /// Most objects one bucket is filled with.
+    #[arg(long, default_value_t = 20_000)]
+    max_objects: u64,
+    /// Object sizes of the small set, one bucket each.
+    #[arg(long, default_value = "1KiB,4KiB,8KiB,64KiB,256KiB", value_delimiter = ',', value_parser = parse_size)]
+    small: Vec<u64>,
+    /// Object sizes of the generic set (the article's also has 256 MiB: too much for one
+    /// machine's disk and memory at this concurrency).
+    #[arg(long, default_value = "1MiB,4MiB,8MiB,64MiB", value_delimiter = ',', value_parser = parse_size)]
+    generic: Vec<u64>,
+    /// Clients per bucket.
+    #[arg(long, default_value_t = 2)]
+    clients: usize,
+    /// Length of each measured phase (new, aged, each failure step).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    measure: Duration,
+    /// How long the hybrid load ages the cluster between the two measurements.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    age: Duration,
+    /// Longest wait for every PG to be active+clean after OSDs return.
+    #[arg(long, default_value = "15m", value_parser = parse_duration)]
+    recovery_timeout: Duration,
+    /// A few minutes in all: 24 MiB of 4 KiB to 1 MiB objects, 8 s phases, fast failure
+    /// detection (for the test suite).
+    #[arg(long)]
+    quick: bool,
+    /// Write the per-second throughput and the phases as JSON to this file (for
+    /// bench/reef_plot.py).
+    #[arg(long, value_name = "FILE")]
+    timeline: Option<PathBuf>,
+    /// One JSON object per row instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+impl ReefArgs {
+    /// The arguments with `--quick` applied.
+    fn effective(mut self) -> ReefArgs {
+        if self.quick {
+            self.fill = 24 << 20;
+            self.small = vec![4 << 10, 64 << 10];
+            self.generic = vec![1 << 20];
+            self.clients = 2;
+            self.measure = Duration::from_secs(8);
+            self.age = Duration::from_secs(8);
+            self.recovery_timeout = Duration::from_secs(180);
+        }
+        self
+    }
+
+    fn setup(&self) -> String {
+        match self.replicated {
+            true => "replicated size 3".into(),
+            false => format!("erasure-coded {}+{}", self.ec.k, self.ec.m),
+        }
+    }
+}
+
+const PORT_WAIT: Duration = Duration::from_secs(30);
+
+/// The cluster under test: the vstart directory, a client, the gateway process.
+struct Cluster {
+    dir: PathBuf,
+    rados: Rados,
+    gateway: Child,
+    client: S3Client,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.gateway.kill();
+        let _ = self.gateway.wait();
+        let _ = Command::new(shoal_exe()).args(["vstart", "--stop", "--dir"]).arg(&self.dir).output();
+    }
+}
+
+fn shoal_exe() -> PathBuf {
+    std::env::current_exe().unwrap_or_else(|_| PathBuf::from("shoal"))
+}
+
+/// Runs `shoal ARGS`; its standard output, or an error naming the command.
+fn shoal(args: &[&str]) -> Result<String> {
+    let out = Command::new(shoal_exe()).args(args).output().map_err(|e| err::io(format!("running shoal: {e}")))?;
+    match out.status.success() {
+        true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        false => Err(err::io(format!("shoal {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))),
+    }
+}
+
+impl Cluster {
+    /// Starts the OSDs and a monitor, sets the central options, starts a gateway and
+    /// creates the bench's user.
+    async fn start(args: &ReefArgs) -> Result<Cluster> {
+        let dir = args.dir.join("cluster");
+        let dir_text = dir.to_string_lossy().into_owned();
+        let (osds, hosts) = ((args.hosts * args.osds_per_host).to_string(), args.hosts.to_string());
+        let ec = format!("{}+{}", args.ec.k, args.ec.m);
+        let mut vstart = vec!["vstart", "--dir", &dir_text, "--osds", &osds, "--hosts", &hosts];
+        if !args.replicated {
+            vstart.extend(["--ec", &ec]);
+        }
+        shoal(&vstart)?;
+        let conf = dir.join("shoal.conf");
+        let session =
+            ClusterArgs { data: None, conf: Some(conf.clone()), mon: None, secret_file: None, options: Vec::new() };
+        let rados = session.open().await?.rados;
+        // Replaced data is collected within a minute, so that a long run's overwrites do
+        // not fill the disk.
+        let mut options = vec![("rgw_gc_obj_min_wait", "30"), ("rgw_gc_processor_period", "10")];
+        if args.quick {
+            options.extend([("osd_heartbeat_interval", "0.5"), ("osd_heartbeat_grace", "3")]);
+        }
+        for (key, value) in options {
+            rados.config_set("global", key, Some(value)).await?;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| err::io(format!("finding a free port: {e}")))?
+            .port();
+        let log = std::fs::File::create(args.dir.join("gateway.log")).map_err(|e| err::io(e.to_string()))?;
+        let log_err = log.try_clone().map_err(|e| err::io(e.to_string()))?;
+        let gateway = Command::new(shoal_exe())
+            .args(["gateway", "-c", &conf.to_string_lossy(), "--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .spawn()
+            .map_err(|e| err::io(format!("starting the gateway: {e}")))?;
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if started.elapsed() > PORT_WAIT {
+                return Err(err::io(format!(
+                    "the gateway did not start; see {}",
+                    args.dir.join("gateway.log").display()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let conf_text = conf.to_string_lossy().into_owned();
+        let user = shoal(&["admin", "-c", &conf_text, "user", "create", "--uid", "reef", "--display-name", "reef"])?;
+        let user: Value = serde_json::from_str(&user).map_err(|e| err::io(format!("user create: {e}")))?;
+        let key = |name: &str| user["keys"][0][name].as_str().unwrap_or_default().to_owned();
+        let client = S3Client::new(&format!("http://127.0.0.1:{port}"), &key("access_key"), &key("secret_key"))?;
+        Ok(Cluster { dir, rados, gateway, client })
+    }
+
+    /// The OSDs vstart put on host `host` (round robin).
+    fn osds_of(&self, args: &ReefArgs, host: u32) -> Vec<String> {
+        (0..args.hosts * args.osds_per_host)
+            .filter(|id| id % args.hosts == host)
+            .map(|id| format!("osd.{id}"))
+            .collect()
+    }
+
+    /// CPU seconds used so far by the gateway and by every OSD running now (by pid).
+    fn cpu(&self) -> (f64, BTreeMap<u32, f64>) {
+        let osds = vstart::read_pids(&self.dir)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(name, _)| name.starts_with("osd."))
+            .map(|(_, pid)| (pid, super::cpu_of(pid)))
+            .filter(|(_, cpu)| *cpu > 0.0) // killed, not restarted yet
+            .collect();
+        (super::cpu_of(self.gateway.id()), osds)
+    }
+}
+
+/// A cycle phase: a name and the span of the timeline it covers.
+struct Phase {
+    name: String,
+    from: f64,
+    to: f64,
+    gateway_cpu: f64,
+    osd_cpu: f64,
+}
+
+/// What happened while every PG was waited for after OSDs returned.
+struct Recovery {
+    seconds: f64,
+    clean: bool,
+    /// The most objects PGs reported still to recover.
+    objects: u64,
+    /// The most PGs reported inactive.
+    inactive: usize,
+}
+
+/// The running cycle: the cluster, the load's timeline, phases and events so far.
+struct Cycle<'a> {
+    args: &'a ReefArgs,
+    cluster: Cluster,
+    timeline: Arc<Timeline>,
+    phases: Vec<Phase>,
+    events: Vec<(f64, String)>,
+    killed: Vec<(String, Vec<String>)>,
+}
+
+impl Cycle<'_> {
+    /// Runs phase `name` until `until` returns, recording its span and CPU.
+    async fn phase<T>(&mut self, name: &str, until: impl std::future::Future<Output = T>) -> T {
+        let ((gateway_start, osds_start), from) = (self.cluster.cpu(), self.timeline.now());
+        eprintln!("[{from:7.1} s] {name}");
+        let result = until.await;
+        let (gateway_end, osds_end) = self.cluster.cpu();
+        let osd_cpu = osds_end.iter().map(|(pid, end)| end - osds_start.get(pid).copied().unwrap_or(0.0)).sum();
+        let to = self.timeline.now();
+        self.phases.push(Phase { name: name.into(), from, to, gateway_cpu: gateway_end - gateway_start, osd_cpu });
+        result
+    }
+
+    fn event(&mut self, what: String) {
+        eprintln!("[{:7.1} s] {what}", self.timeline.now());
+        self.events.push((self.timeline.now(), what));
+    }
+
+    /// SIGKILLs every OSD of `host`.
+    fn kill_host(&mut self, host: u32) -> Result<()> {
+        for name in self.cluster.osds_of(self.args, host) {
+            let command = tokio::task::block_in_place(|| vstart::kill(&self.cluster.dir, &name))?;
+            self.killed.push((name, command));
+        }
+        self.event(format!("host{host} stopped"));
+        Ok(())
+    }
+
+    /// Starts every killed OSD again.
+    fn restart_all(&mut self) -> Result<()> {
+        for (name, command) in std::mem::take(&mut self.killed) {
+            vstart::restart(&self.cluster.dir, &name, &command)?;
+        }
+        self.event("OSDs restarted".into());
+        Ok(())
+    }
+
+    /// Waits until every PG is active+clean (or the recovery timeout passes).
+    async fn recover(&mut self) -> Result<Recovery> {
+        let started = Instant::now();
+        let mut recovery = Recovery { seconds: 0.0, clean: false, objects: 0, inactive: 0 };
+        let rados = self.cluster.rados.clone();
+        let timeout = self.args.recovery_timeout;
+        self.phase("recovering", async {
+            while started.elapsed() < timeout {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let (Ok(map), Ok((stats, _))) = (rados.refresh_map().await, rados.pg_stats().await) else { continue };
+                let total: u32 = map.pools.values().map(|p| p.pg_num).sum();
+                recovery.objects = recovery.objects.max(stats.iter().map(|s| s.objects_to_recover).sum());
+                recovery.inactive =
+                    recovery.inactive.max(stats.iter().filter(|s| !s.state_name().starts_with("active")).count());
+                if stats.len() as u32 == total && stats.iter().all(|s| s.state_name() == "active+clean") {
+                    recovery.clean = true;
+                    break;
+                }
+            }
+        })
+        .await;
+        recovery.seconds = started.elapsed().as_secs_f64();
+        self.event(match recovery.clean {
+            true => "every PG active+clean".into(),
+            false => format!("not every PG active+clean after {:?}", self.args.recovery_timeout),
+        });
+        Ok(recovery)
+    }
+}
+
+/// The most PGs seen inactive at once over `span`, sampled every second.
+async fn inactive_during(rados: Rados, span: Duration) -> usize {
+    let started = Instant::now();
+    let mut most = 0;
+    while started.elapsed() < span {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if let Ok((stats, _)) = rados.pg_stats().await {
+            most = most.max(stats.iter().filter(|s| !s.state_name().starts_with("active")).count());
+        }
+    }
+    most
+}
+
+/// Runs the cycle and prints its tables.
+pub async fn run(args: ReefArgs) -> Result<()> {
+    let args = args.effective();
+    if args.dir.exists() {
+        return Err(err::exists(format!("{} exists: give a new directory", args.dir.display())));
+    }
+    let hosts_needed = if args.replicated { 3 } else { args.ec.k + args.ec.m };
+    if args.hosts < hosts_needed + 1 {
+        return Err(err::invalid(format!("the cycle needs at least {} hosts for this pool", hosts_needed + 1)));
+    }
+    std::fs::create_dir_all(&args.dir).map_err(|e| err::io(format!("creating {}: {e}", args.dir.display())))?;
+    let cluster = Cluster::start(&args).await?;
+    eprintln!("{} data pool, {} hosts × {} OSDs", args.setup(), args.hosts, args.osds_per_host);
+
+    // 1. Fill: one bucket per size.
+    let sizes: Vec<u64> = args.small.iter().chain(&args.generic).copied().collect();
+    let per_bucket = args.fill / sizes.len().max(1) as u64;
+    let mut buckets = Vec::new();
+    for &size in &sizes {
+        let mut payload = vec![0u8; size as usize];
+        rand::rng().fill(&mut payload[..]);
+        let mut shared = Shared::new(cluster.client.clone(), &format!("reef-{size}"), Some("o"), payload.into(), false);
+        let objects = (per_bucket / size.max(1)).clamp(4, args.max_objects);
+        shared.keep_objects = Some(objects as usize);
+        let shared = Arc::new(shared);
+        shared.create_bucket(false).await?;
+        buckets.push((shared, objects));
+    }
+    let fill_started = Instant::now();
+    let fills = buckets.iter().map(|(shared, objects)| shared.prepare(*objects, 1, args.clients * 2, false));
+    futures::future::try_join_all(fills).await?;
+    let fill_seconds = fill_started.elapsed().as_secs_f64();
+    let filled: u64 = buckets.iter().map(|(s, n)| s.payload.len() as u64 * n).sum();
+    let objects: u64 = buckets.iter().map(|(_, n)| n).sum();
+
+    // 2-4. One hybrid load from here to the end.
+    let timeline = Arc::new(Timeline::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let hybrid = mixed([(Op::Get, 45.0), (Op::Put, 35.0), (Op::Stat, 15.0), (Op::Delete, 5.0)])?;
+    let loads: Vec<_> = buckets
+        .iter()
+        .map(|(shared, _)| {
+            let load = Load {
+                shared: shared.clone(),
+                choose: hybrid.clone(),
+                concurrent: args.clients,
+                random_delete: true,
+                server_pid: None,
+                show: false,
+                timeline: Some(timeline.clone()),
+                tolerate_errors: true,
+            };
+            let stop = stop.clone();
+            tokio::spawn(async move { load.round(Duration::MAX, &stop).await.map(drop) })
+        })
+        .collect();
+    let mut cycle =
+        Cycle { args: &args, cluster, timeline, phases: Vec::new(), events: Vec::new(), killed: Vec::new() };
+    let outcome = failure_cycle(&mut cycle).await;
+    stop.store(true, Ordering::Relaxed);
+    for load in loads {
+        load.await.map_err(|e| err::io(e.to_string()))??;
+    }
+    let (two_hosts, three_hosts, inactive_with_three) = outcome?;
+    let wrong_data: u64 = buckets.iter().map(|(s, _)| s.wrong_data.load(Ordering::Relaxed)).sum();
+
+    let seconds = cycle.timeline.seconds();
+    let fill_row = vec![
+        ("phase", Value::from("fill")),
+        ("objects", Value::from(objects)),
+        ("mib", round(filled as f64 / (1 << 20) as f64, 1)),
+        ("seconds", round(fill_seconds, 1)),
+        ("mib_per_sec", round(filled as f64 / (1 << 20) as f64 / fill_seconds.max(1e-9), 1)),
+    ];
+    let rows: Vec<_> = cycle.phases.iter().flat_map(|p| phase_rows(&args, p, &seconds)).collect();
+    let total_rate = |name: &str| {
+        let phase = cycle.phases.iter().find(|p| p.name == name)?;
+        Some(total(&seconds, phase.from, phase.to).0.ops_per_sec())
+    };
+    let kept = total_rate("recovering").zip(total_rate("aged")).map(|(r, a)| r / a.max(1e-9));
+    let recovery_row = |name: &str, r: &Recovery| {
+        vec![
+            ("recovery", Value::from(name)),
+            ("seconds_to_active_clean", round(r.seconds, 1)),
+            ("clean", Value::from(r.clean)),
+            ("objects_recovered", Value::from(r.objects)),
+            ("objects_per_sec", round(r.objects as f64 / r.seconds.max(1e-9), 1)),
+            ("inactive_pgs_max", Value::from(r.inactive)),
+        ]
+    };
+    let mut summary = vec![recovery_row("two hosts", &two_hosts), recovery_row("three hosts", &three_hosts)];
+    summary[0].push(("client_ops_kept", kept.map_or(Value::Null, |k| round(k, 3))));
+    summary[1].push(("client_ops_kept", Value::Null));
+    let checks = vec![
+        ("setup", Value::from(args.setup())),
+        ("wrong_data", Value::from(wrong_data)),
+        ("inactive_pgs_with_three_hosts_down", Value::from(inactive_with_three)),
+    ];
+    for table in [vec![fill_row], rows, summary, vec![checks]] {
+        print_rows(&table, args.json);
+        if !args.json {
+            println!();
+        }
+    }
+    if let Some(path) = &args.timeline {
+        let text = timeline_json(&args, &cycle, &seconds).to_string();
+        std::fs::write(path, text).map_err(|e| err::io(format!("writing {}: {e}", path.display())))?;
+    }
+    Ok(())
+}
+
+/// Phases under load: new, aging, aged; one and two hosts down; recovery after their
+/// restart; three hosts down and their recovery. Returns both recoveries and the most
+/// PGs inactive while three hosts were down.
+async fn failure_cycle(cycle: &mut Cycle<'_>) -> Result<(Recovery, Recovery, usize)> {
+    let (measure, age, hosts) = (cycle.args.measure, cycle.args.age, cycle.args.hosts);
+    cycle.phase("new", tokio::time::sleep(measure)).await;
+    cycle.phase("aging", tokio::time::sleep(age)).await;
+    cycle.phase("aged", tokio::time::sleep(measure)).await;
+    cycle.kill_host(hosts - 1)?;
+    cycle.phase("one host down", tokio::time::sleep(measure)).await;
+    cycle.kill_host(hosts - 2)?;
+    cycle.phase("two hosts down", tokio::time::sleep(measure)).await;
+    cycle.restart_all()?;
+    let two = cycle.recover().await?;
+    cycle.phase("recovered", tokio::time::sleep(measure)).await;
+    for host in 1..=3 {
+        cycle.kill_host(hosts - host)?;
+    }
+    let inactive = cycle.phase("three hosts down", inactive_during(cycle.cluster.rados.clone(), measure)).await;
+    cycle.restart_all()?;
+    let three = cycle.recover().await?;
+    Ok((two, three, inactive))
+}
+
+/// Every operation's statistics over `from..to`, pooled.
+fn total(seconds: &[Second], from: f64, to: f64) -> (RunStats, u64) {
+    Timeline::stats(seconds, &[0, 1, 2, 3], from, to)
+}
+
+/// A row per operation of `phase`, and their total.
+fn phase_rows(args: &ReefArgs, phase: &Phase, seconds: &[Second]) -> Vec<Vec<(&'static str, Value)>> {
+    let mut parts: Vec<(&str, RunStats, u64)> = OPS
+        .iter()
+        .enumerate()
+        .map(|(c, op)| {
+            let (stats, errors) = Timeline::stats(seconds, &[c], phase.from, phase.to);
+            (op.name(), stats, errors)
+        })
+        .collect();
+    let (all, errors) = total(seconds, phase.from, phase.to);
+    parts.push(("TOTAL", all, errors));
+    parts
+        .into_iter()
+        .map(|(op, stats, errors)| {
+            let percentile =
+                |p: f64| if stats.latencies_us.is_empty() { Value::Null } else { round(stats.percentile_ms(p), 1) };
+            let total_row = op == "TOTAL";
+            vec![
+                ("phase", Value::from(phase.name.clone())),
+                ("op", Value::from(op)),
+                ("seconds", round(phase.to - phase.from, 1)),
+                ("ops_per_sec", round(stats.ops_per_sec(), 1)),
+                ("mb_per_sec", round(stats.mb_per_sec(), 2)),
+                ("p50_ms", percentile(0.50)),
+                ("p99_ms", percentile(0.99)),
+                ("errors", if total_row { Value::from(errors) } else { Value::Null }),
+                ("gateway_cpu_s", if total_row { round(phase.gateway_cpu, 1) } else { Value::Null }),
+                ("osd_cpu_s", if total_row { round(phase.osd_cpu, 1) } else { Value::Null }),
+                ("setup", Value::from(args.setup())),
+            ]
+        })
+        .collect()
+}
+
+/// The per-second rates (ops/s and MB/s per operation, errors), phases and events.
+fn timeline_json(args: &ReefArgs, cycle: &Cycle<'_>, seconds: &[Second]) -> Value {
+    let per_second: Vec<Value> = seconds
+        .iter()
+        .enumerate()
+        .map(|(t, s)| {
+            let ops: serde_json::Map<String, Value> = OPS
+                .iter()
+                .enumerate()
+                .map(|(c, op)| (op.name().to_owned(), Value::from(s.latencies_us[c].len())))
+                .collect();
+            let mb: serde_json::Map<String, Value> = OPS
+                .iter()
+                .enumerate()
+                .map(|(c, op)| (op.name().to_owned(), round(s.bytes[c] as f64 / 1e6, 3)))
+                .collect();
+            json!({"t": t, "ops": ops, "mb": mb, "errors": s.errors})
+        })
+        .collect();
+    json!({
+        "setup": args.setup(),
+        "phases": cycle.phases.iter().map(|p| json!({"name": p.name, "from": p.from, "to": p.to})).collect::<Vec<_>>(),
+        "events": cycle.events.iter().map(|(t, what)| json!({"t": t, "what": what})).collect::<Vec<_>>(),
+        "seconds": per_second,
+    })
+}

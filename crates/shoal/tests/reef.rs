@@ -1,0 +1,55 @@
+//! `shoal bench reef --quick`: the Reef article's cycle on an erasure-coded 4+2 data pool
+//! over eight one-OSD hosts, through S3 — fill, hybrid load new and aged, one then two hosts
+//! killed, their return and recovery, three hosts killed and their return — checked for
+//! what must hold whatever the figures: every phase measured, no failed request while the
+//! cluster is whole, no wrong data ever, PGs inactive with more than m hosts down, and
+//! every PG active+clean after each return.
+
+mod common;
+
+use common::SHOAL;
+use serde_json::Value;
+use std::process::Command;
+
+#[test]
+fn the_quick_reef_cycle_runs_every_phase_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let cycle = dir.path().join("reef");
+    let timeline = dir.path().join("timeline.json");
+    let out = Command::new(SHOAL)
+        .args(["bench", "reef", "--quick", "--json", "--dir"])
+        .arg(&cycle)
+        .arg("--timeline")
+        .arg(&timeline)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the cycle failed:\n{stderr}");
+    let rows: Vec<Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let total = |phase: &str| {
+        rows.iter()
+            .find(|r| r["phase"] == phase && r["op"] == "TOTAL")
+            .unwrap_or_else(|| panic!("no {phase} row in {rows:#?}"))
+    };
+    let fill = rows.iter().find(|r| r["phase"] == "fill").unwrap();
+    assert!(fill["objects"].as_u64().unwrap() > 0, "{fill}");
+    for phase in ["new", "aged", "recovered"] {
+        let row = total(phase);
+        assert!(row["ops_per_sec"].as_f64().unwrap() > 0.0, "{row}");
+        assert_eq!(row["errors"], 0, "requests failed with every OSD up: {row}\n{stderr}");
+    }
+    for phase in ["aging", "one host down", "two hosts down", "recovering", "three hosts down"] {
+        total(phase);
+    }
+    for name in ["two hosts", "three hosts"] {
+        let recovery = rows.iter().find(|r| r["recovery"] == name).unwrap();
+        assert_eq!(recovery["clean"], true, "{recovery}");
+    }
+    let checks = rows.iter().find(|r| r.get("wrong_data").is_some()).unwrap();
+    assert_eq!(checks["wrong_data"], 0, "{checks}");
+    assert!(checks["inactive_pgs_with_three_hosts_down"].as_u64().unwrap() > 0, "{checks}");
+    let timeline: Value = serde_json::from_slice(&std::fs::read(&timeline).unwrap()).unwrap();
+    assert!(timeline["phases"].as_array().unwrap().len() >= 9, "{}", timeline["phases"]);
+    assert!(timeline["seconds"].as_array().unwrap().len() > 40);
+}
