@@ -93,7 +93,7 @@ impl ReefArgs {
             self.clients = 2;
             self.measure = Duration::from_secs(8);
             self.age = Duration::from_secs(8);
-            self.recovery_timeout = Duration::from_secs(180);
+            self.recovery_timeout = Duration::from_secs(60);
         }
         self
     }
