@@ -7,8 +7,6 @@ import hashlib
 import os
 import random
 
-import pytest
-
 from conftest import client
 
 MiB = 1 << 20
@@ -55,14 +53,13 @@ def check(s3, bucket, key, data):
         assert reply["ContentRange"] == f"bytes {first}-{last}/{len(data)}"
 
 
-@pytest.fixture
-def ec_bucket():
-    return os.environ["SHOAL_EC_BUCKET"]
+def test_the_phase_named_by_shoal_ec_phase():
+    phase = os.environ["SHOAL_EC_PHASE"]
+    assert phase in PHASES, f"SHOAL_EC_PHASE must be one of {sorted(PHASES)}, not {phase!r}"
+    PHASES[phase](client(), os.environ["SHOAL_EC_BUCKET"])
 
 
-@pytest.mark.skipif(os.environ.get("SHOAL_EC_PHASE") != "write", reason="write phase only")
-def test_objects_of_every_size_are_stored_and_read_back(ec_bucket):
-    s3 = client()
+def store_objects_of_every_size_and_read_them_back(s3, ec_bucket):
     s3.create_bucket(Bucket=ec_bucket)
     objects = expected_objects()
     for size in SIZES:
@@ -86,9 +83,7 @@ def test_objects_of_every_size_are_stored_and_read_back(ec_bucket):
     assert second["Body"].read() == content("part-1", PARTS[1])
 
 
-@pytest.mark.skipif(os.environ.get("SHOAL_EC_PHASE") != "read", reason="read phase only")
-def test_every_object_reads_back_degraded(ec_bucket):
-    s3 = client()
+def read_every_object_back_degraded(s3, ec_bucket):
     listed = {o["Key"]: o["Size"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=ec_bucket)
               for o in page.get("Contents", [])}
     objects = expected_objects()
@@ -97,3 +92,6 @@ def test_every_object_reads_back_degraded(ec_bucket):
         check(s3, ec_bucket, key, data)
         head = s3.head_object(Bucket=ec_bucket, Key=key)
         assert head["ContentLength"] == len(data)
+
+
+PHASES = {"write": store_objects_of_every_size_and_read_them_back, "read": read_every_object_back_degraded}

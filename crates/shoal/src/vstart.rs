@@ -113,7 +113,7 @@ fn abandon(dir: &Path, pids: &[String]) {
 }
 
 /// A loopback address with a port that was free a moment ago.
-fn free_port() -> Result<String> {
+pub fn free_port() -> Result<String> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(io("finding a free port".into()))?;
     Ok(listener.local_addr().map_err(io("finding a free port".into()))?.to_string())
 }

@@ -163,21 +163,19 @@ impl Cluster {
         for (key, value) in options {
             rados.config_set("global", key, Some(value)).await?;
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| err::io(format!("finding a free port: {e}")))?
-            .port();
+        let addr = vstart::free_port()?;
+        let port = addr.rsplit(':').next().unwrap_or_default().to_owned();
         let log = std::fs::File::create(args.dir.join("gateway.log")).map_err(|e| err::io(e.to_string()))?;
         let log_err = log.try_clone().map_err(|e| err::io(e.to_string()))?;
         let gateway = Command::new(shoal_exe())
-            .args(["gateway", "-c", &conf.to_string_lossy(), "--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["gateway", "-c", &conf.to_string_lossy(), "--port", &port, "--bind", "127.0.0.1"])
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err)
             .spawn()
             .map_err(|e| err::io(format!("starting the gateway: {e}")))?;
         let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while std::net::TcpStream::connect(&addr).is_err() {
             if started.elapsed() > PORT_WAIT {
                 return Err(err::io(format!(
                     "the gateway did not start; see {}",
@@ -190,7 +188,7 @@ impl Cluster {
         let user = shoal(&["admin", "-c", &conf_text, "user", "create", "--uid", "reef", "--display-name", "reef"])?;
         let user: Value = serde_json::from_str(&user).map_err(|e| err::io(format!("user create: {e}")))?;
         let key = |name: &str| user["keys"][0][name].as_str().unwrap_or_default().to_owned();
-        let client = S3Client::new(&format!("http://127.0.0.1:{port}"), &key("access_key"), &key("secret_key"))?;
+        let client = S3Client::new(&format!("http://{addr}"), &key("access_key"), &key("secret_key"))?;
         Ok(Cluster { dir, rados, gateway, client })
     }
 
@@ -293,8 +291,7 @@ impl Cycle<'_> {
                 let (Ok(map), Ok((stats, _))) = (rados.refresh_map().await, rados.pg_stats().await) else { continue };
                 let total: u32 = map.pools.values().map(|p| p.pg_num).sum();
                 recovery.objects = recovery.objects.max(stats.iter().map(|s| s.objects_to_recover).sum());
-                recovery.inactive =
-                    recovery.inactive.max(stats.iter().filter(|s| !s.state_name().starts_with("active")).count());
+                recovery.inactive = recovery.inactive.max(inactive(&stats));
                 if stats.len() as u32 == total && stats.iter().all(|s| s.state_name() == "active+clean") {
                     recovery.clean = true;
                     break;
@@ -311,6 +308,11 @@ impl Cycle<'_> {
     }
 }
 
+/// How many of the PGs `stats` reports are not active.
+fn inactive(stats: &[shoal_types::PgStat]) -> usize {
+    stats.iter().filter(|s| !s.state_name().starts_with("active")).count()
+}
+
 /// The most PGs seen inactive at once over `span`, sampled every second.
 async fn inactive_during(rados: Rados, span: Duration) -> usize {
     let started = Instant::now();
@@ -318,7 +320,7 @@ async fn inactive_during(rados: Rados, span: Duration) -> usize {
     while started.elapsed() < span {
         tokio::time::sleep(Duration::from_secs(1)).await;
         if let Ok((stats, _)) = rados.pg_stats().await {
-            most = most.max(stats.iter().filter(|s| !s.state_name().starts_with("active")).count());
+            most = most.max(inactive(&stats));
         }
     }
     most
