@@ -169,7 +169,9 @@ async fn serve(
         None => None,
     };
     let front = gateway.start();
-    eprintln!("S3 endpoint: http://{addr}");
+    // The address bound, port included when `--port 0` let the system choose it.
+    let bound = listener.local_addr().map_or(addr, |a| a.to_string());
+    eprintln!("S3 endpoint: http://{bound}");
     let https = match tls {
         Some((listener, acceptor, tls_addr)) => {
             eprintln!("S3 endpoint: https://{tls_addr}");

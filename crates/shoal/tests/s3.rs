@@ -56,16 +56,22 @@ fn spawn(args: &[&str], log: &Path) -> Daemon {
 }
 
 fn start_server(dir: &Path, options: &[&str]) -> (Daemon, u16, serde_json::Value) {
-    let port = free_port();
     let data = dir.join("data");
-    let mut args = vec!["server", "--data", data.to_str().unwrap(), "--bind", "127.0.0.1"];
-    let port_text = port.to_string();
-    args.extend(["--port", &port_text]);
+    // Port 0: the server takes a free port and prints it (a port picked here could be
+    // taken by another test's daemons before the server binds it).
+    let mut args = vec!["server", "--data", data.to_str().unwrap(), "--bind", "127.0.0.1", "--port", "0"];
     for option in options {
         args.extend(["-o", option]);
     }
-    let server = spawn(&args, &dir.join("server.log"));
-    wait_listening(port);
+    let log = dir.join("server.log");
+    let server = spawn(&args, &log);
+    let port = wait_for(|| {
+        let text = std::fs::read_to_string(&log).ok()?;
+        let line = text.lines().find_map(|l| l.strip_prefix("S3 endpoint: http://"))?;
+        line.rsplit(':').next()?.parse::<u16>().ok()
+    });
+    let port = port
+        .unwrap_or_else(|| panic!("the server did not start: {}", std::fs::read_to_string(&log).unwrap_or_default()));
     let keys = serde_json::from_str(&std::fs::read_to_string(data.join("admin.json")).unwrap()).unwrap();
     (server, port, keys)
 }
