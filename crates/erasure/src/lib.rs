@@ -36,3 +36,73 @@ pub trait ErasureCoder: Send + Sync {
 pub fn coder(k: u32, m: u32) -> Result<Box<dyn ErasureCoder>> {
     Ok(Box::new(ReedSolomon::new(k as usize, m as usize)?))
 }
+
+/// What checking every shard of a stripe set against its parity found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Parity {
+    /// Parity agrees with the data.
+    Consistent,
+    /// Exactly this shard disagrees with all the others.
+    Bad(usize),
+    /// They disagree and no single shard explains it (several are bad, or `m` is 1).
+    Unlocated,
+}
+
+/// Checks a full set of `k + m` shards (of one length) against their parity and, if they
+/// disagree, finds the one shard whose rebuild from the others makes them all agree.
+pub fn check_parity(coder: &dyn ErasureCoder, shards: &[Vec<u8>]) -> Result<Parity> {
+    if coder.verify(shards)? {
+        return Ok(Parity::Consistent);
+    }
+    let mut culprits = Vec::new();
+    for suspect in 0..shards.len() {
+        let mut slots: Vec<Option<Vec<u8>>> = shards.iter().cloned().map(Some).collect();
+        slots[suspect] = None;
+        coder.reconstruct(&mut slots)?;
+        let rebuilt: Vec<Vec<u8>> = slots.into_iter().flatten().collect();
+        if coder.verify(&rebuilt)? {
+            culprits.push(suspect);
+        }
+    }
+    Ok(match culprits[..] {
+        [one] => Parity::Bad(one),
+        _ => Parity::Unlocated,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn one_bad_shard_is_found_when_m_is_at_least_two(
+            (k, m) in (1u32..6, 1u32..4),
+            data in proptest::collection::vec(any::<u8>(), 1..64),
+            bad in 0usize..9,
+            at in 0usize..64,
+            flip in 1u8..=255,
+        ) {
+            let code = coder(k, m).unwrap();
+            let n = (k + m) as usize;
+            let mut shards: Vec<Vec<u8>> = (0..n).map(|i| if i < k as usize { data.clone() } else { vec![0; data.len()] }).collect();
+            code.encode(&mut shards).unwrap();
+            prop_assert_eq!(check_parity(code.as_ref(), &shards).unwrap(), Parity::Consistent);
+            let (bad, at) = (bad % n, at % data.len());
+            shards[bad][at] ^= flip;
+            let expected = if m >= 2 { Parity::Bad(bad) } else { Parity::Unlocated };
+            prop_assert_eq!(check_parity(code.as_ref(), &shards).unwrap(), expected);
+        }
+    }
+
+    #[test]
+    fn two_bad_shards_of_a_two_parity_code_are_not_blamed_on_one() {
+        let code = coder(4, 2).unwrap();
+        let mut shards: Vec<Vec<u8>> = (0..6u8).map(|i| vec![i.wrapping_mul(29); 16]).collect();
+        code.encode(&mut shards).unwrap();
+        shards[0][3] ^= 1;
+        shards[4][7] ^= 1;
+        assert_eq!(check_parity(code.as_ref(), &shards).unwrap(), Parity::Unlocated);
+    }
+}

@@ -360,22 +360,37 @@ impl Osd {
                             "finished_ns": r.finished_ns,
                             "objects": r.objects,
                             "errors": r.errors.len(),
+                            "inconsistent": r.errors.iter().map(|(o, why)| format!("{o}: {why}")).collect::<Vec<_>>(),
                             "repaired": r.repaired,
                             "deep_scrubs": r.deep_scrubs,
                         })
                     })
                     .collect::<Vec<_>>(),
             ),
-            ["injectdataerr", pool, object, rest @ ..] => {
+            [verb @ ("injectdataerr" | "injectrewrite"), pool, object, rest @ ..] => {
                 let chunk = match rest {
                     [] => 0,
                     [chunk] => chunk.parse().map_err(|_| err::invalid(format!("bad chunk index '{chunk}'")))?,
-                    _ => return Err(err::invalid("usage: injectdataerr <pool> <object> [chunk]")),
+                    _ => return Err(err::invalid(format!("usage: {verb} <pool> <object> [chunk]"))),
                 };
                 let map = self.inner.map.borrow().clone();
                 let pool = map.pool_named(pool)?;
-                store.corrupt_chunk(&ObjectKey::new(pool.id, &shoal_types::ObjectName::new("", *object))?, chunk)?;
-                tracing::warn!(pool = %pool.name, %object, chunk, "flipped a stored byte on request (injectdataerr)");
+                let key = ObjectKey::new(pool.id, &shoal_types::ObjectName::new("", *object))?;
+                if *verb == "injectdataerr" {
+                    store.corrupt_chunk(&key, chunk)?;
+                } else {
+                    // Wrong bytes under a matching checksum: only a comparison finds them.
+                    let stored = store.chunks(&key, chunk, chunk + 1)?.into_iter().next().map(|(_, d)| d.to_vec());
+                    let mut bytes = stored
+                        .filter(|b| !b.is_empty())
+                        .ok_or_else(|| err::not_found(format!("{}/{object} has no chunk {chunk} here", pool.name)))?;
+                    bytes[0] ^= 0xff;
+                    let mut txn = Transaction::new();
+                    txn.put_chunk(&key, chunk, bytes);
+                    store.commit(txn)?;
+                    store.sync()?;
+                }
+                tracing::warn!(pool = %pool.name, %object, chunk, "changed a stored byte on request ({verb})");
                 serde_json::json!({ "corrupted": { "pool": pool.name, "object": object, "chunk": chunk } })
             }
             ["injectremove", pool, object] => {

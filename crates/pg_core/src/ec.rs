@@ -369,6 +369,34 @@ pub fn rebuild_shard(
     Ok(txn)
 }
 
+/// The blocks read, padded to one length of whole stripe units (shards keep short final
+/// chunks).
+fn padded(layout: &EcLayout, blocks: Vec<Option<Vec<u8>>>) -> Vec<Option<Vec<u8>>> {
+    let unit = layout.stripes.unit as usize;
+    let shard_len = blocks.iter().flatten().map(Vec::len).max().unwrap_or(0).div_ceil(unit) * unit;
+    blocks
+        .into_iter()
+        .map(|b| {
+            b.map(|mut b| {
+                b.resize(shard_len, 0);
+                b
+            })
+        })
+        .collect()
+}
+
+/// Checks every shard's block of the same logical chunks against the parity
+/// ([`shoal_erasure::check_parity`]); every shard's block must have been read.
+pub fn check_parity(
+    layout: &EcLayout,
+    coder: &dyn ErasureCoder,
+    blocks: Vec<Option<Vec<u8>>>,
+) -> Result<shoal_erasure::Parity> {
+    let blocks: Option<Vec<Vec<u8>>> = padded(layout, blocks).into_iter().collect();
+    let blocks = blocks.ok_or_else(|| err::again("a parity check needs every shard"))?;
+    shoal_erasure::check_parity(coder, &blocks)
+}
+
 /// The logical chunks `first..end` of an object of logical `size` from its shards' blocks
 /// (`blocks[shard]`: that shard's bytes for those chunks, `None` if not read), rebuilding
 /// missing data shards from any `k`.
@@ -379,17 +407,7 @@ pub fn assemble(
     first: u32,
     blocks: Vec<Option<Vec<u8>>>,
 ) -> Result<BTreeMap<u32, Bytes>> {
-    let shard_len = blocks.iter().flatten().map(Vec::len).max().unwrap_or(0);
-    // Shards keep short final chunks: pad every block read to the same length.
-    let mut slots: Vec<Option<Vec<u8>>> = blocks
-        .into_iter()
-        .map(|b| {
-            b.map(|mut b| {
-                b.resize(shard_len.div_ceil(layout.stripes.unit as usize) * layout.stripes.unit as usize, 0);
-                b
-            })
-        })
-        .collect();
+    let mut slots = padded(layout, blocks);
     let data = layout.stripes.decode(coder, &mut slots)?;
     let chunk = layout.logical_chunk() as usize;
     let start = u64::from(first) * layout.logical_chunk();

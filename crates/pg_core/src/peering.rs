@@ -63,6 +63,14 @@ pub enum Blocked {
         /// Its acting set.
         acting: Vec<OsdId>,
     },
+    /// Fewer shards than it takes to decode an object hold it as the authoritative history
+    /// says (Ceph's unfound objects): more must return.
+    Unfound {
+        /// One such object.
+        object: ObjectName,
+        /// How many shards of the acting set hold it.
+        holders: usize,
+    },
 }
 
 /// Decides the authority and each replica's recovery from the replicas' summaries and the
@@ -156,6 +164,7 @@ pub(crate) mod test_support {
                 last_acting: acting.iter().map(|&o| OsdId(o)).collect(),
             },
             log,
+            missing: None,
         }
     }
 }

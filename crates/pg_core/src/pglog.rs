@@ -8,9 +8,9 @@
 //! `osd_pg_log_entries` are kept; older ones are trimmed in batches so that trimming costs
 //! one range delete per batch, not per write.
 
-use shoal_store::{ObjectStore, Transaction, pg_log_key, pg_meta_key, pg_rollback_key};
+use shoal_store::{ObjectStore, Transaction, pg_log_key, pg_meta_key, pg_missing_key, pg_rollback_key};
 use shoal_types::msg::{Activate, OpReply};
-use shoal_types::pg::{EVersion, LogPoint, PgInfo, PgLogEntry, PgSummary};
+use shoal_types::pg::{EVersion, LogPoint, PgInfo, PgLogEntry, PgMissing, PgSummary};
 use shoal_types::{PgId, ReqId, Result, StepOutput, Versioned, err};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
@@ -29,6 +29,8 @@ pub struct PgState {
     max_entries: usize,
     /// Versions of the writes this shard of an erasure-coded PG kept undo records for.
     rollbacks: BTreeSet<u64>,
+    /// While the copy is incomplete after a recovery by log: the objects it lacks.
+    missing: Option<PgMissing>,
 }
 
 impl PgState {
@@ -56,6 +58,10 @@ impl PgState {
             .into_iter()
             .filter_map(|(key, _)| Some(u64::from_be_bytes(key.get(key.len().checked_sub(8)?..)?.try_into().ok()?)))
             .collect();
+        let missing = store
+            .meta(&pg_missing_key(pg))?
+            .map(|bytes| PgMissing::decode(&bytes).map_err(|e| corrupt(e.message)))
+            .transpose()?;
         let mut state = PgState {
             pg,
             info,
@@ -63,6 +69,7 @@ impl PgState {
             log: VecDeque::new(),
             max_entries: max_entries.max(1),
             rollbacks,
+            missing,
         };
         for entry in state.entries_after(store, EVersion::default())? {
             state.remember(&entry);
@@ -159,7 +166,20 @@ impl PgState {
 
     /// The record and log positions, for peering.
     pub fn summary(&self) -> PgSummary {
-        PgSummary { info: self.info.clone(), log: self.log.iter().map(|(p, _)| p.clone()).collect() }
+        PgSummary {
+            info: self.info.clone(),
+            log: self.log.iter().map(|(p, _)| p.clone()).collect(),
+            missing: self.missing.clone().filter(|_| !self.info.complete),
+        }
+    }
+
+    /// Marks the copy complete (every object as its log says) in `txn`.
+    pub fn mark_complete(&mut self, txn: &mut Transaction) {
+        self.info.complete = true;
+        self.put_info(txn);
+        if self.missing.take().is_some() {
+            txn.delete_meta(&pg_missing_key(self.pg));
+        }
     }
 
     /// The stored log entries strictly after `after`, oldest first.
@@ -178,8 +198,25 @@ impl PgState {
 
     /// Rewrites the log and record as the primary's activation says (in `txn`; reload the
     /// state after committing it): keep entries up to `keep_until` (or none, and no
-    /// objects, for a backfill), then append the authoritative entries.
+    /// objects, for a backfill), then append the authoritative entries. An incomplete copy
+    /// kept by log records what it lacks: what it lacked already, the objects of its
+    /// dropped entries and those of the entries it adopts.
     pub fn adopt(&mut self, txn: &mut Transaction, activate: &Activate, pg_num: u32) {
+        let missing = match activate.keep_until.filter(|_| !activate.complete) {
+            Some(keep) => {
+                let mut missing = self.missing.take().filter(|_| !self.info.complete).unwrap_or_default();
+                let dropped = self.log.iter().map(|(p, _)| p).filter(|p| p.at > keep);
+                missing.objects.extend(dropped.map(|p| p.object.clone()));
+                missing.objects.extend(activate.entries.iter().map(|e| e.object.clone()));
+                txn.put_meta(&pg_missing_key(self.pg), missing.encode());
+                Some(missing)
+            }
+            None => {
+                txn.delete_meta(&pg_missing_key(self.pg));
+                None
+            }
+        };
+        self.missing = missing;
         let first_dropped = activate.keep_until.map_or(0, |k| k.version + 1);
         txn.delete_meta_range(&pg_log_key(self.pg, first_dropped), &pg_log_key(self.pg, u64::MAX));
         if activate.keep_until.is_none() {
@@ -212,6 +249,7 @@ pub fn delete_pg(txn: &mut Transaction, pg: PgId, pg_num: u32) {
     delete_objects(txn, pg, pg_num);
     txn.delete_meta_range(&pg_log_key(pg, 0), &pg_log_key(pg, u64::MAX));
     txn.delete_meta_range(&pg_rollback_key(pg, 0), &pg_rollback_key(pg, u64::MAX));
+    txn.delete_meta(&pg_missing_key(pg));
     let record = pg_meta_key(pg);
     txn.delete_meta_range(&record, &[record.as_slice(), &[0]].concat());
 }
@@ -273,5 +311,57 @@ mod tests {
         txn.put_meta(&pg_meta_key(pg), 42u64.to_be_bytes().to_vec());
         store.commit(txn).unwrap();
         assert_eq!(PgState::load(&store, pg, 10).unwrap().info.last_update, EVersion { epoch: 0, version: 42 });
+    }
+
+    #[test]
+    fn a_copy_recovered_by_log_keeps_what_it_lacks_until_complete() {
+        let store = ObjectStore::in_memory(StoreFormat::default(), StoreOptions::default()).unwrap();
+        let pg = PgId { pool: PoolId(1), seed: 0 };
+        let mut state = PgState::load(&store, pg, 10).unwrap();
+        let reply = OpReply { version: 1, outputs: Vec::new() };
+        let write = |tid: u64, object: &str| {
+            let at = EVersion { epoch: 3, version: tid };
+            PgState::entry(at, ReqId { client: ClientId(7), tid }, ObjectName::new("", object), &reply)
+        };
+        let mut txn = Transaction::new();
+        state.append(&mut txn, &write(1, "a"));
+        state.append(&mut txn, &write(2, "divergent"));
+        store.commit(txn).unwrap();
+        let activate = |keep_until, entries, complete| Activate {
+            pg,
+            interval: 5,
+            acting: Vec::new(),
+            keep_until,
+            entries,
+            log_tail: EVersion::default(),
+            complete,
+        };
+        let adopt = |state: &mut PgState, activate: &Activate| {
+            let mut txn = Transaction::new();
+            state.adopt(&mut txn, activate, 1);
+            store.commit(txn).unwrap();
+            PgState::load(&store, pg, 10).unwrap()
+        };
+        let names = |s: &PgState| -> Vec<String> {
+            s.summary().missing.map(|m| m.objects.iter().map(|o| o.name.clone()).collect()).unwrap_or_default()
+        };
+        // Kept to (3, 1): it lacks the object of its dropped entry and the adopted one's.
+        let kept = Some(EVersion { epoch: 3, version: 1 });
+        let mut state = adopt(&mut state, &activate(kept, vec![write(2, "b")], false));
+        assert_eq!(names(&state), ["b", "divergent"]);
+        // A later activation adds to what it lacked.
+        let kept = Some(EVersion { epoch: 3, version: 2 });
+        let mut state = adopt(&mut state, &activate(kept, vec![write(3, "c")], false));
+        assert_eq!(names(&state), ["b", "c", "divergent"]);
+        // Complete again: nothing is listed, in memory or after a reload.
+        let mut txn = Transaction::new();
+        state.mark_complete(&mut txn);
+        store.commit(txn).unwrap();
+        assert_eq!(state.summary().missing, None);
+        assert_eq!(PgState::load(&store, pg, 10).unwrap().summary().missing, None);
+        // A backfill (nothing kept) knows nothing of what it lacks.
+        let state = adopt(&mut state, &activate(None, vec![write(3, "c")], false));
+        assert!(!state.info.complete);
+        assert_eq!(state.summary().missing, None);
     }
 }

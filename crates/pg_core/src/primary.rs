@@ -843,9 +843,8 @@ impl<R> Shard<R> {
     /// up-to-date primary.
     fn self_recovered(&mut self, pg: PgId) {
         let outcome = self.pg(pg).map(|state| {
-            state.info.complete = true;
             let mut txn = Transaction::new();
-            state.put_info(&mut txn);
+            state.mark_complete(&mut txn);
             txn
         });
         match outcome.and_then(|txn| self.commit(pg, txn)) {
@@ -1295,9 +1294,8 @@ impl<R> Shard<R> {
             if osd == self.config.me {
                 // The primary's own shard was rebuilt: its copy is complete again.
                 let outcome = self.pg(pg).map(|state| {
-                    state.info.complete = true;
                     let mut txn = Transaction::new();
-                    state.put_info(&mut txn);
+                    state.mark_complete(&mut txn);
                     txn
                 });
                 let recorded = outcome.and_then(|txn| self.commit(pg, txn)).map(|_| ());

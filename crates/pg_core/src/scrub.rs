@@ -293,6 +293,8 @@ pub(crate) struct Scrub {
     repairs: VecDeque<Verdict>,
     /// Pushes of the repair in progress still unanswered.
     pushes: usize,
+    /// Erasure-coded objects of the page whose parity a deep scrub checks next.
+    parity: VecDeque<ObjectName>,
 }
 
 impl Scrub {
@@ -369,6 +371,7 @@ impl<R> Shard<R> {
             repaired: 0,
             repairs: VecDeque::new(),
             pushes: 0,
+            parity: VecDeque::new(),
         });
         self.scrub_page(pg);
     }
@@ -441,6 +444,11 @@ impl<R> Shard<R> {
         let keys: BTreeSet<&Bytes> = copies.values().flat_map(|c| c.keys()).collect();
         scrub.objects += keys.len() as u64;
         let verdicts = compare(&copies, me);
+        if erasure && scrub.deep {
+            // Objects whose shards agree on metadata and read back whole: is their parity right?
+            let flagged: BTreeSet<&Bytes> = verdicts.iter().map(|v| &v.key).collect();
+            scrub.parity = keys.iter().filter(|k| !flagged.contains(**k)).map(|k| object_name(k)).collect();
+        }
         let mut rebuilds = Vec::new();
         for verdict in verdicts {
             let name = object_name(&verdict.key);
@@ -469,7 +477,7 @@ impl<R> Shard<R> {
         let Some(p) = self.primaries.get_mut(&pg) else { return };
         let interval = p.interval();
         let Some(scrub) = p.scrub.as_mut() else { return };
-        let Some(verdict) = scrub.repairs.front().cloned() else { return self.scrub_page_done(pg) };
+        let Some(verdict) = scrub.repairs.front().cloned() else { return self.check_next_parity(pg) };
         let name = object_name(&verdict.key);
         match verdict.auth {
             Some(auth) if verdict.bad.contains_key(&me) => {
@@ -556,6 +564,67 @@ impl<R> Shard<R> {
             scrub.errors.push((name, why.to_owned()));
         }
         self.repair_next(pg);
+    }
+
+    /// Checks the parity of the page's next erasure-coded object; moves to the next page once
+    /// none is left. An object a write holds now is left for the next deep scrub.
+    fn check_next_parity(&mut self, pg: PgId) {
+        loop {
+            let Some(scrub) = self.primaries.get_mut(&pg).and_then(|p| p.scrub.as_mut()) else { return };
+            let Some(object) = scrub.parity.pop_front() else { return self.scrub_page_done(pg) };
+            if self.start_parity_check(pg, object.clone(), 0) {
+                return;
+            }
+            tracing::debug!(%pg, %object, "being written: parity not checked this time");
+        }
+    }
+
+    /// A part of an object's parity check is done: the next part, or the next object. A bad
+    /// shard is recorded, or rebuilt when repairing.
+    pub(crate) fn parity_checked(
+        &mut self,
+        pg: PgId,
+        object: ObjectName,
+        end: u32,
+        more: bool,
+        checked: Result<shoal_erasure::Parity>,
+    ) {
+        use shoal_erasure::Parity;
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        let acting = p.acting.clone();
+        let Some(scrub) = p.scrub.as_mut() else { return };
+        let problem = match checked {
+            Ok(Parity::Consistent) => {
+                if more && self.start_parity_check(pg, object.clone(), end) {
+                    return;
+                }
+                return self.check_next_parity(pg);
+            }
+            Ok(Parity::Bad(shard)) => {
+                let osd = acting.get(shard).copied().unwrap_or(OsdId::NONE);
+                if scrub.repair {
+                    scrub.repaired += 1;
+                    tracing::warn!(%pg, %object, shard, %osd, "deep scrub: a shard disagrees with the parity; rebuilding it");
+                    self.queue_rebuild(pg, osd, object);
+                    return self.check_next_parity(pg);
+                }
+                format!("{osd}: shard {shard} disagrees with the parity of the others")
+            }
+            Ok(Parity::Unlocated) => {
+                "the shards disagree with their parity, and no single shard explains it".to_owned()
+            }
+            Err(e) => format!("checking the parity: {e}"),
+        };
+        tracing::warn!(%pg, %object, problem, "scrub found an inconsistent object");
+        scrub.errors.push((object, problem));
+        self.check_next_parity(pg)
+    }
+
+    /// A parity check could not read every shard of `object`.
+    pub(crate) fn parity_unread(&mut self, pg: PgId, object: ObjectName, e: &shoal_types::RadosError) {
+        let Some(scrub) = self.primaries.get_mut(&pg).and_then(|p| p.scrub.as_mut()) else { return };
+        scrub.errors.push((object, format!("reading every shard for the parity check: {e}")));
+        self.check_next_parity(pg);
     }
 
     /// The page is compared (and repaired): the next one, after `osd_scrub_sleep`, or the end.

@@ -587,11 +587,9 @@ impl<R> Shard<R> {
             PeerRequest::PushAt { pg, interval, at, txn } => self.apply_push(pg, interval, Some(at), &txn),
             PeerRequest::RecoveryDone { pg, interval } => {
                 self.check_interval(pg, interval, false)?;
-                let state = self.pg(pg)?;
-                state.info.complete = true;
                 tracing::debug!(%pg, interval, "recovered");
                 let mut txn = Transaction::new();
-                state.put_info(&mut txn);
+                self.pg(pg)?.mark_complete(&mut txn);
                 Ok((self.commit(pg, txn)?, Reply::Done))
             }
             PeerRequest::RemovePg { pg, interval } => {

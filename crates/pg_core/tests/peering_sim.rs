@@ -121,7 +121,7 @@ impl Sim {
             })
             .map(|o| {
                 let r = &self.replicas[o];
-                (OsdId(o as u32), PgSummary { info: r.info.clone(), log: r.log.clone() })
+                (OsdId(o as u32), PgSummary { info: r.info.clone(), log: r.log.clone(), missing: None })
             })
             .collect();
         match plan(OsdId(self.acting[0] as u32), &summaries, None) {

@@ -112,7 +112,8 @@ pub struct TellArgs {
     /// The daemon, `osd.N`.
     who: String,
     /// The command: `perf dump`, `config show`, `df`, `damaged`, `injectdataerr <pool>
-    /// <object> [chunk]` or `inject wal-sync-failure`.
+    /// <object> [chunk]`, `injectrewrite <pool> <object> [chunk]` or `inject
+    /// wal-sync-failure`.
     #[arg(required = true, num_args = 1..)]
     command: Vec<String>,
 }
@@ -440,6 +441,9 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
                     "pg {pg} {kind} on {primary}: {} objects, {} inconsistent, {} repaired",
                     report["objects"], report["errors"], report["repaired"]
                 );
+                for problem in report["inconsistent"].as_array().into_iter().flatten().filter_map(|p| p.as_str()) {
+                    println!("  inconsistent: {problem}");
+                }
                 let damaged = damaged_on(rados, primary).await;
                 for line in damaged.iter().filter(|d| d.starts_with(&format!("pg {pg} "))) {
                     println!("  {line}");

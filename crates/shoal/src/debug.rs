@@ -66,6 +66,10 @@ pub enum DebugCommand {
         /// The chunk (checksum block) to damage.
         #[arg(long, default_value_t = 0)]
         chunk: u32,
+        /// Rewrite the chunk with the byte flipped, checksum and all (`injectrewrite`): reads
+        /// succeed, and only comparing copies or parity finds it.
+        #[arg(long)]
+        rewrite: bool,
     },
     /// Check a stopped store's books: extent records against objects and free space;
     /// exits non-zero when something is wrong.
@@ -172,16 +176,23 @@ pub async fn run(command: DebugCommand) -> Result<()> {
             result
         }
         DebugCommand::Fsck { data, deep, options } => fsck(&data, deep, &options),
-        DebugCommand::Corrupt { cluster, pool, object, osd, chunk } => {
+        DebugCommand::Corrupt { cluster, pool, object, osd, chunk, rewrite } => {
             let session = cluster.open().await?;
-            let result = corrupt(&session, &pool, &object, osd, chunk).await;
+            let result = corrupt(&session, &pool, &object, osd, chunk, rewrite).await;
             session.close();
             result
         }
     }
 }
 
-async fn corrupt(session: &Session, pool: &str, object: &str, osd: Option<u32>, chunk: u32) -> Result<()> {
+async fn corrupt(
+    session: &Session,
+    pool: &str,
+    object: &str,
+    osd: Option<u32>,
+    chunk: u32,
+    rewrite: bool,
+) -> Result<()> {
     let map = session.rados.refresh_map().await?;
     let spec = map.pool_named(pool)?;
     let up = shoal_placement::pg_up_osds(
@@ -194,7 +205,8 @@ async fn corrupt(session: &Session, pool: &str, object: &str, osd: Option<u32>, 
         None => *up.first().ok_or_else(|| err::again(format!("no OSD is up for {pool}/{object}")))?,
     };
     let role = if up.first() == Some(&target) { "primary" } else { "replica" };
-    session.rados.tell_osd(target, &format!("injectdataerr {pool} {object} {chunk}")).await?;
+    let verb = if rewrite { "injectrewrite" } else { "injectdataerr" };
+    session.rados.tell_osd(target, &format!("{verb} {pool} {object} {chunk}")).await?;
     print_line(format_args!("corrupted chunk {chunk} of {pool}/{object} on {target} ({role})"))
 }
 

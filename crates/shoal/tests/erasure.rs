@@ -1,7 +1,8 @@
 //! An erasure-coded 4+2 pool on eight one-OSD hosts, as separate processes over real TCP:
 //! writes (whole, appends and partial overwrites) go on while an OSD is SIGKILLed, reads
 //! are served degraded, two lost OSDs marked out are rebuilt on the spare hosts, the PGs
-//! come back active+clean when they return, a corrupted shard is found and rebuilt, and a
+//! come back active+clean when they return, a corrupted shard (a bad checksum, or wrong
+//! bytes under a good one, found by the parity check) is found and rebuilt, and a
 //! PG that loses more than `m` shards stops serving rather than answering wrongly.
 
 mod common;
@@ -192,6 +193,20 @@ fn an_erasure_coded_pool_serves_degraded_rebuilds_lost_shards_and_repairs_a_bad_
     assert!(repaired.is_some(), "the bad shard was not rebuilt");
     ok(&conf, &corrupt);
     verify(&runtime, &io, &model, "one shard corrupted");
+
+    // Wrong bytes under a matching checksum in a data shard: reads do not notice, the deep
+    // scrub's parity check does and names the shard, and repair rebuilds it.
+    let silent =
+        ["debug", "corrupt", "--pool", POOL, "--object", &name, "--osd", &shards[2].0.to_string(), "--chunk", "0"];
+    ok(&conf, &[&silent[..], &["--rewrite"]].concat());
+    let out = scrub("deep-scrub");
+    assert!(out.contains("1 inconsistent") && out.contains("parity"), "{out}");
+    assert!(out.contains(&format!("{}: shard 2", shards[2])), "{out}");
+    let out = scrub("repair");
+    assert!(out.contains("1 repaired"), "{out}");
+    let repaired = wait_for(|| scrub("deep-scrub").contains(" 0 inconsistent").then_some(()));
+    assert!(repaired.is_some(), "the silently bad shard was not rebuilt");
+    verify(&runtime, &io, &model, "a silently bad shard rebuilt");
 
     // Three shards of one PG lost (more than m): it stops serving, and a read there times
     // out rather than answering wrongly; once they return every object reads back whole.

@@ -200,6 +200,7 @@ const FORMAT_KEY: &[u8] = b"store_format";
 const PG_META_PREFIX: u8 = b'P';
 const PG_LOG_PREFIX: u8 = b'L';
 const PG_ROLLBACK_PREFIX: u8 = b'R';
+const PG_MISSING_PREFIX: u8 = b'M';
 
 /// The `meta` key of a PG log entry: `L` ‖ pool (u64 BE) ‖ seed (u32 BE) ‖ version (u64 BE).
 pub fn pg_log_key(pg: PgId, version: u64) -> Vec<u8> {
@@ -213,16 +214,24 @@ pub fn pg_rollback_key(pg: PgId, version: u64) -> Vec<u8> {
 }
 
 fn pg_version_key(prefix: u8, pg: PgId, version: u64) -> Vec<u8> {
-    let mut k = vec![prefix];
-    k.extend_from_slice(&pg.pool.0.to_be_bytes());
-    k.extend_from_slice(&pg.seed.to_be_bytes());
+    let mut k = pg_key(prefix, pg);
     k.extend_from_slice(&version.to_be_bytes());
     k
 }
 
 /// The `meta` key of a PG's persistent state: `P` ‖ pool (u64 BE) ‖ seed (u32 BE).
 pub fn pg_meta_key(pg: PgId) -> Vec<u8> {
-    let mut k = vec![PG_META_PREFIX];
+    pg_key(PG_META_PREFIX, pg)
+}
+
+/// The `meta` key of the objects an incomplete copy of a PG knows it lacks:
+/// `M` ‖ pool (u64 BE) ‖ seed (u32 BE).
+pub fn pg_missing_key(pg: PgId) -> Vec<u8> {
+    pg_key(PG_MISSING_PREFIX, pg)
+}
+
+fn pg_key(prefix: u8, pg: PgId) -> Vec<u8> {
+    let mut k = vec![prefix];
     k.extend_from_slice(&pg.pool.0.to_be_bytes());
     k.extend_from_slice(&pg.seed.to_be_bytes());
     k

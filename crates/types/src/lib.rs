@@ -16,4 +16,4 @@ pub use error::{Errno, RadosError, Result, err};
 pub use ids::{ClientId, ObjectId, ObjectName, OsdId, PgId, PoolId, ReqId};
 pub use map::{ActiveInterval, OsdEntry, OsdMap, Pool, PoolSpec};
 pub use op::{CmpMode, CmpOp, ObjectStat, Step, StepOutput};
-pub use pg::{EVersion, PgInfo, PgLogEntry, PgStat, PgStateFlag, PgSummary};
+pub use pg::{EVersion, PgInfo, PgLogEntry, PgMissing, PgStat, PgStateFlag, PgSummary};

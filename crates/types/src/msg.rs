@@ -723,6 +723,29 @@ mod tests {
     }
 
     #[test]
+    fn summaries_with_missing_sets_have_golden_bytes() {
+        use crate::pg::{LogPoint, PgInfo, PgMissing};
+        let object = ObjectName::new("", "o");
+        let summary = PgSummary {
+            info: PgInfo {
+                last_update: EVersion { epoch: 3, version: 4 },
+                log_tail: EVersion::default(),
+                complete: false,
+                last_epoch_started: 3,
+                last_acting: vec![OsdId(5)],
+            },
+            log: vec![LogPoint { at: EVersion { epoch: 3, version: 4 }, object: object.clone() }],
+            missing: Some(PgMissing { objects: [object].into() }),
+        };
+        // Reply (1), tid 2, Ok (0), Reply::Summary (variant 6): last update (3, 4), tail
+        // (0, 0), incomplete, les 3, acting [5]; log [(3, 4) "" "o"]; missing Some(["" "o"]).
+        let reply = Message::Reply { tid: 2, reply: Ok(Reply::Summary(summary.clone())) };
+        assert_eq!(reply.encode(), [1, 1, 2, 0, 6, 3, 4, 0, 0, 0, 3, 1, 5, 1, 3, 4, 0, 1, b'o', 1, 1, 0, 1, b'o']);
+        // Stored on its own: version 1, one object.
+        assert_eq!(summary.missing.unwrap().encode(), [1, 1, 0, 1, b'o']);
+    }
+
+    #[test]
     fn the_inconsistent_pg_state_is_appended() {
         // postcard writes a unit variant as its index: the earlier flags keep theirs.
         let flags = [crate::PgStateFlag::Active, crate::PgStateFlag::Incomplete, crate::PgStateFlag::Inconsistent];

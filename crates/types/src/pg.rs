@@ -4,6 +4,7 @@
 use crate::ids::{ObjectName, OsdId, ReqId};
 use crate::op::StepOutput;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::fmt;
 
 /// A position in a PG's history: the map epoch of the interval whose primary wrote the
@@ -120,6 +121,23 @@ pub struct PgSummary {
     pub info: PgInfo,
     /// Its log, oldest first.
     pub log: Vec<LogPoint>,
+    /// For an incomplete copy being recovered by log: the objects it lacks (Ceph's
+    /// `pg_missing`); every other object is as its log says. `None` for a complete copy
+    /// and for one being backfilled (which may lack anything).
+    pub missing: Option<PgMissing>,
+}
+
+/// The objects an incomplete copy of a PG lacks, kept from its activation until it is
+/// complete again (a superset: objects rebuilt meanwhile stay listed).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgMissing {
+    /// The objects.
+    pub objects: BTreeSet<ObjectName>,
+}
+
+impl crate::Versioned for PgMissing {
+    const NAME: &'static str = "pg missing";
+    const VERSION: u8 = 1;
 }
 
 /// The states of a PG, named as Ceph names them.

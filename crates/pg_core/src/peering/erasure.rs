@@ -7,11 +7,15 @@
 //!   hold (only complete copies, activated in the recorded interval or later, count):
 //!   every object written up to there can be decoded.
 //! - Entries after that point, or off that history, are divergent. Shards holding them roll
-//!   them back (each shard kept what the entry overwrote), newest first.
+//!   them back (each shard kept what the entry overwrote), newest first, which leaves
+//!   those objects as they were at the kept point.
 //! - A shard behind the authoritative head gets the objects written since its last entry
-//!   on that history, decoded from `k` others; one whose history ends before the
-//!   authority's log tail, or that is incomplete, is backfilled.
-//! - With a recorded interval, at least `k` complete shards activated in it or later must
+//!   on that history, decoded from `k` others, plus those it already lacked; one whose
+//!   history ends before the authority's log tail, or that is being backfilled, is
+//!   backfilled again.
+//! - A shard being recovered by log counts like a complete one: it holds every entry of
+//!   its interval (writes reach every acting shard) and knows which objects it lacks.
+//! - With a recorded interval, at least `k` such shards activated in it or later must
 //!   answer: fewer could hide a write acknowledged there.
 
 use super::{Blocked, PeerPlan, Recovery};
@@ -39,8 +43,9 @@ pub fn plan(
     recorded: Option<&ActiveInterval>,
 ) -> Result<ErasurePlan, Blocked> {
     let current = |s: &PgSummary| recorded.is_none_or(|r| s.info.last_epoch_started >= r.interval);
+    let known = |s: &PgSummary| s.info.complete || s.missing.is_some();
     let usable: BTreeMap<u8, &PgSummary> =
-        summaries.iter().filter(|(_, s)| s.info.complete && current(s)).map(|(i, s)| (*i, s)).collect();
+        summaries.iter().filter(|(_, s)| known(s) && current(s)).map(|(i, s)| (*i, s)).collect();
     if usable.len() < k {
         return Err(match recorded {
             Some(r) => Blocked::Down { epoch: r.interval, acting: r.acting.clone() },
@@ -60,7 +65,7 @@ pub fn plan(
     let (&auth, auth_summary) = usable
         .iter()
         .filter(|(_, s)| holds(s, head))
-        .max_by_key(|(i, s)| (s.log.len(), std::cmp::Reverse(**i)))
+        .max_by_key(|(i, s)| (s.info.complete, s.log.len(), std::cmp::Reverse(**i)))
         .ok_or(Blocked::Incomplete)?;
     let history: Vec<(EVersion, &ObjectName)> =
         auth_summary.log.iter().filter(|p| p.at <= head).map(|p| (p.at, &p.object)).collect();
@@ -69,18 +74,15 @@ pub fn plan(
         .iter()
         .map(|(&index, summary)| {
             let backfill = PeerPlan { keep_until: None, recovery: Recovery::Backfill };
-            if !summary.info.complete {
+            if !known(summary) {
                 return (index, backfill);
             }
             let shared = |at: &EVersion| *at <= head && (on_history.contains(at) || *at <= auth_summary.info.log_tail);
             let kept = summary.log.iter().rev().map(|p| p.at).chain([summary.info.log_tail]).find(shared);
             let Some(kept) = kept.filter(|at| *at >= auth_summary.info.log_tail) else { return (index, backfill) };
-            let missing: BTreeSet<ObjectName> = history
-                .iter()
-                .filter(|(at, _)| *at > kept)
-                .map(|(_, o)| (*o).clone())
-                .chain(summary.log.iter().filter(|p| p.at > kept).map(|p| p.object.clone()))
-                .collect();
+            let lacked = summary.missing.iter().flat_map(|m| m.objects.iter().cloned());
+            let missing: BTreeSet<ObjectName> =
+                history.iter().filter(|(at, _)| *at > kept).map(|(_, o)| (*o).clone()).chain(lacked).collect();
             let recovery = if missing.is_empty() { Recovery::None } else { Recovery::Log(missing) };
             (index, PeerPlan { keep_until: Some(kept), recovery })
         })
@@ -93,6 +95,7 @@ mod tests {
     use super::*;
     use crate::peering::test_support::{at, summary};
     use shoal_types::OsdId;
+    use shoal_types::pg::PgMissing;
 
     fn shard(entries: &[(u64, u64, &str)], complete: bool, les: u64) -> PgSummary {
         summary(entries, complete, les, &[])
@@ -111,7 +114,8 @@ mod tests {
         s.insert(2, shard(&[(1, 1, "a")], true, 1));
         let p = plan(2, &s, None).unwrap();
         assert_eq!(p.head, at(1, 2));
-        assert_eq!(p.shards[&0], PeerPlan { keep_until: Some(at(1, 2)), recovery: objects(&["c"]) });
+        // Rolling (1, 3) back leaves "c" as it was at (1, 2): nothing to rebuild.
+        assert_eq!(p.shards[&0], PeerPlan { keep_until: Some(at(1, 2)), recovery: Recovery::None });
         assert_eq!(p.shards[&1], PeerPlan { keep_until: Some(at(1, 2)), recovery: Recovery::None });
         assert_eq!(p.shards[&2], PeerPlan { keep_until: Some(at(1, 1)), recovery: objects(&["b"]) });
     }
@@ -126,7 +130,34 @@ mod tests {
         s.insert(2, shard(&[(1, 1, "a"), (1, 2, "b"), (5, 3, "c")], true, 5));
         let p = plan(2, &s, None).unwrap();
         assert_eq!((p.head, p.auth), (at(5, 3), 1));
-        assert_eq!(p.shards[&0], PeerPlan { keep_until: Some(at(1, 2)), recovery: objects(&["c", "x"]) });
+        assert_eq!(p.shards[&0], PeerPlan { keep_until: Some(at(1, 2)), recovery: objects(&["c"]) });
+    }
+
+    #[test]
+    fn shards_recovered_by_log_count_for_the_head_and_keep_what_they_lack() {
+        // 4+2: interval 7 (recorded) went active on five shards, two of them (3 and 4)
+        // still lacking "a"; shard 5 was away. Then shard 0 answers no more.
+        let recorded = ActiveInterval { interval: 7, acting: (0..6).map(OsdId).collect() };
+        let log = [(1, 1, "a"), (7, 2, "b")];
+        let lacking = |objects: &[&str]| {
+            let mut s = shard(&log, false, 7);
+            s.missing = Some(PgMissing { objects: objects.iter().map(|o| ObjectName::new("", *o)).collect() });
+            s
+        };
+        let mut s = BTreeMap::new();
+        s.insert(1, shard(&log, true, 7));
+        s.insert(2, shard(&log, true, 7));
+        s.insert(3, lacking(&["a"]));
+        s.insert(4, lacking(&["a"]));
+        s.insert(5, shard(&log[..1], true, 1));
+        let p = plan(4, &s, Some(&recorded)).unwrap();
+        assert_eq!((p.head, p.auth), (at(7, 2), 1));
+        assert_eq!(p.shards[&3], PeerPlan { keep_until: Some(at(7, 2)), recovery: objects(&["a"]) });
+        assert_eq!(p.shards[&5], PeerPlan { keep_until: Some(at(1, 1)), recovery: objects(&["b"]) });
+        assert_eq!(p.shards[&1].recovery, Recovery::None);
+        // Without a missing set an incomplete shard is being backfilled: it does not count.
+        s.get_mut(&4).unwrap().missing = None;
+        assert_eq!(plan(4, &s, Some(&recorded)), Err(Blocked::Down { epoch: 7, acting: recorded.acting.clone() }));
     }
 
     #[test]
@@ -141,8 +172,9 @@ mod tests {
         let p = plan(2, &s, Some(&recorded)).unwrap();
         assert_eq!(p.head, at(4, 1));
         assert_eq!(p.shards[&3].recovery, Recovery::Backfill);
-        // Shard 1 is older than the record: its (1, 1) is rolled back, (4, 1) recovered.
-        assert_eq!(p.shards[&1], PeerPlan { keep_until: Some(EVersion::default()), recovery: objects(&["a", "z"]) });
+        // Shard 1 is older than the record: its (1, 1) is rolled back (leaving no "z"),
+        // (4, 1) recovered.
+        assert_eq!(p.shards[&1], PeerPlan { keep_until: Some(EVersion::default()), recovery: objects(&["a"]) });
         assert_eq!(plan(3, &BTreeMap::from([(0, shard(&[], true, 0))]), None), Err(Blocked::Incomplete));
     }
 }

@@ -74,7 +74,7 @@ impl<R> EcPrimary<R> {
     pub(crate) fn fail_all(&mut self, why: &str, out: &mut Vec<Action<R>>) {
         let gathered = std::mem::take(&mut self.gathers).into_values().filter_map(|g| match g.purpose {
             Purpose::Op(op, _) => Some(op),
-            Purpose::Rebuild { .. } => None,
+            Purpose::Rebuild { .. } | Purpose::Verify => None,
         });
         let queued = std::mem::take(&mut self.queued).into_values().flatten();
         for op in gathered.chain(queued) {
@@ -89,6 +89,18 @@ enum Purpose<R> {
     Op(Op<R>, BTreeMap<u32, Bytes>),
     /// Rebuilding `target`'s shard of the object.
     Rebuild { target: OsdId },
+    /// A deep scrub's parity check: every shard is read.
+    Verify,
+}
+
+impl<R> Purpose<R> {
+    /// Shards to read: `k`, or all of them for a parity check.
+    fn shards_needed(&self, layout: &EcLayout) -> usize {
+        match self {
+            Purpose::Verify => layout.shards(),
+            _ => layout.stripes.k as usize,
+        }
+    }
 }
 
 /// Logical chunks `first..end` of an object, being read from `k` shards.
@@ -145,7 +157,43 @@ pub(crate) fn plan(
         let shard_plan = own.and_then(|_| decided.shards.get(&(shard as u8)).cloned());
         peers.insert(*osd, shard_plan.unwrap_or_else(|| backfill.clone()));
     }
+    check_decodable(k, acting, &peers, recorded)?;
     Ok((Plan { auth, peers }, decided.head))
+}
+
+/// Checks that every object can be rebuilt from the acting set as planned: at least `k`
+/// acting shards not being backfilled, and for each object some shard lacks, `k` shards
+/// that do not. Activating otherwise would leave rebuilds that cannot finish.
+fn check_decodable(
+    k: usize,
+    acting: &[OsdId],
+    peers: &BTreeMap<OsdId, PeerPlan>,
+    recorded: Option<&ActiveInterval>,
+) -> std::result::Result<(), Blocked> {
+    let serving: Vec<&Recovery> = acting
+        .iter()
+        .filter_map(|osd| peers.get(osd))
+        .map(|plan| &plan.recovery)
+        .filter(|r| **r != Recovery::Backfill)
+        .collect();
+    if serving.len() < k {
+        return Err(match recorded {
+            Some(r) => Blocked::Down { epoch: r.interval, acting: r.acting.clone() },
+            None => Blocked::Incomplete,
+        });
+    }
+    let lacks = |r: &Recovery, object: &ObjectName| matches!(r, Recovery::Log(objects) if objects.contains(object));
+    let lacked: BTreeSet<&ObjectName> = serving
+        .iter()
+        .flat_map(|r| if let Recovery::Log(objects) = r { objects.iter().collect() } else { Vec::new() })
+        .collect();
+    for object in lacked {
+        let holders = serving.iter().filter(|r| !lacks(r, object)).count();
+        if holders < k {
+            return Err(Blocked::Unfound { object: object.clone(), holders });
+        }
+    }
+    Ok(())
 }
 
 impl<R> Shard<R> {
@@ -161,7 +209,8 @@ impl<R> Shard<R> {
     ) {
         let me = self.config.me;
         let Some(mine) = plan.peers.get(&me).cloned() else { return };
-        if mine.keep_until == Some(head) && mine.recovery == Recovery::None {
+        let at_head = summaries.get(&me).is_some_and(|s| s.info.last_update == head);
+        if at_head && mine.keep_until == Some(head) && mine.recovery == Recovery::None {
             if let Err(e) = self.activate(pg, &plan) {
                 tracing::error!(%pg, error = %e, "activation failed");
                 self.restart_later(pg);
@@ -381,7 +430,8 @@ impl<R> Shard<R> {
         let Some(ec) = p.ec.as_ref() else { return };
         let Some(g) = ec.gathers.get(object) else { return };
         let answered = g.blocks.iter().filter(|b| b.is_some()).count();
-        let wanted = ec.k().saturating_sub(answered + g.pending.len());
+        let needed = g.purpose.shards_needed(&ec.layout);
+        let wanted = needed.saturating_sub(answered + g.pending.len());
         let available: Vec<bool> = p
             .acting
             .iter()
@@ -393,8 +443,13 @@ impl<R> Shard<R> {
                     && !lacks(p, *osd, object, &key)
             })
             .collect();
-        let Some(chosen) = ec::shards_to_read(&ec.layout, &available) else {
-            let why = format!("pg {pg}: fewer than {} shards can serve {object}", ec.k());
+        let chosen = match g.purpose {
+            Purpose::Verify => Some((0..available.len()).filter(|s| available[*s]).collect::<Vec<_>>())
+                .filter(|all| all.len() == needed),
+            _ => ec::shards_to_read(&ec.layout, &available),
+        };
+        let Some(chosen) = chosen else {
+            let why = format!("pg {pg}: fewer than {needed} shards can serve {object}");
             return self.gather_failed(pg, object, err::again(why));
         };
         let new: Vec<usize> = chosen.into_iter().filter(|s| !g.asked.contains(s)).take(wanted).collect();
@@ -438,7 +493,7 @@ impl<R> Shard<R> {
         g.pending.remove(&shard);
         let exclude = match &g.purpose {
             Purpose::Rebuild { target } => Some(*target),
-            Purpose::Op(..) => None,
+            Purpose::Op(..) | Purpose::Verify => None,
         };
         let answer = result.and_then(|(onode, chunks)| {
             let onode = onode.map(|b| Onode::decode(&b).and_then(ec::logical_onode)).transpose()?;
@@ -461,7 +516,9 @@ impl<R> Shard<R> {
         }
         let Some(ec) = self.primaries.get(&pg).and_then(|p| p.ec.as_ref()) else { return };
         let Some(g) = ec.gathers.get(&object) else { return };
-        if !g.pending.is_empty() || g.blocks.iter().filter(|b| b.is_some()).count() < ec.k() {
+        if !g.pending.is_empty()
+            || g.blocks.iter().filter(|b| b.is_some()).count() < g.purpose.shards_needed(&ec.layout)
+        {
             return;
         }
         // Every shard read must describe the same version of the object.
@@ -478,6 +535,12 @@ impl<R> Shard<R> {
         let Some(ec) = self.primaries.get(&pg).and_then(|p| p.ec.as_ref()) else { return };
         let onode = g.onodes.values().next().cloned().flatten();
         let size = onode.as_ref().map_or(0, |o| o.size);
+        if let Purpose::Verify = g.purpose {
+            let checked = ec::check_parity(&ec.layout, ec.coder.as_ref(), g.blocks);
+            let more = size > u64::from(g.end) * ec.layout.logical_chunk();
+            self.resume_erasure(pg);
+            return self.parity_checked(pg, object, g.end, more, checked);
+        }
         let assembled = ec::assemble(&ec.layout, ec.coder.as_ref(), size, g.first, g.blocks);
         match (g.purpose, assembled) {
             (Purpose::Op(op, _), Err(e)) => self.respond(Err(e), op.reply),
@@ -492,6 +555,7 @@ impl<R> Shard<R> {
                 self.restart_later(pg);
             }
             (Purpose::Rebuild { target }, Ok(chunks)) => self.rebuilt(pg, object.clone(), target, onode, g.end, chunks),
+            (Purpose::Verify, _) => {}
         }
         self.resume_erasure(pg);
     }
@@ -510,6 +574,10 @@ impl<R> Shard<R> {
             Purpose::Rebuild { .. } => {
                 tracing::info!(%pg, %object, error = %e, "rebuilding a shard failed; peering again");
                 self.restart_later(pg);
+            }
+            Purpose::Verify => {
+                self.resume_erasure(pg);
+                self.parity_unread(pg, object.clone(), &e);
             }
         }
     }
@@ -597,6 +665,18 @@ impl<R> Shard<R> {
                 self.start_gather(pg, object, Purpose::Rebuild { target }, 0, end, Some(target));
             }
         }
+    }
+
+    /// Starts a deep scrub's parity check of `object` from logical chunk `first` (one
+    /// part); false if a write or another gather holds the object now.
+    pub(crate) fn start_parity_check(&mut self, pg: PgId, object: ObjectName, first: u32) -> bool {
+        let held = self.primaries.get(&pg).and_then(|p| p.ec.as_ref()).is_none_or(|ec| ec.busy(&object));
+        if held || self.writing(pg, &object) {
+            return false;
+        }
+        let end = self.part_end(pg, first);
+        self.start_gather(pg, object, Purpose::Verify, first, end, None);
+        true
     }
 
     /// The logical chunk after a rebuild part that starts at chunk `first`.
@@ -703,4 +783,42 @@ enum ExecutedEc {
     Repeat(shoal_types::msg::OpReply),
     /// Run now.
     Done(EcOutcome),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn activation_needs_k_acting_shards_holding_each_object() {
+        let acting: Vec<OsdId> = (0..4).map(OsdId).collect();
+        let lacking = |names: &[&str]| PeerPlan {
+            keep_until: None,
+            recovery: Recovery::Log(names.iter().map(|n| ObjectName::new("", *n)).collect()),
+        };
+        let whole = PeerPlan { keep_until: None, recovery: Recovery::None };
+        let backfill = PeerPlan { keep_until: None, recovery: Recovery::Backfill };
+        let recorded = ActiveInterval { interval: 4, acting: acting.clone() };
+        // 2+2: "a" is lacked by two shards, held by two: enough.
+        let mut peers: BTreeMap<OsdId, PeerPlan> =
+            [(0, whole.clone()), (1, whole.clone()), (2, lacking(&["a"])), (3, lacking(&["a", "b"]))]
+                .into_iter()
+                .map(|(o, p)| (OsdId(o), p))
+                .collect();
+        assert_eq!(check_decodable(2, &acting, &peers, Some(&recorded)), Ok(()));
+        // A third shard lacking "a" leaves one holder.
+        peers.insert(OsdId(1), lacking(&["a"]));
+        let unfound = Blocked::Unfound { object: ObjectName::new("", "a"), holders: 1 };
+        assert_eq!(check_decodable(2, &acting, &peers, Some(&recorded)), Err(unfound));
+        // Shards being backfilled, or out of the acting set, serve nothing.
+        let peers: BTreeMap<OsdId, PeerPlan> = [(0, whole.clone()), (1, backfill.clone()), (2, backfill), (7, whole)]
+            .into_iter()
+            .map(|(o, p)| (OsdId(o), p))
+            .collect();
+        assert_eq!(
+            check_decodable(2, &acting, &peers, Some(&recorded)),
+            Err(Blocked::Down { epoch: 4, acting: acting.clone() })
+        );
+        assert_eq!(check_decodable(2, &acting, &peers, None), Err(Blocked::Incomplete));
+    }
 }
