@@ -22,6 +22,9 @@ pub struct SimArgs {
     /// Simulated seconds of the chaos phase.
     #[arg(long, default_value_t = 60)]
     chaos_secs: u64,
+    /// Run an erasure-coded pool (2+1, 2+2 or 3+1) instead of a replicated one.
+    #[arg(long)]
+    erasure: bool,
     /// Stop at the first failing seed.
     #[arg(long)]
     fail_fast: bool,
@@ -53,7 +56,8 @@ pub fn run_sim(args: SimArgs) -> Result<()> {
         Some(Flaw::ReplyBeforeReplicaCommit) => Flaws { reply_before_replica_commit: true },
         None => Flaws::default(),
     };
-    let options = Options { flaws, chaos: Duration::from_secs(args.chaos_secs), ..Options::default() };
+    let options =
+        Options { flaws, chaos: Duration::from_secs(args.chaos_secs), erasure: args.erasure, ..Options::default() };
     let seeds = match (args.seed, args.seeds) {
         (Some(seed), _) => seed..seed + 1,
         (None, Some(range)) => range,
@@ -72,8 +76,9 @@ pub fn run_sim(args: SimArgs) -> Result<()> {
         if let Some(violation) = &outcome.violation {
             if !args.json {
                 println!(
-                    "FAIL {outcome}\n     {violation}\n     replay: shoal sim --seed {seed}{}",
-                    flaw_flag(args.flaw)
+                    "FAIL {outcome}\n     {violation}\n     replay: shoal sim --seed {seed}{}{}",
+                    flaw_flag(args.flaw),
+                    if args.erasure { " --erasure" } else { "" }
                 );
             }
             failed.push(seed);

@@ -12,7 +12,10 @@ pub struct Scenario {
     pub hosts: u32,
     /// OSDs.
     pub osds: u32,
-    /// Replicas of the pool.
+    /// For an erasure-coded pool, its `k` and `m` (failure domain OSD, stripe unit 512
+    /// bytes over store chunks of 1 KiB, partial overwrites allowed); `None`: replicated.
+    pub erasure: Option<(u32, u32)>,
+    /// Replicas (shards) of the pool.
     pub size: u32,
     /// Replicas needed to write.
     pub min_size: u32,
@@ -39,12 +42,12 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    /// Draws a scenario.
-    pub fn draw(rng: &mut StdRng) -> Scenario {
+    /// Draws a scenario: with `erasure`, of an erasure-coded pool.
+    pub fn draw(rng: &mut StdRng, erasure: bool) -> Scenario {
         let hosts = rng.random_range(2..=4u32);
         let osds = rng.random_range(hosts.max(3)..=hosts * 2);
-        let size = rng.random_range(2..=3u32.min(hosts));
-        let min_size = size - size / 2;
+        let mut size = rng.random_range(2..=3u32.min(hosts));
+        let mut min_size = size - size / 2;
         let sync_us =
             (0..osds)
                 .map(|_| {
@@ -56,9 +59,18 @@ impl Scenario {
                 })
                 .collect();
         let max_latency = rng.random_range(200..20_000u64);
+        // An erasure-coded pool: 2+1, 2+2 or 3+1 as the OSDs allow, writing with `k` or
+        // `k + 1` shards up. (Drawn only then: replicated seeds replay as before.)
+        let erasure = erasure.then(|| [(2, 1), (2, 2), (3, 1)][rng.random_range(0..3)]);
+        let erasure = erasure.map(|(k, m)| if k + m <= osds { (k, m) } else { (2, 1) });
+        if let Some((k, m)) = erasure {
+            size = k + m;
+            min_size = k + rng.random_range(0..=1);
+        }
         Scenario {
             hosts,
             osds,
+            erasure,
             size,
             min_size,
             pg_num: [1, 2, 4, 8][rng.random_range(0..4)],

@@ -4,7 +4,7 @@
 use crate::disk::SimKv;
 use crate::invariants::acknowledged_writes::{Expected, Oracle, Work};
 use crate::invariants::one_primary::OnePrimary;
-use crate::invariants::{Violation, healing, identical_replicas};
+use crate::invariants::{Violation, consistent_shards, healing, identical_replicas};
 use crate::scenario::Scenario;
 use bytes::Bytes;
 use rand::rngs::StdRng;
@@ -14,6 +14,7 @@ use shoal_mon::failure::{FailurePolicy, FailureTracker, Verdict};
 use shoal_objclass::ClassRegistry;
 use shoal_pg_core::{Action, Awaiting, Durable, Flaws, Input, Registration, Shard, Timer};
 use shoal_store::{MemDevice, ObjectStore, StoreFormat, StoreOptions};
+use shoal_types::erasure::{ErasurePoolSpec, ErasureProfile, FailureDomain};
 use shoal_types::msg::{OsdOp, PeerRequest, Reply};
 use shoal_types::op::{Step, StepOutput};
 use shoal_types::pg::PgStat;
@@ -45,11 +46,18 @@ pub struct Options {
     pub chaos: Duration,
     /// Simulated time the healing phase may take.
     pub heal_limit: Duration,
+    /// Run an erasure-coded pool instead of a replicated one.
+    pub erasure: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { flaws: Flaws::default(), chaos: Duration::from_secs(60), heal_limit: Duration::from_secs(600) }
+        Options {
+            flaws: Flaws::default(),
+            chaos: Duration::from_secs(60),
+            heal_limit: Duration::from_secs(600),
+            erasure: false,
+        }
     }
 }
 
@@ -191,7 +199,7 @@ struct World {
 /// Runs seed `seed`.
 pub fn run(seed: u64, options: &Options) -> Outcome {
     let mut rng = StdRng::seed_from_u64(seed);
-    let scenario = Scenario::draw(&mut rng);
+    let scenario = Scenario::draw(&mut rng, options.erasure);
     let mut world = World::new(scenario, options.clone(), rng);
     world.run();
     Outcome {
@@ -206,17 +214,38 @@ pub fn run(seed: u64, options: &Options) -> Outcome {
     }
 }
 
-fn open_store(kv: Arc<SimKv>) -> Result<Arc<ObjectStore>> {
+/// The store chunk size of an erasure-coded run: small, so objects span several stripes.
+const ERASURE_STORE_CHUNK: u32 = 1024;
+
+fn open_store(kv: Arc<SimKv>, format: StoreFormat) -> Result<Arc<ObjectStore>> {
     let options = StoreOptions { prefer_deferred_size: u64::MAX };
-    Ok(Arc::new(ObjectStore::open(kv, Arc::new(MemDevice::new()), StoreFormat::default(), options)?))
+    Ok(Arc::new(ObjectStore::open(kv, Arc::new(MemDevice::new()), format, options)?))
 }
 
 impl World {
     fn new(scenario: Scenario, options: Options, rng: StdRng) -> World {
         let mut map = OsdMap::default();
-        let pool_spec =
-            PoolSpec { name: "sim".into(), pg_num: scenario.pg_num, size: scenario.size, min_size: scenario.min_size };
-        let pool = apply(&mut map, &MapChange::CreatePool(pool_spec)).ok().and_then(|r| match r {
+        let create = match scenario.erasure {
+            Some((k, m)) => {
+                let profile = ErasureProfile { k, m, stripe_unit: 512, failure_domain: FailureDomain::Osd };
+                let set = MapChange::SetErasureProfile { name: "sim".into(), profile, force: false };
+                let _ = apply(&mut map, &set);
+                MapChange::CreateErasurePool(ErasurePoolSpec {
+                    name: "sim".into(),
+                    pg_num: scenario.pg_num,
+                    profile: "sim".into(),
+                    min_size: Some(scenario.min_size),
+                    allow_overwrites: true,
+                })
+            }
+            None => MapChange::CreatePool(PoolSpec {
+                name: "sim".into(),
+                pg_num: scenario.pg_num,
+                size: scenario.size,
+                min_size: scenario.min_size,
+            }),
+        };
+        let pool = apply(&mut map, &create).ok().and_then(|r| match r {
             Reply::Pool(pool) => Some(pool.id),
             _ => None,
         });
@@ -260,7 +289,7 @@ impl World {
         for i in 0..world.scenario.osds {
             let id = OsdId(i);
             let kv = Arc::new(SimKv::new());
-            let store = match open_store(kv.clone()) {
+            let store = match open_store(kv.clone(), world.store_format()) {
                 Ok(store) => store,
                 Err(e) => {
                     world.store_failed(id, "creating the store", &e);
@@ -292,6 +321,14 @@ impl World {
         }
         world.at(world.options.chaos.as_micros() as Us, Event::EndChaos);
         world
+    }
+
+    /// The stores' format: small chunks for an erasure-coded run.
+    fn store_format(&self) -> StoreFormat {
+        match self.scenario.erasure {
+            Some(_) => StoreFormat { chunk_size: ERASURE_STORE_CHUNK },
+            None => StoreFormat::default(),
+        }
     }
 
     fn at(&mut self, when: Us, event: Event) {
@@ -354,7 +391,7 @@ impl World {
             }
             Event::Reset { osd, rid } => {
                 (now, 12u8, osd, rid).hash(&mut self.trace);
-                self.answer(osd, rid, Err(err::io("connection reset")));
+                self.answer(osd, rid, Err(err::not_connected("connection reset")));
             }
             Event::Sync { osd, life } => {
                 (now, 2u8, osd).hash(&mut self.trace);
@@ -429,6 +466,7 @@ impl World {
     }
 
     fn crash(&mut self, id: OsdId) {
+        let format = self.store_format();
         let Some(osd) = self.osds.get_mut(&id) else { return };
         if osd.shard.is_none() {
             return;
@@ -438,7 +476,7 @@ impl World {
         osd.after_sync.clear();
         osd.held.clear();
         osd.sync_scheduled = false;
-        let reopened = osd.kv.after_crash().map(Arc::new).and_then(|kv| Ok((open_store(kv.clone())?, kv)));
+        let reopened = osd.kv.after_crash().map(Arc::new).and_then(|kv| Ok((open_store(kv.clone(), format)?, kv)));
         match reopened {
             Ok((store, kv)) => (osd.store, osd.kv) = (store, kv),
             Err(e) => self.store_failed(id, "reopening the store after a crash", &e),
@@ -836,6 +874,12 @@ impl World {
                             format!("full {c}/{tag} ").repeat(self.rng.random_range(1..40)),
                         )),
                         1 => Work::Append(Bytes::from(format!("append {c}/{tag};"))),
+                        // Erasure-coded pools keep no omap: partial overwrites instead,
+                        // spanning stripes and sometimes past the end.
+                        2 if self.scenario.erasure.is_some() => Work::Write(
+                            self.rng.random_range(0..1_500),
+                            Bytes::from(format!("write {c}/{tag} ").repeat(self.rng.random_range(1..120))),
+                        ),
                         2 => Work::OmapSet(Bytes::from(format!("k{}", tag % 7)), Bytes::from(format!("v{c}/{tag}"))),
                         _ => Work::Read,
                     };
@@ -869,7 +913,9 @@ impl World {
         let steps = match &out.work {
             Work::WriteFull(data) => vec![Step::WriteFull { data: data.clone() }],
             Work::Append(data) => vec![Step::Append { data: data.clone() }],
+            Work::Write(offset, data) => vec![Step::Write { offset: *offset, data: data.clone() }],
             Work::OmapSet(k, v) => vec![Step::OmapSet { entries: BTreeMap::from([(k.clone(), v.clone())]) }],
+            Work::Read if self.scenario.erasure.is_some() => vec![Step::Read { offset: 0, length: 0 }],
             Work::Read => vec![
                 Step::Read { offset: 0, length: 0 },
                 Step::OmapGetVals { start_after: Bytes::new(), filter_prefix: Bytes::new(), max_return: 1024 },
@@ -889,6 +935,7 @@ impl World {
                 [StepOutput::Data(data), StepOutput::OmapVals { entries, .. }] => {
                     Some(Expected { data: Some(data.to_vec()), omap: entries.iter().cloned().collect() })
                 }
+                [StepOutput::Data(data)] => Some(Expected { data: Some(data.to_vec()), omap: BTreeMap::new() }),
                 other => {
                     let detail = format!("{stamp}: a read of {} returned {other:?}", out.object);
                     self.violation.get_or_insert(Violation { invariant: "acknowledged_writes", detail });
@@ -943,6 +990,17 @@ impl World {
         let Ok(pool) = self.map.pool(self.pool).cloned() else { return };
         for seed in 0..pool.pg_num {
             let pg = PgId { pool: pool.id, seed };
+            if let Some(erasure) = &pool.erasure {
+                let shards: Vec<Option<&ObjectStore>> = shoal_placement::pg_acting(&self.map, &pool, pg)
+                    .into_iter()
+                    .map(|osd| self.osds.get(&osd).map(|sim| sim.store.as_ref()))
+                    .collect();
+                let layout = shoal_pg_core::ec::EcLayout::new(&erasure.code, ERASURE_STORE_CHUNK);
+                if let Err(v) = consistent_shards::check(pg, pool.pg_num, &layout, &shards) {
+                    return self.fail(v);
+                }
+                continue;
+            }
             let acting: Vec<(OsdId, &ObjectStore)> = shoal_placement::pg_up_osds(&self.map, &pool, pg)
                 .into_iter()
                 .filter_map(|osd| self.osds.get(&osd).map(|sim| (osd, sim.store.as_ref())))
@@ -970,10 +1028,11 @@ impl std::fmt::Display for Outcome {
         let s = &self.scenario;
         write!(
             f,
-            "seed {}: {} OSDs on {} hosts, size {}/{} pg_num {}, {} clients; {} events, {} ops, {} faults, {:.1}s simulated, trace {:016x}",
+            "seed {}: {} OSDs on {} hosts, {}size {}/{} pg_num {}, {} clients; {} events, {} ops, {} faults, {:.1}s simulated, trace {:016x}",
             self.seed,
             s.osds,
             s.hosts,
+            s.erasure.map_or(String::new(), |(k, m)| format!("erasure-coded {k}+{m} ")),
             s.size,
             s.min_size,
             s.pg_num,

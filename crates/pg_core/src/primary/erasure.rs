@@ -665,6 +665,10 @@ impl<R> Shard<R> {
                 self.start_gather(pg, object, Purpose::Rebuild { target }, 0, end, Some(target));
             }
         }
+        // A backfill that found nothing more to rebuild, with nothing in flight, is done.
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        let finished = p.take_finished();
+        self.send_recovered(pg, interval, finished);
     }
 
     /// Starts a deep scrub's parity check of `object` from logical chunk `first` (one

@@ -15,6 +15,8 @@ pub enum Work {
     WriteFull(Bytes),
     /// Append to the data.
     Append(Bytes),
+    /// Write bytes at an offset (a partial overwrite, or past the end).
+    Write(u64, Bytes),
     /// Set one omap key.
     OmapSet(Bytes, Bytes),
     /// Read the data and the omap.
@@ -43,6 +45,14 @@ impl Oracle {
         match work {
             Work::WriteFull(data) => expected.data = Some(data.to_vec()),
             Work::Append(data) => expected.data.get_or_insert_with(Vec::new).extend_from_slice(data),
+            Work::Write(offset, data) => {
+                let bytes = expected.data.get_or_insert_with(Vec::new);
+                let (start, end) = (*offset as usize, *offset as usize + data.len());
+                if bytes.len() < end {
+                    bytes.resize(end, 0);
+                }
+                bytes[start..end].copy_from_slice(data);
+            }
             Work::OmapSet(k, v) => {
                 expected.data.get_or_insert_with(Vec::new);
                 expected.omap.insert(k.clone(), v.clone());

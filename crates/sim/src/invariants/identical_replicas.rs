@@ -8,20 +8,27 @@ use shoal_types::{OsdId, PgId, Result, Versioned};
 /// One OSD's copy of a PG: each object with the bytes of the transaction that recreates it.
 type PgCopy = Vec<(ObjectKey, Vec<u8>)>;
 
-/// Every object of `pg` in `store`.
-fn contents(store: &ObjectStore, pg: PgId, pg_num: u32) -> Result<PgCopy> {
-    let mut objects = Vec::new();
+/// The keys of every object of `pg` in `store`, in key order.
+pub(crate) fn pg_keys(store: &ObjectStore, pg: PgId, pg_num: u32) -> Result<Vec<ObjectKey>> {
+    let mut all = Vec::new();
     for range in shoal_placement::pg_reversed_hash_ranges(pg.seed, pg_num) {
         let mut after: Option<ObjectKey> = None;
         loop {
             let keys = store.list(pg.pool, range.clone(), after.as_ref(), 64)?;
             let Some(last) = keys.last().cloned() else { break };
-            for key in keys {
-                let copy: Transaction = store.copy_object(&key)?;
-                objects.push((key, copy.encode()));
-            }
+            all.extend(keys);
             after = Some(last);
         }
+    }
+    Ok(all)
+}
+
+/// Every object of `pg` in `store`.
+fn contents(store: &ObjectStore, pg: PgId, pg_num: u32) -> Result<PgCopy> {
+    let mut objects = Vec::new();
+    for key in pg_keys(store, pg, pg_num)? {
+        let copy: Transaction = store.copy_object(&key)?;
+        objects.push((key, copy.encode()));
     }
     Ok(objects)
 }

@@ -4,6 +4,7 @@
 //! disk, which itself never fails.
 
 pub mod acknowledged_writes;
+pub mod consistent_shards;
 pub mod healing;
 pub mod identical_replicas;
 pub mod one_primary;
