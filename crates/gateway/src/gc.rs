@@ -26,8 +26,11 @@ use shoal_types::{Errno, Result, Versioned};
 use std::time::Duration;
 
 const LOCK_NAME: &str = "gc_process";
-/// Entries handled per pass.
+/// Entries read from the queue at once.
 const BATCH: u32 = 256;
+/// How long a pass holds the queue's lease. A pass stops taking new batches after half of
+/// it, so the lease never lapses while it works; the next pass goes on from there.
+const LEASE: Duration = Duration::from_secs(60);
 
 /// One queued piece of work.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,6 +92,15 @@ pub struct GcReport {
     pub heads_deleted: u64,
 }
 
+impl std::ops::AddAssign for GcReport {
+    fn add_assign(&mut self, other: GcReport) {
+        self.entries += other.entries;
+        self.chunks_deleted += other.chunks_deleted;
+        self.in_use += other.in_use;
+        self.heads_deleted += other.heads_deleted;
+    }
+}
+
 /// The GC queue and its processor.
 pub struct Gc {
     queue: IoCtx,
@@ -96,15 +108,23 @@ pub struct Gc {
     data: IoCtx,
     stripe: u64,
     min_wait: Duration,
+    concurrency: usize,
 }
 
 impl Gc {
-    /// A queue in `meta_pool` for chunks of `stripe` bytes in `data_pool`, of objects
-    /// indexed in `index_pool`.
-    pub fn new(meta_pool: IoCtx, index_pool: IoCtx, data_pool: IoCtx, stripe: u64, min_wait: Duration) -> Gc {
+    /// A queue in `meta_pool` for chunks in `data_pool` of objects indexed in `index_pool`,
+    /// with the stripe size, wait and concurrency of `config`.
+    pub fn new(meta_pool: IoCtx, index_pool: IoCtx, data_pool: IoCtx, config: &crate::GatewayConfig) -> Gc {
         let mut queue = meta_pool;
         queue.set_namespace(layout::NS_GC);
-        Gc { queue, index: index_pool, data: data_pool, stripe, min_wait }
+        Gc {
+            queue,
+            index: index_pool,
+            data: data_pool,
+            stripe: config.stripe_size,
+            min_wait: config.gc_min_wait,
+            concurrency: config.gc_max_concurrent_io.max(1),
+        }
     }
 
     async fn enqueue(&self, entry: &GcEntry, wait: Duration) -> Result<String> {
@@ -172,7 +192,7 @@ impl Gc {
             cookie: cookie.clone(),
             tag: String::new(),
             description: "gateway garbage collection".into(),
-            duration_ns: 60_000_000_000,
+            duration_ns: LEASE.as_nanos() as u64,
             may_renew: false,
             must_renew: false,
         };
@@ -189,24 +209,38 @@ impl Gc {
         result
     }
 
+    /// Deletes due entries, `concurrency` at a time, until none is due or half the lease
+    /// has passed.
     async fn process_locked(&self, include_all: bool) -> Result<GcReport> {
+        use futures::StreamExt as _;
+        let started = tokio::time::Instant::now();
         let mut report = GcReport::default();
         let cutoff = if include_all { u64::MAX.to_string() } else { format!("{:020}", now_ns()) };
-        loop {
+        while started.elapsed() < LEASE / 2 {
             let (entries, _) = self.queue.omap_vals(GC_OBJECT, b"", b"", BATCH).await?;
             let due: Vec<_> = entries.into_iter().filter(|(k, _)| k.as_ref() < cutoff.as_bytes()).collect();
             if due.is_empty() {
-                return Ok(report);
+                break;
             }
-            for (key, value) in due {
-                match GcEntry::decode(&value) {
-                    Ok(entry) => self.handle(&entry, &mut report).await?,
-                    Err(e) => tracing::error!(error = %e, "dropping an unreadable gc entry"),
-                }
-                self.queue.operate(GC_OBJECT, WriteOp::new().omap_rm_keys([key])).await?;
-                report.entries += 1;
+            let mut done = futures::stream::iter(due)
+                .map(|(key, value)| self.handle_queued(key, value))
+                .buffer_unordered(self.concurrency);
+            while let Some(handled) = done.next().await {
+                report += handled?;
             }
         }
+        Ok(report)
+    }
+
+    /// Handles one queue entry and removes it from the queue.
+    async fn handle_queued(&self, key: Bytes, value: Bytes) -> Result<GcReport> {
+        let mut report = GcReport { entries: 1, ..GcReport::default() };
+        match GcEntry::decode(&value) {
+            Ok(entry) => self.handle(&entry, &mut report).await?,
+            Err(e) => tracing::error!(error = %e, "dropping an unreadable gc entry"),
+        }
+        self.queue.operate(GC_OBJECT, WriteOp::new().omap_rm_keys([key])).await?;
+        Ok(report)
     }
 
     async fn handle(&self, entry: &GcEntry, report: &mut GcReport) -> Result<()> {

@@ -118,7 +118,7 @@ impl Gateway {
         let meta_pool = first.ioctx(layout::META_POOL).await?;
         let data_pool = first.ioctx(layout::DATA_POOL).await?;
         let index_pool = first.ioctx(layout::INDEX_POOL).await?;
-        let gc = Arc::new(Gc::new(meta_pool.clone(), index_pool, data_pool, config.stripe_size, config.gc_min_wait));
+        let gc = Arc::new(Gc::new(meta_pool.clone(), index_pool, data_pool, &config));
         let objects = Arc::new(Objects {
             pools: Arc::new(Pools::new(pools)),
             gc: gc.clone(),

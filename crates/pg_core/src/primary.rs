@@ -842,12 +842,7 @@ impl<R> Shard<R> {
     /// Every missing object is here: mark the copy complete and peer again, now as an
     /// up-to-date primary.
     fn self_recovered(&mut self, pg: PgId) {
-        let outcome = self.pg(pg).map(|state| {
-            let mut txn = Transaction::new();
-            state.mark_complete(&mut txn);
-            txn
-        });
-        match outcome.and_then(|txn| self.commit(pg, txn)) {
+        match self.mark_own_copy_complete(pg) {
             Ok(_) => {
                 tracing::info!(%pg, "primary recovered; peering again");
                 self.start_peering(pg);
@@ -857,6 +852,13 @@ impl<R> Shard<R> {
                 self.restart_later(pg);
             }
         }
+    }
+
+    /// Records that this OSD's copy of `pg` holds every object again.
+    pub(crate) fn mark_own_copy_complete(&mut self, pg: PgId) -> Result<u64> {
+        let mut txn = Transaction::new();
+        self.pg(pg)?.mark_complete(&mut txn);
+        self.commit(pg, txn)
     }
 
     /// The primary is up to date: tell every replica what to keep, start serving, and
@@ -1293,12 +1295,7 @@ impl<R> Shard<R> {
         for osd in osds {
             if osd == self.config.me {
                 // The primary's own shard was rebuilt: its copy is complete again.
-                let outcome = self.pg(pg).map(|state| {
-                    let mut txn = Transaction::new();
-                    state.mark_complete(&mut txn);
-                    txn
-                });
-                let recorded = outcome.and_then(|txn| self.commit(pg, txn)).map(|_| ());
+                let recorded = self.mark_own_copy_complete(pg).map(|_| ());
                 self.primary_event(pg, interval, Event::Recovered(osd, recorded));
                 continue;
             }

@@ -184,6 +184,11 @@ pub const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec { name: "rgw_gc_processor_period", default: "60", help: "seconds between garbage collection passes" },
     OptionSpec {
+        name: "rgw_gc_max_concurrent_io",
+        default: "10",
+        help: "garbage collection queue entries deleted at once",
+    },
+    OptionSpec {
         name: "rgw_lc_debug_interval",
         default: "0",
         help: "seconds that count as one lifecycle day (0 = real days; for tests)",
@@ -473,6 +478,7 @@ impl Config {
             max_put_size: self.u64("rgw_max_put_size")?,
             gc_min_wait: self.seconds("rgw_gc_obj_min_wait")?,
             gc_period: self.seconds("rgw_gc_processor_period")?.max(std::time::Duration::from_millis(100)),
+            gc_max_concurrent_io: usize_of("rgw_gc_max_concurrent_io")?.clamp(1, 256),
             pool_size: self.u64("rgw_pool_size")?.min(16) as u32,
             data_pool_erasure_profile: Some(self.get("rgw_data_pool_erasure_profile"))
                 .filter(|p| !p.is_empty())

@@ -533,7 +533,7 @@ pub enum LcCommand {
 /// GC commands.
 #[derive(Subcommand, Debug)]
 pub enum GcCommand {
-    /// Runs one pass now; with --include-all, not only due entries.
+    /// Deletes the due entries now (passes until one finds none); with --include-all, every entry.
     Process {
         /// Process entries that are not yet due too.
         #[arg(long)]
@@ -633,7 +633,18 @@ async fn admin(gateway: &Gateway, command: AdminCommand) -> Result<()> {
             }
             gateway.s3.remove_bucket(&info).await
         }
-        AdminCommand::Gc(GcCommand::Process { include_all }) => print_json(&gateway.gc.process(include_all).await?),
+        AdminCommand::Gc(GcCommand::Process { include_all }) => {
+            // A pass stops at half its lease: go on until one finds nothing to do.
+            let mut total = shoal_gateway::gc::GcReport::default();
+            loop {
+                let pass = gateway.gc.process(include_all).await?;
+                if pass.entries == 0 {
+                    break;
+                }
+                total += pass;
+            }
+            print_json(&total)
+        }
         AdminCommand::Gc(GcCommand::List) => print_json(&serde_json::json!({ "pending": gateway.gc.pending().await? })),
         AdminCommand::Lc(LcCommand::List) => {
             let registry = &gateway.s3.lifecycle;
