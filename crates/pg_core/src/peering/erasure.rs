@@ -62,10 +62,11 @@ pub fn plan(
         .rev()
         .find(|at| usable.values().filter(|s| holds(s, *at)).count() >= k)
         .ok_or(Blocked::Incomplete)?;
+    // The authority's log and objects are what others take: a complete shard only.
     let (&auth, auth_summary) = usable
         .iter()
-        .filter(|(_, s)| holds(s, head))
-        .max_by_key(|(i, s)| (s.info.complete, s.log.len(), std::cmp::Reverse(**i)))
+        .filter(|(_, s)| s.info.complete && holds(s, head))
+        .max_by_key(|(i, s)| (s.log.len(), std::cmp::Reverse(**i)))
         .ok_or(Blocked::Incomplete)?;
     let history: Vec<(EVersion, &ObjectName)> =
         auth_summary.log.iter().filter(|p| p.at <= head).map(|p| (p.at, &p.object)).collect();

@@ -263,13 +263,6 @@ impl<R> Shard<R> {
         let Some(p) = self.primaries.get_mut(&pg) else { return };
         let Phase::SelfRecovery { erasure: Some((plan, _)), .. } = &mut p.phase else { return };
         let mut plan = std::mem::replace(plan.as_mut(), Plan { auth: me, peers: BTreeMap::new() });
-        // A shard that only rolled writes back is whole.
-        if missing.is_empty()
-            && let Err(e) = self.mark_own_copy_complete(pg)
-        {
-            tracing::error!(%pg, error = %e, "recording the primary's shard complete failed");
-            return self.restart_later(pg);
-        }
         // Only the primary's recovery counts in its own plan: its log is the authority's now.
         let recovery = if missing.is_empty() { Recovery::None } else { Recovery::Log(missing) };
         plan.peers.insert(me, PeerPlan { keep_until: None, recovery });
