@@ -73,6 +73,16 @@ pub enum Blocked {
     },
 }
 
+impl Blocked {
+    /// Too few copies answered: down on the recorded interval, or incomplete without one.
+    pub fn waiting_for(recorded: Option<&ActiveInterval>) -> Blocked {
+        match recorded {
+            Some(r) => Blocked::Down { epoch: r.interval, acting: r.acting.clone() },
+            None => Blocked::Incomplete,
+        }
+    }
+}
+
 /// Decides the authority and each replica's recovery from the replicas' summaries and the
 /// newest interval the map records as activated (`recorded`): writes are acknowledged only
 /// in recorded intervals, so a complete copy activated in it or later holds every one.

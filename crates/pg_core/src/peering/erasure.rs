@@ -47,10 +47,7 @@ pub fn plan(
     let usable: BTreeMap<u8, &PgSummary> =
         summaries.iter().filter(|(_, s)| known(s) && current(s)).map(|(i, s)| (*i, s)).collect();
     if usable.len() < k {
-        return Err(match recorded {
-            Some(r) => Blocked::Down { epoch: r.interval, acting: r.acting.clone() },
-            None => Blocked::Incomplete,
-        });
+        return Err(Blocked::waiting_for(recorded));
     }
     // A shard holds an entry it logs, or any entry at or before its log tail (trimmed
     // entries were held by every shard).

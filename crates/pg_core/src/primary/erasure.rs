@@ -177,10 +177,7 @@ fn check_decodable(
         .filter(|r| **r != Recovery::Backfill)
         .collect();
     if serving.len() < k {
-        return Err(match recorded {
-            Some(r) => Blocked::Down { epoch: r.interval, acting: r.acting.clone() },
-            None => Blocked::Incomplete,
-        });
+        return Err(Blocked::waiting_for(recorded));
     }
     let lacks = |r: &Recovery, object: &ObjectName| matches!(r, Recovery::Log(objects) if objects.contains(object));
     let lacked: BTreeSet<&ObjectName> = serving
