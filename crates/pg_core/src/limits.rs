@@ -23,8 +23,13 @@ pub struct Limits {
     pub max_omap_entries_per_request: u32,
     /// Most steps in one operation (`osd_max_ops_per_request`, default 256).
     pub max_ops_per_request: usize,
-    /// Recovery pushes in flight per PG (`osd_recovery_max_active`, default 3).
+    /// Recovery operations (pushes, shard rebuilds) one OSD runs at once over all its
+    /// PGs, shared evenly by its op shards (`osd_recovery_max_active`, default 10: Ceph's
+    /// value for solid-state OSDs).
     pub recovery_max_active: usize,
+    /// Pause after each recovery operation before its slot takes the next
+    /// (`osd_recovery_sleep`, default 0).
+    pub recovery_sleep: Duration,
     /// How the OSD schedules and paces scrubs.
     pub scrub: ScrubLimits,
 }
@@ -78,7 +83,8 @@ impl Default for Limits {
             max_omap_value_size: 16 << 20,
             max_omap_entries_per_request: 1024,
             max_ops_per_request: 256,
-            recovery_max_active: 3,
+            recovery_max_active: 10,
+            recovery_sleep: Duration::ZERO,
             scrub: ScrubLimits::default(),
         }
     }

@@ -7,7 +7,7 @@ mod erasure;
 
 use crate::peering::{self, Plan, Recovery};
 use crate::scrub::{Requested, Scrub};
-use crate::shard::{Action, Awaiting, Counted, Durable, Registration, Shard, Timer};
+use crate::shard::{Action, Awaiting, Counted, Durable, Registration, Shard, Timer, TimerKind};
 use bytes::Bytes;
 use shoal_store::{CopyResume, ObjectKey, Transaction};
 use shoal_types::msg::{Activate, OsdOp, PeerRequest, RepOp, Reply, ScrubObject};
@@ -60,6 +60,9 @@ pub(crate) enum Event<R> {
     StrayRemoved(OsdId, Result<()>),
     /// Time to peer again, unless peering restarted since (the round it was set in).
     Retry(u64),
+    /// A recovery operation's `osd_recovery_sleep` is over: its slot is free (the round
+    /// it was set in).
+    RecoverySlept(u64),
     /// A replica's copy (an encoded store transaction) of an object whose local copy
     /// failed its checksum, for the operation waiting on it.
     RepairCopy(Box<Repairing<R>>, Result<Bytes>),
@@ -438,6 +441,9 @@ impl<R> Shard<R> {
     fn drop_primary(&mut self, pg: PgId, why: &str) {
         if let Some(mut p) = self.primaries.remove(&pg) {
             fail_all(&mut p, pg, why, &mut self.out);
+            if p.pushes_in_flight > 0 {
+                self.pump_waiting_recoveries(pg);
+            }
         }
     }
 
@@ -449,7 +455,7 @@ impl<R> Shard<R> {
     /// Peers again after `delay` unless peering restarts or completes before.
     fn schedule_retry(&mut self, pg: PgId, delay: Duration) {
         let Some(p) = self.primaries.get(&pg) else { return };
-        let timer = Timer { pg, interval: p.interval, round: p.round, scrub: false };
+        let timer = Timer { pg, interval: p.interval, round: p.round, kind: TimerKind::Retry };
         self.emit(Action::Timer { after: delay, timer });
     }
 
@@ -468,7 +474,10 @@ impl<R> Shard<R> {
         let Some(p) = self.primaries.get_mut(&pg) else { return };
         fail_in_flight(p, "the PG is peering again", &mut self.out);
         p.recovery.clear();
-        p.pushes_in_flight = 0;
+        if std::mem::take(&mut p.pushes_in_flight) > 0 {
+            self.pump_waiting_recoveries(pg);
+        }
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
         p.scrub = None;
         p.round += 1;
         // Each round is an interval of its own, numbered by the newest map: a primary whose
@@ -567,16 +576,27 @@ impl<R> Shard<R> {
             }
             Event::Pushed(osd, result) => match result {
                 Ok(()) => {
-                    if let Some(p) = self.primaries.get_mut(&pg) {
-                        p.pushes_in_flight = p.pushes_in_flight.saturating_sub(1);
-                        if let Some(r) = p.recovery.get_mut(&osd) {
-                            r.in_flight = r.in_flight.saturating_sub(1);
-                        }
+                    let sleep = self.limits.recovery_sleep;
+                    let Some(p) = self.primaries.get_mut(&pg) else { return };
+                    if let Some(r) = p.recovery.get_mut(&osd) {
+                        r.in_flight = r.in_flight.saturating_sub(1);
                     }
-                    self.pump_recovery(pg);
+                    if sleep.is_zero() {
+                        self.release_recovery_slot(pg);
+                    } else {
+                        // The slot stays taken while the OSD sleeps.
+                        let timer = Timer { pg, interval: p.interval, round: p.round, kind: TimerKind::RecoverySleep };
+                        self.emit(Action::Timer { after: sleep, timer });
+                        self.pump_recovery(pg);
+                    }
                 }
                 Err(e) => self.peer_failed(pg, "pushing objects", e),
             },
+            Event::RecoverySlept(round) => {
+                if self.primaries.get(&pg).is_some_and(|p| p.round == round) {
+                    self.release_recovery_slot(pg);
+                }
+            }
             Event::Recovered(osd, result) => match result {
                 Ok(()) => {
                     let mut whole_again = Vec::new();
@@ -1189,18 +1209,49 @@ impl<R> Shard<R> {
         }
     }
 
-    /// Sends pushes to replicas that are behind, up to `osd_recovery_max_active` at a time.
+    /// Whether this shard runs as many recovery operations as it may: its part of the
+    /// OSD's `osd_recovery_max_active`, shared by all its PGs.
+    pub(crate) fn recovery_slots_taken(&self) -> bool {
+        let slots = self.limits.recovery_max_active.div_ceil(self.config.shards.max(1)).max(1);
+        self.primaries.values().map(|p| p.pushes_in_flight).sum::<usize>() >= slots
+    }
+
+    /// A recovery operation of `pg` is over: its slot goes to `pg`, then to the other
+    /// PGs waiting for one, in turn from the next.
+    fn release_recovery_slot(&mut self, pg: PgId) {
+        if let Some(p) = self.primaries.get_mut(&pg) {
+            p.pushes_in_flight = p.pushes_in_flight.saturating_sub(1);
+        }
+        self.pump_recovery(pg);
+        self.pump_waiting_recoveries(pg);
+    }
+
+    /// Gives free recovery slots to the PGs with recovery waiting, in turn after `after`.
+    fn pump_waiting_recoveries(&mut self, after: PgId) {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let waiting = |p: &Primary<R>| p.recovery.values().any(PeerRecovery::has_work);
+        let next = self.primaries.range((Excluded(after), Unbounded)).chain(self.primaries.range(..after));
+        let turns: Vec<PgId> = next.filter(|(_, p)| waiting(p)).map(|(pg, _)| *pg).collect();
+        for pg in turns {
+            if self.recovery_slots_taken() {
+                return;
+            }
+            self.pump_recovery(pg);
+        }
+    }
+
+    /// Sends pushes to replicas that are behind, as far as the recovery slots allow.
     fn pump_recovery(&mut self, pg: PgId) {
         if self.primaries.get(&pg).is_some_and(|p| p.ec.is_some()) {
             return self.pump_erasure_recovery(pg);
         }
-        let limit = self.limits.recovery_max_active.max(1);
         let Some(pool) = self.map.pools.get(&pg.pool).cloned() else { return };
         loop {
+            let slots_taken = self.recovery_slots_taken();
             let Some(p) = self.primaries.get_mut(&pg) else { return };
             let interval = p.interval;
             let finished = p.take_finished();
-            if p.pushes_in_flight >= limit {
+            if slots_taken {
                 self.send_recovered(pg, interval, finished);
                 return;
             }

@@ -11,7 +11,7 @@
 //! replicas. Findings go to the OSD's [`ScrubBoard`], which `shoal status` reads.
 
 use crate::primary::Expect;
-use crate::shard::{Action, Shard, Timer};
+use crate::shard::{Action, Shard, Timer, TimerKind};
 use bytes::Bytes;
 use shoal_store::{ObjectKey, ObjectStore, Transaction};
 use shoal_types::msg::{PeerRequest, ScrubObject};
@@ -638,7 +638,7 @@ impl<R> Shard<R> {
         if sleep.is_zero() {
             self.scrub_page(pg);
         } else {
-            let timer = Timer { pg, interval: p.interval(), round: p.round, scrub: true };
+            let timer = Timer { pg, interval: p.interval(), round: p.round, kind: TimerKind::ScrubStep };
             self.emit(Action::Timer { after: sleep, timer });
         }
     }

@@ -199,8 +199,19 @@ pub struct Timer {
     pub(crate) pg: PgId,
     pub(crate) interval: u64,
     pub(crate) round: u64,
-    /// A scrub's pause between pages rather than a peering retry.
-    pub(crate) scrub: bool,
+    pub(crate) kind: TimerKind,
+}
+
+/// What a [`Timer`] is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TimerKind {
+    /// Peering again, unless it restarted or completed since.
+    Retry,
+    /// A scrub's pause between pages.
+    ScrubStep,
+    /// The pause after a recovery operation (`osd_recovery_sleep`) before its slot is
+    /// free again.
+    RecoverySleep,
 }
 
 /// The shard a PG's operations run on.
@@ -319,7 +330,11 @@ impl<R> Shard<R> {
                 self.primary_event(registration.pg, registration.active.interval, Event::Registered(recorded));
             }
             Input::Timer(timer) => {
-                let event = if timer.scrub { Event::ScrubStep(timer.round) } else { Event::Retry(timer.round) };
+                let event = match timer.kind {
+                    TimerKind::Retry => Event::Retry(timer.round),
+                    TimerKind::ScrubStep => Event::ScrubStep(timer.round),
+                    TimerKind::RecoverySleep => Event::RecoverySlept(timer.round),
+                };
                 self.primary_event(timer.pg, timer.interval, event);
             }
             Input::Scrub { pg, deep, repair } => self.request_scrub(pg, deep, repair),

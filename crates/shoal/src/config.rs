@@ -28,6 +28,7 @@ pub const LIVE_OPTIONS: &[&str] = &[
     "osd_max_omap_entries_per_request",
     "osd_max_ops_per_request",
     "osd_recovery_max_active",
+    "osd_recovery_sleep",
     "osd_scrub_min_interval",
     "osd_scrub_max_interval",
     "osd_deep_scrub_interval",
@@ -110,8 +111,13 @@ pub const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec {
         name: "osd_recovery_max_active",
-        default: "3",
-        help: "recovery pushes in flight per PG; client operations run between them",
+        default: "10",
+        help: "recovery operations (pushes, shard rebuilds) an OSD runs at once over all its PGs",
+    },
+    OptionSpec {
+        name: "osd_recovery_sleep",
+        default: "0",
+        help: "seconds an OSD pauses after each recovery operation before the next takes its slot",
     },
     OptionSpec {
         name: "osd_scrub_min_interval",
@@ -571,6 +577,7 @@ impl Config {
                 as u32,
             max_ops_per_request: usize_of("osd_max_ops_per_request")?,
             recovery_max_active: usize_of("osd_recovery_max_active")?.max(1),
+            recovery_sleep: self.seconds("osd_recovery_sleep")?,
             scrub: ScrubLimits {
                 min_interval: self.seconds("osd_scrub_min_interval")?,
                 max_interval: self.seconds("osd_scrub_max_interval")?,

@@ -39,6 +39,11 @@ pub struct Scenario {
     pub fault_every: Duration,
     /// Per OSD, how long a sync takes (some disks are slow).
     pub sync_us: Vec<u64>,
+    /// Recovery operations each OSD runs at once (`osd_recovery_max_active`); small
+    /// values make PGs wait for each other's slots.
+    pub recovery_max_active: usize,
+    /// Pause after each recovery operation (`osd_recovery_sleep`).
+    pub recovery_sleep: Duration,
 }
 
 impl Scenario {
@@ -67,6 +72,9 @@ impl Scenario {
             size = k + m;
             min_size = k + rng.random_range(0..=1);
         }
+        // Drawn last, so the draws above stay what they were.
+        let recovery_max_active = rng.random_range(1..=10);
+        let recovery_sleep = Duration::from_millis(if rng.random_ratio(1, 3) { rng.random_range(1..=100) } else { 0 });
         Scenario {
             hosts,
             osds,
@@ -83,6 +91,8 @@ impl Scenario {
             latency_us: (50, max_latency),
             fault_every: Duration::from_millis(rng.random_range(300..3_000)),
             sync_us,
+            recovery_max_active,
+            recovery_sleep,
         }
     }
 }

@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use shoal_mon::change::{MapChange, apply};
 use shoal_mon::failure::{FailurePolicy, FailureTracker, Verdict};
 use shoal_objclass::ClassRegistry;
-use shoal_pg_core::{Action, Awaiting, Durable, Flaws, Input, Registration, Shard, Timer};
+use shoal_pg_core::{Action, Awaiting, Durable, Flaws, Input, Limits, Registration, Shard, Timer};
 use shoal_store::{MemDevice, ObjectStore, StoreFormat, StoreOptions};
 use shoal_types::erasure::{ErasurePoolSpec, ErasureProfile, FailureDomain};
 use shoal_types::msg::{OsdOp, PeerRequest, Reply};
@@ -457,7 +457,12 @@ impl World {
             damage: Arc::default(),
             scrubs: Arc::default(),
         };
-        let mut shard = Shard::new(config, Arc::default());
+        let limits = Limits {
+            recovery_max_active: self.scenario.recovery_max_active,
+            recovery_sleep: self.scenario.recovery_sleep,
+            ..Limits::default()
+        };
+        let mut shard = Shard::new(config, Arc::new(limits));
         shard.set_flaws(self.options.flaws);
         osd.shard = Some(shard);
         osd.durable = osd.store.committed_seq();
@@ -1028,7 +1033,7 @@ impl std::fmt::Display for Outcome {
         let s = &self.scenario;
         write!(
             f,
-            "seed {}: {} OSDs on {} hosts, {}size {}/{} pg_num {}, {} clients; {} events, {} ops, {} faults, {:.1}s simulated, trace {:016x}",
+            "seed {}: {} OSDs on {} hosts, {}size {}/{} pg_num {}, {} clients, {} recovery slots, {} ms recovery sleep; {} events, {} ops, {} faults, {:.1}s simulated, trace {:016x}",
             self.seed,
             s.osds,
             s.hosts,
@@ -1037,6 +1042,8 @@ impl std::fmt::Display for Outcome {
             s.min_size,
             s.pg_num,
             s.clients,
+            s.recovery_max_active,
+            s.recovery_sleep.as_millis(),
             self.events,
             self.ops,
             self.faults,

@@ -36,10 +36,14 @@ pub struct ErasurePlan {
 }
 
 /// Decides the authoritative history and each shard's catch-up from the summaries of the
-/// shards that answered (by shard index), for a code with `k` data shards.
+/// shards that answered (by shard index), for a code with `k` data shards. The copies of
+/// `moving` shards are about to be backfilled over (their OSD serves another shard now):
+/// they count for the head, but cannot be the authority whose log and objects the others
+/// take.
 pub fn plan(
     k: usize,
     summaries: &BTreeMap<u8, PgSummary>,
+    moving: &BTreeSet<u8>,
     recorded: Option<&ActiveInterval>,
 ) -> Result<ErasurePlan, Blocked> {
     let current = |s: &PgSummary| recorded.is_none_or(|r| s.info.last_epoch_started >= r.interval);
@@ -59,10 +63,10 @@ pub fn plan(
         .rev()
         .find(|at| usable.values().filter(|s| holds(s, *at)).count() >= k)
         .ok_or(Blocked::Incomplete)?;
-    // The authority's log and objects are what others take: a complete shard only.
+    // The authority's log and objects are what others take: a complete shard that stays.
     let (&auth, auth_summary) = usable
         .iter()
-        .filter(|(_, s)| s.info.complete && holds(s, head))
+        .filter(|(i, s)| s.info.complete && holds(s, head) && !moving.contains(i))
         .max_by_key(|(i, s)| (s.log.len(), std::cmp::Reverse(**i)))
         .ok_or(Blocked::Incomplete)?;
     let history: Vec<(EVersion, &ObjectName)> =
@@ -110,7 +114,7 @@ mod tests {
         s.insert(0, shard(&[(1, 1, "a"), (1, 2, "b"), (1, 3, "c")], true, 1));
         s.insert(1, shard(&[(1, 1, "a"), (1, 2, "b")], true, 1));
         s.insert(2, shard(&[(1, 1, "a")], true, 1));
-        let p = plan(2, &s, None).unwrap();
+        let p = plan(2, &s, &BTreeSet::new(), None).unwrap();
         assert_eq!(p.head, at(1, 2));
         // Rolling (1, 3) back leaves "c" as it was at (1, 2): nothing to rebuild.
         assert_eq!(p.shards[&0], PeerPlan { keep_until: Some(at(1, 2)), recovery: Recovery::None });
@@ -126,7 +130,7 @@ mod tests {
         s.insert(0, shard(&[(1, 1, "a"), (1, 2, "b"), (1, 3, "x")], true, 1));
         s.insert(1, shard(&[(1, 1, "a"), (1, 2, "b"), (5, 3, "c")], true, 5));
         s.insert(2, shard(&[(1, 1, "a"), (1, 2, "b"), (5, 3, "c")], true, 5));
-        let p = plan(2, &s, None).unwrap();
+        let p = plan(2, &s, &BTreeSet::new(), None).unwrap();
         assert_eq!((p.head, p.auth), (at(5, 3), 1));
         assert_eq!(p.shards[&0], PeerPlan { keep_until: Some(at(1, 2)), recovery: objects(&["c"]) });
     }
@@ -148,14 +152,17 @@ mod tests {
         s.insert(3, lacking(&["a"]));
         s.insert(4, lacking(&["a"]));
         s.insert(5, shard(&log[..1], true, 1));
-        let p = plan(4, &s, Some(&recorded)).unwrap();
+        let p = plan(4, &s, &BTreeSet::new(), Some(&recorded)).unwrap();
         assert_eq!((p.head, p.auth), (at(7, 2), 1));
         assert_eq!(p.shards[&3], PeerPlan { keep_until: Some(at(7, 2)), recovery: objects(&["a"]) });
         assert_eq!(p.shards[&5], PeerPlan { keep_until: Some(at(1, 1)), recovery: objects(&["b"]) });
         assert_eq!(p.shards[&1].recovery, Recovery::None);
         // Without a missing set an incomplete shard is being backfilled: it does not count.
         s.get_mut(&4).unwrap().missing = None;
-        assert_eq!(plan(4, &s, Some(&recorded)), Err(Blocked::Down { epoch: 7, acting: recorded.acting.clone() }));
+        assert_eq!(
+            plan(4, &s, &BTreeSet::new(), Some(&recorded)),
+            Err(Blocked::Down { epoch: 7, acting: recorded.acting.clone() })
+        );
     }
 
     #[test]
@@ -164,15 +171,38 @@ mod tests {
         let mut s = BTreeMap::new();
         s.insert(0, shard(&[(4, 1, "a")], true, 4));
         s.insert(1, shard(&[(1, 1, "z")], true, 1));
-        assert_eq!(plan(2, &s, Some(&recorded)), Err(Blocked::Down { epoch: 4, acting: recorded.acting.clone() }));
+        assert_eq!(
+            plan(2, &s, &BTreeSet::new(), Some(&recorded)),
+            Err(Blocked::Down { epoch: 4, acting: recorded.acting.clone() })
+        );
         s.insert(2, shard(&[(4, 1, "a")], true, 4));
         s.insert(3, shard(&[(4, 1, "a")], false, 4));
-        let p = plan(2, &s, Some(&recorded)).unwrap();
+        let p = plan(2, &s, &BTreeSet::new(), Some(&recorded)).unwrap();
         assert_eq!(p.head, at(4, 1));
         assert_eq!(p.shards[&3].recovery, Recovery::Backfill);
         // Shard 1 is older than the record: its (1, 1) is rolled back (leaving no "z"),
         // (4, 1) recovered.
         assert_eq!(p.shards[&1], PeerPlan { keep_until: Some(EVersion::default()), recovery: objects(&["a"]) });
-        assert_eq!(plan(3, &BTreeMap::from([(0, shard(&[], true, 0))]), None), Err(Blocked::Incomplete));
+        assert_eq!(
+            plan(3, &BTreeMap::from([(0, shard(&[], true, 0))]), &BTreeSet::new(), None),
+            Err(Blocked::Incomplete)
+        );
+    }
+
+    #[test]
+    fn a_copy_about_to_be_backfilled_counts_for_the_head_but_is_never_the_authority() {
+        // 2+2: shard 1's copy has the longest log, but its OSD now serves shard 0.
+        let mut s = BTreeMap::new();
+        s.insert(1, shard(&[(1, 1, "a"), (1, 2, "b"), (1, 3, "c")], true, 1));
+        s.insert(2, shard(&[(1, 1, "a"), (1, 2, "b"), (1, 3, "c")], true, 1));
+        s.insert(3, shard(&[(1, 1, "a"), (1, 2, "b")], true, 1));
+        let p = plan(2, &s, &BTreeSet::from([1]), None).unwrap();
+        assert_eq!((p.head, p.auth), (at(1, 3), 2));
+        // When only the moving copy is complete at the head, the PG waits rather than take
+        // its log and objects from a copy that is being emptied.
+        s.get_mut(&2).unwrap().info.complete = false;
+        s.get_mut(&2).unwrap().missing = Some(PgMissing { objects: BTreeSet::from([ObjectName::new("", "a")]) });
+        assert_eq!(plan(2, &s, &BTreeSet::from([1]), None), Err(Blocked::Incomplete));
+        assert_eq!(plan(2, &s, &BTreeSet::new(), None).map(|p| p.auth), Ok(1));
     }
 }

@@ -148,7 +148,13 @@ pub(crate) fn plan(
         }
     }
     let by_shard: BTreeMap<u8, PgSummary> = holders.iter().map(|(i, (_, s))| (*i, (*s).clone())).collect();
-    let decided = peering::erasure::plan(k, &by_shard, recorded)?;
+    // A copy whose OSD now serves another shard is backfilled over as that shard.
+    let moving: BTreeSet<u8> = holders
+        .iter()
+        .filter(|(shard, (osd, _))| acting.contains(osd) && acting.get(**shard as usize) != Some(osd))
+        .map(|(shard, _)| *shard)
+        .collect();
+    let decided = peering::erasure::plan(k, &by_shard, &moving, recorded)?;
     let auth = holders.get(&decided.auth).map(|(osd, _)| *osd).ok_or(Blocked::Incomplete)?;
     let backfill = PeerPlan { keep_until: None, recovery: Recovery::Backfill };
     let mut peers: BTreeMap<OsdId, PeerPlan> = summaries.keys().map(|osd| (*osd, backfill.clone())).collect();
@@ -622,10 +628,9 @@ impl<R> Shard<R> {
     }
 
     /// Starts rebuilding the next objects of the shards being recovered, the primary's own
-    /// first (operations wait until it is whole), up to `osd_recovery_max_active` at a time.
+    /// first (operations wait until it is whole), as far as the recovery slots allow.
     pub(super) fn pump_erasure_recovery(&mut self, pg: PgId) {
         let me = self.config.me;
-        let limit = self.limits.recovery_max_active.max(1);
         let Some(pool) = self.map.pools.get(&pg.pool).cloned() else { return };
         let Some(p) = self.primaries.get_mut(&pg) else { return };
         if !matches!(p.phase, Phase::Active) {
@@ -640,8 +645,7 @@ impl<R> Shard<R> {
             p.recovery.iter().filter(|(o, r)| r.has_work() && (!own_first || **o == me)).map(|(o, _)| *o).collect();
         for target in targets {
             loop {
-                let Some(p) = self.primaries.get(&pg) else { return };
-                if p.pushes_in_flight >= limit {
+                if self.recovery_slots_taken() {
                     return;
                 }
                 let next = match self.next_to_rebuild(pg, pool.pg_num, target) {

@@ -81,6 +81,16 @@ pub struct ReefArgs {
     /// One JSON object per row instead of tables.
     #[arg(long)]
     json: bool,
+    /// A central option set for the whole cluster before the fill, `NAME=VALUE`
+    /// (repeatable), e.g. `osd_recovery_sleep=0.05`.
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_option)]
+    options: Vec<(String, String)>,
+}
+
+/// `NAME=VALUE`, split.
+fn parse_option(text: &str) -> std::result::Result<(String, String), String> {
+    let (name, value) = text.split_once('=').ok_or_else(|| format!("'{text}' is not NAME=VALUE"))?;
+    Ok((name.to_owned(), value.to_owned()))
 }
 
 impl ReefArgs {
@@ -160,7 +170,8 @@ impl Cluster {
         if args.quick {
             options.extend([("osd_heartbeat_interval", "0.5"), ("osd_heartbeat_grace", "3")]);
         }
-        for (key, value) in options {
+        let asked = args.options.iter().map(|(key, value)| (key.as_str(), value.as_str()));
+        for (key, value) in options.into_iter().chain(asked) {
             rados.config_set("global", key, Some(value)).await?;
         }
         let addr = vstart::free_port()?;
