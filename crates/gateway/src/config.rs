@@ -79,6 +79,10 @@ pub struct GatewayConfig {
     pub metrics_port: u16,
     /// The lifecycle worker.
     pub lifecycle: crate::lifecycle::LcConfig,
+    /// How long a Swift token is valid (`rgw_swift_token_expiration`).
+    pub swift_token_expiration: Duration,
+    /// The first path segment of Swift storage URLs (`rgw_swift_url_prefix`).
+    pub swift_url_prefix: String,
 }
 
 /// Options of topics and bucket notifications.
@@ -150,6 +154,8 @@ impl Default for GatewayConfig {
             notify: NotifyConfig::default(),
             metrics_port: 0,
             lifecycle: crate::lifecycle::LcConfig::default(),
+            swift_token_expiration: Duration::from_secs(86_400),
+            swift_url_prefix: "swift".into(),
         }
     }
 }

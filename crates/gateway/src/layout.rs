@@ -33,6 +33,8 @@ pub const NS_CONTROL: &str = "control";
 pub const GC_OBJECT: &str = "gc.0";
 /// The object every gateway watches for cache invalidations.
 pub const CONTROL_OBJECT: &str = "notify.0";
+/// The key Swift tokens are signed with (namespace `control`, 32 bytes).
+pub const SWIFT_TOKEN_KEY_OBJECT: &str = "swift.token_key";
 
 /// The index shard object `shard` of bucket `bucket_id`.
 pub fn index_shard(bucket_id: &str, shard: u32) -> String {

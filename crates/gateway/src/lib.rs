@@ -23,6 +23,7 @@ pub mod server;
 pub mod sigv4;
 pub mod sns;
 pub mod stall;
+pub mod swift;
 pub mod tls;
 
 use crate::config::GatewayConfig;
@@ -171,7 +172,7 @@ impl Gateway {
         s3_config.xml_max_body_size = self.config.max_xml_size;
         s3_config.presigned_url_max_skew_time_secs = self.config.max_clock_skew.as_secs() as u32;
         builder.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(s3_config))));
-        Front::new(builder.build(), self.routes.clone(), &self.config)
+        Front::new(builder.build(), self.routes.clone(), swift::Swift::new(self.s3.clone()), &self.config)
     }
 }
 

@@ -5,7 +5,9 @@
 use crate::access::acl::Acl;
 use crate::access::policy::Policy;
 use crate::access::{BucketRules, Ownership, PublicAccessBlock};
-use crate::layout::{CONTROL_OBJECT, NS_BUCKETS, NS_CONTROL, NS_KEYS, NS_TOPICS, NS_USER_BUCKETS, NS_USERS};
+use crate::layout::{
+    CONTROL_OBJECT, NS_BUCKETS, NS_CONTROL, NS_KEYS, NS_TOPICS, NS_USER_BUCKETS, NS_USERS, SWIFT_TOKEN_KEY_OBJECT,
+};
 use bytes::Bytes;
 use lru::LruCache;
 use serde::de::DeserializeOwned;
@@ -43,6 +45,81 @@ pub struct UserInfo {
     /// A suspended user's requests are refused.
     #[serde(default)]
     pub suspended: bool,
+    /// Subusers (`<uid>:<name>`): Swift identities acting on this user's account.
+    #[serde(default)]
+    pub subusers: Vec<Subuser>,
+    /// Swift keys, one per subuser that has one.
+    #[serde(default)]
+    pub swift_keys: Vec<SwiftKey>,
+}
+
+impl UserInfo {
+    /// A user with one S3 key and no subusers.
+    pub fn new(uid: String, display_name: String, email: String, key: AccessKey) -> UserInfo {
+        UserInfo {
+            uid,
+            display_name,
+            email,
+            keys: vec![key],
+            suspended: false,
+            subusers: Vec::new(),
+            swift_keys: Vec::new(),
+        }
+    }
+
+    /// The subuser `id` (`<uid>:<name>`).
+    pub fn subuser(&self, id: &str) -> Option<&Subuser> {
+        self.subusers.iter().find(|s| s.id == id)
+    }
+}
+
+/// A subuser: a Swift identity of its parent user, with an access level.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subuser {
+    /// `<uid>:<name>`.
+    pub id: String,
+    /// What it may do in its parent's account.
+    pub permissions: SubuserAccess,
+}
+
+/// How much a subuser may do with its parent's account (RGW's `--access`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum SubuserAccess {
+    /// Read containers and objects.
+    #[serde(rename = "read")]
+    Read,
+    /// Write containers and objects, not read them.
+    #[serde(rename = "write")]
+    Write,
+    /// Read and write.
+    #[serde(rename = "read-write")]
+    ReadWrite,
+    /// Everything the parent may, ACLs included.
+    #[serde(rename = "full-control")]
+    Full,
+}
+
+impl std::str::FromStr for SubuserAccess {
+    type Err = shoal_types::RadosError;
+
+    fn from_str(text: &str) -> Result<SubuserAccess> {
+        match text {
+            "read" => Ok(SubuserAccess::Read),
+            "write" => Ok(SubuserAccess::Write),
+            "readwrite" | "read-write" => Ok(SubuserAccess::ReadWrite),
+            "full" | "full-control" => Ok(SubuserAccess::Full),
+            other => Err(err::invalid(format!("access '{other}': use read, write, readwrite or full"))),
+        }
+    }
+}
+
+/// A subuser's Swift key (`X-Auth-Key` of v1 auth).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwiftKey {
+    /// The subuser, `<uid>:<name>`.
+    pub user: String,
+    /// The secret.
+    pub secret_key: String,
 }
 
 /// The canned ACL records written before grant ACLs held (object metadata version 2,
@@ -206,6 +283,8 @@ pub struct CacheStats {
 pub struct Meta {
     pool: IoCtx,
     cache: Option<Mutex<LruCache<String, Cached>>>,
+    /// The cluster's Swift token key, once read.
+    token_key: tokio::sync::OnceCell<Bytes>,
     /// Cache counters.
     pub stats: CacheStats,
 }
@@ -227,7 +306,7 @@ impl Meta {
     /// Metadata in `pool` (the metadata pool), cached up to `lru_size` records unless `cache` is false.
     pub fn new(pool: IoCtx, cache: bool, lru_size: usize) -> Arc<Meta> {
         let cache = NonZeroUsize::new(lru_size).filter(|_| cache).map(|n| Mutex::new(LruCache::new(n)));
-        Arc::new(Meta { pool, cache, stats: CacheStats::default() })
+        Arc::new(Meta { pool, cache, token_key: tokio::sync::OnceCell::new(), stats: CacheStats::default() })
     }
 
     fn ns(&self, namespace: &str) -> IoCtx {
@@ -326,6 +405,27 @@ impl Meta {
         let op =
             if exclusive { WriteOp::new().create(true).write_full(bytes) } else { WriteOp::new().write_full(bytes) };
         self.ns(namespace).operate(name, op).await.map(|_| ())
+    }
+
+    /// The key every gateway of the cluster signs and checks Swift tokens with: 32 random
+    /// bytes made by the first gateway that needs it (an exclusive create, so all agree).
+    pub async fn swift_token_key(&self) -> Result<Bytes> {
+        let key = self
+            .token_key
+            .get_or_try_init(|| async {
+                let io = self.ns(NS_CONTROL);
+                let fresh: [u8; 32] = rand::random();
+                match io.operate(SWIFT_TOKEN_KEY_OBJECT, WriteOp::new().create(true).write_full(fresh.to_vec())).await {
+                    Ok(_) => Ok(Bytes::copy_from_slice(&fresh)),
+                    Err(e) if e.errno == Errno::Exists => io.read_full(SWIFT_TOKEN_KEY_OBJECT).await,
+                    Err(e) => Err(e),
+                }
+            })
+            .await?;
+        match key.len() {
+            32 => Ok(key.clone()),
+            n => Err(err::io(format!("the Swift token key is {n} bytes, not 32"))),
+        }
     }
 
     // ---- users ----
@@ -547,6 +647,19 @@ pub async fn remove_ignoring_missing(io: &IoCtx, name: &str) -> Result<()> {
     match io.remove(name).await {
         Err(e) if e.errno != Errno::NotFound => Err(e),
         _ => Ok(()),
+    }
+}
+
+/// Subuser ids: `<uid>:<name>`, the name 1..=64 letters, digits and `-_.`.
+pub fn validate_subuser(uid: &str, id: &str) -> Result<()> {
+    let name = id.strip_prefix(uid).and_then(|rest| rest.strip_prefix(':'));
+    let ok = name.is_some_and(|n| {
+        !n.is_empty() && n.len() <= 64 && n.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(err::invalid(format!("bad subuser '{id}': use {uid}:NAME, NAME 1..=64 letters, digits, - _ .")))
     }
 }
 

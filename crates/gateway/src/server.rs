@@ -36,10 +36,11 @@ pub struct FrontStats {
     pub throttled: AtomicU64,
 }
 
-/// Serves one S3 service over HTTP/1.1 with the gateway's limits.
+/// Serves the S3 service and the Swift front over HTTP/1.1 with the gateway's limits.
 pub struct Front {
     service: S3Service,
     routes: Arc<crate::sns::Routes>,
+    swift: crate::swift::Swift,
     workers: Semaphore,
     admitted: AtomicUsize,
     max_admitted: usize,
@@ -169,10 +170,16 @@ fn refused_authentication<B>(req: &Request<B>, allow_sigv2: bool) -> Option<(&'s
 
 impl Front {
     /// A front for `service` (and the SNS topic API of `routes`) with `config`'s limits.
-    pub fn new(service: S3Service, routes: Arc<crate::sns::Routes>, config: &GatewayConfig) -> Arc<Front> {
+    pub fn new(
+        service: S3Service,
+        routes: Arc<crate::sns::Routes>,
+        swift: crate::swift::Swift,
+        config: &GatewayConfig,
+    ) -> Arc<Front> {
         Arc::new(Front {
             service,
             routes,
+            swift,
             workers: Semaphore::new(config.thread_pool_size.max(1)),
             admitted: AtomicUsize::new(0),
             max_admitted: config.max_concurrent_requests.max(1),
@@ -393,6 +400,10 @@ impl Front {
         let response = match self.workers.acquire().await {
             Ok(_permit) if crate::sns::is_sns(req.method(), req.uri(), req.headers()) => {
                 Ok(self.routes.sns_request(req).await)
+            }
+            Ok(_permit) if self.swift.handles(req.method(), req.uri().path()) => {
+                let secure = req.extensions().get::<Origin>().is_some_and(|o| o.secure);
+                Ok(self.swift.handle(&req, secure).await)
             }
             Ok(_permit) => self.service.call(req).await,
             Err(_) => Err(s3s::HttpError::new(Box::new(std::io::Error::other("worker pool closed")))),

@@ -263,6 +263,16 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "refuse SSE-C (customer-provided keys) over plain HTTP",
     },
     OptionSpec {
+        name: "rgw_swift_token_expiration",
+        default: "86400",
+        help: "seconds a Swift token from /auth/v1.0 is valid",
+    },
+    OptionSpec {
+        name: "rgw_swift_url_prefix",
+        default: "swift",
+        help: "first path segment of the Swift API (storage URLs are http://HOST/PREFIX/v1)",
+    },
+    OptionSpec {
         name: "rgw_dns_name",
         default: "",
         help: "host names of the S3 endpoint, comma-separated: a request to <bucket>.<name> addresses the bucket (virtual-host style); path style always works",
@@ -513,6 +523,11 @@ impl Config {
             header_read_timeout: self.seconds("rgw_header_read_timeout")?.max(std::time::Duration::from_millis(100)),
             request_timeout: self.seconds("rgw_request_timeout")?.max(std::time::Duration::from_millis(100)),
             max_clock_skew: self.seconds("rgw_max_clock_skew")?,
+            swift_token_expiration: self.seconds("rgw_swift_token_expiration")?,
+            swift_url_prefix: match self.get("rgw_swift_url_prefix").trim_matches('/') {
+                "" => return Err(err::invalid("rgw_swift_url_prefix must not be empty")),
+                prefix => prefix.to_owned(),
+            },
             metrics_port: u16::try_from(self.u64("rgw_metrics_port")?)
                 .map_err(|_| err::invalid("rgw_metrics_port must be a port number"))?,
             lifecycle: shoal_gateway::lifecycle::LcConfig {

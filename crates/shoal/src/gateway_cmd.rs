@@ -4,10 +4,10 @@
 use crate::config::Config;
 use crate::embedded::Embedded;
 use crate::session::ClusterArgs;
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use shoal_client::Rados;
 use shoal_gateway::Gateway;
-use shoal_gateway::meta::{AccessKey, UserInfo, generate_key};
+use shoal_gateway::meta::{AccessKey, Subuser, SubuserAccess, SwiftKey, UserInfo, generate_key, validate_subuser};
 use shoal_notify::topic::Topic;
 use shoal_types::{Result, err};
 use std::path::{Path, PathBuf};
@@ -274,13 +274,7 @@ async fn admin_keys(gateway: &Gateway, dir: &Path) -> Result<AdminKeys> {
         return serde_json::from_str(&text).map_err(|e| err::io(format!("{}: {e}", path.display())));
     }
     let key = generate_key();
-    let user = UserInfo {
-        uid: "admin".into(),
-        display_name: "Administrator".into(),
-        email: String::new(),
-        keys: vec![key.clone()],
-        suspended: false,
-    };
+    let user = UserInfo::new("admin".into(), "Administrator".into(), String::new(), key.clone());
     gateway.s3.meta.create_user(&user).await?;
     let keys = AdminKeys { user: user.uid, access_key: key.access_key, secret_key: key.secret_key };
     let text = serde_json::to_string_pretty(&keys).map_err(|e| err::io(e.to_string()))?;
@@ -327,9 +321,12 @@ pub enum AdminCommand {
     /// S3 users and their keys.
     #[command(subcommand)]
     User(UserCommand),
-    /// S3 access keys.
+    /// S3 access keys and Swift keys.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Subusers: Swift identities of a user.
+    #[command(subcommand)]
+    Subuser(SubuserCommand),
     /// Buckets.
     #[command(subcommand)]
     Bucket(BucketCommand),
@@ -465,29 +462,71 @@ pub enum UserCommand {
     },
 }
 
+/// Which API a key is for.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyType {
+    /// An S3 access key pair of a user.
+    S3,
+    /// A Swift key of a subuser (`X-Auth-Key`).
+    Swift,
+}
+
 /// Key commands.
 #[derive(Subcommand, Debug)]
 pub enum KeyCommand {
-    /// Adds a key pair to a user (generated unless given).
+    /// Adds an S3 key pair to a user, or a Swift key to a subuser (generated unless given;
+    /// a subuser's Swift key replaces the one it had).
     Create {
-        /// User id.
+        /// User id (an S3 key).
+        #[arg(long, required_unless_present = "subuser", conflicts_with = "subuser")]
+        uid: Option<String>,
+        /// Subuser, `<uid>:<name>` (a Swift key).
         #[arg(long)]
-        uid: String,
-        /// Access key.
+        subuser: Option<String>,
+        /// S3 keys belong to users, Swift keys to subusers.
+        #[arg(long, value_enum, default_value = "s3")]
+        key_type: KeyType,
+        /// Access key (S3).
         #[arg(long, requires = "secret_key")]
         access_key: Option<String>,
         /// Secret key.
-        #[arg(long, requires = "access_key")]
+        #[arg(long)]
         secret_key: Option<String>,
     },
-    /// Removes a key pair.
+    /// Removes a user's S3 key pair, or a subuser's Swift key.
     Rm {
-        /// User id.
+        /// User id (an S3 key).
+        #[arg(long, required_unless_present = "subuser", conflicts_with = "subuser", requires = "access_key")]
+        uid: Option<String>,
+        /// Subuser, `<uid>:<name>` (its Swift key).
         #[arg(long)]
-        uid: String,
+        subuser: Option<String>,
         /// The access key to remove.
         #[arg(long)]
-        access_key: String,
+        access_key: Option<String>,
+    },
+}
+
+/// Subuser commands.
+#[derive(Subcommand, Debug)]
+pub enum SubuserCommand {
+    /// Adds a subuser (or changes its access).
+    Create {
+        /// The parent user.
+        #[arg(long)]
+        uid: String,
+        /// `<uid>:<name>`.
+        #[arg(long)]
+        subuser: String,
+        /// `read`, `write`, `readwrite` or `full`.
+        #[arg(long, default_value = "full")]
+        access: SubuserAccess,
+    },
+    /// Removes a subuser and its Swift key.
+    Rm {
+        /// `<uid>:<name>`.
+        #[arg(long)]
+        subuser: String,
     },
 }
 
@@ -571,6 +610,20 @@ async fn user_of(gateway: &Gateway, uid: &str) -> Result<Arc<UserInfo>> {
     gateway.s3.meta.user(uid).await?.ok_or_else(|| err::not_found(format!("no user '{uid}'")))
 }
 
+/// The parent user of an existing subuser `<uid>:<name>`, and a copy to change.
+async fn subuser_parent(gateway: &Gateway, subuser: &str) -> Result<(Arc<UserInfo>, UserInfo)> {
+    let uid = subuser
+        .split_once(':')
+        .map(|(uid, _)| uid)
+        .ok_or_else(|| err::invalid(format!("bad subuser '{subuser}': use UID:NAME")))?;
+    let user = user_of(gateway, uid).await?;
+    if user.subuser(subuser).is_none() {
+        return Err(err::not_found(format!("user '{uid}' has no subuser '{subuser}'")));
+    }
+    let copy = (*user).clone();
+    Ok((user, copy))
+}
+
 async fn set_suspended(gateway: &Gateway, uid: &str, suspended: bool) -> Result<()> {
     let old = user_of(gateway, uid).await?;
     let new = UserInfo { suspended, ..(*old).clone() };
@@ -582,8 +635,7 @@ async fn admin(gateway: &Gateway, command: AdminCommand) -> Result<()> {
     let meta = &gateway.s3.meta;
     match command {
         AdminCommand::User(UserCommand::Create { uid, display_name, email, access_key, secret_key }) => {
-            let user =
-                UserInfo { uid, display_name, email, keys: vec![key_from(access_key, secret_key)], suspended: false };
+            let user = UserInfo::new(uid, display_name, email, key_from(access_key, secret_key));
             meta.create_user(&user).await?;
             print_json(&user)
         }
@@ -592,20 +644,73 @@ async fn admin(gateway: &Gateway, command: AdminCommand) -> Result<()> {
         AdminCommand::User(UserCommand::Rm { uid }) => meta.remove_user(&uid).await,
         AdminCommand::User(UserCommand::Suspend { uid }) => set_suspended(gateway, &uid, true).await,
         AdminCommand::User(UserCommand::Enable { uid }) => set_suspended(gateway, &uid, false).await,
-        AdminCommand::Key(KeyCommand::Create { uid, access_key, secret_key }) => {
-            let old = user_of(gateway, &uid).await?;
-            let mut new = (*old).clone();
-            new.keys.push(key_from(access_key, secret_key));
+        AdminCommand::Key(KeyCommand::Create { uid, subuser, key_type, access_key, secret_key }) => {
+            let (old, new) = match (uid, subuser, key_type) {
+                (Some(uid), None, KeyType::S3) => {
+                    if access_key.is_none() && secret_key.is_some() {
+                        return Err(err::invalid("an S3 key pair needs --access-key with --secret-key"));
+                    }
+                    let old = user_of(gateway, &uid).await?;
+                    let mut new = (*old).clone();
+                    new.keys.push(key_from(access_key, secret_key));
+                    (old, new)
+                }
+                (None, Some(subuser), KeyType::Swift) => {
+                    if access_key.is_some() {
+                        return Err(err::invalid("a Swift key has no access key: give --secret-key only"));
+                    }
+                    let (old, mut new) = subuser_parent(gateway, &subuser).await?;
+                    let secret_key = secret_key.unwrap_or_else(|| generate_key().secret_key);
+                    new.swift_keys.retain(|k| k.user != subuser);
+                    new.swift_keys.push(SwiftKey { user: subuser, secret_key });
+                    (old, new)
+                }
+                (Some(_), _, KeyType::Swift) => {
+                    return Err(err::invalid("Swift keys belong to subusers: give --subuser"));
+                }
+                _ => return Err(err::invalid("S3 keys belong to users: give --uid, or --key-type swift")),
+            };
             meta.update_user(&old, &new).await?;
             print_json(&new)
         }
-        AdminCommand::Key(KeyCommand::Rm { uid, access_key }) => {
+        AdminCommand::Key(KeyCommand::Rm { uid, subuser, access_key }) => {
+            let (old, new) = match (uid, subuser) {
+                (Some(uid), _) => {
+                    let access_key = access_key.unwrap_or_default();
+                    let old = user_of(gateway, &uid).await?;
+                    let mut new = (*old).clone();
+                    new.keys.retain(|k| k.access_key != access_key);
+                    if new.keys.len() == old.keys.len() {
+                        return Err(err::not_found(format!("user '{uid}' has no access key '{access_key}'")));
+                    }
+                    (old, new)
+                }
+                (None, Some(subuser)) => {
+                    let (old, mut new) = subuser_parent(gateway, &subuser).await?;
+                    new.swift_keys.retain(|k| k.user != subuser);
+                    if new.swift_keys.len() == old.swift_keys.len() {
+                        return Err(err::not_found(format!("subuser '{subuser}' has no Swift key")));
+                    }
+                    (old, new)
+                }
+                (None, None) => return Err(err::invalid("give --uid and --access-key, or --subuser")),
+            };
+            meta.update_user(&old, &new).await?;
+            print_json(&new)
+        }
+        AdminCommand::Subuser(SubuserCommand::Create { uid, subuser, access }) => {
+            validate_subuser(&uid, &subuser)?;
             let old = user_of(gateway, &uid).await?;
             let mut new = (*old).clone();
-            new.keys.retain(|k| k.access_key != access_key);
-            if new.keys.len() == old.keys.len() {
-                return Err(err::not_found(format!("user '{uid}' has no access key '{access_key}'")));
-            }
+            new.subusers.retain(|s| s.id != subuser);
+            new.subusers.push(Subuser { id: subuser, permissions: access });
+            meta.update_user(&old, &new).await?;
+            print_json(&new)
+        }
+        AdminCommand::Subuser(SubuserCommand::Rm { subuser }) => {
+            let (old, mut new) = subuser_parent(gateway, &subuser).await?;
+            new.subusers.retain(|s| s.id != subuser);
+            new.swift_keys.retain(|k| k.user != subuser);
             meta.update_user(&old, &new).await?;
             print_json(&new)
         }

@@ -33,6 +33,7 @@ const FEATURES: &[&str] = &[
     "test_access.py",
     "test_browser.py",
     "test_checksums.py",
+    "test_swift.py",
 ];
 
 fn suite_dir() -> PathBuf {

@@ -1,0 +1,397 @@
+//! The Swift API beside S3 on the same gateway, a container being an S3 bucket. So far:
+//! - TempAuth-style v1 authentication: `GET /auth/v1.0` (or `/auth`) with `X-Auth-User:
+//!   <uid>:<subuser>` and `X-Auth-Key` answers a storage URL and a token that every gateway
+//!   of the cluster accepts ([`token`]);
+//! - under `/<rgw_swift_url_prefix>/v1`, the account: HEAD (counts) and GET (the container
+//!   listing, plain or JSON, with `marker`, `end_marker`, `prefix`, `limit`, `reverse`).
+//!   Containers and objects answer 501 until they are built.
+
+pub mod token;
+
+use crate::config::GatewayConfig;
+use crate::meta::{Meta, SubuserAccess, UserInfo};
+use crate::s3::ShoalS3;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use s3s::Body;
+use std::sync::Arc;
+
+/// Most entries one listing returns (Swift's `container_listing_limit`).
+const LISTING_LIMIT: usize = 10_000;
+
+/// The Swift front: v1 auth and the storage API.
+pub struct Swift {
+    s3: Arc<ShoalS3>,
+}
+
+/// Who a storage request authenticated as.
+struct Identity {
+    user: Arc<UserInfo>,
+    access: SubuserAccess,
+}
+
+impl Swift {
+    /// The front over the gateway's S3 service state.
+    pub fn new(s3: Arc<ShoalS3>) -> Swift {
+        Swift { s3 }
+    }
+
+    /// Whether a request is Swift's: the auth entry point, or under the storage prefix.
+    pub fn handles(&self, method: &Method, path: &str) -> bool {
+        is_auth(method, path) || storage_path(&self.s3.config.swift_url_prefix, path).is_some()
+    }
+
+    /// Answers a Swift request (`secure`: it came over TLS).
+    pub async fn handle<B>(&self, req: &Request<B>, secure: bool) -> Response<Body> {
+        let now = crate::objects::now_ns() / 1_000_000_000;
+        let (meta, config) = (&self.s3.meta, &self.s3.config);
+        if is_auth(req.method(), req.uri().path()) {
+            return authenticate(meta, config, req.headers(), secure, now).await;
+        }
+        let Some(rest) = storage_path(&config.swift_url_prefix, req.uri().path()) else {
+            return text(StatusCode::NOT_FOUND, "404 Not Found");
+        };
+        let identity = match self.identify(req.headers(), now).await {
+            Ok(identity) => identity,
+            Err(response) => return response,
+        };
+        let mut response = match (rest.is_empty(), req.method().clone()) {
+            (true, Method::HEAD) => self.account(&identity, None).await,
+            (true, Method::GET) => self.account(&identity, Some(req.uri().query().unwrap_or_default())).await,
+            (true, _) => text(StatusCode::METHOD_NOT_ALLOWED, "405 Method Not Allowed"),
+            (false, _) => text(StatusCode::NOT_IMPLEMENTED, "501 Not Implemented: containers and objects come next"),
+        };
+        if let Ok(value) = HeaderValue::from_str(&format!("{now}.00000")) {
+            response.headers_mut().insert("x-timestamp", value);
+        }
+        response
+    }
+
+    /// The user and access of the request's token (`X-Auth-Token`, or `X-Storage-Token`):
+    /// 401 when it is missing, bad or expired, or its subuser or user is gone or suspended.
+    async fn identify(&self, headers: &HeaderMap, now: u64) -> Result<Identity, Response<Body>> {
+        let unauthorized = |why: &str| text(StatusCode::UNAUTHORIZED, &format!("401 Unauthorized: {why}"));
+        let presented = ["x-auth-token", "x-storage-token"].iter().find_map(|h| headers.get(*h)?.to_str().ok());
+        let Some(presented) = presented else { return Err(unauthorized("no X-Auth-Token")) };
+        let meta = &self.s3.meta;
+        let key = meta.swift_token_key().await.map_err(unavailable)?;
+        let (subuser, _) = token::verify(&key, presented, now).map_err(|refused| match refused {
+            token::Refused::Invalid => unauthorized("the token is not valid"),
+            token::Refused::Expired => unauthorized("the token expired"),
+        })?;
+        let uid = subuser.split_once(':').map_or("", |(uid, _)| uid);
+        let user = meta.user(uid).await.map_err(unavailable)?.ok_or_else(|| unauthorized("no such user"))?;
+        let access = user.subuser(&subuser).map(|s| s.permissions).ok_or_else(|| unauthorized("no such subuser"))?;
+        if user.suspended {
+            return Err(unauthorized("UserSuspended"));
+        }
+        Ok(Identity { user, access })
+    }
+
+    /// The account: its counts (HEAD, `listing` None), or also its containers (GET, with
+    /// the query of the listing).
+    async fn account(&self, identity: &Identity, listing: Option<&str>) -> Response<Body> {
+        if identity.access == SubuserAccess::Write {
+            return text(StatusCode::FORBIDDEN, "403 Forbidden: the subuser may not read");
+        }
+        let query = match listing.map(ListingQuery::parse).transpose() {
+            Ok(query) => query,
+            Err((status, message)) => return text(status, &message),
+        };
+        let (meta, objects) = (&self.s3.meta, &self.s3.objects);
+        let names = match meta.user_buckets(&identity.user.uid).await {
+            Ok(names) => names,
+            Err(e) => return unavailable(e),
+        };
+        let mut containers = Vec::new();
+        let (mut total_objects, mut total_bytes) = (0, 0);
+        for name in names {
+            let bucket = match meta.bucket(&name).await {
+                Ok(Some(bucket)) => bucket,
+                Ok(None) => continue, // removed meanwhile
+                Err(e) => return unavailable(e),
+            };
+            let stats = match objects.bucket_stats(&bucket).await {
+                Ok(stats) => stats,
+                Err(e) => return unavailable(e),
+            };
+            total_objects += stats.entries;
+            total_bytes += stats.bytes;
+            containers.push((name, stats.entries, stats.bytes, bucket.created_ns));
+        }
+        let counts = [
+            ("x-account-container-count", containers.len() as u64),
+            ("x-account-object-count", total_objects),
+            ("x-account-bytes-used", total_bytes),
+        ];
+        let mut response = match query {
+            None => text(StatusCode::NO_CONTENT, ""),
+            Some(query) => {
+                let listed = query.select(containers.into_iter().map(|c| (c.0.clone(), c)).collect());
+                match query.format {
+                    _ if listed.is_empty() && query.format == Format::Plain => text(StatusCode::NO_CONTENT, ""),
+                    Format::Plain => text(
+                        StatusCode::OK,
+                        listed.iter().map(|c| c.0.as_str()).collect::<Vec<_>>().join("\n").as_str(),
+                    ),
+                    Format::Json => {
+                        let entries: Vec<serde_json::Value> = listed
+                            .iter()
+                            .map(|(name, count, bytes, created_ns)| {
+                                serde_json::json!({"name": name, "count": count, "bytes": bytes, "last_modified": swift_time(*created_ns)})
+                            })
+                            .collect();
+                        json(&serde_json::Value::Array(entries))
+                    }
+                }
+            }
+        };
+        if response.status() == StatusCode::NO_CONTENT {
+            *response.body_mut() = Body::empty();
+        }
+        for (name, value) in counts {
+            response.headers_mut().insert(name, HeaderValue::from(value));
+        }
+        response
+    }
+}
+
+/// What follows `/<prefix>/v1` in `path` (`""` for the account), if the path is Swift's.
+fn storage_path<'a>(prefix: &str, path: &'a str) -> Option<&'a str> {
+    let rest = path.strip_prefix('/')?.strip_prefix(prefix.trim_matches('/'))?.strip_prefix("/v1")?;
+    match rest {
+        "" | "/" => Some(""),
+        _ => rest.strip_prefix('/'),
+    }
+}
+
+/// A listing's format (`format=`, default plain).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Plain,
+    Json,
+}
+
+/// The parameters of a listing.
+#[derive(Debug)]
+struct ListingQuery {
+    format: Format,
+    marker: Option<String>,
+    end_marker: Option<String>,
+    prefix: String,
+    limit: usize,
+    reverse: bool,
+}
+
+impl ListingQuery {
+    /// Parses a listing's query string: 400 for a bad `limit` or `format`, 412 for a
+    /// `limit` above 10,000 (as Swift).
+    fn parse(query: &str) -> Result<ListingQuery, (StatusCode, String)> {
+        let mut q = ListingQuery {
+            format: Format::Plain,
+            marker: None,
+            end_marker: None,
+            prefix: String::new(),
+            limit: LISTING_LIMIT,
+            reverse: false,
+        };
+        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+            match &*key {
+                "format" => {
+                    q.format = match &*value {
+                        "json" => Format::Json,
+                        "plain" | "" => Format::Plain,
+                        other => {
+                            return Err((
+                                StatusCode::BAD_REQUEST,
+                                format!("400 Bad Request: format '{other}' is not plain or json"),
+                            ));
+                        }
+                    }
+                }
+                "marker" => q.marker = Some(value.into_owned()),
+                "end_marker" => q.end_marker = Some(value.into_owned()),
+                "prefix" => q.prefix = value.into_owned(),
+                "reverse" => q.reverse = matches!(&*value.to_ascii_lowercase(), "true" | "1" | "yes" | "on"),
+                "limit" => {
+                    q.limit = value.parse().map_err(|_| {
+                        (StatusCode::BAD_REQUEST, format!("400 Bad Request: limit '{value}' is not a number"))
+                    })?;
+                    if q.limit > LISTING_LIMIT {
+                        return Err((
+                            StatusCode::PRECONDITION_FAILED,
+                            format!("412 Precondition Failed: limit is at most {LISTING_LIMIT}"),
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(q)
+    }
+
+    /// The entries (by name, in name order) this listing returns.
+    fn select<T>(&self, mut entries: Vec<(String, T)>) -> Vec<T> {
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        if self.reverse {
+            entries.reverse();
+        }
+        let after = |name: &str, bound: &str| if self.reverse { name < bound } else { name > bound };
+        entries
+            .into_iter()
+            .filter(|(name, _)| name.starts_with(&self.prefix))
+            .filter(|(name, _)| self.marker.as_deref().is_none_or(|m| after(name, m)))
+            .filter(|(name, _)| self.end_marker.as_deref().is_none_or(|m| after(m, name)))
+            .take(self.limit)
+            .map(|(_, entry)| entry)
+            .collect()
+    }
+}
+
+/// A time as Swift's JSON listings give it: UTC, microseconds, no zone.
+fn swift_time(ns: u64) -> String {
+    match time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ns)) {
+        Ok(t) => format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second(),
+            t.microsecond()
+        ),
+        Err(_) => String::new(),
+    }
+}
+
+/// A JSON answer.
+fn json(value: &serde_json::Value) -> Response<Body> {
+    let mut response = Response::new(Body::from(value.to_string()));
+    response
+        .headers_mut()
+        .insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
+    response
+}
+
+/// 503 for a failure of the object layer (logged).
+fn unavailable(e: shoal_types::RadosError) -> Response<Body> {
+    tracing::warn!(error = %e, "a Swift request failed in the object layer");
+    text(StatusCode::SERVICE_UNAVAILABLE, "503 Service Unavailable: please retry")
+}
+
+/// Whether a request is for the v1 auth entry point.
+pub fn is_auth(method: &Method, path: &str) -> bool {
+    (method == Method::GET || method == Method::HEAD)
+        && matches!(path.trim_end_matches('/'), "/auth" | "/auth/v1.0" | "/auth/1.0")
+}
+
+/// A plain-text answer with `status`, as Swift's proxy gives its errors.
+fn text(status: StatusCode, message: &str) -> Response<Body> {
+    let mut response = Response::new(Body::from(format!("{message}\n")));
+    *response.status_mut() = status;
+    response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response
+}
+
+/// Answers a v1 auth request: 204 with `X-Storage-Url`, `X-Auth-Token` (also as
+/// `X-Storage-Token`) and `X-Auth-Token-Expires`; 401 for an unknown subuser, a wrong key
+/// or a suspended user (as RGW answers; TempAuth also says 401 for unknown users, where RGW
+/// says 403). `secure`: the request came over TLS; `now`: seconds since the epoch.
+pub async fn authenticate(
+    meta: &Meta,
+    config: &GatewayConfig,
+    headers: &HeaderMap,
+    secure: bool,
+    now: u64,
+) -> Response<Body> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let (subuser, key) = (header("x-auth-user"), header("x-auth-key"));
+    let unauthorized = || text(StatusCode::UNAUTHORIZED, "401 Unauthorized: the user or key is not known here");
+    let Some((uid, _)) = subuser.split_once(':') else { return unauthorized() };
+    if key.is_empty() {
+        return unauthorized();
+    }
+    let (user, token_key) = match (meta.user(uid).await, meta.swift_token_key().await) {
+        (Ok(Some(user)), Ok(token_key)) => (user, token_key),
+        (Ok(None), _) => return unauthorized(),
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::warn!(error = %e, "reading a user or the Swift token key failed");
+            return text(StatusCode::SERVICE_UNAVAILABLE, "503 Service Unavailable: please retry");
+        }
+    };
+    let known = user.subuser(subuser).is_some()
+        && user.swift_keys.iter().any(|k| {
+            k.user == subuser
+                && aws_lc_rs::constant_time::verify_slices_are_equal(k.secret_key.as_bytes(), key.as_bytes()).is_ok()
+        });
+    if !known {
+        return unauthorized();
+    }
+    if user.suspended {
+        return text(StatusCode::UNAUTHORIZED, "401 Unauthorized: UserSuspended");
+    }
+    let lifetime = config.swift_token_expiration.as_secs().max(1);
+    let token = token::issue(&token_key, subuser, now.saturating_add(lifetime));
+    let host = header("host");
+    let host = if host.is_empty() { "localhost" } else { host };
+    let scheme = if secure { "https" } else { "http" };
+    let storage_url = format!("{scheme}://{host}/{}/v1", config.swift_url_prefix.trim_matches('/'));
+    let mut response = Response::new(Body::empty());
+    *response.status_mut() = StatusCode::NO_CONTENT;
+    let answer = [
+        ("x-storage-url", storage_url),
+        ("x-auth-token", token.clone()),
+        ("x-storage-token", token),
+        ("x-auth-token-expires", lifetime.to_string()),
+    ];
+    for (name, value) in answer {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn storage_paths_split_at_the_prefix_and_version() {
+        assert_eq!(storage_path("swift", "/swift/v1"), Some(""));
+        assert_eq!(storage_path("swift", "/swift/v1/"), Some(""));
+        assert_eq!(storage_path("swift", "/swift/v1/c/o/with/slashes"), Some("c/o/with/slashes"));
+        assert_eq!(storage_path("/swift/", "/swift/v1/c"), Some("c"));
+        for other in ["/swift", "/swift/v2", "/swift/v10", "/bucket/v1", "/", "", "/swiftv1"] {
+            assert_eq!(storage_path("swift", other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn listings_page_by_marker_end_marker_prefix_limit_and_reverse() {
+        let names = ["b", "a", "c", "ab"].map(|n| (n.to_owned(), n));
+        let select = |query: &str| ListingQuery::parse(query).unwrap().select(names.to_vec());
+        assert_eq!(select(""), ["a", "ab", "b", "c"]);
+        assert_eq!(select("marker=a&limit=2"), ["ab", "b"]);
+        assert_eq!(select("end_marker=b"), ["a", "ab"]);
+        assert_eq!(select("prefix=a&format=json"), ["a", "ab"]);
+        assert_eq!(select("reverse=true&marker=c"), ["b", "ab", "a"]);
+        assert_eq!(ListingQuery::parse("limit=10001").unwrap_err().0, StatusCode::PRECONDITION_FAILED);
+        assert_eq!(ListingQuery::parse("limit=-1").unwrap_err().0, StatusCode::BAD_REQUEST);
+        assert_eq!(ListingQuery::parse("format=xml2").unwrap_err().0, StatusCode::BAD_REQUEST);
+        assert_eq!(swift_time(1_795_761_042_123_456_789), "2026-11-27T06:30:42.123456");
+    }
+
+    proptest! {
+        #[test]
+        fn any_query_or_path_parses_or_is_refused_without_panicking(query in ".{0,80}", path in "/?[a-z0-9/]{0,20}") {
+            if let Ok(q) = ListingQuery::parse(&query) {
+                prop_assert!(q.limit <= LISTING_LIMIT);
+            }
+            if let Some(rest) = storage_path("swift", &path) {
+                prop_assert!(path.ends_with(rest) && path.starts_with("/swift/v1"));
+            }
+        }
+    }
+}
