@@ -146,3 +146,52 @@ def test_bad_tokens_and_subusers_without_read_access_are_refused(subuser, user):
     # Removing the subuser ends its tokens.
     admin("subuser", "rm", "--subuser", writer)
     assert requests.head(url_w, headers={"X-Auth-Token": token_w}).status_code == 401
+
+
+def test_containers_are_buckets_created_counted_and_deleted_through_either_api(subuser, user):
+    from conftest import client
+    name, key = subuser
+    url, token = swift.get_auth(auth_url(), name, key, auth_version="1.0")
+    s3 = client(access_key=user[1], secret_key=user[2])
+    container = "sw-c-" + user[0]
+    status = {}
+    swift.put_container(url, token, container, response_dict=status)
+    assert status["status"] == 201
+    swift.put_container(url, token, container, response_dict=status)
+    assert status["status"] == 202, "already the user's"
+    s3.head_bucket(Bucket=container)
+    s3.put_object(Bucket=container, Key="a/b", Body=b"abc")
+    headers = swift.head_container(url, token, container)
+    assert (headers["x-container-object-count"], headers["x-container-bytes-used"]) == ("1", "3")
+    with pytest.raises(ClientException) as e:
+        swift.delete_container(url, token, container)
+    assert e.value.http_status == 409, "not empty"
+    s3.delete_object(Bucket=container, Key="a/b")
+    swift.delete_container(url, token, container, response_dict=status)
+    assert status["status"] == 204
+    for call in (swift.delete_container, swift.head_container):
+        with pytest.raises(ClientException) as e:
+            call(url, token, container)
+        assert e.value.http_status == 404
+    # Another user's bucket, bad names, and a read-only subuser.
+    admin_s3 = client()
+    taken = "sw-taken-" + user[0]
+    admin_s3.create_bucket(Bucket=taken)
+    try:
+        for bad, expected in [(taken, 409), ("ab", 400), ("." + container, 400), ("x" * 256, 400)]:
+            with pytest.raises(ClientException) as e:
+                swift.put_container(url, token, bad)
+            assert e.value.http_status == expected, bad
+        with pytest.raises(ClientException) as e:
+            swift.head_container(url, token, taken)
+        assert e.value.http_status == 403
+    finally:
+        admin_s3.delete_bucket(Bucket=taken)
+    reader = user[0] + ":reader"
+    admin("subuser", "create", "--uid", user[0], "--subuser", reader, "--access", "read")
+    admin("key", "create", "--subuser", reader, "--key-type", "swift", "--secret-key", "r")
+    url_r, token_r = swift.get_auth(auth_url(), reader, "r", auth_version="1.0")
+    with pytest.raises(ClientException) as e:
+        swift.put_container(url_r, token_r, container)
+    assert e.value.http_status == 403
+    admin("subuser", "rm", "--subuser", reader)

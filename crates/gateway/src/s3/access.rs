@@ -168,6 +168,11 @@ impl ShoalS3 {
     /// Who asks: the authenticated user (suspended users refused), and the request's
     /// condition keys.
     pub(super) async fn caller<I>(&self, req: &S3Request<I>) -> S3Result<Caller> {
+        if let Some(crate::swift::SwiftCaller(user)) = req.extensions.get() {
+            // The Swift front checked the token, the subuser and the suspension.
+            let keys = condition_keys(req, Some(user));
+            return Ok(Caller { user: Some(user.clone()), keys });
+        }
         let user = match &req.credentials {
             None => None,
             Some(credentials) => {

@@ -3,8 +3,10 @@
 //!   <uid>:<subuser>` and `X-Auth-Key` answers a storage URL and a token that every gateway
 //!   of the cluster accepts ([`token`]);
 //! - under `/<rgw_swift_url_prefix>/v1`, the account: HEAD (counts) and GET (the container
-//!   listing, plain or JSON, with `marker`, `end_marker`, `prefix`, `limit`, `reverse`).
-//!   Containers and objects answer 501 until they are built.
+//!   listing, plain or JSON, with `marker`, `end_marker`, `prefix`, `limit`, `reverse`);
+//!   containers: PUT, HEAD and DELETE, run as the S3 bucket operations of [`ShoalS3`] on
+//!   behalf of the token's user (so S3's access rules apply). Container listings and
+//!   objects answer 501 until they are built.
 
 pub mod token;
 
@@ -12,7 +14,8 @@ use crate::config::GatewayConfig;
 use crate::meta::{Meta, SubuserAccess, UserInfo};
 use crate::s3::ShoalS3;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
-use s3s::Body;
+use s3s::dto::{CreateBucketInput, DeleteBucketInput, HeadBucketInput};
+use s3s::{Body, S3, S3Request};
 use std::sync::Arc;
 
 /// Most entries one listing returns (Swift's `container_listing_limit`).
@@ -54,11 +57,15 @@ impl Swift {
             Ok(identity) => identity,
             Err(response) => return response,
         };
-        let mut response = match (rest.is_empty(), req.method().clone()) {
-            (true, Method::HEAD) => self.account(&identity, None).await,
-            (true, Method::GET) => self.account(&identity, Some(req.uri().query().unwrap_or_default())).await,
-            (true, _) => text(StatusCode::METHOD_NOT_ALLOWED, "405 Method Not Allowed"),
-            (false, _) => text(StatusCode::NOT_IMPLEMENTED, "501 Not Implemented: containers and objects come next"),
+        let container = percent_encoding::percent_decode_str(rest).decode_utf8_lossy();
+        let mut response = match (container.as_ref(), req.method().clone()) {
+            ("", Method::HEAD) => self.account(&identity, None).await,
+            ("", Method::GET) => self.account(&identity, Some(req.uri().query().unwrap_or_default())).await,
+            ("", _) => text(StatusCode::METHOD_NOT_ALLOWED, "405 Method Not Allowed"),
+            (name, Method::PUT) if !name.contains('/') => self.create_container(&identity, req, name).await,
+            (name, Method::HEAD) if !name.contains('/') => self.container(&identity, req, name).await,
+            (name, Method::DELETE) if !name.contains('/') => self.delete_container(&identity, req, name).await,
+            _ => text(StatusCode::NOT_IMPLEMENTED, "501 Not Implemented: container listings and objects come next"),
         };
         if let Ok(value) = HeaderValue::from_str(&format!("{now}.00000")) {
             response.headers_mut().insert("x-timestamp", value);
@@ -153,6 +160,121 @@ impl Swift {
         }
         response
     }
+}
+
+impl Swift {
+    /// An S3 request for `input` on behalf of the token's user.
+    fn on_behalf<B, T>(identity: &Identity, req: &Request<B>, input: T) -> S3Request<T> {
+        let mut extensions = http::Extensions::new();
+        extensions.insert(SwiftCaller(identity.user.clone()));
+        if let Some(origin) = req.extensions().get::<crate::notifications::Origin>() {
+            extensions.insert(origin.clone());
+        }
+        S3Request {
+            input,
+            method: req.method().clone(),
+            uri: req.uri().clone(),
+            headers: HeaderMap::new(),
+            extensions,
+            credentials: None,
+            region: None,
+            service: None,
+            trailing_headers: None,
+        }
+    }
+
+    /// PUT of a container: 201 created, 202 when the user has it already, 409 when another
+    /// user does.
+    async fn create_container<B>(&self, identity: &Identity, req: &Request<B>, name: &str) -> Response<Body> {
+        if identity.access == SubuserAccess::Read {
+            return text(StatusCode::FORBIDDEN, "403 Forbidden: the subuser may not write");
+        }
+        if let Err(message) = validate_container(name) {
+            return text(StatusCode::BAD_REQUEST, &format!("400 Bad Request: {message}"));
+        }
+        match self.s3.meta.bucket(name).await {
+            Ok(Some(bucket)) if bucket.owner == identity.user.uid => return text(StatusCode::ACCEPTED, ""),
+            Ok(Some(_)) => return text(StatusCode::CONFLICT, "409 Conflict: the container belongs to another user"),
+            Ok(None) => {}
+            Err(e) => return unavailable(e),
+        }
+        let input = CreateBucketInput { bucket: name.to_owned(), ..Default::default() };
+        match self.s3.create_bucket(Self::on_behalf(identity, req, input)).await {
+            Ok(_) => text(StatusCode::CREATED, ""),
+            Err(e) => refused(&e),
+        }
+    }
+
+    /// HEAD of a container: 204 with its counts and creation time.
+    async fn container<B>(&self, identity: &Identity, req: &Request<B>, name: &str) -> Response<Body> {
+        if identity.access == SubuserAccess::Write {
+            return text(StatusCode::FORBIDDEN, "403 Forbidden: the subuser may not read");
+        }
+        let input = HeadBucketInput { bucket: name.to_owned(), ..Default::default() };
+        if let Err(e) = self.s3.head_bucket(Self::on_behalf(identity, req, input)).await {
+            return refused(&e);
+        }
+        let bucket = match self.s3.meta.bucket(name).await {
+            Ok(Some(bucket)) => bucket,
+            Ok(None) => return text(StatusCode::NOT_FOUND, "404 Not Found"),
+            Err(e) => return unavailable(e),
+        };
+        let stats = match self.s3.objects.bucket_stats(&bucket).await {
+            Ok(stats) => stats,
+            Err(e) => return unavailable(e),
+        };
+        let mut response = text(StatusCode::NO_CONTENT, "");
+        *response.body_mut() = Body::empty();
+        let headers = response.headers_mut();
+        headers.insert("x-container-object-count", HeaderValue::from(stats.entries));
+        headers.insert("x-container-bytes-used", HeaderValue::from(stats.bytes));
+        response
+    }
+
+    /// DELETE of a container: 204, 404 when there is none, 409 when it holds objects.
+    async fn delete_container<B>(&self, identity: &Identity, req: &Request<B>, name: &str) -> Response<Body> {
+        if identity.access == SubuserAccess::Read {
+            return text(StatusCode::FORBIDDEN, "403 Forbidden: the subuser may not write");
+        }
+        let input = DeleteBucketInput { bucket: name.to_owned(), ..Default::default() };
+        match self.s3.delete_bucket(Self::on_behalf(identity, req, input)).await {
+            Ok(_) => {
+                let mut response = text(StatusCode::NO_CONTENT, "");
+                *response.body_mut() = Body::empty();
+                response
+            }
+            Err(e) => refused(&e),
+        }
+    }
+}
+
+/// The caller of an S3 operation run for a Swift request: the token's user.
+#[derive(Clone, Debug)]
+pub(crate) struct SwiftCaller(pub(crate) Arc<UserInfo>);
+
+/// Container names as RGW takes them: 3 to 255 bytes, no `/`, not starting with `.`.
+fn validate_container(name: &str) -> Result<(), String> {
+    match name.len() {
+        n if n > 255 => Err(format!("Container name length of {n} longer than 255")),
+        n if n < 3 => Err(format!("container name '{name}' is shorter than 3 bytes")),
+        _ if name.starts_with('.') || name.contains('/') => {
+            Err(format!("container name '{name}' starts with '.' or holds '/'"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The Swift answer to an S3 operation's error.
+fn refused(e: &s3s::S3Error) -> Response<Body> {
+    use s3s::S3ErrorCode as Code;
+    let status = match e.code() {
+        Code::NoSuchBucket | Code::NoSuchKey => StatusCode::NOT_FOUND,
+        Code::AccessDenied => StatusCode::FORBIDDEN,
+        Code::BucketNotEmpty | Code::BucketAlreadyExists | Code::BucketAlreadyOwnedByYou => StatusCode::CONFLICT,
+        _ => e.status_code().unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+    };
+    let reason = status.canonical_reason().unwrap_or_default();
+    text(status, &format!("{} {reason}: {}", status.as_u16(), e.message().unwrap_or(e.code().as_str())))
 }
 
 /// What follows `/<prefix>/v1` in `path` (`""` for the account), if the path is Swift's.
