@@ -195,3 +195,76 @@ def test_containers_are_buckets_created_counted_and_deleted_through_either_api(s
         swift.put_container(url_r, token_r, container)
     assert e.value.http_status == 403
     admin("subuser", "rm", "--subuser", reader)
+
+
+def test_objects_round_trip_through_swift_and_s3(subuser, user):
+    import hashlib
+    import io
+    from conftest import client, purge
+    name, key = subuser
+    url, token = swift.get_auth(auth_url(), name, key, auth_version="1.0")
+    s3 = client(access_key=user[1], secret_key=user[2])
+    container = "sw-o-" + user[0]
+    swift.put_container(url, token, container)
+    try:
+        data = bytes(range(256)) * 4097
+        md5 = hashlib.md5(data).hexdigest()
+        etag = swift.put_object(url, token, container, "dir/obj", data, content_type="text/x-test",
+                                headers={"X-Object-Meta-Color": "blue"})
+        assert etag == md5
+        headers, body = swift.get_object(url, token, container, "dir/obj")
+        assert body == data and headers["etag"] == md5
+        assert (headers["content-type"], headers["x-object-meta-color"]) == ("text/x-test", "blue")
+        assert int(headers["content-length"]) == len(data) and "last-modified" in headers
+        headers, part = swift.get_object(url, token, container, "dir/obj", headers={"Range": "bytes=10-19"})
+        assert part == data[10:20] and headers["content-range"] == f"bytes 10-19/{len(data)}"
+        assert swift.head_object(url, token, container, "dir/obj")["content-length"] == str(len(data))
+        # The same object through S3: bytes, ETag and metadata.
+        got = s3.get_object(Bucket=container, Key="dir/obj")
+        assert got["Body"].read() == data and got["ETag"] == f'"{md5}"'
+        assert (got["ContentType"], got["Metadata"]) == ("text/x-test", {"color": "blue"})
+        # And back: an S3 write read through Swift; no Content-Type stored reads as RGW's default.
+        s3.put_object(Bucket=container, Key="from-s3", Body=b"s3 bytes", Metadata={"k": "v"})
+        headers, body = swift.get_object(url, token, container, "from-s3")
+        assert (body, headers["x-object-meta-k"]) == (b"s3 bytes", "v")
+        # A chunked upload (no length known) and a wrong ETag.
+        etag = swift.put_object(url, token, container, "chunked", io.BytesIO(data), chunk_size=65536)
+        assert etag == md5 and swift.get_object(url, token, container, "chunked")[1] == data
+        with pytest.raises(ClientException) as e:
+            swift.put_object(url, token, container, "bad", b"abc", etag="0" * 32)
+        assert e.value.http_status == 422
+        with pytest.raises(ClientException) as e:
+            swift.get_object(url, token, container, "dir/obj", headers={"Range": f"bytes={len(data)}-"})
+        assert e.value.http_status == 416
+        status = {}
+        swift.delete_object(url, token, container, "dir/obj", response_dict=status)
+        assert status["status"] == 204
+        for call in (swift.delete_object, swift.get_object, swift.head_object):
+            with pytest.raises(ClientException) as e:
+                call(url, token, container, "dir/obj")
+            assert e.value.http_status == 404
+        with pytest.raises(ClientException) as e:
+            swift.put_object(url, token, "no-such-" + user[0], "o", b"x")
+        assert e.value.http_status == 404
+    finally:
+        purge(s3, container)
+
+
+@pytest.mark.skipif(bool(os.environ.get("SHOAL_S3_ENDPOINT2")), reason="run once, against shoal server")
+def test_swift_bench_runs_the_articles_command_without_failures(subuser, tmp_path):
+    """The seed article's `swift-bench -c 64 -s 4096 -n N -g N swift.conf`, v1.0 auth, at
+    N = 10,000: every PUT, GET and DELETE succeeds."""
+    import re
+    import subprocess
+    import sys
+    name, key = subuser
+    conf = tmp_path / "swift.conf"
+    conf.write_text(f"[bench]\nauth = {auth_url()}\nuser = {name}\nkey = {key}\nauth_version = 1.0\n")
+    bench = os.path.join(os.path.dirname(sys.executable), "swift-bench")
+    out = subprocess.run([bench, "-c", "64", "-s", "4096", "-n", "10000", "-g", "10000", str(conf)],
+                         capture_output=True, text=True, timeout=600)
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log
+    finals = re.findall(r"(\d+) (PUTS|GETS|DEL) \*\*FINAL\*\* \[(\d+) failures\]", log)
+    assert sorted(kind for _, kind, _ in finals) == ["DEL", "GETS", "PUTS"], log
+    assert all(count == "10000" and failures == "0" for count, _, failures in finals), log

@@ -403,7 +403,7 @@ impl Front {
             }
             Ok(_permit) if self.swift.handles(req.method(), req.uri().path()) => {
                 let secure = req.extensions().get::<Origin>().is_some_and(|o| o.secure);
-                Ok(self.swift.handle(&req, secure).await)
+                Ok(self.swift.handle(req, secure).await)
             }
             Ok(_permit) => self.service.call(req).await,
             Err(_) => Err(s3s::HttpError::new(Box::new(std::io::Error::other("worker pool closed")))),

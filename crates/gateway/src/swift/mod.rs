@@ -4,9 +4,12 @@
 //!   of the cluster accepts ([`token`]);
 //! - under `/<rgw_swift_url_prefix>/v1`, the account: HEAD (counts) and GET (the container
 //!   listing, plain or JSON, with `marker`, `end_marker`, `prefix`, `limit`, `reverse`);
-//!   containers: PUT, HEAD and DELETE, run as the S3 bucket operations of [`ShoalS3`] on
-//!   behalf of the token's user (so S3's access rules apply). Container listings and
-//!   objects answer 501 until they are built.
+//!   containers: PUT, HEAD and DELETE; objects: PUT (chunked too, `ETag` checked,
+//!   `X-Object-Meta-*`), GET and HEAD (`Range`), DELETE. Container and object operations run
+//!   as the S3 operations of [`ShoalS3`] on behalf of the token's user, so S3's access rules,
+//!   versioning, encryption and notifications apply alike. The subuser's access level is
+//!   checked first. Container listings, POST, COPY, large objects, ACLs and temp URLs answer
+//!   501 until they are built.
 
 pub mod token;
 
@@ -14,7 +17,10 @@ use crate::config::GatewayConfig;
 use crate::meta::{Meta, SubuserAccess, UserInfo};
 use crate::s3::ShoalS3;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
-use s3s::dto::{CreateBucketInput, DeleteBucketInput, HeadBucketInput};
+use s3s::dto::{
+    CreateBucketInput, DeleteBucketInput, DeleteObjectInput, GetObjectInput, HeadBucketInput, HeadObjectInput,
+    PutObjectInput, StreamingBlob,
+};
 use s3s::{Body, S3, S3Request};
 use std::sync::Arc;
 
@@ -32,6 +38,19 @@ struct Identity {
     access: SubuserAccess,
 }
 
+impl Identity {
+    /// Whether the subuser's access allows `method`: reads (GET, HEAD) need read access,
+    /// anything else write access.
+    fn may(&self, method: &Method) -> bool {
+        let reads = matches!(*method, Method::GET | Method::HEAD);
+        match self.access {
+            SubuserAccess::Read => reads,
+            SubuserAccess::Write => !reads,
+            SubuserAccess::ReadWrite | SubuserAccess::Full => true,
+        }
+    }
+}
+
 impl Swift {
     /// The front over the gateway's S3 service state.
     pub fn new(s3: Arc<ShoalS3>) -> Swift {
@@ -44,7 +63,9 @@ impl Swift {
     }
 
     /// Answers a Swift request (`secure`: it came over TLS).
-    pub async fn handle<B>(&self, req: &Request<B>, secure: bool) -> Response<Body> {
+    pub async fn handle(&self, req: Request<Body>, secure: bool) -> Response<Body> {
+        let (parts, body) = req.into_parts();
+        let req = &Request::from_parts(parts, ());
         let now = crate::objects::now_ns() / 1_000_000_000;
         let (meta, config) = (&self.s3.meta, &self.s3.config);
         if is_auth(req.method(), req.uri().path()) {
@@ -57,15 +78,25 @@ impl Swift {
             Ok(identity) => identity,
             Err(response) => return response,
         };
-        let container = percent_encoding::percent_decode_str(rest).decode_utf8_lossy();
-        let mut response = match (container.as_ref(), req.method().clone()) {
-            ("", Method::HEAD) => self.account(&identity, None).await,
-            ("", Method::GET) => self.account(&identity, Some(req.uri().query().unwrap_or_default())).await,
-            ("", _) => text(StatusCode::METHOD_NOT_ALLOWED, "405 Method Not Allowed"),
-            (name, Method::PUT) if !name.contains('/') => self.create_container(&identity, req, name).await,
-            (name, Method::HEAD) if !name.contains('/') => self.container(&identity, req, name).await,
-            (name, Method::DELETE) if !name.contains('/') => self.delete_container(&identity, req, name).await,
-            _ => text(StatusCode::NOT_IMPLEMENTED, "501 Not Implemented: container listings and objects come next"),
+        if !identity.may(req.method()) {
+            return text(StatusCode::FORBIDDEN, "403 Forbidden: the subuser's access does not allow this");
+        }
+        let path = percent_encoding::percent_decode_str(rest).decode_utf8_lossy();
+        let (container, object) = path.split_once('/').unwrap_or((&path, ""));
+        let mut response = match (container, object, req.method().clone()) {
+            ("", _, Method::HEAD) => self.account(&identity, None).await,
+            ("", _, Method::GET) => self.account(&identity, Some(req.uri().query().unwrap_or_default())).await,
+            ("", _, _) => text(StatusCode::METHOD_NOT_ALLOWED, "405 Method Not Allowed"),
+            (name, "", Method::PUT) => self.create_container(&identity, req, name).await,
+            (name, "", Method::HEAD) => self.container(&identity, req, name).await,
+            (name, "", Method::DELETE) => self.delete_container(&identity, req, name).await,
+            (_, "", _) => text(StatusCode::NOT_IMPLEMENTED, "501 Not Implemented: container listings come next"),
+            (bucket, key, Method::PUT) => self.put_object(&identity, req, bucket, key, body).await,
+            (bucket, key, method @ (Method::GET | Method::HEAD)) => {
+                self.get_object(&identity, req, bucket, key, method == Method::HEAD).await
+            }
+            (bucket, key, Method::DELETE) => self.delete_object(&identity, req, bucket, key).await,
+            _ => text(StatusCode::NOT_IMPLEMENTED, "501 Not Implemented: this object operation comes next"),
         };
         if let Ok(value) = HeaderValue::from_str(&format!("{now}.00000")) {
             response.headers_mut().insert("x-timestamp", value);
@@ -97,9 +128,6 @@ impl Swift {
     /// The account: its counts (HEAD, `listing` None), or also its containers (GET, with
     /// the query of the listing).
     async fn account(&self, identity: &Identity, listing: Option<&str>) -> Response<Body> {
-        if identity.access == SubuserAccess::Write {
-            return text(StatusCode::FORBIDDEN, "403 Forbidden: the subuser may not read");
-        }
         let query = match listing.map(ListingQuery::parse).transpose() {
             Ok(query) => query,
             Err((status, message)) => return text(status, &message),
@@ -186,9 +214,6 @@ impl Swift {
     /// PUT of a container: 201 created, 202 when the user has it already, 409 when another
     /// user does.
     async fn create_container<B>(&self, identity: &Identity, req: &Request<B>, name: &str) -> Response<Body> {
-        if identity.access == SubuserAccess::Read {
-            return text(StatusCode::FORBIDDEN, "403 Forbidden: the subuser may not write");
-        }
         if let Err(message) = validate_container(name) {
             return text(StatusCode::BAD_REQUEST, &format!("400 Bad Request: {message}"));
         }
@@ -207,9 +232,6 @@ impl Swift {
 
     /// HEAD of a container: 204 with its counts and creation time.
     async fn container<B>(&self, identity: &Identity, req: &Request<B>, name: &str) -> Response<Body> {
-        if identity.access == SubuserAccess::Write {
-            return text(StatusCode::FORBIDDEN, "403 Forbidden: the subuser may not read");
-        }
         let input = HeadBucketInput { bucket: name.to_owned(), ..Default::default() };
         if let Err(e) = self.s3.head_bucket(Self::on_behalf(identity, req, input)).await {
             return refused(&e);
@@ -233,9 +255,6 @@ impl Swift {
 
     /// DELETE of a container: 204, 404 when there is none, 409 when it holds objects.
     async fn delete_container<B>(&self, identity: &Identity, req: &Request<B>, name: &str) -> Response<Body> {
-        if identity.access == SubuserAccess::Read {
-            return text(StatusCode::FORBIDDEN, "403 Forbidden: the subuser may not write");
-        }
         let input = DeleteBucketInput { bucket: name.to_owned(), ..Default::default() };
         match self.s3.delete_bucket(Self::on_behalf(identity, req, input)).await {
             Ok(_) => {
@@ -246,6 +265,149 @@ impl Swift {
             Err(e) => refused(&e),
         }
     }
+}
+
+impl Swift {
+    /// PUT of an object: 201 with its `etag`; 422 when the body's MD5 differs from the
+    /// request's `ETag`. The body may come chunked.
+    async fn put_object<B>(
+        &self,
+        identity: &Identity,
+        req: &Request<B>,
+        bucket: &str,
+        key: &str,
+        body: Body,
+    ) -> Response<Body> {
+        let headers = req.headers();
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let content_md5 = match header("etag").map(|etag| hex_md5_as_base64(etag.trim_matches('"'))) {
+            Some(Ok(md5)) => Some(md5),
+            Some(Err(())) => {
+                return text(StatusCode::UNPROCESSABLE_ENTITY, "422 Unprocessable Entity: the ETag is not an MD5");
+            }
+            None => None,
+        };
+        let input = PutObjectInput {
+            bucket: bucket.to_owned(),
+            key: key.to_owned(),
+            body: Some(StreamingBlob::new(body)),
+            content_length: header("content-length").and_then(|l| l.parse().ok()),
+            content_type: header("content-type").map(str::to_owned),
+            content_md5,
+            metadata: Some(object_meta(headers)),
+            ..Default::default()
+        };
+        match self.s3.put_object(Self::on_behalf(identity, req, input)).await {
+            Ok(out) => {
+                let mut response = text(StatusCode::CREATED, "");
+                if let Some(etag) = out.output.e_tag.and_then(|e| HeaderValue::from_str(e.value()).ok()) {
+                    response.headers_mut().insert("etag", etag);
+                }
+                response
+            }
+            Err(e) if *e.code() == s3s::S3ErrorCode::BadDigest => {
+                text(StatusCode::UNPROCESSABLE_ENTITY, "422 Unprocessable Entity: the body's MD5 is not its ETag")
+            }
+            Err(e) => refused(&e),
+        }
+    }
+
+    /// GET (or HEAD, `head_only`) of an object, with `Range`: 200 or 206, its `etag`,
+    /// `Content-Type` (`binary/octet-stream` when none was given, as RGW),
+    /// `Last-Modified` and `X-Object-Meta-*`.
+    async fn get_object<B>(
+        &self,
+        identity: &Identity,
+        req: &Request<B>,
+        bucket: &str,
+        key: &str,
+        head_only: bool,
+    ) -> Response<Body> {
+        let range =
+            match req.headers().get("range").map(|r| r.to_str().ok().and_then(|r| s3s::dto::Range::parse(r).ok())) {
+                Some(None) => return text(StatusCode::RANGE_NOT_SATISFIABLE, "416 Requested Range Not Satisfiable"),
+                Some(range) => range,
+                None => None,
+            };
+        let input = GetObjectInput { bucket: bucket.to_owned(), key: key.to_owned(), range, ..Default::default() };
+        let out = match self.s3.get_object(Self::on_behalf(identity, req, input)).await {
+            Ok(out) => out.output,
+            Err(e) if *e.code() == s3s::S3ErrorCode::InvalidRange => {
+                return text(StatusCode::RANGE_NOT_SATISFIABLE, "416 Requested Range Not Satisfiable");
+            }
+            Err(e) => return refused(&e),
+        };
+        let mut response = match (head_only, out.body) {
+            (false, Some(body)) => Response::new(Body::from(s3s::stream::DynByteStream::from(body))),
+            _ => Response::new(Body::empty()),
+        };
+        if out.content_range.is_some() {
+            *response.status_mut() = StatusCode::PARTIAL_CONTENT;
+        }
+        let headers = response.headers_mut();
+        let mut set = |name: &'static str, value: Option<String>| {
+            if let Some(value) = value.and_then(|v| HeaderValue::from_str(&v).ok()) {
+                headers.insert(name, value);
+            }
+        };
+        set("content-length", out.content_length.map(|l| l.to_string()));
+        set("content-range", out.content_range);
+        set("content-type", Some(out.content_type.unwrap_or_else(|| "binary/octet-stream".into())));
+        set("etag", out.e_tag.map(|e| e.value().to_owned()));
+        set("accept-ranges", Some("bytes".into()));
+        let mut http_date = Vec::new();
+        if out.last_modified.is_some_and(|t| t.format(s3s::dto::TimestampFormat::HttpDate, &mut http_date).is_ok()) {
+            set("last-modified", String::from_utf8(http_date).ok());
+        }
+        for (name, value) in out.metadata.unwrap_or_default() {
+            if let (Ok(name), Ok(value)) = (
+                http::HeaderName::from_bytes(format!("x-object-meta-{name}").as_bytes()),
+                HeaderValue::from_str(&value),
+            ) {
+                headers.insert(name, value);
+            }
+        }
+        response
+    }
+
+    /// DELETE of an object: 204, or 404 when there is none (unlike S3's 204).
+    async fn delete_object<B>(&self, identity: &Identity, req: &Request<B>, bucket: &str, key: &str) -> Response<Body> {
+        let head = HeadObjectInput { bucket: bucket.to_owned(), key: key.to_owned(), ..Default::default() };
+        if let Err(e) = self.s3.head_object(Self::on_behalf(identity, req, head)).await {
+            return refused(&e);
+        }
+        let input = DeleteObjectInput { bucket: bucket.to_owned(), key: key.to_owned(), ..Default::default() };
+        match self.s3.delete_object(Self::on_behalf(identity, req, input)).await {
+            Ok(_) => {
+                let mut response = text(StatusCode::NO_CONTENT, "");
+                *response.body_mut() = Body::empty();
+                response
+            }
+            Err(e) => refused(&e),
+        }
+    }
+}
+
+/// The `X-Object-Meta-*` headers as S3 user metadata (names lower-case, without the prefix).
+fn object_meta(headers: &HeaderMap) -> s3s::dto::Metadata {
+    headers
+        .iter()
+        .filter_map(|(name, value)| {
+            let name = name.as_str().strip_prefix("x-object-meta-")?;
+            Some((name.to_owned(), value.to_str().ok()?.to_owned()))
+        })
+        .collect()
+}
+
+/// A hex MD5 (Swift's `ETag`) as base64 (S3's `Content-MD5`).
+fn hex_md5_as_base64(hex: &str) -> Result<String, ()> {
+    use base64::Engine;
+    if hex.len() != 32 {
+        return Err(());
+    }
+    let bytes: Result<Vec<u8>, ()> =
+        (0..16).map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2).ok_or(())?, 16).map_err(|_| ())).collect();
+    Ok(base64::engine::general_purpose::STANDARD.encode(bytes?))
 }
 
 /// The caller of an S3 operation run for a Swift request: the token's user.
