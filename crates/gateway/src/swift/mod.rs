@@ -180,9 +180,6 @@ impl Swift {
                 }
             }
         };
-        if response.status() == StatusCode::NO_CONTENT {
-            *response.body_mut() = Body::empty();
-        }
         for (name, value) in counts {
             response.headers_mut().insert(name, HeaderValue::from(value));
         }
@@ -246,7 +243,6 @@ impl Swift {
             Err(e) => return unavailable(e),
         };
         let mut response = text(StatusCode::NO_CONTENT, "");
-        *response.body_mut() = Body::empty();
         let headers = response.headers_mut();
         headers.insert("x-container-object-count", HeaderValue::from(stats.entries));
         headers.insert("x-container-bytes-used", HeaderValue::from(stats.bytes));
@@ -257,11 +253,7 @@ impl Swift {
     async fn delete_container<B>(&self, identity: &Identity, req: &Request<B>, name: &str) -> Response<Body> {
         let input = DeleteBucketInput { bucket: name.to_owned(), ..Default::default() };
         match self.s3.delete_bucket(Self::on_behalf(identity, req, input)).await {
-            Ok(_) => {
-                let mut response = text(StatusCode::NO_CONTENT, "");
-                *response.body_mut() = Body::empty();
-                response
-            }
+            Ok(_) => text(StatusCode::NO_CONTENT, ""),
             Err(e) => refused(&e),
         }
     }
@@ -378,11 +370,7 @@ impl Swift {
         }
         let input = DeleteObjectInput { bucket: bucket.to_owned(), key: key.to_owned(), ..Default::default() };
         match self.s3.delete_object(Self::on_behalf(identity, req, input)).await {
-            Ok(_) => {
-                let mut response = text(StatusCode::NO_CONTENT, "");
-                *response.body_mut() = Body::empty();
-                response
-            }
+            Ok(_) => text(StatusCode::NO_CONTENT, ""),
             Err(e) => refused(&e),
         }
     }
@@ -570,8 +558,10 @@ pub fn is_auth(method: &Method, path: &str) -> bool {
 }
 
 /// A plain-text answer with `status`, as Swift's proxy gives its errors.
+/// An empty `message` gives an empty body (as 201, 202 and 204 answers have).
 fn text(status: StatusCode, message: &str) -> Response<Body> {
-    let mut response = Response::new(Body::from(format!("{message}\n")));
+    let body = if message.is_empty() { Body::empty() } else { Body::from(format!("{message}\n")) };
+    let mut response = Response::new(body);
     *response.status_mut() = status;
     response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     response
