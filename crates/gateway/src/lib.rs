@@ -48,6 +48,11 @@ use std::sync::Arc;
 
 pub use server::{Front, VirtualHosts};
 
+/// `s` as XML text or attribute value.
+pub(crate) fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
 /// The gateway's state, shared by the HTTP front, the admin commands and background tasks.
 #[derive(Clone)]
 pub struct Gateway {

@@ -16,6 +16,7 @@ use shoal_client::{IoCtx, WatchEvent, WriteOp};
 use shoal_notify::filter::NotificationConfig;
 use shoal_notify::topic::Topic;
 use shoal_types::{Errno, Result, err};
+use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -51,6 +52,10 @@ pub struct UserInfo {
     /// Swift keys, one per subuser that has one.
     #[serde(default)]
     pub swift_keys: Vec<SwiftKey>,
+    /// Swift account metadata (`X-Account-Meta-*`, names lower-case without the prefix;
+    /// `temp-url-key` and `temp-url-key-2` sign temp URLs).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub account_meta: BTreeMap<String, String>,
 }
 
 impl UserInfo {
@@ -64,6 +69,7 @@ impl UserInfo {
             suspended: false,
             subusers: Vec::new(),
             swift_keys: Vec::new(),
+            account_meta: BTreeMap::new(),
         }
     }
 
@@ -244,6 +250,30 @@ pub struct BucketInfo {
     /// Default encryption of new objects, if configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption: Option<crate::crypt::DefaultEncryption>,
+    /// What Swift keeps about the container: its metadata and ACLs.
+    #[serde(default, skip_serializing_if = "SwiftContainer::is_empty")]
+    pub swift: SwiftContainer,
+}
+
+/// A container's Swift metadata and ACLs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwiftContainer {
+    /// `X-Container-Meta-*`, names lower-case without the prefix.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub meta: BTreeMap<String, String>,
+    /// `X-Container-Read`: who else may read (and, with `.rlistings`, list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_acl: Option<String>,
+    /// `X-Container-Write`: who else may write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_acl: Option<String>,
+}
+
+impl SwiftContainer {
+    /// Whether nothing was set.
+    pub fn is_empty(&self) -> bool {
+        *self == SwiftContainer::default()
+    }
 }
 
 impl BucketInfo {

@@ -673,6 +673,7 @@ impl Objects {
             delete_marker: false,
             own_head,
             lock: terms.lock,
+            content_type: meta.content_type.clone(),
         };
         let head = layout::head_object(&bucket.id, key);
         let input = LinkInput { key: key.to_owned(), entry, events, condition: terms.condition };

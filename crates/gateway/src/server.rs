@@ -65,17 +65,13 @@ pub struct Front {
 fn xml_error(status: StatusCode, code: &str, message: &str, resource: &str, id: &str) -> Response<Body> {
     let body = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{}</Message><Resource>{}</Resource><RequestId>{id}</RequestId></Error>",
-        escape(message),
-        escape(resource)
+        crate::xml_escape(message),
+        crate::xml_escape(resource)
     );
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/xml"));
     response
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// Adds `Resource` and `RequestId` to an s3s error body.
@@ -102,12 +98,12 @@ async fn complete_error(response: Response<Body>, resource: &str, id: &str) -> R
             // s3s leaves Message out when the error has none: S3 clients show it, so say what the code means.
             let message = match text.contains("<Message>") {
                 true => String::new(),
-                false => format!("<Message>{}</Message>", escape(&default_message(parts.status, &text))),
+                false => format!("<Message>{}</Message>", crate::xml_escape(&default_message(parts.status, &text))),
             };
             format!(
                 "{}{message}<Resource>{}</Resource><RequestId>{id}</RequestId></Error>",
                 &text[..at],
-                escape(resource)
+                crate::xml_escape(resource)
             )
         }
         _ => text.into_owned(),

@@ -90,10 +90,6 @@ fn notification_target(uri: &Uri) -> Option<(String, Option<String>)> {
     Some((bucket.to_owned(), (!id.is_empty()).then(|| id.into_owned())))
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
-
 fn xml_response(status: StatusCode, body: String) -> http::Response<Body> {
     let mut response = http::Response::new(Body::from(body));
     *response.status_mut() = status;
@@ -108,7 +104,7 @@ fn sns_error(status: StatusCode, code: &str, message: &str, request_id: &str) ->
         status,
         format!(
             "<ErrorResponse xmlns=\"{SNS_NS}\"><Error><Type>{kind}</Type><Code>{code}</Code><Message>{}</Message></Error><RequestId>{request_id}</RequestId></ErrorResponse>",
-            escape(message)
+            crate::xml_escape(message)
         ),
     )
 }
@@ -481,14 +477,14 @@ impl Routes {
                 self.check_dead_letter(&topic, who).await?;
                 self.sync_queues(old.as_deref(), &mut topic).await?;
                 self.meta.put_topic(&topic).await.map_err(internal)?;
-                Ok(Some(format!("<TopicArn>{}</TopicArn>", escape(&topic.arn))))
+                Ok(Some(format!("<TopicArn>{}</TopicArn>", crate::xml_escape(&topic.arn))))
             }
             "GetTopicAttributes" => {
                 let topic = self.owned_topic(params, who).await?;
                 let entries: String = topic
                     .attributes()
                     .into_iter()
-                    .map(|(k, v)| format!("<entry><key>{k}</key><value>{}</value></entry>", escape(&v)))
+                    .map(|(k, v)| format!("<entry><key>{k}</key><value>{}</value></entry>", crate::xml_escape(&v)))
                     .collect();
                 Ok(Some(format!("<Attributes>{entries}</Attributes>")))
             }
@@ -511,7 +507,10 @@ impl Routes {
                     if let Ok(Some(topic)) = self.meta.topic(&key).await
                         && topic.owner == who.uid
                     {
-                        members.push_str(&format!("<member><TopicArn>{}</TopicArn></member>", escape(&topic.arn)));
+                        members.push_str(&format!(
+                            "<member><TopicArn>{}</TopicArn></member>",
+                            crate::xml_escape(&topic.arn)
+                        ));
                     }
                 }
                 Ok(Some(format!("<Topics>{members}</Topics>")))

@@ -304,7 +304,9 @@ struct NewObject {
 }
 
 impl NewObject {
-    fn into_meta(self, owner: &str, acl: Acl) -> S3Result<ObjectMeta> {
+    /// The new object's metadata. A Swift request (`extensions` holding its caller) has
+    /// had its metadata checked against Swift's limits, and may bring headers to store.
+    fn into_meta(self, owner: &str, acl: Acl, extensions: &http::Extensions) -> S3Result<ObjectMeta> {
         let mut headers = BTreeMap::new();
         let encoding = self.content_encoding.map(|e| {
             e.split(',').map(str::trim).filter(|p| !p.eq_ignore_ascii_case("aws-chunked")).collect::<Vec<_>>().join(",")
@@ -321,8 +323,12 @@ impl NewObject {
             }
         }
         let user_meta: BTreeMap<String, String> = self.metadata.unwrap_or_default().into_iter().collect();
-        if user_meta.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() > 2048 {
+        let swift = extensions.get::<crate::swift::SwiftCaller>().is_some();
+        if !swift && user_meta.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() > 2048 {
             return Err(s3_error!(MetadataTooLarge, "user metadata exceeds 2 KiB"));
+        }
+        if let Some(crate::swift::StoredHeaders(stored)) = extensions.get() {
+            headers.extend(stored.clone());
         }
         Ok(ObjectMeta {
             owner: owner.to_owned(),
@@ -371,6 +377,19 @@ macro_rules! copy_conditions {
             if_unmodified_since: $input.copy_source_if_unmodified_since.as_ref(),
         }
     };
+}
+
+/// Adds to a GET or HEAD answer the `x-` headers stored with the object (Swift's
+/// `X-Delete-At`, `X-Object-Manifest`, `X-Static-Large-Object`).
+fn with_stored_headers<T>(mut response: S3Response<T>, meta: &ObjectMeta) -> S3Response<T> {
+    for (name, value) in meta.headers.iter().filter(|(name, _)| name.starts_with("x-")) {
+        if let (Ok(name), Ok(value)) =
+            (http::HeaderName::from_bytes(name.as_bytes()), http::HeaderValue::from_str(value))
+        {
+            response.headers.insert(name, value);
+        }
+    }
+    response
 }
 
 /// Sets the standard response fields of GET and HEAD from an object's metadata.
@@ -766,6 +785,8 @@ impl S3 for ShoalS3 {
             ownership,
             cors: Vec::new(),
             encryption: None,
+            // A Swift PUT brings the container's metadata and ACLs.
+            swift: req.extensions.get::<crate::meta::SwiftContainer>().cloned().unwrap_or_default(),
         };
         self.objects.init_index(&info).await.map_err(rados_error)?;
         if let Err(e) = self.meta.create_bucket(&info).await {
@@ -1232,7 +1253,7 @@ impl S3 for ShoalS3 {
         let input = req.input;
         let bucket = self.bucket_for(&input.bucket, &caller, Action::PutObject, Some(&input.key)).await?;
         let (owner, acl) = self.new_object_acl(&bucket, &caller, requested_acl!(input, None)).await?;
-        let meta = new_object!(input).into_meta(&owner, acl)?;
+        let meta = new_object!(input).into_meta(&owner, acl, &req.extensions)?;
         if input.content_length.is_some_and(|l| l as u64 > self.config.max_put_size) {
             return Err(s3_error!(EntityTooLarge));
         }
@@ -1320,7 +1341,7 @@ impl S3 for ShoalS3 {
             show_checksum!(out, meta.checksum.as_ref(), input.checksum_mode);
         }
         show_encryption!(out, meta.sealed.as_ref(), customer.as_ref());
-        Ok(S3Response::new(out))
+        Ok(with_stored_headers(S3Response::new(out), &meta))
     }
 
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
@@ -1357,7 +1378,7 @@ impl S3 for ShoalS3 {
             show_checksum!(out, meta.checksum.as_ref(), input.checksum_mode);
         }
         show_encryption!(out, meta.sealed.as_ref(), customer.as_ref());
-        Ok(S3Response::new(out))
+        Ok(with_stored_headers(S3Response::new(out), &meta))
     }
 
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
@@ -1461,7 +1482,7 @@ impl S3 for ShoalS3 {
             ));
         }
         let meta = if replace {
-            new_object!(input).into_meta(&owner, acl)?
+            new_object!(input).into_meta(&owner, acl, &req.extensions)?
         } else {
             ObjectMeta { owner: owner.clone(), acl, ..src_meta.clone() }
         };
@@ -1702,7 +1723,10 @@ impl S3 for ShoalS3 {
         )?;
         let customer = self.customer_key(customer_headers!(input), origin_of(&req.extensions).secure)?;
         let protection = self.protection(&bucket, requested_encryption!(input, customer.as_ref()))?;
-        let meta = ObjectMeta { sealed: protection.map(|p| p.sealed), ..new_object!(input).into_meta(&owner, acl)? };
+        let meta = ObjectMeta {
+            sealed: protection.map(|p| p.sealed),
+            ..new_object!(input).into_meta(&owner, acl, &req.extensions)?
+        };
         let sealed = meta.sealed.clone();
         let upload_id =
             self.objects.create_upload(&self.uploads, &bucket, &input.key, meta, lock).await.map_err(rados_error)?;

@@ -1,53 +1,104 @@
-//! The Swift API beside S3 on the same gateway, a container being an S3 bucket. So far:
+//! The Swift API beside S3 on the same gateway, a container being an S3 bucket:
 //! - TempAuth-style v1 authentication: `GET /auth/v1.0` (or `/auth`) with `X-Auth-User:
 //!   <uid>:<subuser>` and `X-Auth-Key` answers a storage URL and a token that every gateway
-//!   of the cluster accepts ([`token`]);
-//! - under `/<rgw_swift_url_prefix>/v1`, the account: HEAD (counts) and GET (the container
-//!   listing, plain or JSON, with `marker`, `end_marker`, `prefix`, `limit`, `reverse`);
-//!   containers: PUT, HEAD and DELETE; objects: PUT (chunked too, `ETag` checked,
-//!   `X-Object-Meta-*`), GET and HEAD (`Range`), DELETE. Container and object operations run
-//!   as the S3 operations of [`ShoalS3`] on behalf of the token's user, so S3's access rules,
-//!   versioning, encryption and notifications apply alike. The subuser's access level is
-//!   checked first. Container listings, POST, COPY, large objects, ACLs and temp URLs answer
-//!   501 until they are built.
+//!   of the cluster accepts ([`token`]); `GET /info` the cluster's capabilities;
+//! - under `/<rgw_swift_url_prefix>/v1`, the account ([`account`]), containers
+//!   ([`container`]) and objects ([`object`]), large objects ([`large`]), bulk delete and
+//!   temp URLs ([`tempurl`]).
+//!
+//! Container and object operations run as the S3 operations of [`ShoalS3`] on behalf of a
+//! user, so S3's access rules, versioning, encryption and notifications apply alike. The
+//! user is the token's, or the container's owner when a container ACL ([`acl`]) or a temp
+//! URL lets the requester in. The subuser's access level is checked first.
 
+// Errors here are answers (`Response`s), made once per request: boxing them buys nothing.
+#![allow(clippy::result_large_err)]
+
+mod account;
+pub mod acl;
+mod container;
+mod large;
+mod listing;
+mod object;
+pub mod tempurl;
 pub mod token;
 
 use crate::config::GatewayConfig;
-use crate::meta::{Meta, SubuserAccess, UserInfo};
+use crate::meta::{BucketInfo, Meta, SubuserAccess, UserInfo};
+use crate::notifications::Origin;
 use crate::s3::ShoalS3;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
-use s3s::dto::{
-    CreateBucketInput, DeleteBucketInput, DeleteObjectInput, GetObjectInput, HeadBucketInput, HeadObjectInput,
-    PutObjectInput, StreamingBlob,
-};
-use s3s::{Body, S3, S3Request};
+use s3s::{Body, S3Request};
+use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// Most entries one listing returns (Swift's `container_listing_limit`).
-const LISTING_LIMIT: usize = 10_000;
 
 /// The Swift front: v1 auth and the storage API.
 pub struct Swift {
     s3: Arc<ShoalS3>,
 }
 
-/// Who a storage request authenticated as.
+/// A user a storage request authenticated as.
 struct Identity {
     user: Arc<UserInfo>,
+    /// `<uid>:<name>`.
+    subuser: String,
     access: SubuserAccess,
 }
 
-impl Identity {
-    /// Whether the subuser's access allows `method`: reads (GET, HEAD) need read access,
-    /// anything else write access.
-    fn may(&self, method: &Method) -> bool {
-        let reads = matches!(*method, Method::GET | Method::HEAD);
-        match self.access {
-            SubuserAccess::Read => reads,
-            SubuserAccess::Write => !reads,
-            SubuserAccess::ReadWrite | SubuserAccess::Full => true,
+/// Who sends a storage request.
+enum Requester {
+    /// A token's user.
+    User(Identity),
+    /// No token: let in only by container ACLs naming referrers, or by a temp URL.
+    Anonymous,
+}
+
+impl Requester {
+    /// The token's user, if there was a token.
+    fn identity(&self) -> Option<&Identity> {
+        match self {
+            Requester::User(identity) => Some(identity),
+            Requester::Anonymous => None,
         }
+    }
+}
+
+/// What a request does to a container, for its ACLs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Need {
+    /// Reads an object or the container's metadata.
+    Read,
+    /// Lists the container.
+    List,
+    /// Writes or deletes an object.
+    Write,
+}
+
+/// One storage request, parsed.
+struct Call<'a> {
+    req: &'a Request<()>,
+    requester: Requester,
+    /// Seconds since the epoch.
+    now: u64,
+}
+
+impl Call<'_> {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.req.headers().get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The value of query parameter `name`, if given.
+    fn query(&self, name: &str) -> Option<String> {
+        let query = self.req.uri().query().unwrap_or_default();
+        form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
+    }
+
+    /// The request's referrer's host, for `.r:` ACLs.
+    fn referrer_host(&self) -> Option<String> {
+        let referrer = self.header("referer")?;
+        let after_scheme = referrer.split_once("://").map_or(referrer, |(_, rest)| rest);
+        let host = after_scheme.split(['/', '?', '#']).next()?;
+        Some(host.rsplit_once('@').map_or(host, |(_, h)| h).split(':').next()?.to_ascii_lowercase())
     }
 }
 
@@ -57,9 +108,9 @@ impl Swift {
         Swift { s3 }
     }
 
-    /// Whether a request is Swift's: the auth entry point, or under the storage prefix.
+    /// Whether a request is Swift's: the auth or info entry point, or under the storage prefix.
     pub fn handles(&self, method: &Method, path: &str) -> bool {
-        is_auth(method, path) || storage_path(&self.s3.config.swift_url_prefix, path).is_some()
+        is_auth(method, path) || is_info(method, path) || storage_path(&self.s3.config.swift_url_prefix, path).is_some()
     }
 
     /// Answers a Swift request (`secure`: it came over TLS).
@@ -67,49 +118,63 @@ impl Swift {
         let (parts, body) = req.into_parts();
         let req = &Request::from_parts(parts, ());
         let now = crate::objects::now_ns() / 1_000_000_000;
-        let (meta, config) = (&self.s3.meta, &self.s3.config);
-        if is_auth(req.method(), req.uri().path()) {
-            return authenticate(meta, config, req.headers(), secure, now).await;
-        }
-        let Some(rest) = storage_path(&config.swift_url_prefix, req.uri().path()) else {
-            return text(StatusCode::NOT_FOUND, "404 Not Found");
-        };
-        let identity = match self.identify(req.headers(), now).await {
-            Ok(identity) => identity,
-            Err(response) => return response,
-        };
-        if !identity.may(req.method()) {
-            return text(StatusCode::FORBIDDEN, "403 Forbidden: the subuser's access does not allow this");
-        }
-        let path = percent_encoding::percent_decode_str(rest).decode_utf8_lossy();
-        let (container, object) = path.split_once('/').unwrap_or((&path, ""));
-        let mut response = match (container, object, req.method().clone()) {
-            ("", _, Method::HEAD) => self.account(&identity, None).await,
-            ("", _, Method::GET) => self.account(&identity, Some(req.uri().query().unwrap_or_default())).await,
-            ("", _, _) => text(StatusCode::METHOD_NOT_ALLOWED, "405 Method Not Allowed"),
-            (name, "", Method::PUT) => self.create_container(&identity, req, name).await,
-            (name, "", Method::HEAD) => self.container(&identity, req, name).await,
-            (name, "", Method::DELETE) => self.delete_container(&identity, req, name).await,
-            (_, "", _) => text(StatusCode::NOT_IMPLEMENTED, "501 Not Implemented: container listings come next"),
-            (bucket, key, Method::PUT) => self.put_object(&identity, req, bucket, key, body).await,
-            (bucket, key, method @ (Method::GET | Method::HEAD)) => {
-                self.get_object(&identity, req, bucket, key, method == Method::HEAD).await
-            }
-            (bucket, key, Method::DELETE) => self.delete_object(&identity, req, bucket, key).await,
-            _ => text(StatusCode::NOT_IMPLEMENTED, "501 Not Implemented: this object operation comes next"),
-        };
+        let mut response = self.route(req, body, secure, now).await;
+        let headers = response.headers_mut();
         if let Ok(value) = HeaderValue::from_str(&format!("{now}.00000")) {
-            response.headers_mut().insert("x-timestamp", value);
+            headers.insert("x-timestamp", value);
+        }
+        if let Some(id) = req.extensions().get::<Origin>().and_then(|o| HeaderValue::from_str(&o.request_id).ok()) {
+            headers.insert("x-trans-id", id.clone());
+            headers.insert("x-openstack-request-id", id);
         }
         response
     }
 
-    /// The user and access of the request's token (`X-Auth-Token`, or `X-Storage-Token`):
-    /// 401 when it is missing, bad or expired, or its subuser or user is gone or suspended.
-    async fn identify(&self, headers: &HeaderMap, now: u64) -> Result<Identity, Response<Body>> {
+    async fn route(&self, req: &Request<()>, body: Body, secure: bool, now: u64) -> Response<Body> {
+        let (meta, config) = (&self.s3.meta, &self.s3.config);
+        if is_auth(req.method(), req.uri().path()) {
+            return authenticate(meta, config, req.headers(), secure, now).await;
+        }
+        if is_info(req.method(), req.uri().path()) {
+            return info(config);
+        }
+        let Some(rest) = storage_path(&config.swift_url_prefix, req.uri().path()) else {
+            return text(StatusCode::NOT_FOUND, "404 Not Found");
+        };
+        let requester = match self.identify(req.headers(), now).await {
+            Ok(requester) => requester,
+            Err(response) => return response,
+        };
+        if let Some(identity) = requester.identity()
+            && !may(identity.access, req.method())
+        {
+            return text(StatusCode::FORBIDDEN, "403 Forbidden: the subuser's access does not allow this");
+        }
+        let path = match decode_path(rest) {
+            Ok(path) => path,
+            Err(message) => {
+                return text(StatusCode::PRECONDITION_FAILED, &format!("412 Precondition Failed: {message}"));
+            }
+        };
+        let (container, object) = path.split_once('/').unwrap_or((&path, ""));
+        if let Err(message) = validate_object_name(object) {
+            return text(StatusCode::BAD_REQUEST, &format!("400 Bad Request: {message}"));
+        }
+        let call = Call { req, requester, now };
+        match (container, object) {
+            ("", _) => self.account(&call, body).await,
+            (container, "") => self.container(&call, container, body).await,
+            (container, object) => self.object(&call, container, object, body).await,
+        }
+    }
+
+    /// Who sends the request: the user of its token (`X-Auth-Token`, or `X-Storage-Token`),
+    /// or anonymous without one; 401 when the token is bad or expired, or its subuser or
+    /// user is gone or suspended.
+    async fn identify(&self, headers: &HeaderMap, now: u64) -> Result<Requester, Response<Body>> {
         let unauthorized = |why: &str| text(StatusCode::UNAUTHORIZED, &format!("401 Unauthorized: {why}"));
         let presented = ["x-auth-token", "x-storage-token"].iter().find_map(|h| headers.get(*h)?.to_str().ok());
-        let Some(presented) = presented else { return Err(unauthorized("no X-Auth-Token")) };
+        let Some(presented) = presented else { return Ok(Requester::Anonymous) };
         let meta = &self.s3.meta;
         let key = meta.swift_token_key().await.map_err(unavailable)?;
         let (subuser, _) = token::verify(&key, presented, now).map_err(|refused| match refused {
@@ -122,77 +187,68 @@ impl Swift {
         if user.suspended {
             return Err(unauthorized("UserSuspended"));
         }
-        Ok(Identity { user, access })
+        Ok(Requester::User(Identity { user, subuser, access }))
     }
 
-    /// The account: its counts (HEAD, `listing` None), or also its containers (GET, with
-    /// the query of the listing).
-    async fn account(&self, identity: &Identity, listing: Option<&str>) -> Response<Body> {
-        let query = match listing.map(ListingQuery::parse).transpose() {
-            Ok(query) => query,
-            Err((status, message)) => return text(status, &message),
-        };
-        let (meta, objects) = (&self.s3.meta, &self.s3.objects);
-        let names = match meta.user_buckets(&identity.user.uid).await {
-            Ok(names) => names,
-            Err(e) => return unavailable(e),
-        };
-        let mut containers = Vec::new();
-        let (mut total_objects, mut total_bytes) = (0, 0);
-        for name in names {
-            let bucket = match meta.bucket(&name).await {
-                Ok(Some(bucket)) => bucket,
-                Ok(None) => continue, // removed meanwhile
-                Err(e) => return unavailable(e),
-            };
-            let stats = match objects.bucket_stats(&bucket).await {
-                Ok(stats) => stats,
-                Err(e) => return unavailable(e),
-            };
-            total_objects += stats.entries;
-            total_bytes += stats.bytes;
-            containers.push((name, stats.entries, stats.bytes, bucket.created_ns));
+    /// The container's record: 404 when there is none.
+    async fn bucket(&self, name: &str) -> Result<Arc<BucketInfo>, Response<Body>> {
+        match self.s3.meta.bucket(name).await {
+            Ok(Some(bucket)) => Ok(bucket),
+            Ok(None) => Err(text(StatusCode::NOT_FOUND, "404 Not Found")),
+            Err(e) => Err(unavailable(e)),
         }
-        let counts = [
-            ("x-account-container-count", containers.len() as u64),
-            ("x-account-object-count", total_objects),
-            ("x-account-bytes-used", total_bytes),
-        ];
-        let mut response = match query {
-            None => text(StatusCode::NO_CONTENT, ""),
-            Some(query) => {
-                let listed = query.select(containers.into_iter().map(|c| (c.0.clone(), c)).collect());
-                match query.format {
-                    _ if listed.is_empty() && query.format == Format::Plain => text(StatusCode::NO_CONTENT, ""),
-                    Format::Plain => text(
-                        StatusCode::OK,
-                        listed.iter().map(|c| c.0.as_str()).collect::<Vec<_>>().join("\n").as_str(),
-                    ),
-                    Format::Json => {
-                        let entries: Vec<serde_json::Value> = listed
-                            .iter()
-                            .map(|(name, count, bytes, created_ns)| {
-                                serde_json::json!({"name": name, "count": count, "bytes": bytes, "last_modified": swift_time(*created_ns)})
-                            })
-                            .collect();
-                        json(&serde_json::Value::Array(entries))
-                    }
-                }
-            }
-        };
-        for (name, value) in counts {
-            response.headers_mut().insert(name, HeaderValue::from(value));
-        }
-        response
     }
-}
 
-impl Swift {
-    /// An S3 request for `input` on behalf of the token's user.
-    fn on_behalf<B, T>(identity: &Identity, req: &Request<B>, input: T) -> S3Request<T> {
+    /// The user a request on `container` acts as: the requester, or the container's owner
+    /// when the container's ACL lets the requester in for `need`. A user the ACL does not
+    /// name still acts as itself (S3's grants and policies may let it in); an anonymous
+    /// requester gets 401, as from Swift.
+    async fn acting(&self, call: &Call<'_>, container: &str, need: Need) -> Result<Arc<UserInfo>, Response<Body>> {
+        let bucket = match (self.bucket(container).await, call.requester.identity()) {
+            (Ok(bucket), _) => bucket,
+            // S3 answers the user with 404.
+            (Err(_), Some(identity)) => return Ok(identity.user.clone()),
+            (Err(response), None) => return Err(response),
+        };
+        if let Some(identity) = call.requester.identity()
+            && identity.user.uid == bucket.owner
+        {
+            return Ok(identity.user.clone());
+        }
+        let who = acl::Who {
+            user: call.requester.identity().map(|i| (i.user.uid.as_str(), i.subuser.as_str())),
+            referrer: call.referrer_host(),
+        };
+        let list = match need {
+            Need::Read | Need::List => bucket.swift.read_acl.as_deref(),
+            Need::Write => bucket.swift.write_acl.as_deref(),
+        };
+        if list.is_some_and(|list| acl::allows(list, &who, need == Need::List)) {
+            return self.owner_of(&bucket).await;
+        }
+        match call.requester.identity() {
+            Some(identity) => Ok(identity.user.clone()),
+            None => Err(text(
+                StatusCode::UNAUTHORIZED,
+                "401 Unauthorized: no token, and the container's ACL does not let you in",
+            )),
+        }
+    }
+
+    /// The owner of a container.
+    async fn owner_of(&self, bucket: &BucketInfo) -> Result<Arc<UserInfo>, Response<Body>> {
+        match self.s3.meta.user(&bucket.owner).await {
+            Ok(Some(owner)) => Ok(owner),
+            Ok(None) => Err(text(StatusCode::NOT_FOUND, "404 Not Found: the container's owner is gone")),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    /// An S3 request for `input` on behalf of `user`.
+    fn on_behalf<T>(user: &Arc<UserInfo>, req: &Request<()>, input: T) -> S3Request<T> {
         let mut extensions = http::Extensions::new();
-        extensions.insert(SwiftCaller(identity.user.clone()));
-        if let Some(origin) = req.extensions().get::<crate::notifications::Origin>() {
+        extensions.insert(SwiftCaller(user.clone()));
+        if let Some(origin) = req.extensions().get::<Origin>() {
             extensions.insert(origin.clone());
         }
         S3Request {
@@ -207,211 +263,128 @@ impl Swift {
             trailing_headers: None,
         }
     }
+}
 
-    /// PUT of a container: 201 created, 202 when the user has it already, 409 when another
-    /// user does.
-    async fn create_container<B>(&self, identity: &Identity, req: &Request<B>, name: &str) -> Response<Body> {
-        if let Err(message) = validate_container(name) {
-            return text(StatusCode::BAD_REQUEST, &format!("400 Bad Request: {message}"));
-        }
-        match self.s3.meta.bucket(name).await {
-            Ok(Some(bucket)) if bucket.owner == identity.user.uid => return text(StatusCode::ACCEPTED, ""),
-            Ok(Some(_)) => return text(StatusCode::CONFLICT, "409 Conflict: the container belongs to another user"),
-            Ok(None) => {}
-            Err(e) => return unavailable(e),
-        }
-        let input = CreateBucketInput { bucket: name.to_owned(), ..Default::default() };
-        match self.s3.create_bucket(Self::on_behalf(identity, req, input)).await {
-            Ok(_) => text(StatusCode::CREATED, ""),
-            Err(e) => refused(&e),
-        }
-    }
-
-    /// HEAD of a container: 204 with its counts and creation time.
-    async fn container<B>(&self, identity: &Identity, req: &Request<B>, name: &str) -> Response<Body> {
-        let input = HeadBucketInput { bucket: name.to_owned(), ..Default::default() };
-        if let Err(e) = self.s3.head_bucket(Self::on_behalf(identity, req, input)).await {
-            return refused(&e);
-        }
-        let bucket = match self.s3.meta.bucket(name).await {
-            Ok(Some(bucket)) => bucket,
-            Ok(None) => return text(StatusCode::NOT_FOUND, "404 Not Found"),
-            Err(e) => return unavailable(e),
-        };
-        let stats = match self.s3.objects.bucket_stats(&bucket).await {
-            Ok(stats) => stats,
-            Err(e) => return unavailable(e),
-        };
-        let mut response = text(StatusCode::NO_CONTENT, "");
-        let headers = response.headers_mut();
-        headers.insert("x-container-object-count", HeaderValue::from(stats.entries));
-        headers.insert("x-container-bytes-used", HeaderValue::from(stats.bytes));
-        response
-    }
-
-    /// DELETE of a container: 204, 404 when there is none, 409 when it holds objects.
-    async fn delete_container<B>(&self, identity: &Identity, req: &Request<B>, name: &str) -> Response<Body> {
-        let input = DeleteBucketInput { bucket: name.to_owned(), ..Default::default() };
-        match self.s3.delete_bucket(Self::on_behalf(identity, req, input)).await {
-            Ok(_) => text(StatusCode::NO_CONTENT, ""),
-            Err(e) => refused(&e),
-        }
+/// Whether a subuser's access allows `method`: reads (GET, HEAD) need read access,
+/// anything else write access.
+fn may(access: SubuserAccess, method: &Method) -> bool {
+    let reads = matches!(*method, Method::GET | Method::HEAD);
+    match access {
+        SubuserAccess::Read => reads,
+        SubuserAccess::Write => !reads,
+        SubuserAccess::ReadWrite | SubuserAccess::Full => true,
     }
 }
 
-impl Swift {
-    /// PUT of an object: 201 with its `etag`; 422 when the body's MD5 differs from the
-    /// request's `ETag`. The body may come chunked.
-    async fn put_object<B>(
-        &self,
-        identity: &Identity,
-        req: &Request<B>,
-        bucket: &str,
-        key: &str,
-        body: Body,
-    ) -> Response<Body> {
-        let headers = req.headers();
-        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-        let content_md5 = match header("etag").map(|etag| hex_md5_as_base64(etag.trim_matches('"'))) {
-            Some(Ok(md5)) => Some(md5),
-            Some(Err(())) => {
-                return text(StatusCode::UNPROCESSABLE_ENTITY, "422 Unprocessable Entity: the ETag is not an MD5");
-            }
-            None => None,
-        };
-        let input = PutObjectInput {
-            bucket: bucket.to_owned(),
-            key: key.to_owned(),
-            body: Some(StreamingBlob::new(body)),
-            content_length: header("content-length").and_then(|l| l.parse().ok()),
-            content_type: header("content-type").map(str::to_owned),
-            content_md5,
-            metadata: Some(object_meta(headers)),
-            ..Default::default()
-        };
-        match self.s3.put_object(Self::on_behalf(identity, req, input)).await {
-            Ok(out) => {
-                let mut response = text(StatusCode::CREATED, "");
-                if let Some(etag) = out.output.e_tag.and_then(|e| HeaderValue::from_str(e.value()).ok()) {
-                    response.headers_mut().insert("etag", etag);
-                }
-                response
-            }
-            Err(e) if *e.code() == s3s::S3ErrorCode::BadDigest => {
-                text(StatusCode::UNPROCESSABLE_ENTITY, "422 Unprocessable Entity: the body's MD5 is not its ETag")
-            }
-            Err(e) => refused(&e),
-        }
-    }
-
-    /// GET (or HEAD, `head_only`) of an object, with `Range`: 200 or 206, its `etag`,
-    /// `Content-Type` (`binary/octet-stream` when none was given, as RGW),
-    /// `Last-Modified` and `X-Object-Meta-*`.
-    async fn get_object<B>(
-        &self,
-        identity: &Identity,
-        req: &Request<B>,
-        bucket: &str,
-        key: &str,
-        head_only: bool,
-    ) -> Response<Body> {
-        let range =
-            match req.headers().get("range").map(|r| r.to_str().ok().and_then(|r| s3s::dto::Range::parse(r).ok())) {
-                Some(None) => return text(StatusCode::RANGE_NOT_SATISFIABLE, "416 Requested Range Not Satisfiable"),
-                Some(range) => range,
-                None => None,
-            };
-        let input = GetObjectInput { bucket: bucket.to_owned(), key: key.to_owned(), range, ..Default::default() };
-        let out = match self.s3.get_object(Self::on_behalf(identity, req, input)).await {
-            Ok(out) => out.output,
-            Err(e) if *e.code() == s3s::S3ErrorCode::InvalidRange => {
-                return text(StatusCode::RANGE_NOT_SATISFIABLE, "416 Requested Range Not Satisfiable");
-            }
-            Err(e) => return refused(&e),
-        };
-        let mut response = match (head_only, out.body) {
-            (false, Some(body)) => Response::new(Body::from(s3s::stream::DynByteStream::from(body))),
-            _ => Response::new(Body::empty()),
-        };
-        if out.content_range.is_some() {
-            *response.status_mut() = StatusCode::PARTIAL_CONTENT;
-        }
-        let headers = response.headers_mut();
-        let mut set = |name: &'static str, value: Option<String>| {
-            if let Some(value) = value.and_then(|v| HeaderValue::from_str(&v).ok()) {
-                headers.insert(name, value);
-            }
-        };
-        set("content-length", out.content_length.map(|l| l.to_string()));
-        set("content-range", out.content_range);
-        set("content-type", Some(out.content_type.unwrap_or_else(|| "binary/octet-stream".into())));
-        set("etag", out.e_tag.map(|e| e.value().to_owned()));
-        set("accept-ranges", Some("bytes".into()));
-        let mut http_date = Vec::new();
-        if out.last_modified.is_some_and(|t| t.format(s3s::dto::TimestampFormat::HttpDate, &mut http_date).is_ok()) {
-            set("last-modified", String::from_utf8(http_date).ok());
-        }
-        for (name, value) in out.metadata.unwrap_or_default() {
-            if let (Ok(name), Ok(value)) = (
-                http::HeaderName::from_bytes(format!("x-object-meta-{name}").as_bytes()),
-                HeaderValue::from_str(&value),
-            ) {
-                headers.insert(name, value);
-            }
-        }
-        response
-    }
-
-    /// DELETE of an object: 204, or 404 when there is none (unlike S3's 204).
-    async fn delete_object<B>(&self, identity: &Identity, req: &Request<B>, bucket: &str, key: &str) -> Response<Body> {
-        let head = HeadObjectInput { bucket: bucket.to_owned(), key: key.to_owned(), ..Default::default() };
-        if let Err(e) = self.s3.head_object(Self::on_behalf(identity, req, head)).await {
-            return refused(&e);
-        }
-        let input = DeleteObjectInput { bucket: bucket.to_owned(), key: key.to_owned(), ..Default::default() };
-        match self.s3.delete_object(Self::on_behalf(identity, req, input)).await {
-            Ok(_) => text(StatusCode::NO_CONTENT, ""),
-            Err(e) => refused(&e),
-        }
-    }
-}
-
-/// The `X-Object-Meta-*` headers as S3 user metadata (names lower-case, without the prefix).
-fn object_meta(headers: &HeaderMap) -> s3s::dto::Metadata {
-    headers
-        .iter()
-        .filter_map(|(name, value)| {
-            let name = name.as_str().strip_prefix("x-object-meta-")?;
-            Some((name.to_owned(), value.to_str().ok()?.to_owned()))
-        })
-        .collect()
-}
-
-/// A hex MD5 (Swift's `ETag`) as base64 (S3's `Content-MD5`).
-fn hex_md5_as_base64(hex: &str) -> Result<String, ()> {
-    use base64::Engine;
-    if hex.len() != 32 {
-        return Err(());
-    }
-    let bytes: Result<Vec<u8>, ()> =
-        (0..16).map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2).ok_or(())?, 16).map_err(|_| ())).collect();
-    Ok(base64::engine::general_purpose::STANDARD.encode(bytes?))
-}
-
-/// The caller of an S3 operation run for a Swift request: the token's user.
+/// The caller of an S3 operation run for a Swift request.
 #[derive(Clone, Debug)]
 pub(crate) struct SwiftCaller(pub(crate) Arc<UserInfo>);
 
-/// Container names as RGW takes them: 3 to 255 bytes, no `/`, not starting with `.`.
-fn validate_container(name: &str) -> Result<(), String> {
-    match name.len() {
-        n if n > 255 => Err(format!("Container name length of {n} longer than 255")),
-        n if n < 3 => Err(format!("container name '{name}' is shorter than 3 bytes")),
-        _ if name.starts_with('.') || name.contains('/') => {
-            Err(format!("container name '{name}' starts with '.' or holds '/'"))
+/// Headers a Swift write stores with the object beside S3's (`x-delete-at`,
+/// `x-object-manifest`, `x-static-large-object`, ...), shown again on GET and HEAD.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct StoredHeaders(pub(crate) BTreeMap<String, String>);
+
+/// Swift's limits on the metadata of one account, container or object.
+pub mod limits {
+    /// Most metadata items.
+    pub const MAX_META_COUNT: usize = 90;
+    /// Longest name, without its prefix.
+    pub const MAX_META_NAME_LENGTH: usize = 128;
+    /// Longest value.
+    pub const MAX_META_VALUE_LENGTH: usize = 256;
+    /// Most bytes of names and values together.
+    pub const MAX_META_OVERALL_SIZE: usize = 4096;
+    /// Longest object name, in bytes.
+    pub const MAX_OBJECT_NAME_LENGTH: usize = 1024;
+    /// Most entries one listing returns (`container_listing_limit`).
+    pub const LISTING_LIMIT: usize = 10_000;
+    /// Most segments of a static large object.
+    pub const MAX_MANIFEST_SEGMENTS: usize = 1000;
+    /// Largest static large object manifest, in bytes.
+    pub const MAX_MANIFEST_SIZE: usize = 8 << 20;
+    /// Most names one bulk delete takes.
+    pub const MAX_DELETES_PER_REQUEST: usize = 10_000;
+}
+
+/// Metadata from `prefix` headers (names lower-case, without the prefix): each set on
+/// `stored`, removed when its value is empty or it comes as `X-Remove-<...>-Meta-<name>`;
+/// 400 when the result breaks Swift's limits.
+fn updated_meta(
+    stored: &BTreeMap<String, String>,
+    headers: &HeaderMap,
+    prefix: &str,
+) -> Result<BTreeMap<String, String>, Response<Body>> {
+    let mut meta = stored.clone();
+    let remove_prefix = format!("x-remove-{}", &prefix["x-".len()..]);
+    for (name, value) in headers {
+        let value = value.to_str().map_err(|_| bad_request("metadata values must be text"))?;
+        if let Some(name) = name.as_str().strip_prefix(prefix) {
+            match value.trim() {
+                "" => meta.remove(name),
+                value => meta.insert(name.to_owned(), value.to_owned()),
+            };
+        } else if let Some(name) = name.as_str().strip_prefix(&remove_prefix) {
+            meta.remove(name);
         }
-        _ => Ok(()),
     }
+    check_meta(&meta, prefix)?;
+    Ok(meta)
+}
+
+/// 400 when metadata breaks Swift's limits.
+fn check_meta(meta: &BTreeMap<String, String>, prefix: &str) -> Result<(), Response<Body>> {
+    use limits::*;
+    if meta.len() > MAX_META_COUNT {
+        return Err(bad_request(&format!("Too many metadata items; max {MAX_META_COUNT}")));
+    }
+    for (name, value) in meta {
+        if name.is_empty() {
+            return Err(bad_request("Metadata name cannot be empty"));
+        }
+        if name.len() > MAX_META_NAME_LENGTH {
+            return Err(bad_request(&format!("Metadata name too long: {prefix}{name}")));
+        }
+        if value.len() > MAX_META_VALUE_LENGTH {
+            return Err(bad_request(&format!("Metadata value longer than {MAX_META_VALUE_LENGTH}: {prefix}{name}")));
+        }
+    }
+    if meta.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() > MAX_META_OVERALL_SIZE {
+        return Err(bad_request(&format!("Total metadata too large; max {MAX_META_OVERALL_SIZE}")));
+    }
+    Ok(())
+}
+
+/// Sets `prefix` headers from metadata.
+fn show_meta(headers: &mut HeaderMap, prefix: &str, meta: &BTreeMap<String, String>) {
+    for (name, value) in meta {
+        if let (Ok(name), Ok(value)) =
+            (http::HeaderName::from_bytes(format!("{prefix}{name}").as_bytes()), HeaderValue::from_str(value))
+        {
+            headers.insert(name, value);
+        }
+    }
+}
+
+/// The path after the storage prefix, percent-decoded: 412 for bad UTF-8 or a NUL, as Swift.
+fn decode_path(rest: &str) -> Result<String, &'static str> {
+    let path = percent_encoding::percent_decode_str(rest).decode_utf8().map_err(|_| "Invalid UTF8 or contains NULL")?;
+    if path.contains('\0') {
+        return Err("Invalid UTF8 or contains NULL");
+    }
+    Ok(path.into_owned())
+}
+
+/// Object names Swift takes: at most 1024 bytes, no `.` or `..` segment (a path that
+/// would climb out of its container).
+fn validate_object_name(name: &str) -> Result<(), String> {
+    if name.len() > limits::MAX_OBJECT_NAME_LENGTH {
+        return Err(format!("Object name length of {} longer than {}", name.len(), limits::MAX_OBJECT_NAME_LENGTH));
+    }
+    if name.split('/').any(|segment| segment == "." || segment == "..") {
+        return Err(format!("object name '{name}' holds a '.' or '..' segment"));
+    }
+    Ok(())
 }
 
 /// The Swift answer to an S3 operation's error.
@@ -421,8 +394,15 @@ fn refused(e: &s3s::S3Error) -> Response<Body> {
         Code::NoSuchBucket | Code::NoSuchKey => StatusCode::NOT_FOUND,
         Code::AccessDenied => StatusCode::FORBIDDEN,
         Code::BucketNotEmpty | Code::BucketAlreadyExists | Code::BucketAlreadyOwnedByYou => StatusCode::CONFLICT,
+        Code::BadDigest => StatusCode::UNPROCESSABLE_ENTITY,
+        Code::InvalidRange => StatusCode::RANGE_NOT_SATISFIABLE,
+        Code::NotModified => StatusCode::NOT_MODIFIED,
+        Code::EntityTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         _ => e.status_code().unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
     };
+    if status == StatusCode::NOT_MODIFIED {
+        return text(status, "");
+    }
     let reason = status.canonical_reason().unwrap_or_default();
     text(status, &format!("{} {reason}: {}", status.as_u16(), e.message().unwrap_or(e.code().as_str())))
 }
@@ -436,109 +416,10 @@ fn storage_path<'a>(prefix: &str, path: &'a str) -> Option<&'a str> {
     }
 }
 
-/// A listing's format (`format=`, default plain).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Format {
-    Plain,
-    Json,
-}
-
-/// The parameters of a listing.
-#[derive(Debug)]
-struct ListingQuery {
-    format: Format,
-    marker: Option<String>,
-    end_marker: Option<String>,
-    prefix: String,
-    limit: usize,
-    reverse: bool,
-}
-
-impl ListingQuery {
-    /// Parses a listing's query string: 400 for a bad `limit` or `format`, 412 for a
-    /// `limit` above 10,000 (as Swift).
-    fn parse(query: &str) -> Result<ListingQuery, (StatusCode, String)> {
-        let mut q = ListingQuery {
-            format: Format::Plain,
-            marker: None,
-            end_marker: None,
-            prefix: String::new(),
-            limit: LISTING_LIMIT,
-            reverse: false,
-        };
-        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
-            match &*key {
-                "format" => {
-                    q.format = match &*value {
-                        "json" => Format::Json,
-                        "plain" | "" => Format::Plain,
-                        other => {
-                            return Err((
-                                StatusCode::BAD_REQUEST,
-                                format!("400 Bad Request: format '{other}' is not plain or json"),
-                            ));
-                        }
-                    }
-                }
-                "marker" => q.marker = Some(value.into_owned()),
-                "end_marker" => q.end_marker = Some(value.into_owned()),
-                "prefix" => q.prefix = value.into_owned(),
-                "reverse" => q.reverse = matches!(&*value.to_ascii_lowercase(), "true" | "1" | "yes" | "on"),
-                "limit" => {
-                    q.limit = value.parse().map_err(|_| {
-                        (StatusCode::BAD_REQUEST, format!("400 Bad Request: limit '{value}' is not a number"))
-                    })?;
-                    if q.limit > LISTING_LIMIT {
-                        return Err((
-                            StatusCode::PRECONDITION_FAILED,
-                            format!("412 Precondition Failed: limit is at most {LISTING_LIMIT}"),
-                        ));
-                    }
-                }
-                _ => {}
-            }
-        }
-        Ok(q)
-    }
-
-    /// The entries (by name, in name order) this listing returns.
-    fn select<T>(&self, mut entries: Vec<(String, T)>) -> Vec<T> {
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        if self.reverse {
-            entries.reverse();
-        }
-        let after = |name: &str, bound: &str| if self.reverse { name < bound } else { name > bound };
-        entries
-            .into_iter()
-            .filter(|(name, _)| name.starts_with(&self.prefix))
-            .filter(|(name, _)| self.marker.as_deref().is_none_or(|m| after(name, m)))
-            .filter(|(name, _)| self.end_marker.as_deref().is_none_or(|m| after(m, name)))
-            .take(self.limit)
-            .map(|(_, entry)| entry)
-            .collect()
-    }
-}
-
-/// A time as Swift's JSON listings give it: UTC, microseconds, no zone.
-fn swift_time(ns: u64) -> String {
-    match time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ns)) {
-        Ok(t) => format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}",
-            t.year(),
-            u8::from(t.month()),
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second(),
-            t.microsecond()
-        ),
-        Err(_) => String::new(),
-    }
-}
-
 /// A JSON answer.
-fn json(value: &serde_json::Value) -> Response<Body> {
+fn json(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
     let mut response = Response::new(Body::from(value.to_string()));
+    *response.status_mut() = status;
     response
         .headers_mut()
         .insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
@@ -551,10 +432,57 @@ fn unavailable(e: shoal_types::RadosError) -> Response<Body> {
     text(StatusCode::SERVICE_UNAVAILABLE, "503 Service Unavailable: please retry")
 }
 
+/// 400 with `message`.
+fn bad_request(message: &str) -> Response<Body> {
+    text(StatusCode::BAD_REQUEST, &format!("400 Bad Request: {message}"))
+}
+
 /// Whether a request is for the v1 auth entry point.
 pub fn is_auth(method: &Method, path: &str) -> bool {
     (method == Method::GET || method == Method::HEAD)
         && matches!(path.trim_end_matches('/'), "/auth" | "/auth/v1.0" | "/auth/1.0")
+}
+
+/// Whether a request is for the capabilities (`GET /info`).
+fn is_info(method: &Method, path: &str) -> bool {
+    (method == Method::GET || method == Method::HEAD) && path == "/info"
+}
+
+/// The cluster's capabilities, as Swift's `/info` lists them (python-swiftclient reads
+/// `bulk_delete` and `slo` from it).
+fn info(config: &GatewayConfig) -> Response<Body> {
+    use limits::*;
+    let value = serde_json::json!({
+        "swift": {
+            "version": env!("CARGO_PKG_VERSION"),
+            "max_file_size": config.max_put_size,
+            "max_meta_count": MAX_META_COUNT,
+            "max_meta_name_length": MAX_META_NAME_LENGTH,
+            "max_meta_value_length": MAX_META_VALUE_LENGTH,
+            "max_meta_overall_size": MAX_META_OVERALL_SIZE,
+            "max_object_name_length": MAX_OBJECT_NAME_LENGTH,
+            "container_listing_limit": LISTING_LIMIT,
+            "account_listing_limit": LISTING_LIMIT,
+            "max_container_name_length": 255,
+            "strict_cors_mode": true,
+            "policies": [{"name": "default-placement", "default": true}],
+        },
+        "tempurl": {
+            "methods": ["GET", "HEAD", "PUT"],
+            "allowed_digests": ["sha1", "sha256", "sha512"],
+        },
+        "slo": {
+            "max_manifest_segments": MAX_MANIFEST_SEGMENTS,
+            "max_manifest_size": MAX_MANIFEST_SIZE,
+            "min_segment_size": 1,
+        },
+        "bulk_delete": {
+            "max_deletes_per_request": MAX_DELETES_PER_REQUEST,
+            "max_failed_deletes": MAX_DELETES_PER_REQUEST,
+        },
+        "account_quotas": {},
+    });
+    json(StatusCode::OK, &value)
 }
 
 /// A plain-text answer with `status`, as Swift's proxy gives its errors.
@@ -588,10 +516,7 @@ pub async fn authenticate(
     let (user, token_key) = match (meta.user(uid).await, meta.swift_token_key().await) {
         (Ok(Some(user)), Ok(token_key)) => (user, token_key),
         (Ok(None), _) => return unauthorized(),
-        (Err(e), _) | (_, Err(e)) => {
-            tracing::warn!(error = %e, "reading a user or the Swift token key failed");
-            return text(StatusCode::SERVICE_UNAVAILABLE, "503 Service Unavailable: please retry");
-        }
+        (Err(e), _) | (_, Err(e)) => return unavailable(e),
     };
     let known = user.subuser(subuser).is_some()
         && user.swift_keys.iter().any(|k| {
@@ -643,28 +568,48 @@ mod tests {
     }
 
     #[test]
-    fn listings_page_by_marker_end_marker_prefix_limit_and_reverse() {
-        let names = ["b", "a", "c", "ab"].map(|n| (n.to_owned(), n));
-        let select = |query: &str| ListingQuery::parse(query).unwrap().select(names.to_vec());
-        assert_eq!(select(""), ["a", "ab", "b", "c"]);
-        assert_eq!(select("marker=a&limit=2"), ["ab", "b"]);
-        assert_eq!(select("end_marker=b"), ["a", "ab"]);
-        assert_eq!(select("prefix=a&format=json"), ["a", "ab"]);
-        assert_eq!(select("reverse=true&marker=c"), ["b", "ab", "a"]);
-        assert_eq!(ListingQuery::parse("limit=10001").unwrap_err().0, StatusCode::PRECONDITION_FAILED);
-        assert_eq!(ListingQuery::parse("limit=-1").unwrap_err().0, StatusCode::BAD_REQUEST);
-        assert_eq!(ListingQuery::parse("format=xml2").unwrap_err().0, StatusCode::BAD_REQUEST);
-        assert_eq!(swift_time(1_795_761_042_123_456_789), "2026-11-27T06:30:42.123456");
+    fn names_that_climb_or_overflow_and_bad_paths_are_refused() {
+        assert!(validate_object_name("a/b/c.txt").is_ok());
+        assert!(validate_object_name("a..b/.c").is_ok());
+        for bad in ["..", "a/../b", "./a", "a/.", "a/./b"] {
+            assert!(validate_object_name(bad).is_err(), "{bad}");
+        }
+        assert!(validate_object_name(&"x".repeat(1025)).is_err());
+        assert_eq!(decode_path("c/%E2%82%AC").unwrap(), "c/€");
+        assert!(decode_path("c/%FF").is_err());
+        assert!(decode_path("c/a%00b").is_err());
+    }
+
+    #[test]
+    fn metadata_is_set_removed_and_held_to_swifts_limits() {
+        let stored = BTreeMap::from([("a".to_owned(), "1".to_owned()), ("b".to_owned(), "2".to_owned())]);
+        let mut headers = HeaderMap::new();
+        headers.insert("x-container-meta-c", HeaderValue::from_static("3"));
+        headers.insert("x-container-meta-a", HeaderValue::from_static(""));
+        headers.insert("x-remove-container-meta-b", HeaderValue::from_static("x"));
+        let meta = updated_meta(&stored, &headers, "x-container-meta-").unwrap();
+        assert_eq!(meta, BTreeMap::from([("c".to_owned(), "3".to_owned())]));
+        let status = |meta: BTreeMap<String, String>| check_meta(&meta, "x-object-meta-").err().map(|r| r.status());
+        let many: BTreeMap<_, _> = (0..91).map(|i| (format!("k{i}"), "v".to_owned())).collect();
+        assert_eq!(status(many), Some(StatusCode::BAD_REQUEST));
+        assert_eq!(status(BTreeMap::from([("n".repeat(129), "v".into())])), Some(StatusCode::BAD_REQUEST));
+        assert_eq!(status(BTreeMap::from([("n".into(), "v".repeat(257))])), Some(StatusCode::BAD_REQUEST));
+        let big: BTreeMap<_, _> = (0..20).map(|i| (format!("k{i:03}"), "v".repeat(250))).collect();
+        assert_eq!(status(big), Some(StatusCode::BAD_REQUEST), "5,060 bytes in all");
+        let fits: BTreeMap<_, _> = (0..15).map(|i| (format!("k{i:03}"), "v".repeat(256))).collect();
+        assert_eq!(status(fits), None);
     }
 
     proptest! {
         #[test]
-        fn any_query_or_path_parses_or_is_refused_without_panicking(query in ".{0,80}", path in "/?[a-z0-9/]{0,20}") {
-            if let Ok(q) = ListingQuery::parse(&query) {
-                prop_assert!(q.limit <= LISTING_LIMIT);
-            }
+        fn any_path_decodes_or_is_refused_without_panicking(path in "/?[a-z0-9/.%]{0,30}") {
             if let Some(rest) = storage_path("swift", &path) {
                 prop_assert!(path.ends_with(rest) && path.starts_with("/swift/v1"));
+                if let Ok(decoded) = decode_path(rest)
+                    && validate_object_name(&decoded).is_ok()
+                {
+                    prop_assert!(!decoded.split('/').any(|s| s == ".."));
+                }
             }
         }
     }

@@ -68,6 +68,8 @@ pub struct IndexEntry {
     pub own_head: bool,
     /// Object lock: retention and legal hold, enforced by `unlink_version`.
     pub lock: ObjectLock,
+    /// The Content-Type given at upload, for listings that show it (Swift's).
+    pub content_type: Option<String>,
 }
 
 impl IndexEntry {
@@ -79,10 +81,16 @@ impl IndexEntry {
 
 impl Versioned for IndexEntry {
     const NAME: &'static str = "bucket index entry";
-    const VERSION: u8 = 2;
+    /// Version 3: the content type.
+    const VERSION: u8 = 3;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
-        (version == 1).then(|| v1::IndexEntry::decode_body(body).map(Into::into))
+        use shoal_types::encoding::decode_body;
+        match version {
+            1 => Some(v1::IndexEntry::decode_body(body).map(Into::into)),
+            2 => Some(decode_body::<v2::IndexEntry>("bucket index entry v2", body).map(Into::into)),
+            _ => None,
+        }
     }
 }
 
@@ -167,6 +175,7 @@ mod v1 {
                 delete_marker: false,
                 own_head: false,
                 lock: super::ObjectLock::default(),
+                content_type: None,
             }
         }
     }
@@ -182,6 +191,62 @@ mod v1 {
     impl From<LinkInput> for super::LinkInput {
         fn from(l: LinkInput) -> Self {
             super::LinkInput { key: l.key, entry: l.entry.into(), events: l.events, condition: None }
+        }
+    }
+}
+
+/// Version 2 shapes: entries without a content type.
+mod v2 {
+    use bytes::Bytes;
+    use serde::{Deserialize, Serialize};
+
+    /// `IndexEntry` version 2.
+    #[derive(Serialize, Deserialize)]
+    pub struct IndexEntry {
+        size: u64,
+        etag: String,
+        mtime_ns: u64,
+        owner: String,
+        storage_class: String,
+        order: String,
+        tail: Vec<super::Segment>,
+        version: Option<String>,
+        delete_marker: bool,
+        own_head: bool,
+        lock: super::ObjectLock,
+    }
+
+    impl From<IndexEntry> for super::IndexEntry {
+        fn from(e: IndexEntry) -> Self {
+            super::IndexEntry {
+                size: e.size,
+                etag: e.etag,
+                mtime_ns: e.mtime_ns,
+                owner: e.owner,
+                storage_class: e.storage_class,
+                order: e.order,
+                tail: e.tail,
+                version: e.version,
+                delete_marker: e.delete_marker,
+                own_head: e.own_head,
+                lock: e.lock,
+                content_type: None,
+            }
+        }
+    }
+
+    /// `LinkInput` version 2, holding a version 2 entry.
+    #[derive(Serialize, Deserialize)]
+    pub struct LinkInput {
+        key: String,
+        entry: IndexEntry,
+        events: Vec<Bytes>,
+        condition: Option<super::Condition>,
+    }
+
+    impl From<LinkInput> for super::LinkInput {
+        fn from(l: LinkInput) -> Self {
+            super::LinkInput { key: l.key, entry: l.entry.into(), events: l.events, condition: l.condition }
         }
     }
 }
@@ -213,12 +278,16 @@ pub enum Condition {
 
 impl Versioned for LinkInput {
     const NAME: &'static str = "bucket_index.link input";
-    const VERSION: u8 = 2;
+    /// Version 3: entries of version 3.
+    const VERSION: u8 = 3;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
-        (version == 1).then(|| {
-            shoal_types::encoding::decode_body::<v1::LinkInput>("bucket_index.link input v1", body).map(Into::into)
-        })
+        use shoal_types::encoding::decode_body;
+        match version {
+            1 => Some(decode_body::<v1::LinkInput>("bucket_index.link input v1", body).map(Into::into)),
+            2 => Some(decode_body::<v2::LinkInput>("bucket_index.link input v2", body).map(Into::into)),
+            _ => None,
+        }
     }
 }
 
@@ -277,8 +346,8 @@ pub struct ChangeOutput {
 
 impl Versioned for ChangeOutput {
     const NAME: &'static str = "bucket_index change output";
-    /// Version 2: entries of version 2.
-    const VERSION: u8 = 2;
+    /// Version 3: entries of version 3.
+    const VERSION: u8 = 3;
 }
 
 /// Input of `bucket_index.list`.
@@ -296,6 +365,8 @@ pub struct ListInput {
 }
 
 /// One listed item.
+// Nearly every item is an entry: boxing it would add an allocation per item.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ListItem {
     /// An object and its entry.
@@ -324,8 +395,8 @@ pub struct ListOutput {
 
 impl Versioned for ListOutput {
     const NAME: &'static str = "bucket_index.list output";
-    /// Version 2: entries of version 2.
-    const VERSION: u8 = 2;
+    /// Version 3: entries of version 3.
+    const VERSION: u8 = 3;
 }
 
 versioned_v1! {

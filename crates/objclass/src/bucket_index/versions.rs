@@ -338,6 +338,8 @@ pub struct ListVersionsInput {
 }
 
 /// One item of a version listing.
+// Nearly every item is an entry: boxing it would add an allocation per item.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum VersionItem {
     /// A version (or delete marker) of a key, and whether it is the key's newest.
@@ -373,11 +375,21 @@ pub struct ListVersionsOutput {
 
 crate::versioned_v1! {
     GetVersionInput => "bucket_index.get_version input",
-    GetVersionOutput => "bucket_index.get_version output",
     UnlinkVersionInput => "bucket_index.unlink_version input",
     SetLockInput => "bucket_index.set_lock input",
     ListVersionsInput => "bucket_index.list_versions input",
-    ListVersionsOutput => "bucket_index.list_versions output",
+}
+
+impl Versioned for GetVersionOutput {
+    const NAME: &'static str = "bucket_index.get_version output";
+    /// Version 2: entries of version 3.
+    const VERSION: u8 = 2;
+}
+
+impl Versioned for ListVersionsOutput {
+    const NAME: &'static str = "bucket_index.list_versions output";
+    /// Version 2: entries of version 3.
+    const VERSION: u8 = 2;
 }
 
 /// `bucket_index.get_version`: one version of a key.
@@ -757,7 +769,7 @@ mod tests {
     }
 
     #[test]
-    fn entries_keep_their_golden_bytes_and_version_1_still_decodes() {
+    fn entries_keep_their_golden_bytes_and_versions_1_and_2_still_decode() {
         let entry = IndexEntry {
             size: 5,
             etag: "e".into(),
@@ -773,15 +785,34 @@ mod tests {
                 retention: Some(Retention { mode: super::super::LockMode::Compliance, until_ns: 3 }),
                 legal_hold: true,
             },
+            content_type: Some("t".into()),
         };
-        let golden = [2, 5, 1, b'e', 7, 1, b'o', 1, b'S', 1, b'r', 1, 1, b'p', 9, 1, 1, b'v', 1, 1, 1, 1, 3, 1];
+        let v2 = [2, 5, 1, b'e', 7, 1, b'o', 1, b'S', 1, b'r', 1, 1, b'p', 9, 1, 1, b'v', 1, 1, 1, 1, 3, 1];
+        let golden = [&[3], &v2[1..], &[1, 1, b't']].concat();
         assert_eq!(entry.encode(), golden);
         assert_eq!(IndexEntry::decode(&golden).unwrap(), entry);
+        assert_eq!(IndexEntry::decode(&v2).unwrap(), IndexEntry { content_type: None, ..entry.clone() });
+        let link_v2 = [&[2, 1, b'k'][..], &v2[1..], &[0, 1, 0]].concat();
+        let expect_link = LinkInput {
+            key: "k".into(),
+            entry: IndexEntry { content_type: None, ..entry.clone() },
+            events: vec![],
+            condition: Some(Condition::Absent),
+        };
+        assert_eq!(LinkInput::decode(&link_v2).unwrap(), expect_link);
         // Version 1: the same fields without version and delete marker.
         let v1 = [1, 5, 1, b'e', 7, 1, b'o', 1, b'S', 1, b'r', 1, 1, b'p', 9];
         let old = IndexEntry::decode(&v1).unwrap();
         let unlocked = super::super::ObjectLock::default();
-        assert_eq!(old, IndexEntry { version: None, delete_marker: false, own_head: false, lock: unlocked, ..entry });
+        let expect_old = IndexEntry {
+            version: None,
+            delete_marker: false,
+            own_head: false,
+            lock: unlocked,
+            content_type: None,
+            ..entry
+        };
+        assert_eq!(old, expect_old);
         let link_v1 = [&[1, 1, b'k'][..], &v1[1..], &[0]].concat();
         let expect_link = LinkInput { key: "k".into(), entry: old, events: vec![], condition: None };
         assert_eq!(LinkInput::decode(&link_v1).unwrap(), expect_link);
