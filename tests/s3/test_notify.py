@@ -19,7 +19,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from conftest import admin, client
+from conftest import admin, client, purge
 
 ENDPOINT = os.environ.get("SHOAL_S3_ENDPOINT", "")
 
@@ -622,3 +622,31 @@ def test_kafka_persistent(s3, bucket):
             break
     consumer.close()
     assert sorted(e["s3"]["object"]["key"] for e in got) == ["k%d" % i for i in range(5)]
+
+
+def test_swift_writes_copies_and_deletes_notify_as_s3_ones(user, receiver):
+    from swiftclient import client as swift
+    uid, access_key, secret_key = user
+    admin("subuser", "create", "--uid", uid, "--subuser", uid + ":swift", "--access", "full")
+    admin("key", "create", "--subuser", uid + ":swift", "--key-type", "swift", "--secret-key", "k")
+    s3 = client(access_key=access_key, secret_key=secret_key)
+    bucket = name("sw")
+    s3.create_bucket(Bucket=bucket)
+    topics = sns(access_key=access_key, secret_key=secret_key)
+    arn = topics.create_topic(Name=name("topic"), Attributes={"push-endpoint": receiver.url})["TopicArn"]
+    try:
+        notify(s3, bucket, arn)
+        url, token = swift.get_auth(os.environ["SHOAL_S3_ENDPOINT"] + "/auth/v1.0", uid + ":swift", "k",
+                                    auth_version="1.0")
+        swift.put_object(url, token, bucket, "a", b"hello", headers={"X-Object-Meta-Color": "red"})
+        assert len(receiver.events) == 1, "synchronous, as for S3"
+        swift.copy_object(url, token, bucket, "a", f"/{bucket}/b")
+        swift.delete_object(url, token, bucket, "a")
+        events = receiver.wait(3)
+        assert [(e["eventName"], e["s3"]["object"]["key"]) for e in events] == [
+            ("ObjectCreated:Put", "a"), ("ObjectCreated:Copy", "b"), ("ObjectRemoved:Delete", "a")]
+        assert {"key": "x-amz-meta-color", "val": "red"} in events[0]["s3"]["object"]["metadata"]
+        assert events[0]["s3"]["object"]["size"] == 5
+    finally:
+        purge(s3, bucket)
+        topics.delete_topic(TopicArn=arn)

@@ -215,6 +215,10 @@ impl prometheus_client::collector::Collector for GatewayCollector {
         for (name, help, value) in [
             ("rgw_requests", "Requests answered", self.front.stats.requests.load(Relaxed)),
             ("rgw_throttled", "Requests refused with 503 SlowDown", self.front.stats.throttled.load(Relaxed)),
+            ("rgw_get", "GET and HEAD requests answered", self.front.stats.gets.load(Relaxed)),
+            ("rgw_put", "PUT, POST and COPY requests answered", self.front.stats.puts.load(Relaxed)),
+            ("rgw_delete", "DELETE requests answered", self.front.stats.deletes.load(Relaxed)),
+            ("rgw_failed_req", "Requests answered with a 5xx status", self.front.stats.failed.load(Relaxed)),
             ("rgw_cache_hits", "Metadata lookups answered from the cache", cache.hits.load(Relaxed)),
             ("rgw_cache_misses", "Metadata lookups that read the object layer", cache.misses.load(Relaxed)),
             (

@@ -34,6 +34,34 @@ pub struct FrontStats {
     pub requests: AtomicU64,
     /// Requests refused with 503 SlowDown.
     pub throttled: AtomicU64,
+    /// GET and HEAD requests answered (RGW's `get`).
+    pub gets: AtomicU64,
+    /// PUT, POST and COPY requests answered (RGW's `put`).
+    pub puts: AtomicU64,
+    /// DELETE requests answered.
+    pub deletes: AtomicU64,
+    /// Requests answered with a 5xx status (RGW's `failed_req`).
+    pub failed: AtomicU64,
+}
+
+impl FrontStats {
+    /// Counts one answered request.
+    fn count(&self, method: &http::Method, status: StatusCode) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let by_method = match *method {
+            http::Method::GET | http::Method::HEAD => Some(&self.gets),
+            http::Method::PUT | http::Method::POST => Some(&self.puts),
+            http::Method::DELETE => Some(&self.deletes),
+            ref m if m.as_str() == "COPY" => Some(&self.puts),
+            _ => None,
+        };
+        if let Some(counter) = by_method {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        if status.is_server_error() {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Serves the S3 service and the Swift front over HTTP/1.1 with the gateway's limits.
@@ -266,12 +294,12 @@ impl Front {
         let resource = req.uri().path().to_owned();
         let (source_ip, secure) = req.extensions().get::<Peer>().map(|p| (p.ip.clone(), p.secure)).unwrap_or_default();
         req.extensions_mut().insert(Origin { request_id: id.clone(), source_ip, secure });
-        let mut response = if req.method() == http::Method::OPTIONS {
+        let method = req.method().clone();
+        let mut response = if method == http::Method::OPTIONS {
             self.preflight(&req, &resource, &id).await
         } else {
             // A browser's request names its page's origin: the bucket's CORS rules may let it see the answer.
             let cross_origin = header(&req, "origin").map(str::to_owned).zip(bucket_of(&req, &self.hosts));
-            let method = req.method().clone();
             let has_body =
                 content_length(&req).is_some_and(|n| n > 0) || req.headers().contains_key("transfer-encoding");
             let mut response = self.admit(req, &resource, &id).await;
@@ -285,7 +313,7 @@ impl Front {
             }
             response
         };
-        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        self.stats.count(&method, response.status());
         let headers = response.headers_mut();
         if let Ok(value) = HeaderValue::from_str(&id) {
             headers.insert("x-amz-request-id", value.clone());

@@ -486,7 +486,7 @@ impl Config {
         Ok(shoal_gateway::config::GatewayConfig {
             thread_pool_size: usize_of("rgw_thread_pool_size")?.max(1),
             max_concurrent_requests: usize_of("rgw_max_concurrent_requests")?.max(1),
-            num_rados_handles: usize_of("rgw_num_rados_handles")?.clamp(1, 64),
+            num_rados_handles: usize_of("rgw_num_rados_handles")?.clamp(1, 128),
             cache_enabled: self.bool("rgw_cache_enabled")?,
             cache_lru_size: usize_of("rgw_cache_lru_size")?,
             bucket_index_shards: self.u64("rgw_override_bucket_index_max_shards")?.clamp(1, 65_521) as u32,

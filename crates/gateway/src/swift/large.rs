@@ -163,7 +163,7 @@ impl Swift {
             };
             let size = head.output.content_length.unwrap_or(0) as u64;
             let etag = head.output.e_tag.as_ref().map(|e| e.value().to_owned()).unwrap_or_default();
-            if head.headers.contains_key(STATIC_LARGE_OBJECT) || head.headers.contains_key(OBJECT_MANIFEST) {
+            if super::object::is_large(&head.headers) {
                 errors.push(format!("{}, a segment may not be a large object", segment.path));
             } else if size == 0 {
                 errors.push(format!("{}, Too small; each segment must be at least 1 byte.", segment.path));
@@ -236,18 +236,9 @@ impl Swift {
                 // HEAD needs only the totals, kept beside the manifest.
                 (true, Some(etag), Some(size)) => return large_head(found, &etag, size),
                 _ => {
-                    // A ranged GET read part of the manifest: read it whole.
-                    let whole = if found.status == StatusCode::PARTIAL_CONTENT {
-                        match self.whole(call, &found).await {
-                            Ok(whole) => whole,
-                            Err(response) => return response,
-                        }
-                    } else {
-                        found
-                    };
-                    let Found { headers, user, .. } = &whole;
+                    let Found { headers, user, .. } = &found;
                     let (headers, user) = (headers.clone(), user.clone());
-                    match stored_manifest(whole).await {
+                    match stored_manifest(found).await {
                         Ok(segments) => return self.serve(call, headers, user, segments, head_only),
                         Err(response) => return response,
                     }
@@ -262,17 +253,6 @@ impl Swift {
             return answer(found);
         };
         self.serve(call, found.headers, found.user, segments, head_only)
-    }
-
-    /// The manifest object read again without the request's `Range`.
-    async fn whole(&self, call: &Call<'_>, found: &Found) -> Result<Found, Response<Body>> {
-        let path = super::storage_path(&self.s3.config.swift_url_prefix, call.req.uri().path()).unwrap_or_default();
-        let path = super::decode_path(path).map_err(bad_request)?;
-        let (container, key) = path.split_once('/').unwrap_or((&path, ""));
-        let input = GetObjectInput { bucket: container.to_owned(), key: key.to_owned(), ..Default::default() };
-        let out = self.s3.get_object(Self::on_behalf(&found.user, call.req, input)).await.map_err(|e| refused(&e))?;
-        let body = out.output.body.map(|b| Body::from(s3s::stream::DynByteStream::from(b)));
-        Ok(Found { headers: found.headers.clone(), status: StatusCode::OK, body, user: found.user.clone() })
     }
 
     /// A dynamic large object's segments: the objects under its manifest's prefix.

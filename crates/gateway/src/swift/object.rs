@@ -152,10 +152,42 @@ impl Swift {
             Some(range) => range,
             None => None,
         };
+        let read = |range| self.read(call, &user, container, key, head_only, range);
+        let (headers, body, status) = match read(range).await {
+            // The range was for a large object, not its (shorter) manifest: read the
+            // manifest whole, the range goes to the segments.
+            Ok(found) if range.is_some() && is_large(&found.0) => read(None).await,
+            Err(e) if range.is_some() && *e.code() == s3s::S3ErrorCode::InvalidRange => match read(None).await {
+                Ok(found) if is_large(&found.0) => Ok(found),
+                _ => Err(e),
+            },
+            other => other,
+        }
+        .map_err(|e| refused(&e))?;
+        let expired =
+            headers.get(DELETE_AT).and_then(|v| v.to_str().ok()?.parse::<u64>().ok()).is_some_and(|at| at <= call.now);
+        if expired {
+            self.expire(container, key);
+            return Err(text(StatusCode::NOT_FOUND, "404 Not Found"));
+        }
+        Ok(Found { headers, status, body, user })
+    }
+
+    /// One GET (or HEAD) through S3 as `user`, with the request's conditions: the Swift
+    /// headers, the body, and 200 or 206.
+    async fn read(
+        &self,
+        call: &Call<'_>,
+        user: &Arc<UserInfo>,
+        container: &str,
+        key: &str,
+        head_only: bool,
+        range: Option<s3s::dto::Range>,
+    ) -> s3s::S3Result<(HeaderMap, Option<Body>, StatusCode)> {
         let etag =
             |name: &str| call.header(name).and_then(|v| ETagCondition::parse_http_header(quoted(v).as_bytes()).ok());
         let date = |name: &str| call.header(name).and_then(|v| Timestamp::parse(TimestampFormat::HttpDate, v).ok());
-        let found = if head_only {
+        if head_only {
             let input = HeadObjectInput {
                 bucket: container.to_owned(),
                 key: key.to_owned(),
@@ -165,55 +197,27 @@ impl Swift {
                 if_unmodified_since: date("if-unmodified-since"),
                 ..Default::default()
             };
-            self.s3.head_object(Self::on_behalf(&user, call.req, input)).await.map(|out| {
-                let mut headers = out.headers;
-                describe(
-                    &mut headers,
-                    out.output.content_length,
-                    None,
-                    out.output.content_type,
-                    out.output.e_tag,
-                    out.output.last_modified,
-                    out.output.metadata,
-                );
-                (headers, None, StatusCode::OK)
-            })
-        } else {
-            let input = GetObjectInput {
-                bucket: container.to_owned(),
-                key: key.to_owned(),
-                range,
-                if_match: etag("if-match"),
-                if_none_match: etag("if-none-match"),
-                if_modified_since: date("if-modified-since"),
-                if_unmodified_since: date("if-unmodified-since"),
-                ..Default::default()
-            };
-            self.s3.get_object(Self::on_behalf(&user, call.req, input)).await.map(|out| {
-                let mut headers = out.headers;
-                let o = out.output;
-                let status = if o.content_range.is_some() { StatusCode::PARTIAL_CONTENT } else { StatusCode::OK };
-                describe(
-                    &mut headers,
-                    o.content_length,
-                    o.content_range,
-                    o.content_type,
-                    o.e_tag,
-                    o.last_modified,
-                    o.metadata,
-                );
-                let body = o.body.map(|b| Body::from(s3s::stream::DynByteStream::from(b)));
-                (headers, body, status)
-            })
-        };
-        let (headers, body, status) = found.map_err(|e| refused(&e))?;
-        let expired =
-            headers.get(DELETE_AT).and_then(|v| v.to_str().ok()?.parse::<u64>().ok()).is_some_and(|at| at <= call.now);
-        if expired {
-            self.expire(container, key);
-            return Err(text(StatusCode::NOT_FOUND, "404 Not Found"));
+            let out = self.s3.head_object(Self::on_behalf(user, call.req, input)).await?;
+            let (mut headers, o) = (out.headers, out.output);
+            describe(&mut headers, o.content_length, None, o.content_type, o.e_tag, o.last_modified, o.metadata);
+            return Ok((headers, None, StatusCode::OK));
         }
-        Ok(Found { headers, status, body, user })
+        let input = GetObjectInput {
+            bucket: container.to_owned(),
+            key: key.to_owned(),
+            range,
+            if_match: etag("if-match"),
+            if_none_match: etag("if-none-match"),
+            if_modified_since: date("if-modified-since"),
+            if_unmodified_since: date("if-unmodified-since"),
+            ..Default::default()
+        };
+        let out = self.s3.get_object(Self::on_behalf(user, call.req, input)).await?;
+        let (mut headers, o) = (out.headers, out.output);
+        let status = if o.content_range.is_some() { StatusCode::PARTIAL_CONTENT } else { StatusCode::OK };
+        describe(&mut headers, o.content_length, o.content_range, o.content_type, o.e_tag, o.last_modified, o.metadata);
+        let body = o.body.map(|b| Body::from(s3s::stream::DynByteStream::from(b)));
+        Ok((headers, body, status))
     }
 
     /// Removes an expired object in the background, unless it was rewritten meanwhile.
@@ -500,6 +504,11 @@ pub(super) fn answer(found: Found) -> Response<Body> {
         response.headers_mut().remove(internal);
     }
     response
+}
+
+/// Whether stored headers make an object a large object's manifest.
+pub(super) fn is_large(headers: &HeaderMap) -> bool {
+    headers.contains_key(STATIC_LARGE_OBJECT) || headers.contains_key(OBJECT_MANIFEST)
 }
 
 /// 201 with the new object's unquoted `Etag`.
