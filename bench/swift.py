@@ -73,7 +73,7 @@ def counters(metrics_port):
     for line in text.splitlines():
         name, _, value = line.partition(" ")
         for counter in ("rgw_put", "rgw_get", "rgw_delete", "rgw_failed_req"):
-            if name in (counter, counter + "_total"):
+            if name in (f"shoal_{counter}_total", f"{counter}_total"):
                 found[counter] = float(value)
     return found
 

@@ -119,6 +119,8 @@ def test_the_account_counts_and_lists_its_containers_and_any_gateway_takes_the_t
         assert (plain.status_code, plain.text) == (200, "".join(b + "\n" for b in buckets))
         reverse = requests.get(url + "?reverse=true&format=json", headers={"X-Storage-Token": token})
         assert [c["name"] for c in reverse.json()] == buckets[::-1]
+        rolled = requests.get(url + "?delimiter=-&format=json", headers={"X-Auth-Token": token}).json()
+        assert rolled == [{"subdir": "sw-"}, {"subdir": "zz-"}]
         assert requests.get(url + "?limit=10001", headers={"X-Auth-Token": token}).status_code == 412
         assert requests.get(url + "?limit=x", headers={"X-Auth-Token": token}).status_code == 400
         assert requests.get(url + "?prefix=nothing", headers={"X-Auth-Token": token}).status_code == 204

@@ -57,6 +57,7 @@ impl Swift {
             total_bytes += stats.bytes;
             containers.push(ContainerEntry {
                 name,
+                subdir: false,
                 count: stats.entries,
                 bytes: stats.bytes,
                 created_ns: bucket.created_ns,
@@ -66,7 +67,14 @@ impl Swift {
         let mut response = match listing {
             None => text(StatusCode::NO_CONTENT, ""),
             Some(query) => {
-                let listed = query.select(containers.into_iter().map(|c| (c.name.clone(), c)).collect());
+                let entries = containers.into_iter().map(|c| (c.name.clone(), c)).collect();
+                let listed = query.select(entries, |name| ContainerEntry {
+                    name,
+                    subdir: true,
+                    count: 0,
+                    bytes: 0,
+                    created_ns: 0,
+                });
                 match query.format {
                     Format::Plain if listed.is_empty() => text(StatusCode::NO_CONTENT, ""),
                     format => account_listing(format, &identity.user.uid, &listed),

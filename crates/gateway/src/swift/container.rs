@@ -171,7 +171,7 @@ impl Swift {
                 after = items.last().map(|i| i.name().to_owned()).unwrap_or_default();
                 all.extend(items.into_iter().filter(wanted).map(|i| (i.name().to_owned(), entry(i))));
                 if !more || after.is_empty() {
-                    return Ok(query.select(all));
+                    return Ok(query.select(all, ObjectEntry::Subdir));
                 }
             }
         }

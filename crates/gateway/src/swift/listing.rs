@@ -102,24 +102,46 @@ impl ListingQuery {
     }
 
     /// The entries (by name) this listing returns: those with the prefix, inside the
-    /// markers, in name order (reversed with `reverse`), at most `limit`.
-    pub fn select<T>(&self, mut entries: Vec<(String, T)>) -> Vec<T> {
+    /// markers, in name order (reversed with `reverse`), at most `limit`; with a
+    /// delimiter, names holding it after the prefix are rolled up into one `subdir` entry
+    /// per common prefix.
+    pub fn select<T>(&self, mut entries: Vec<(String, T)>, subdir: impl Fn(String) -> T) -> Vec<T> {
         entries.sort_by(|a, b| a.0.cmp(&b.0));
         if self.reverse {
             entries.reverse();
         }
-        entries
-            .into_iter()
-            .filter(|(name, _)| name.starts_with(&self.prefix) && self.within(name))
-            .take(self.limit)
-            .map(|(_, entry)| entry)
-            .collect()
+        let mut selected = Vec::new();
+        let mut last_subdir: Option<String> = None;
+        for (name, entry) in entries {
+            let Some(rest) = name.strip_prefix(&self.prefix) else { continue };
+            let rolled = (!self.delimiter.is_empty())
+                .then(|| rest.find(&self.delimiter))
+                .flatten()
+                .map(|at| name[..self.prefix.len() + at + self.delimiter.len()].to_owned());
+            let shown = rolled.as_deref().unwrap_or(&name);
+            if !self.within(shown) || (rolled.is_some() && last_subdir == rolled) {
+                continue;
+            }
+            if selected.len() == self.limit {
+                break;
+            }
+            match rolled {
+                Some(prefix) => {
+                    selected.push(subdir(prefix.clone()));
+                    last_subdir = Some(prefix);
+                }
+                None => selected.push(entry),
+            }
+        }
+        selected
     }
 }
 
 /// One entry of an account listing.
 pub(super) struct ContainerEntry {
     pub name: String,
+    /// A rolled-up common prefix, not a container.
+    pub subdir: bool,
     pub count: u64,
     pub bytes: u64,
     pub created_ns: u64,
@@ -153,8 +175,9 @@ pub(super) fn account_listing(format: Format, account: &str, entries: &[Containe
         Format::Json => {
             let entries: Vec<serde_json::Value> = entries
                 .iter()
-                .map(|c| {
-                    serde_json::json!({"name": c.name, "count": c.count, "bytes": c.bytes, "last_modified": swift_time(c.created_ns)})
+                .map(|c| match c.subdir {
+                    true => serde_json::json!({"subdir": c.name}),
+                    false => serde_json::json!({"name": c.name, "count": c.count, "bytes": c.bytes, "last_modified": swift_time(c.created_ns)}),
                 })
                 .collect();
             json(StatusCode::OK, &serde_json::Value::Array(entries))
@@ -162,13 +185,16 @@ pub(super) fn account_listing(format: Format, account: &str, entries: &[Containe
         Format::Xml => {
             let mut body = format!("<account name=\"{}\">", xml_escape(account));
             for c in entries {
-                body.push_str(&format!(
-                    "<container><name>{}</name><count>{}</count><bytes>{}</bytes><last_modified>{}</last_modified></container>",
-                    xml_escape(&c.name),
-                    c.count,
-                    c.bytes,
-                    swift_time(c.created_ns)
-                ));
+                body.push_str(&match c.subdir {
+                    true => subdir_xml(&c.name),
+                    false => format!(
+                        "<container><name>{}</name><count>{}</count><bytes>{}</bytes><last_modified>{}</last_modified></container>",
+                        xml_escape(&c.name),
+                        c.count,
+                        c.bytes,
+                        swift_time(c.created_ns)
+                    ),
+                });
             }
             body.push_str("</account>");
             xml(body)
@@ -204,16 +230,19 @@ pub(super) fn container_listing(format: Format, container: &str, entries: &[Obje
                         xml_escape(content_type),
                         swift_time(*mtime_ns)
                     ),
-                    ObjectEntry::Subdir(name) => {
-                        let name = xml_escape(name);
-                        format!("<subdir name=\"{name}\"><name>{name}</name></subdir>")
-                    }
+                    ObjectEntry::Subdir(name) => subdir_xml(name),
                 });
             }
             body.push_str("</container>");
             xml(body)
         }
     }
+}
+
+/// A common prefix in an XML listing.
+fn subdir_xml(name: &str) -> String {
+    let name = xml_escape(name);
+    format!("<subdir name=\"{name}\"><name>{name}</name></subdir>")
 }
 
 /// A plain listing: one name per line, every line `\n`-terminated; 204 when empty.
@@ -267,12 +296,18 @@ mod tests {
     #[test]
     fn listings_page_by_marker_end_marker_prefix_limit_and_reverse() {
         let names = ["b", "a", "c", "ab"].map(|n| (n.to_owned(), n));
-        let select = |query: &str| parse(query).unwrap().select(names.to_vec());
+        let select = |query: &str| parse(query).unwrap().select(names.to_vec(), |_| "/");
         assert_eq!(select(""), ["a", "ab", "b", "c"]);
         assert_eq!(select("marker=a&limit=2"), ["ab", "b"]);
         assert_eq!(select("end_marker=b"), ["a", "ab"]);
         assert_eq!(select("prefix=a&format=json"), ["a", "ab"]);
         assert_eq!(select("reverse=true&marker=c"), ["b", "ab", "a"]);
+        let dirs = ["a/1", "a/2", "b", "c/x/1", "c/y"].map(|n| (n.to_owned(), n.to_owned()));
+        let rolled = |query: &str| parse(query).unwrap().select(dirs.to_vec(), |p| format!("dir {p}"));
+        assert_eq!(rolled("delimiter=/"), ["dir a/", "b", "dir c/"]);
+        assert_eq!(rolled("delimiter=/&reverse=1"), ["dir c/", "b", "dir a/"]);
+        assert_eq!(rolled("delimiter=/&prefix=c/"), ["dir c/x/", "c/y"]);
+        assert_eq!(rolled("delimiter=/&marker=a/&limit=1"), ["b"]);
         assert_eq!(parse("limit=10001").unwrap_err().0, StatusCode::PRECONDITION_FAILED);
         assert_eq!(parse("limit=-1").unwrap_err().0, StatusCode::BAD_REQUEST);
         assert_eq!(parse("format=xml2").unwrap_err().0, StatusCode::BAD_REQUEST);
