@@ -221,6 +221,13 @@ def test_objects_round_trip_through_swift_and_s3(subuser, user):
         headers, part = swift.get_object(url, token, container, "dir/obj", headers={"Range": "bytes=10-19"})
         assert part == data[10:20] and headers["content-range"] == f"bytes 10-19/{len(data)}"
         assert swift.head_object(url, token, container, "dir/obj")["content-length"] == str(len(data))
+        # Conditional reads: If-Match, If-None-Match (bare or quoted ETags), If-Modified-Since.
+        obj = f"{url}/{container}/dir/obj"
+        cond = lambda **h: requests.get(obj, headers={"X-Auth-Token": token, **h}).status_code
+        assert (cond(**{"If-Match": md5}), cond(**{"If-Match": "0" * 32})) == (200, 412)
+        assert (cond(**{"If-None-Match": f'"{md5}"'}), cond(**{"If-None-Match": "0" * 32})) == (304, 200)
+        assert cond(**{"If-Modified-Since": "Fri, 01 Jan 2100 00:00:00 GMT"}) == 304
+        assert cond(**{"If-Unmodified-Since": "Thu, 01 Jan 1970 00:00:00 GMT"}) == 412
         # The same object through S3: bytes, ETag and metadata.
         got = s3.get_object(Bucket=container, Key="dir/obj")
         assert got["Body"].read() == data and got["ETag"] == f'"{md5}"'
