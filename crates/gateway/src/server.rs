@@ -450,13 +450,17 @@ impl Front {
     }
 }
 
-/// Whether a request is unsigned (no Authorization header, no presigned signature) and
-/// its body is read whole before it is authorized: anything but an object's data (PUT,
-/// which is authorized before its body is read) and a browser's form upload (whose
-/// signed policy s3s checks as the form streams in).
+/// Whether a request is unsigned (no Authorization header, no presigned signature, no
+/// Swift token, which is checked before any body is read) and its body is read whole
+/// before it is authorized: anything but an object's data (PUT, which is authorized
+/// before its body is read) and a browser's form upload (whose signed policy s3s checks
+/// as the form streams in).
 fn unsigned_and_buffered<B>(req: &Request<B>) -> bool {
     let query = req.uri().query().unwrap_or_default();
-    let signed = req.headers().contains_key(http::header::AUTHORIZATION)
+    let headers = req.headers();
+    let signed = headers.contains_key(http::header::AUTHORIZATION)
+        || headers.contains_key("x-auth-token")
+        || headers.contains_key("x-storage-token")
         || form_urlencoded::parse(query.as_bytes()).any(|(k, _)| k == "X-Amz-Signature" || k == "Signature");
     let form = header(req, "content-type").is_some_and(|t| t.starts_with("multipart/form-data"));
     !signed && !form && req.method() != http::Method::PUT
