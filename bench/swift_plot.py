@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 POOLS = ["small", "default", "512", "1024", "2048"]
+COLOURS = dict(zip(POOLS, ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]))
 
 
 def grid(out, rows):
@@ -27,7 +28,8 @@ def grid(out, rows):
                                 if (r.get("front", "swift"), r["target"], r["rgw_cache_enabled"]) == (front, target, cache)
                                 and str(r["pool"]) == pool)
                 if points:
-                    axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=f"pool {pool}")
+                    axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=f"pool {pool}",
+                              color=COLOURS[pool])
             axis.set_xscale("log", base=2)
             axis.set_title(f"{front} {target}, cache {'on' if cache == 'true' else 'off'}: {op}/s", fontsize=9)
             axis.set_ylim(bottom=0)
