@@ -4,6 +4,7 @@
 use crate::layout;
 use crate::meta::{BucketInfo, absent_as_empty};
 use crate::objects::{ObjectMeta, Objects, StreamError, Written, new_tag, now_ns};
+use crate::sigv4::{hex, unhex};
 use bytes::Bytes;
 use futures::Stream;
 use serde::{Deserialize, Serialize};
@@ -505,7 +506,8 @@ impl Objects {
                 salts.extend(part.sealed.map(|s| s.salt));
                 checksums.push(part.checksum.as_ref());
             }
-            md5s.extend(unhex(etag));
+            // Part ETags are the MD5s this gateway wrote, in hex.
+            md5s.extend(unhex(etag).unwrap_or_default());
         }
         let sealed = info.meta.sealed.clone().map(|sealed| crate::crypt::Sealed { salts, ..sealed });
         // Parts all checked with one algorithm give the object their composite checksum.
@@ -523,7 +525,7 @@ impl Objects {
             size,
             sealed,
             checksum,
-            etag: format!("{}-{}", hex(&md5::Md5::digest(&md5s).into()), listed.len()),
+            etag: format!("{}-{}", hex(&md5::Md5::digest(&md5s)), listed.len()),
             mtime_ns: *mtime_ns,
             version: version.clone(),
             order: crate::objects::order_of(*mtime_ns, tag),
@@ -532,15 +534,6 @@ impl Objects {
             ..info.meta.clone()
         })
     }
-}
-
-/// Lower-case hex of bytes.
-pub fn hex(bytes: &[u8; 16]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2).filter_map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()).collect()
 }
 
 #[cfg(test)]

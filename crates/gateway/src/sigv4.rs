@@ -11,6 +11,14 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The bytes of lower- or upper-case hex `s`; `None` for an odd length or a non-hex digit.
+pub fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len() / 2).map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()).collect()
+}
+
 /// Hex SHA-256 of `data` (a payload hash).
 pub fn sha256_hex(data: &[u8]) -> String {
     hex(&Sha256::digest(data))

@@ -177,11 +177,10 @@ impl Outcome {
             Some(_) if self.errors.iter().all(|(_, s)| s.is_client_error()) => "400 Bad Request".to_owned(),
             Some(_) => "502 Bad Gateway".to_owned(),
         };
-        let error_line = |(name, s): &(String, StatusCode)| {
-            (name.clone(), format!("{} {}", s.as_u16(), s.canonical_reason().unwrap_or("")))
-        };
-        let format = ListingQuery::parse("", call.req.headers()).map(|q| q.format).unwrap_or(Format::Plain);
-        let mut response = match format {
+        let errors: Vec<(&str, String)> = (self.errors.iter())
+            .map(|(name, s)| (name.as_str(), format!("{} {}", s.as_u16(), s.canonical_reason().unwrap_or(""))))
+            .collect();
+        match Format::accepted(call.req.headers()) {
             Format::Json => super::json(
                 StatusCode::OK,
                 &serde_json::json!({
@@ -189,35 +188,22 @@ impl Outcome {
                     "Number Not Found": self.not_found,
                     "Response Status": status,
                     "Response Body": "",
-                    "Errors": self.errors.iter().map(|e| { let (n, s) = error_line(e); [n, s] }).collect::<Vec<_>>(),
+                    "Errors": errors.iter().map(|(name, s)| [name, s.as_str()]).collect::<Vec<_>>(),
                 }),
             ),
             Format::Xml => {
-                let errors: String = self
-                    .errors
-                    .iter()
-                    .map(|e| {
-                        let (name, s) = error_line(e);
-                        format!("<object><name>{}</name><status>{s}</status></object>", crate::xml_escape(&name))
+                let errors: String = (errors.iter())
+                    .map(|(name, s)| {
+                        format!("<object><name>{}</name><status>{s}</status></object>", crate::xml_escape(name))
                     })
                     .collect();
-                let mut response = text(StatusCode::OK, "");
-                *response.body_mut() = Body::from(format!(
-                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<delete><number_deleted>{}</number_deleted><number_not_found>{}</number_not_found><response_status>{status}</response_status><response_body></response_body><errors>{errors}</errors></delete>",
+                super::listing::xml(format!(
+                    "<delete><number_deleted>{}</number_deleted><number_not_found>{}</number_not_found><response_status>{status}</response_status><response_body></response_body><errors>{errors}</errors></delete>",
                     self.deleted, self.not_found
-                ));
-                response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/xml"));
-                response
+                ))
             }
             Format::Plain => {
-                let errors: String = self
-                    .errors
-                    .iter()
-                    .map(|e| {
-                        let (n, s) = error_line(e);
-                        format!("{n}, {s}\n")
-                    })
-                    .collect();
+                let errors: String = errors.iter().map(|(name, s)| format!("{name}, {s}\n")).collect();
                 text(
                     StatusCode::OK,
                     &format!(
@@ -226,8 +212,6 @@ impl Outcome {
                     ),
                 )
             }
-        };
-        *response.status_mut() = StatusCode::OK;
-        response
+        }
     }
 }

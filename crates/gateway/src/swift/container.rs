@@ -7,7 +7,7 @@ use crate::meta::{BucketInfo, SwiftContainer};
 use http::{HeaderValue, Method, Response, StatusCode};
 use s3s::Body;
 use s3s::S3;
-use s3s::dto::{CreateBucketInput, DeleteBucketInput, HeadBucketInput};
+use s3s::dto::{CreateBucketInput, DeleteBucketInput};
 use shoal_objclass::bucket_index::ListItem;
 
 /// The prefix of container metadata headers.
@@ -105,16 +105,7 @@ impl Swift {
     /// the listing.
     async fn describe_container(&self, call: &Call<'_>, name: &str, listing: Option<ListingQuery>) -> Response<Body> {
         let need = if listing.is_some() { Need::List } else { Need::Read };
-        let user = match self.acting(call, name, need).await {
-            Ok(user) => user,
-            Err(response) => return response,
-        };
-        // S3's HEAD Bucket checks the acting user may list the bucket.
-        let input = HeadBucketInput { bucket: name.to_owned(), ..Default::default() };
-        if let Err(e) = self.s3.head_bucket(Self::on_behalf(&user, call.req, input)).await {
-            return refused(&e);
-        }
-        let bucket = match self.bucket(name).await {
+        let bucket = match self.listable(call, name, need).await {
             Ok(bucket) => bucket,
             Err(response) => return response,
         };

@@ -8,7 +8,9 @@
 //!
 //! The ETag of either is the MD5 of its segments' ETags, quoted, as Swift's.
 
-use super::object::{Found, META, OBJECT_MANIFEST, SLO_ETAG, SLO_SIZE, STATIC_LARGE_OBJECT, answer, created};
+use super::object::{
+    Found, META, OBJECT_MANIFEST, SLO_ETAG, SLO_SIZE, STATIC_LARGE_OBJECT, answer, created, formatted,
+};
 use super::{Call, Need, StoredHeaders, Swift, bad_request, limits, refused, text, unavailable, updated_meta};
 use crate::meta::UserInfo;
 use bytes::Bytes;
@@ -60,11 +62,7 @@ fn large_etag(segments: &[Segment]) -> String {
     for segment in segments {
         md5.update(segment.etag.as_bytes());
     }
-    hex(&md5.finalize())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::sigv4::hex(&md5.finalize())
 }
 
 /// Parses a manifest a client PUTs: 400 (the message) when it is not a non-empty JSON
@@ -172,22 +170,15 @@ impl Swift {
             } else if segment.size_bytes.is_some_and(|s| s != size) {
                 errors.push(format!("{}, Size Mismatch", segment.path));
             }
-            let mut date = Vec::new();
-            let modified = head
-                .output
-                .last_modified
-                .as_ref()
-                .is_some_and(|t| t.format(s3s::dto::TimestampFormat::DateTime, &mut date).is_ok());
             stored.push(StoredSegment {
                 name: format!("/{seg_container}/{seg_object}"),
                 hash: etag.clone(),
                 bytes: size,
                 content_type: head.output.content_type.clone().unwrap_or_else(|| "binary/octet-stream".into()),
-                last_modified: if modified {
-                    String::from_utf8_lossy(&date).trim_end_matches('Z').to_owned()
-                } else {
-                    String::new()
-                },
+                last_modified: (head.output.last_modified.as_ref())
+                    .and_then(|t| formatted(t, s3s::dto::TimestampFormat::DateTime))
+                    .map(|t| t.trim_end_matches('Z').to_owned())
+                    .unwrap_or_default(),
             });
             segments.push(Segment { container: seg_container.to_owned(), object: seg_object.to_owned(), size, etag });
         }
@@ -258,10 +249,7 @@ impl Swift {
     /// A dynamic large object's segments: the objects under its manifest's prefix.
     async fn dlo_segments(&self, call: &Call<'_>, manifest: &str) -> Result<Vec<Segment>, Response<Body>> {
         let (container, prefix) = manifest.split_once('/').unwrap_or((manifest, ""));
-        let user = self.acting(call, container, Need::List).await?;
-        let input = s3s::dto::HeadBucketInput { bucket: container.to_owned(), ..Default::default() };
-        self.s3.head_bucket(Self::on_behalf(&user, call.req, input)).await.map_err(|e| refused(&e))?;
-        let bucket = self.bucket(container).await?;
+        let bucket = self.listable(call, container, Need::List).await?;
         let mut segments = Vec::new();
         let mut after = String::new();
         loop {

@@ -15,6 +15,17 @@ pub(super) enum Format {
     Xml,
 }
 
+impl Format {
+    /// The format a request's `Accept` header asks for (plain when it names none).
+    pub fn accepted(headers: &HeaderMap) -> Format {
+        match headers.get(http::header::ACCEPT).and_then(|a| a.to_str().ok()).unwrap_or_default() {
+            a if a.contains("application/json") => Format::Json,
+            a if a.contains("application/xml") || a.contains("text/xml") => Format::Xml,
+            _ => Format::Plain,
+        }
+    }
+}
+
 /// The parameters of a listing.
 #[derive(Debug)]
 pub(super) struct ListingQuery {
@@ -34,13 +45,8 @@ impl ListingQuery {
     /// Parses a listing's query string and `Accept` header: 400 for a bad `limit`,
     /// `format` or `delimiter`, 412 for a `limit` above 10,000 (as Swift).
     pub fn parse(query: &str, headers: &HeaderMap) -> Result<ListingQuery, (StatusCode, String)> {
-        let accept = headers.get(http::header::ACCEPT).and_then(|a| a.to_str().ok()).unwrap_or_default();
         let mut q = ListingQuery {
-            format: match accept {
-                a if a.contains("application/json") => Format::Json,
-                a if a.contains("application/xml") || a.contains("text/xml") => Format::Xml,
-                _ => Format::Plain,
-            },
+            format: Format::accepted(headers),
             marker: None,
             end_marker: None,
             prefix: String::new(),
@@ -258,8 +264,8 @@ fn plain<'a>(names: impl Iterator<Item = &'a str>) -> Response<Body> {
     }
 }
 
-/// An XML listing.
-fn xml(body: String) -> Response<Body> {
+/// An XML answer (a listing, or a bulk delete's outcome).
+pub(super) fn xml(body: String) -> Response<Body> {
     let mut response = Response::new(Body::from(format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n{body}")));
     response
         .headers_mut()

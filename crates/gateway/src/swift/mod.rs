@@ -28,7 +28,7 @@ use crate::meta::{BucketInfo, Meta, SubuserAccess, UserInfo};
 use crate::notifications::Origin;
 use crate::s3::ShoalS3;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
-use s3s::{Body, S3Request};
+use s3s::{Body, S3, S3Request};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -62,6 +62,9 @@ impl Requester {
         }
     }
 }
+
+/// The user a request acts as, and the container's record when it was read on the way.
+type Acting = (Arc<UserInfo>, Option<Arc<BucketInfo>>);
 
 /// What a request does to a container, for its ACLs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,18 +205,18 @@ impl Swift {
     /// The user a request on `container` acts as: the requester, or the container's owner
     /// when the container's ACL lets the requester in for `need`. A user the ACL does not
     /// name still acts as itself (S3's grants and policies may let it in); an anonymous
-    /// requester gets 401, as from Swift.
-    async fn acting(&self, call: &Call<'_>, container: &str, need: Need) -> Result<Arc<UserInfo>, Response<Body>> {
+    /// requester gets 401, as from Swift. Also returns the container's record, if it read one.
+    async fn acting(&self, call: &Call<'_>, container: &str, need: Need) -> Result<Acting, Response<Body>> {
         let bucket = match (self.bucket(container).await, call.requester.identity()) {
             (Ok(bucket), _) => bucket,
             // S3 answers the user with 404.
-            (Err(_), Some(identity)) => return Ok(identity.user.clone()),
+            (Err(_), Some(identity)) => return Ok((identity.user.clone(), None)),
             (Err(response), None) => return Err(response),
         };
         if let Some(identity) = call.requester.identity()
             && identity.user.uid == bucket.owner
         {
-            return Ok(identity.user.clone());
+            return Ok((identity.user.clone(), Some(bucket)));
         }
         let who = acl::Who {
             user: call.requester.identity().map(|i| (i.user.uid.as_str(), i.subuser.as_str())),
@@ -224,14 +227,26 @@ impl Swift {
             Need::Write => bucket.swift.write_acl.as_deref(),
         };
         if list.is_some_and(|list| acl::allows(list, &who, need == Need::List)) {
-            return self.owner_of(&bucket).await;
+            return Ok((self.owner_of(&bucket).await?, Some(bucket)));
         }
         match call.requester.identity() {
-            Some(identity) => Ok(identity.user.clone()),
+            Some(identity) => Ok((identity.user.clone(), Some(bucket))),
             None => Err(text(
                 StatusCode::UNAUTHORIZED,
                 "401 Unauthorized: no token, and the container's ACL does not let you in",
             )),
+        }
+    }
+
+    /// The container a HEAD or a listing reads, once the acting user may list it (S3's HEAD
+    /// Bucket decides).
+    async fn listable(&self, call: &Call<'_>, container: &str, need: Need) -> Result<Arc<BucketInfo>, Response<Body>> {
+        let (user, bucket) = self.acting(call, container, need).await?;
+        let input = s3s::dto::HeadBucketInput { bucket: container.to_owned(), ..Default::default() };
+        self.s3.head_bucket(Self::on_behalf(&user, call.req, input)).await.map_err(|e| refused(&e))?;
+        match bucket {
+            Some(bucket) => Ok(bucket),
+            None => self.bucket(container).await,
         }
     }
 

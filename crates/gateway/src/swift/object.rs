@@ -79,7 +79,7 @@ impl Swift {
         need: Need,
     ) -> Result<Arc<UserInfo>, Response<Body>> {
         if !matches!(call.requester, Requester::Anonymous) || call.query("temp_url_sig").is_none() {
-            return self.acting(call, container, need).await;
+            return self.acting(call, container, need).await.map(|(user, _)| user);
         }
         let bucket = self.bucket(container).await.map_err(|_| unauthorized_temp_url())?;
         let owner = self.owner_of(&bucket).await?;
@@ -296,10 +296,9 @@ impl Swift {
                 if let Ok(value) = HeaderValue::from_str(&format!("{}/{}", from.0, from.1)) {
                     headers.insert("x-copied-from", value);
                 }
-                let mut date = Vec::new();
-                if source.output.last_modified.is_some_and(|t| t.format(TimestampFormat::HttpDate, &mut date).is_ok())
-                    && let Ok(value) = HeaderValue::from_bytes(&date)
-                {
+                let modified =
+                    source.output.last_modified.as_ref().and_then(|t| formatted(t, TimestampFormat::HttpDate));
+                if let Some(value) = modified.and_then(|d| HeaderValue::from_str(&d).ok()) {
                     headers.insert("x-copied-from-last-modified", value);
                 }
                 response
@@ -488,11 +487,15 @@ fn describe(
     set("content-type", Some(content_type.unwrap_or_else(|| "binary/octet-stream".into())));
     set("etag", etag.map(|e| e.value().to_owned()));
     set("accept-ranges", Some("bytes".into()));
-    let mut date = Vec::new();
-    if modified.is_some_and(|t| t.format(TimestampFormat::HttpDate, &mut date).is_ok()) {
-        set("last-modified", String::from_utf8(date).ok());
-    }
+    set("last-modified", modified.as_ref().and_then(|t| formatted(t, TimestampFormat::HttpDate)));
     super::show_meta(headers, META, &metadata.unwrap_or_default().into_iter().collect());
+}
+
+/// A time in one of S3's formats.
+pub(super) fn formatted(time: &Timestamp, format: TimestampFormat) -> Option<String> {
+    let mut out = Vec::new();
+    time.format(format, &mut out).ok()?;
+    String::from_utf8(out).ok()
 }
 
 /// The answer for what GET or HEAD found, as stored (a manifest as its own bytes).
@@ -537,12 +540,10 @@ fn quoted(etag: &str) -> String {
 /// A hex MD5 (Swift's `ETag`) as base64 (S3's `Content-MD5`).
 fn hex_md5_as_base64(hex: &str) -> Result<String, ()> {
     use base64::Engine;
-    if hex.len() != 32 {
-        return Err(());
+    match crate::sigv4::unhex(hex) {
+        Some(bytes) if bytes.len() == 16 => Ok(base64::engine::general_purpose::STANDARD.encode(bytes)),
+        _ => Err(()),
     }
-    let bytes: Result<Vec<u8>, ()> =
-        (0..16).map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2).ok_or(())?, 16).map_err(|_| ())).collect();
-    Ok(base64::engine::general_purpose::STANDARD.encode(bytes?))
 }
 
 #[cfg(test)]

@@ -60,10 +60,7 @@ fn decode_signature(signature: &str) -> Option<(hmac::Algorithm, Vec<u8>)> {
         128 => hmac::HMAC_SHA512,
         _ => return None,
     };
-    let bytes = (0..signature.len() / 2)
-        .map(|i| u8::from_str_radix(signature.get(2 * i..2 * i + 2)?, 16).ok())
-        .collect::<Option<Vec<u8>>>()?;
-    Some((algorithm, bytes))
+    Some((algorithm, crate::sigv4::unhex(signature)?))
 }
 
 #[cfg(test)]
