@@ -169,7 +169,11 @@ impl Monitor {
             MapCommand::CreatePool(spec) => MapChange::CreatePool(spec),
             MapCommand::DeletePool(name) => MapChange::DeletePool(name),
             MapCommand::OsdBoot { id, entry } => {
-                let back_in = self.health().failures.booted(id);
+                let mut health = self.health();
+                // What it reported before it went down describes PGs it no longer runs.
+                health.pg_stats.remove(&id);
+                let back_in = health.failures.booted(id);
+                drop(health);
                 MapChange::OsdBoot { id, entry, back_in }
             }
             MapCommand::ConfigSet { who, key, value } => MapChange::ConfigSet { who, key, value },
@@ -209,16 +213,7 @@ impl Monitor {
 
     /// The PG states reported by the OSDs that are primaries under `map`.
     fn pg_stats(&self, map: &OsdMap) -> Vec<PgStat> {
-        let health = self.health();
-        let mut stats: Vec<PgStat> = health
-            .pg_stats
-            .iter()
-            .filter(|(osd, _)| map.osds.get(osd).is_some_and(|o| o.up))
-            .flat_map(|(osd, stats)| stats.iter().filter(move |s| s.acting.first() == Some(osd)).cloned())
-            .collect();
-        stats.sort_by_key(|s| s.pg);
-        stats.dedup_by_key(|s| s.pg);
-        stats
+        current_stats(map, &self.health().pg_stats)
     }
 
     /// On the leader: marks out the OSDs down for longer than the down-out interval.
@@ -333,5 +328,68 @@ impl Monitor {
     /// Registers the monitor's metrics (map, quorum, PG states) for Prometheus.
     pub fn register_metrics(self: &Arc<Self>, registry: &mut prometheus_client::registry::Registry) {
         registry.register_collector(Box::new(MonCollector(self.clone())));
+    }
+}
+
+/// The reports of OSDs up under `map` about the PGs they are primary of, each for the
+/// acting set `map` gives its PG, one per PG: a report from before the set changed (an
+/// OSD went down or came back) is stale, and its PG stays unreported until its primary
+/// reports again.
+fn current_stats(map: &OsdMap, reports: &HashMap<OsdId, Vec<PgStat>>) -> Vec<PgStat> {
+    let current = |s: &PgStat| {
+        let pool = map.pools.get(&s.pg.pool).filter(|pool| s.pg.seed < pool.pg_num);
+        pool.is_some_and(|pool| s.acting == shoal_placement::pg_up_osds(map, pool, s.pg))
+    };
+    let mut stats: Vec<PgStat> = reports
+        .iter()
+        .filter(|(osd, _)| map.osds.get(osd).is_some_and(|o| o.up))
+        .flat_map(|(osd, stats)| stats.iter().filter(move |s| s.acting.first() == Some(osd)))
+        .filter(|s| current(s))
+        .cloned()
+        .collect();
+    stats.sort_by_key(|s| s.pg);
+    stats.dedup_by_key(|s| s.pg);
+    stats
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_types::pg::PgStateFlag;
+    use shoal_types::{OsdEntry, PgId, PoolSpec};
+
+    #[test]
+    fn only_reports_for_the_current_acting_set_count() {
+        let mut map = OsdMap::default();
+        for id in 0..3 {
+            let entry =
+                OsdEntry { addr: String::new(), host: format!("h{id}"), weight: 0x10000, up: true, is_in: true };
+            map.osds.insert(OsdId(id), entry);
+        }
+        let pool = map.create(&PoolSpec { name: "p".into(), pg_num: 1, size: 3, min_size: 2 }).unwrap();
+        let pg = PgId { pool: pool.id, seed: 0 };
+        let acting = shoal_placement::pg_up_osds(&map, &pool, pg);
+        let stat = |acting: Vec<OsdId>, flags: Vec<PgStateFlag>| PgStat {
+            pg,
+            state: flags,
+            epoch: map.epoch,
+            acting,
+            last_update: Default::default(),
+            objects_to_recover: 0,
+            note: String::new(),
+            client_ops: 0,
+        };
+        let clean = vec![PgStateFlag::Active, PgStateFlag::Clean];
+        let (primary, second) = (acting[0], acting[1]);
+        // The primary's clean report, and a stale one from when `second` led another set.
+        let reports = HashMap::from([
+            (primary, vec![stat(acting.clone(), clean.clone())]),
+            (second, vec![stat(vec![second, primary], vec![PgStateFlag::Active, PgStateFlag::Degraded])]),
+        ]);
+        let stats = current_stats(&map, &reports);
+        assert_eq!(stats.iter().map(|s| (s.pg, s.state_name())).collect::<Vec<_>>(), vec![(pg, "active+clean".into())]);
+        // With the primary down, neither report describes the acting set [second, third].
+        map.osds.get_mut(&primary).unwrap().up = false;
+        assert!(current_stats(&map, &reports).is_empty());
     }
 }

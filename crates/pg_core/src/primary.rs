@@ -270,6 +270,17 @@ impl<R> Primary<R> {
         self.ec.is_some()
     }
 
+    /// Whether an operation on `object` must wait for this primary's own copy: on an
+    /// erasure-coded PG while its shard of that object is still to be rebuilt, on a
+    /// replicated one while any of its own recovery runs.
+    pub(super) fn lacks_own_copy(&self, me: OsdId, pg: PgId, object: &ObjectName) -> bool {
+        match (self.is_erasure(), ObjectKey::new(pg.pool, object)) {
+            (true, Ok(key)) => erasure::awaits_own_shard(self, me, object, &key),
+            (true, Err(_)) => false,
+            (false, _) => self.recovery.contains_key(&me),
+        }
+    }
+
     /// The OSDs whose recovery work is all acknowledged and not yet told so: they are to
     /// be told they are complete (marked as told).
     fn take_finished(&mut self) -> Vec<OsdId> {
@@ -1023,13 +1034,18 @@ impl<R> Shard<R> {
         let me = self.config.me;
         match self.primaries.get_mut(&pg) {
             None => return self.respond(self.check_serving(pg).map(|()| (0, Reply::Done)), reply),
-            // An erasure-coded primary serves once its own shard is whole.
-            Some(p) if !matches!(p.phase, Phase::Active) || p.recovery.contains_key(&me) => {
+            // An erasure-coded primary serves the objects its own shard holds; an
+            // operation on one it lacks waits for that object's rebuild, started now.
+            Some(p) if !matches!(p.phase, Phase::Active) || p.lacks_own_copy(me, pg, &op.object) => {
                 if p.waiting.len() >= MAX_WAITING_OPS {
                     let busy = format!("pg {pg} is not active and {MAX_WAITING_OPS} operations wait for it already");
                     return self.respond(Err(err::again(busy)), reply);
                 }
+                let rebuild_now = matches!(p.phase, Phase::Active).then(|| op.object.clone());
                 p.waiting.push((op, caller, reply));
+                if let Some(object) = rebuild_now {
+                    self.rebuild_own_now(pg, object);
+                }
                 return;
             }
             Some(p) => {

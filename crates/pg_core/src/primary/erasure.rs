@@ -128,6 +128,14 @@ fn lacks(p: &Primary<impl Sized>, osd: OsdId, object: &ObjectName, key: &ObjectK
     })
 }
 
+/// Whether the primary `me` lacks its shard of `object` or is rebuilding it now: its
+/// operations wait, in order, until the shard is whole.
+pub(super) fn awaits_own_shard<R>(p: &Primary<R>, me: OsdId, object: &ObjectName, key: &ObjectKey) -> bool {
+    let rebuilding = p.ec.as_ref().and_then(|ec| ec.gathers.get(object));
+    lacks(p, me, object, key)
+        || rebuilding.is_some_and(|g| matches!(g.purpose, Purpose::Rebuild { target } if target == me))
+}
+
 /// Peering by shard: each copy is the shard at its position in the acting set it was last
 /// activated in (a copy never activated holds nothing, and stands for its position now);
 /// [`peering::erasure::plan`] decides on those, and an OSD whose copy is of another shard
@@ -627,8 +635,46 @@ impl<R> Shard<R> {
         self.pump_recovery(pg);
     }
 
+    /// An operation waits for the primary's own shard of `object`: rebuilds it now, out of
+    /// turn and beyond the recovery slots, as Ceph recovers an object a client waits on.
+    /// An object held by a gather or a write, or still ahead of the primary's backfill,
+    /// waits for its turn.
+    pub(super) fn rebuild_own_now(&mut self, pg: PgId, object: ObjectName) {
+        let me = self.config.me;
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        let held = p.ec.as_ref().is_none_or(|ec| ec.busy(&object)) || p.inflight.values().any(|f| f.object == object);
+        let Some(r) = p.recovery.get_mut(&me) else { return };
+        let Some(at) = r.objects.iter().position(|o| *o == object) else { return };
+        if held {
+            // Next in line once free.
+            if let Some(object) = r.objects.remove(at) {
+                r.objects.push_front(object);
+            }
+            return;
+        }
+        r.objects.remove(at);
+        r.in_flight += 1;
+        p.pushes_in_flight += 1;
+        let end = self.part_end(pg, 0);
+        self.start_gather(pg, object, Purpose::Rebuild { target: me }, 0, end, Some(me));
+    }
+
+    /// The primary's own shard holds more objects (one rebuilt, or its backfill past
+    /// more names): serves, in order, the operations no longer waiting for it.
+    fn serve_own_shard_ready(&mut self, pg: PgId) {
+        let me = self.config.me;
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        let waiting = std::mem::take(&mut p.waiting);
+        let (ready, rest) = waiting.into_iter().partition(|(op, _, _)| !p.lacks_own_copy(me, pg, &op.object));
+        p.waiting = rest;
+        for (op, caller, reply) in ready {
+            self.client_op(op, caller, reply);
+        }
+    }
+
     /// Starts rebuilding the next objects of the shards being recovered, the primary's own
-    /// first (operations wait until it is whole), as far as the recovery slots allow.
+    /// first (operations on the objects it lacks wait for them), as far as the recovery
+    /// slots allow.
     pub(super) fn pump_erasure_recovery(&mut self, pg: PgId) {
         let me = self.config.me;
         let Some(pool) = self.map.pools.get(&pg.pool).cloned() else { return };
@@ -759,6 +805,7 @@ impl<R> Shard<R> {
             }
             if !more {
                 self.config.damage.remove(pg, &object);
+                self.serve_own_shard_ready(pg);
             }
         } else {
             let at = self.pgs.get(&pg).map(|s| s.info.last_update).unwrap_or_default();
