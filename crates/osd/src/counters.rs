@@ -100,6 +100,7 @@ pub struct OsdCounters {
     client_bytes_written: Counter,
     checksum_errors: Counter,
     read_repairs: Counter,
+    slow_requests: Counter,
 }
 
 impl Default for OsdCounters {
@@ -115,6 +116,7 @@ impl Default for OsdCounters {
             client_bytes_written: Counter::default(),
             checksum_errors: Counter::default(),
             read_repairs: Counter::default(),
+            slow_requests: Counter::default(),
         }
     }
 }
@@ -139,12 +141,18 @@ impl OsdCounters {
         OpKind::of(request)
     }
 
-    /// Records a request of `kind` answered `took` after it arrived.
-    pub fn answered(&self, kind: OpKind, took: Duration) {
+    /// Records a request of `kind` answered `took` after it arrived; whether it was slow
+    /// (over `complaint`, counted as such).
+    pub fn answered(&self, kind: OpKind, took: Duration, complaint: Duration) -> bool {
         self.by_kind[kind.index()].observe(took.as_secs_f64());
         let (count, sum_ns) = &self.totals[kind.index()];
         count.fetch_add(1, Ordering::Relaxed);
         sum_ns.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+        let slow = took > complaint;
+        if slow {
+            self.slow_requests.inc();
+        }
+        slow
     }
 
     /// Counts a local copy that failed its checksum (or could not be read).
@@ -174,6 +182,7 @@ impl OsdCounters {
             "client_bytes_written": self.client_bytes_written.get(),
             "checksum_errors": self.checksum_errors.get(),
             "read_repairs": self.read_repairs.get(),
+            "slow_requests": self.slow_requests.get(),
             "latency": ops,
         })
     }
@@ -197,6 +206,11 @@ impl OsdCounters {
             "checksum_errors",
             "Local copies that failed their checksum on read",
             self.checksum_errors.clone(),
+        );
+        registry.register(
+            "slow_requests",
+            "Requests answered after more than osd_op_complaint_time",
+            self.slow_requests.clone(),
         );
         registry.register(
             "read_repairs",
@@ -293,5 +307,22 @@ impl Collector for StoreCollector {
             bytes,
             space.unreferenced as f64,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_over_the_complaint_time_count_as_slow() {
+        let counters = OsdCounters::default();
+        let complaint = Duration::from_secs(30);
+        assert!(!counters.answered(OpKind::Read, Duration::from_millis(5), complaint));
+        assert!(!counters.answered(OpKind::Read, complaint, complaint), "only beyond it");
+        assert!(counters.answered(OpKind::Write, Duration::from_secs(31), complaint));
+        let dump = counters.json();
+        assert_eq!(dump["slow_requests"], 1);
+        assert_eq!(dump["latency"]["op_read_latency"]["avgcount"], 2);
     }
 }

@@ -55,6 +55,9 @@ pub struct OsdConfig {
     pub client_message_cap: usize,
     /// Bytes of client data admitted and not yet answered (`osd_client_message_size_cap`).
     pub client_message_size_cap: usize,
+    /// A request answered later than this is logged and counted as slow
+    /// (`osd_op_complaint_time`, 30 s as in Ceph).
+    pub op_complaint_time: Duration,
     /// Every option's value in effect, as `config show` reports them.
     pub options: BTreeMap<String, String>,
 }
@@ -72,6 +75,7 @@ impl OsdConfig {
             max_notify_timeout: Duration::from_secs(300),
             client_message_cap: 256,
             client_message_size_cap: 500 << 20,
+            op_complaint_time: Duration::from_secs(30),
             options: BTreeMap::new(),
         }
     }
@@ -502,12 +506,22 @@ impl Osd {
                     let (reply_tx, reply_rx) = oneshot::channel();
                     let (kind, arrived) = (self.inner.counters.received(&request), std::time::Instant::now());
                     let admitted = self.inner.admission.admit(&request).await;
+                    let object = match &request {
+                        Request::Op(op) => Some((op.pool, op.object.clone())),
+                        _ => None,
+                    };
                     self.dispatch(request, client, conn_id, &sender, reply_tx).await;
                     let (sender, counters) = (sender.clone(), self.inner.counters.clone());
+                    let complaint = self.inner.config.op_complaint_time;
                     tokio::spawn(async move {
                         let reply = reply_rx.await.unwrap_or_else(|_| Err(err::io("the OSD dropped the request")));
                         drop(admitted);
-                        counters.answered(kind, arrived.elapsed());
+                        let took = arrived.elapsed();
+                        if counters.answered(kind, took, complaint) {
+                            let (pool, object) = object.unzip();
+                            let error = reply.as_ref().err().map(ToString::to_string);
+                            tracing::warn!(?kind, ?took, ?pool, ?object, ?error, "slow request");
+                        }
                         let _ = sender.send(Message::Reply { tid, reply }).await;
                     });
                 }

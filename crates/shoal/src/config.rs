@@ -100,6 +100,11 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "PG log entries kept per PG to recognise resent requests",
     },
     OptionSpec {
+        name: "osd_op_complaint_time",
+        default: "30",
+        help: "seconds after which an OSD logs a request it answers as slow and counts it (slow_requests)",
+    },
+    OptionSpec {
         name: "osd_client_message_cap",
         default: "256",
         help: "client operations an OSD admits and has not answered; beyond, clients wait (unread)",
@@ -581,6 +586,7 @@ impl Config {
         osd.pg_log_entries = usize_of("osd_pg_log_entries")?.max(1);
         osd.client_message_cap = usize_of("osd_client_message_cap")?.max(1);
         osd.client_message_size_cap = usize_of("osd_client_message_size_cap")?.max(1 << 20);
+        osd.op_complaint_time = self.seconds("osd_op_complaint_time")?;
         osd.limits = Limits {
             max_object_size: self.u64("osd_max_object_size")?,
             max_write_size: self.u64("osd_max_write_size")?,

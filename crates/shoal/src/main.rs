@@ -38,7 +38,7 @@ enum Command {
     #[command(subcommand)]
     Bench(BenchCommand),
     /// The central configuration: `set`, `get`, `dump`, `rm`; `help` lists every option.
-    #[command(subcommand)]
+    #[command(subcommand, disable_help_subcommand = true)]
     Config(config_cmd::ConfigCommand),
     /// The embedded default: object layer and S3 gateway in one process.
     Server(gateway_cmd::ServerArgs),

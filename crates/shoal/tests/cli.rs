@@ -47,3 +47,14 @@ fn round_trip_and_clear_errors() {
     assert!(!ok);
     assert!(err.contains("compression"), "{err}");
 }
+
+#[test]
+fn config_help_lists_every_option_with_its_default() {
+    let out = Command::new(SHOAL).args(["config", "help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for option in ["osd_op_complaint_time", "osd_client_message_cap", "rgw_gc_obj_min_wait"] {
+        assert!(text.contains(option), "{option} missing from:\n{text}");
+    }
+    assert!(text.contains("default: 30; takes effect at the daemon's next start"), "{text}");
+}
