@@ -506,8 +506,9 @@ impl Osd {
                     let (reply_tx, reply_rx) = oneshot::channel();
                     let (kind, arrived) = (self.inner.counters.received(&request), std::time::Instant::now());
                     let admitted = self.inner.admission.admit(&request).await;
-                    let object = match &request {
-                        Request::Op(op) => Some((op.pool, op.object.clone())),
+                    // Names the operation in a slow-request warning without copying its object name.
+                    let reqid = match &request {
+                        Request::Op(op) => Some((op.pool, op.reqid)),
                         _ => None,
                     };
                     self.dispatch(request, client, conn_id, &sender, reply_tx).await;
@@ -518,9 +519,9 @@ impl Osd {
                         drop(admitted);
                         let took = arrived.elapsed();
                         if counters.answered(kind, took, complaint) {
-                            let (pool, object) = object.unzip();
+                            let (pool, reqid) = reqid.unzip();
                             let error = reply.as_ref().err().map(ToString::to_string);
-                            tracing::warn!(?kind, ?took, ?pool, ?object, ?error, "slow request");
+                            tracing::warn!(?kind, ?took, ?pool, ?reqid, ?error, "slow request");
                         }
                         let _ = sender.send(Message::Reply { tid, reply }).await;
                     });
