@@ -49,6 +49,22 @@ pub struct Plan {
     pub auth: OsdId,
     /// Per replica (the authority included), how it catches up.
     pub peers: BTreeMap<OsdId, PeerPlan>,
+    /// Erasure-coded PGs only: shards (by position) whose acting OSD is backfilled, read
+    /// from a stray OSD that holds them, because the acting set alone cannot decode every
+    /// object. Empty otherwise.
+    pub stray_sources: BTreeMap<usize, StraySource>,
+    /// Erasure-coded PGs only: the acting set alone cannot decode every object, so the
+    /// interval is recorded, and serves, only once recovery is done.
+    pub serve_after_recovery: bool,
+}
+
+/// A copy outside the acting set read in place of a shard being backfilled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StraySource {
+    /// Its OSD.
+    pub osd: OsdId,
+    /// The objects it lacks (it was being recovered by log).
+    pub lacks: BTreeSet<ObjectName>,
 }
 
 /// Why a PG cannot go active with the replicas that answered.
@@ -131,7 +147,7 @@ pub fn plan(
             (osd, peer_plan)
         })
         .collect();
-    Ok(Plan { auth, peers })
+    Ok(Plan { auth, peers, stray_sources: BTreeMap::new(), serve_after_recovery: false })
 }
 
 /// How `peer` catches up with `auth`.

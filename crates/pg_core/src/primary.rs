@@ -332,7 +332,12 @@ impl<R> Primary<R> {
                 });
             }
             Phase::Active => {
-                state.insert(PgStateFlag::Active);
+                // Recovering before it serves: active for recovery only.
+                state.insert(if erasure::serves_after_recovery(self) {
+                    PgStateFlag::Inactive
+                } else {
+                    PgStateFlag::Active
+                });
                 if self.up_count() < size {
                     state.extend([PgStateFlag::Undersized, PgStateFlag::Degraded]);
                 }
@@ -464,7 +469,7 @@ impl<R> Shard<R> {
     }
 
     /// Peers again after `delay` unless peering restarts or completes before.
-    fn schedule_retry(&mut self, pg: PgId, delay: Duration) {
+    pub(crate) fn schedule_retry(&mut self, pg: PgId, delay: Duration) {
         let Some(p) = self.primaries.get(&pg) else { return };
         let timer = Timer { pg, interval: p.interval, round: p.round, kind: TimerKind::Retry };
         self.emit(Action::Timer { after: delay, timer });
@@ -577,9 +582,13 @@ impl<R> Shard<R> {
                         *local = true;
                     }
                     self.register_when_activated(pg);
+                    self.record_when_synced(pg);
                 }
                 Err(e) => self.peer_failed(pg, "recording the activation", e),
             },
+            Event::Registered(true) if self.primaries.get(&pg).is_some_and(|p| matches!(p.phase, Phase::Active)) => {
+                self.serve_recorded(pg)
+            }
             Event::Registered(true) => self.go_active(pg),
             Event::Registered(false) => {
                 tracing::info!(%pg, "the monitor did not record the activation; peering again");
@@ -624,6 +633,7 @@ impl<R> Shard<R> {
                     for (op, caller, reply) in whole_again {
                         self.client_op(op, caller, reply);
                     }
+                    self.record_when_recovered(pg);
                     self.pump_recovery(pg);
                     self.remove_strays_if_clean(pg);
                 }
@@ -647,6 +657,7 @@ impl<R> Shard<R> {
             Event::Retry(round) => {
                 let stalled = |p: &Primary<R>| {
                     matches!(p.phase, Phase::Peering { .. } | Phase::Blocked { .. } | Phase::Activating { .. })
+                        || erasure::recording(p)
                 };
                 if self.primaries.get(&pg).is_some_and(|p| p.round == round && stalled(p)) {
                     self.start_peering(pg);
@@ -698,7 +709,8 @@ impl<R> Shard<R> {
             .collect();
         tracing::debug!(
             %pg,
-            summaries = ?considered.iter().map(|(o, s)| (o.0, s.info.last_epoch_started, s.info.last_update.to_string(), s.info.complete)).collect::<Vec<_>>(),
+            acting = ?p.acting,
+            summaries = ?considered.iter().map(|(o, s)| (o.0, s.info.last_epoch_started, s.info.last_update.to_string(), s.info.complete, &s.info.last_acting)).collect::<Vec<_>>(),
             "deciding"
         );
         let recorded = self.map.pg_active.get(&pg);
@@ -960,6 +972,9 @@ impl<R> Shard<R> {
         p.recovery = recovery;
         p.committed_to = last_update;
         p.strays = plan.peers.keys().filter(|o| !acting.contains(o)).copied().collect();
+        if let Some(ec) = p.ec.as_mut() {
+            ec.activated(plan);
+        }
         Ok(())
     }
 
@@ -972,6 +987,10 @@ impl<R> Shard<R> {
             return;
         }
         *registering = true;
+        if erasure::serves_after_recovery(p) {
+            // Recorded once recovery is done (`record_when_recovered`).
+            return self.go_active(pg);
+        }
         let active = ActiveInterval { interval: p.interval, acting: p.acting.clone() };
         let registration = Registration { pg, active };
         self.emit(Action::Register(registration));
@@ -986,11 +1005,12 @@ impl<R> Shard<R> {
         }
         p.phase = Phase::Active;
         tracing::info!(%pg, interval = p.interval, acting = ?p.acting, recovering = p.recovery.len(), "pg active");
-        let waiting = std::mem::take(&mut p.waiting);
+        let waiting = if erasure::serves_after_recovery(p) { Vec::new() } else { std::mem::take(&mut p.waiting) };
         for (op, caller, reply) in waiting {
             self.client_op(op, caller, reply);
         }
         self.pump_recovery(pg);
+        self.record_when_recovered(pg);
         self.remove_strays_if_clean(pg);
     }
 
@@ -1036,7 +1056,11 @@ impl<R> Shard<R> {
             None => return self.respond(self.check_serving(pg).map(|()| (0, Reply::Done)), reply),
             // An erasure-coded primary serves the objects its own shard holds; an
             // operation on one it lacks waits for that object's rebuild, started now.
-            Some(p) if !matches!(p.phase, Phase::Active) || p.lacks_own_copy(me, pg, &op.object) => {
+            Some(p)
+                if !matches!(p.phase, Phase::Active)
+                    || erasure::serves_after_recovery(p)
+                    || p.lacks_own_copy(me, pg, &op.object) =>
+            {
                 if p.waiting.len() >= MAX_WAITING_OPS {
                     let busy = format!("pg {pg} is not active and {MAX_WAITING_OPS} operations wait for it already");
                     return self.respond(Err(err::again(busy)), reply);

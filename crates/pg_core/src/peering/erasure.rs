@@ -50,7 +50,17 @@ pub fn plan(
     let known = |s: &PgSummary| s.info.complete || s.missing.is_some();
     let usable: BTreeMap<u8, &PgSummary> =
         summaries.iter().filter(|(_, s)| known(s) && current(s)).map(|(i, s)| (*i, s)).collect();
-    if usable.len() < k {
+    // The PG is empty, whoever else answers, if no copy holds an entry and it never went
+    // active (erasure-coded pools came after activation records, so every activation is
+    // recorded), or if a complete copy activated in the recorded interval or later, which
+    // was brought to the head then and took every write since, never held an entry.
+    let holds_nothing =
+        |s: &PgSummary| s.info.last_update == EVersion::default() && s.info.log_tail == EVersion::default();
+    let empty = match recorded {
+        None => summaries.values().all(holds_nothing),
+        Some(_) => usable.values().any(|s| s.info.complete && holds_nothing(s)),
+    };
+    if usable.len() < k && !empty {
         return Err(Blocked::waiting_for(recorded));
     }
     // A shard holds an entry it logs, or any entry at or before its log tail (trimmed
@@ -58,15 +68,19 @@ pub fn plan(
     let holds = |s: &PgSummary, at: EVersion| at <= s.info.log_tail || s.log.iter().any(|p| p.at == at);
     let candidates: BTreeSet<EVersion> =
         usable.values().flat_map(|s| s.log.iter().map(|p| p.at).chain([s.info.log_tail])).collect();
-    let head = candidates
-        .into_iter()
-        .rev()
-        .find(|at| usable.values().filter(|s| holds(s, *at)).count() >= k)
-        .ok_or(Blocked::Incomplete)?;
-    // The authority's log and objects are what others take: a complete shard that stays.
+    let head = match empty {
+        true => EVersion::default(),
+        false => candidates
+            .into_iter()
+            .rev()
+            .find(|at| usable.values().filter(|s| holds(s, *at)).count() >= k)
+            .ok_or(Blocked::Incomplete)?,
+    };
+    // The authority's log and objects are what others take: a complete shard that stays,
+    // or one that holds nothing.
     let (&auth, auth_summary) = usable
         .iter()
-        .filter(|(i, s)| s.info.complete && holds(s, head) && !moving.contains(i))
+        .filter(|(i, s)| s.info.complete && holds(s, head) && (!moving.contains(i) || holds_nothing(s)))
         .max_by_key(|(i, s)| (s.log.len(), std::cmp::Reverse(**i)))
         .ok_or(Blocked::Incomplete)?;
     let history: Vec<(EVersion, &ObjectName)> =
@@ -183,9 +197,36 @@ mod tests {
         // Shard 1 is older than the record: its (1, 1) is rolled back (leaving no "z"),
         // (4, 1) recovered.
         assert_eq!(p.shards[&1], PeerPlan { keep_until: Some(EVersion::default()), recovery: objects(&["a"]) });
+        // A PG never recorded active holds nothing: one complete copy is enough.
+        let never_active = BTreeMap::from([(0, shard(&[], true, 0)), (1, shard(&[], false, 5))]);
         assert_eq!(
-            plan(3, &BTreeMap::from([(0, shard(&[], true, 0))]), &BTreeSet::new(), None),
+            plan(3, &never_active, &BTreeSet::new(), None).map(|p| (p.head, p.auth)),
+            Ok((EVersion::default(), 0))
+        );
+        assert_eq!(
+            plan(3, &BTreeMap::from([(1, shard(&[], false, 5))]), &BTreeSet::new(), None),
             Err(Blocked::Incomplete)
+        );
+    }
+
+    #[test]
+    fn one_empty_complete_copy_of_the_recorded_interval_shows_the_pg_is_empty() {
+        // 3+1: interval 9 (recorded) left one complete copy, empty; the others are older
+        // or being backfilled. Nothing was ever acknowledged, so nothing is to decode.
+        let recorded = ActiveInterval { interval: 9, acting: (0..4).map(OsdId).collect() };
+        let mut s = BTreeMap::new();
+        s.insert(0, shard(&[], true, 9));
+        s.insert(1, shard(&[], false, 9));
+        s.insert(2, shard(&[(3, 1, "x")], true, 3));
+        let p = plan(3, &s, &BTreeSet::new(), Some(&recorded)).unwrap();
+        assert_eq!((p.head, p.auth), (EVersion::default(), 0));
+        assert_eq!(p.shards[&2], PeerPlan { keep_until: Some(EVersion::default()), recovery: Recovery::None });
+        assert_eq!(p.shards[&1].recovery, Recovery::Backfill);
+        // A copy that ever held an entry proves nothing: the PG waits.
+        s.insert(0, shard(&[(9, 1, "a")], true, 9));
+        assert_eq!(
+            plan(3, &s, &BTreeSet::new(), Some(&recorded)),
+            Err(Blocked::Down { epoch: 9, acting: recorded.acting })
         );
     }
 

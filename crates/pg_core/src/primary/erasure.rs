@@ -11,7 +11,7 @@
 use super::{Event, Expect, InFlight, PeerRecovery, Phase, Primary, Pull};
 use crate::ec::{self, EcLayout, EcObject, EcOutcome};
 use crate::exec::ExecEnv;
-use crate::peering::{self, Blocked, PeerPlan, Plan, Recovery};
+use crate::peering::{self, Blocked, PeerPlan, Plan, Recovery, StraySource};
 use crate::pglog::PgState;
 use crate::shard::{Action, Durable, Shard};
 use bytes::Bytes;
@@ -44,6 +44,26 @@ pub(crate) struct EcPrimary<R> {
     /// Objects whose chunks are being gathered, and what for.
     gathers: BTreeMap<ObjectName, Gather<R>>,
     next_gather: u64,
+    /// The strays read in place of backfilled positions until recovery is done.
+    stray_sources: BTreeMap<usize, StraySource>,
+    /// When the interval is recorded and client operations are served.
+    serving: Serving,
+}
+
+/// When an erasure-coded PG's interval is recorded and its client operations served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Serving {
+    /// Recorded at activation: the acting set can decode every object.
+    Now,
+    /// Once recovery is done, the acting set alone could not decode every object. Until
+    /// then the interval acknowledges no write, so no stray's copy goes stale, and a
+    /// primary that crashes leaves peering where it was.
+    AfterRecovery,
+    /// Recovery is done; waiting for the store to make the primary's own copy's
+    /// completion durable, which peering after a crash needs.
+    Syncing,
+    /// The record asked for.
+    Recording,
 }
 
 impl<R> EcPrimary<R> {
@@ -55,11 +75,19 @@ impl<R> EcPrimary<R> {
             queued: BTreeMap::new(),
             gathers: BTreeMap::new(),
             next_gather: 0,
+            stray_sources: BTreeMap::new(),
+            serving: Serving::Now,
         })
     }
 
     pub(super) fn k(&self) -> usize {
         self.layout.stripes.k as usize
+    }
+
+    /// Takes the activated plan's stray sources and when it serves.
+    pub(super) fn activated(&mut self, plan: &Plan) {
+        self.stray_sources = plan.stray_sources.clone();
+        self.serving = if plan.serve_after_recovery { Serving::AfterRecovery } else { Serving::Now };
     }
 
     fn busy(&self, object: &ObjectName) -> bool {
@@ -128,6 +156,35 @@ fn lacks(p: &Primary<impl Sized>, osd: OsdId, object: &ObjectName, key: &ObjectK
     })
 }
 
+/// The OSD to read shard `shard` of `object` from, other than `exclude` (a shard being
+/// rebuilt): its acting OSD unless that lacks the object, else the stray read in its place.
+fn source<R>(
+    p: &Primary<R>,
+    shard: usize,
+    object: &ObjectName,
+    key: &ObjectKey,
+    exclude: Option<OsdId>,
+) -> Option<OsdId> {
+    let osd = p.acting.get(shard).copied().filter(|o| *o != OsdId::NONE && Some(*o) != exclude);
+    osd.filter(|o| !lacks(p, *o, object, key))
+        .or_else(|| {
+            let stray = p.ec.as_ref()?.stray_sources.get(&shard)?;
+            (!stray.lacks.contains(object)).then_some(stray.osd)
+        })
+        .filter(|o| Some(*o) != exclude)
+}
+
+/// Whether client operations wait for recovery to finish (see [`Serving`]).
+pub(super) fn serves_after_recovery<R>(p: &Primary<R>) -> bool {
+    p.ec.as_ref().is_some_and(|ec| ec.serving != Serving::Now)
+}
+
+/// Whether the PG recovered and waits to be recorded: peering starts again if that takes
+/// too long (a lost request).
+pub(super) fn recording<R>(p: &Primary<R>) -> bool {
+    p.ec.as_ref().is_some_and(|ec| matches!(ec.serving, Serving::Syncing | Serving::Recording))
+}
+
 /// Whether the primary `me` lacks its shard of `object` or is rebuilding it now: its
 /// operations wait, in order, until the shard is whole.
 pub(super) fn awaits_own_shard<R>(p: &Primary<R>, me: OsdId, object: &ObjectName, key: &ObjectKey) -> bool {
@@ -150,7 +207,13 @@ pub(crate) fn plan(
     for (osd, summary) in summaries {
         let positions = if summary.info.last_acting.is_empty() { acting } else { &summary.info.last_acting };
         let Some(shard) = positions.iter().position(|o| o == osd) else { continue };
-        let rank = |s: &PgSummary| (s.info.complete, s.info.last_epoch_started, s.info.last_update);
+        // A copy peering can use (activated in the recorded interval or later, knowing
+        // what it lacks) first: an older complete one would only block.
+        let rank = |s: &PgSummary| {
+            let current = recorded.is_none_or(|r| s.info.last_epoch_started >= r.interval);
+            let usable = current && (s.info.complete || s.missing.is_some());
+            (usable, s.info.complete, s.info.last_epoch_started, s.info.last_update)
+        };
         if holders.get(&(shard as u8)).is_none_or(|(_, held)| rank(summary) > rank(held)) {
             holders.insert(shard as u8, (*osd, summary));
         }
@@ -171,25 +234,86 @@ pub(crate) fn plan(
         let shard_plan = own.and_then(|_| decided.shards.get(&(shard as u8)).cloned());
         peers.insert(*osd, shard_plan.unwrap_or_else(|| backfill.clone()));
     }
-    check_decodable(k, acting, &peers, recorded)?;
-    Ok((Plan { auth, peers }, decided.head))
+    // At an empty head (nothing written, or all of it rolled back) there is nothing to
+    // decode: backfilling is emptying.
+    let empty = decided.head == EVersion::default();
+    let stray_sources = match check_decodable(k, &acting_serving(acting, &peers), recorded) {
+        Ok(()) => None,
+        Err(_) if empty => Some(BTreeMap::new()),
+        Err(blocked) => {
+            // Strays holding the shards of backfilled positions can serve as sources, as
+            // Ceph's pg_temp keeps such copies acting until the backfill is done.
+            let sources = stray_sources(acting, &peers, &holders, &decided.shards, recorded);
+            if sources.is_empty() {
+                return Err(blocked);
+            }
+            let as_recovery: Vec<Recovery> = sources
+                .values()
+                .map(|s| if s.lacks.is_empty() { Recovery::None } else { Recovery::Log(s.lacks.clone()) })
+                .collect();
+            let mut serving = acting_serving(acting, &peers);
+            serving.extend(&as_recovery);
+            check_decodable(k, &serving, recorded)?;
+            Some(sources)
+        }
+    };
+    let serve_after_recovery = stray_sources.is_some();
+    let stray_sources = stray_sources.unwrap_or_default();
+    Ok((Plan { auth, peers, stray_sources, serve_after_recovery }, decided.head))
 }
 
-/// Checks that every object can be rebuilt from the acting set as planned: at least `k`
-/// acting shards not being backfilled, and for each object some shard lacks, `k` shards
-/// that do not. Activating otherwise would leave rebuilds that cannot finish.
-fn check_decodable(
-    k: usize,
+/// The positions whose acting OSD is backfilled while an OSD outside the acting set holds
+/// that position's shard as peering can use it (activated in the recorded interval or
+/// later, knowing what it lacks), with what it lacks of the authoritative head.
+fn stray_sources(
     acting: &[OsdId],
     peers: &BTreeMap<OsdId, PeerPlan>,
+    holders: &BTreeMap<u8, (OsdId, &PgSummary)>,
+    shard_plans: &BTreeMap<u8, PeerPlan>,
     recorded: Option<&ActiveInterval>,
-) -> std::result::Result<(), Blocked> {
-    let serving: Vec<&Recovery> = acting
+) -> BTreeMap<usize, StraySource> {
+    let usable = |shard: u8| {
+        let (osd, summary) = holders.get(&shard)?;
+        let plan = shard_plans.get(&shard)?;
+        let current = recorded.is_none_or(|r| summary.info.last_epoch_started >= r.interval);
+        let known = summary.info.complete || summary.missing.is_some();
+        let mut lacks = match &plan.recovery {
+            Recovery::None => BTreeSet::new(),
+            Recovery::Log(objects) => objects.clone(),
+            Recovery::Backfill => return None,
+        };
+        // Objects its divergent entries wrote are not as the head has them (a stray is not
+        // rolled back): it lacks those too.
+        let kept = plan.keep_until?;
+        lacks.extend(summary.log.iter().filter(|p| p.at > kept).map(|p| p.object.clone()));
+        (current && known && !acting.contains(osd)).then_some(StraySource { osd: *osd, lacks })
+    };
+    acting
+        .iter()
+        .enumerate()
+        .filter(|(_, osd)| peers.get(osd).is_some_and(|plan| plan.recovery == Recovery::Backfill))
+        .filter_map(|(shard, _)| Some((shard, usable(shard as u8)?)))
+        .collect()
+}
+
+/// What each acting shard not being backfilled must recover.
+fn acting_serving<'a>(acting: &[OsdId], peers: &'a BTreeMap<OsdId, PeerPlan>) -> Vec<&'a Recovery> {
+    acting
         .iter()
         .filter_map(|osd| peers.get(osd))
         .map(|plan| &plan.recovery)
         .filter(|r| **r != Recovery::Backfill)
-        .collect();
+        .collect()
+}
+
+/// Checks that every object can be rebuilt from the shards that serve (what each must
+/// recover): at least `k` of them, and for each object some shard lacks, `k` that do
+/// not. Activating otherwise would leave rebuilds that cannot finish.
+fn check_decodable(
+    k: usize,
+    serving: &[&Recovery],
+    recorded: Option<&ActiveInterval>,
+) -> std::result::Result<(), Blocked> {
     if serving.len() < k {
         return Err(Blocked::waiting_for(recorded));
     }
@@ -273,10 +397,13 @@ impl<R> Shard<R> {
         let me = self.config.me;
         let Some(p) = self.primaries.get_mut(&pg) else { return };
         let Phase::SelfRecovery { erasure: Some((plan, _)), .. } = &mut p.phase else { return };
-        let mut plan = std::mem::replace(plan.as_mut(), Plan { auth: me, peers: BTreeMap::new() });
+        let mut plan = std::mem::replace(
+            plan.as_mut(),
+            Plan { auth: me, peers: BTreeMap::new(), stray_sources: BTreeMap::new(), serve_after_recovery: false },
+        );
         // Only the primary's recovery counts in its own plan: its log is the authority's now.
-        let recovery = if missing.is_empty() { Recovery::None } else { Recovery::Log(missing) };
-        plan.peers.insert(me, PeerPlan { keep_until: None, recovery });
+        // Even with nothing to rebuild it is recovered: its copy is marked complete then.
+        plan.peers.insert(me, PeerPlan { keep_until: None, recovery: Recovery::Log(missing) });
         if let Err(e) = self.activate(pg, &plan) {
             tracing::error!(%pg, error = %e, "activation failed");
             self.restart_later(pg);
@@ -443,15 +570,10 @@ impl<R> Shard<R> {
         let answered = g.blocks.iter().filter(|b| b.is_some()).count();
         let needed = g.purpose.shards_needed(&ec.layout);
         let wanted = needed.saturating_sub(answered + g.pending.len());
-        let available: Vec<bool> = p
-            .acting
-            .iter()
-            .enumerate()
-            .map(|(shard, osd)| {
-                *osd != OsdId::NONE
-                    && Some(*osd) != exclude
-                    && (g.blocks[shard].is_some() || g.pending.contains(&shard) || !g.asked.contains(&shard))
-                    && !lacks(p, *osd, object, &key)
+        let available: Vec<bool> = (0..p.acting.len())
+            .map(|shard| {
+                (g.blocks[shard].is_some() || g.pending.contains(&shard) || !g.asked.contains(&shard))
+                    && source(p, shard, object, &key, exclude).is_some()
             })
             .collect();
         let chosen = match g.purpose {
@@ -465,7 +587,8 @@ impl<R> Shard<R> {
         };
         let new: Vec<usize> = chosen.into_iter().filter(|s| !g.asked.contains(s)).take(wanted).collect();
         let (id, range, interval) = (g.id, ec::store_chunks(&ec.layout, g.first, g.end), p.interval);
-        let targets: Vec<(usize, OsdId)> = new.iter().map(|s| (*s, p.acting[*s])).collect();
+        let targets: Vec<(usize, OsdId)> =
+            new.iter().filter_map(|s| Some((*s, source(p, *s, object, &key, exclude)?))).collect();
         if let Some(g) = self.primaries.get_mut(&pg).and_then(|p| p.ec.as_mut()).and_then(|e| e.gathers.get_mut(object))
         {
             g.asked.extend(new.iter().copied());
@@ -497,15 +620,20 @@ impl<R> Shard<R> {
         result: Result<super::ShardRead>,
     ) {
         let Some(p) = self.primaries.get_mut(&pg) else { return };
-        let osd = p.acting.get(shard).copied().unwrap_or(OsdId::NONE);
-        let Some(ec) = p.ec.as_mut() else { return };
-        let layout = ec.layout;
-        let Some(g) = ec.gathers.get_mut(&object).filter(|g| g.id == id && g.pending.contains(&shard)) else { return };
-        g.pending.remove(&shard);
+        let Some(g) = p.ec.as_ref().and_then(|ec| ec.gathers.get(&object)) else { return };
         let exclude = match &g.purpose {
             Purpose::Rebuild { target } => Some(*target),
             Purpose::Op(..) | Purpose::Verify => None,
         };
+        let osd = ObjectKey::new(pg.pool, &object)
+            .ok()
+            .and_then(|key| source(p, shard, &object, &key, exclude))
+            .unwrap_or(OsdId::NONE);
+        let acting = p.acting.contains(&osd);
+        let Some(ec) = p.ec.as_mut() else { return };
+        let layout = ec.layout;
+        let Some(g) = ec.gathers.get_mut(&object).filter(|g| g.id == id && g.pending.contains(&shard)) else { return };
+        g.pending.remove(&shard);
         let answer = result.and_then(|(onode, chunks)| {
             let onode = onode.map(|b| Onode::decode(&b).and_then(ec::logical_onode)).transpose()?;
             Ok((onode, ec::shard_block(&layout, g.first, g.end, &chunks)?))
@@ -517,7 +645,7 @@ impl<R> Shard<R> {
             }
             Err(e) => {
                 tracing::info!(%pg, %object, shard, %osd, error = %e, "a shard could not be read; reading another");
-                if e.errno == shoal_types::Errno::Io {
+                if e.errno == shoal_types::Errno::Io && acting {
                     // A bad copy (a checksum failed): rebuild it from the others.
                     self.emit(Action::Count(crate::shard::Counted::ChecksumError));
                     self.queue_rebuild(pg, osd, object.clone());
@@ -622,6 +750,45 @@ impl<R> Shard<R> {
             }
         }
         self.pump_recovery(pg);
+    }
+
+    /// Once recovery is done on a PG that serves only then, asks the monitor to record
+    /// the interval.
+    pub(super) fn record_when_recovered(&mut self, pg: PgId) {
+        let Some(Primary { ec: Some(ec), recovery, interval, .. }) = self.primaries.get_mut(&pg) else {
+            return;
+        };
+        if ec.serving != Serving::AfterRecovery || !recovery.is_empty() {
+            return;
+        }
+        tracing::info!(%pg, strays = ?ec.stray_sources.values().map(|s| s.osd).collect::<Vec<_>>(), "recovered; recording the interval");
+        ec.serving = Serving::Syncing;
+        ec.stray_sources.clear();
+        let awaiting = Durable { pg, interval: *interval, at: None };
+        self.emit(Action::WhenDurable { seq: self.last_seq, awaiting });
+        self.schedule_retry(pg, super::PEERING_TIMEOUT);
+    }
+
+    /// The recovered copies are durable: asks the monitor to record the interval.
+    pub(super) fn record_when_synced(&mut self, pg: PgId) {
+        let Some(Primary { ec: Some(ec), acting, interval, .. }) = self.primaries.get_mut(&pg) else { return };
+        if ec.serving != Serving::Syncing {
+            return;
+        }
+        ec.serving = Serving::Recording;
+        let active = ActiveInterval { interval: *interval, acting: acting.clone() };
+        self.emit(Action::Register(crate::shard::Registration { pg, active }));
+    }
+
+    /// The interval is recorded after recovery: serves the operations that waited.
+    pub(super) fn serve_recorded(&mut self, pg: PgId) {
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        let Some(ec) = p.ec.as_mut().filter(|ec| ec.serving == Serving::Recording) else { return };
+        ec.serving = Serving::Now;
+        tracing::info!(%pg, "serving");
+        for (op, caller, reply) in std::mem::take(&mut p.waiting) {
+            self.client_op(op, caller, reply);
+        }
     }
 
     /// Queues `object` for rebuilding on `osd` (its copy failed a read or a scrub).
@@ -857,20 +1024,20 @@ mod tests {
                 .into_iter()
                 .map(|(o, p)| (OsdId(o), p))
                 .collect();
-        assert_eq!(check_decodable(2, &acting, &peers, Some(&recorded)), Ok(()));
+        assert_eq!(check_decodable(2, &acting_serving(&acting, &peers), Some(&recorded)), Ok(()));
         // A third shard lacking "a" leaves one holder.
         peers.insert(OsdId(1), lacking(&["a"]));
         let unfound = Blocked::Unfound { object: ObjectName::new("", "a"), holders: 1 };
-        assert_eq!(check_decodable(2, &acting, &peers, Some(&recorded)), Err(unfound));
+        assert_eq!(check_decodable(2, &acting_serving(&acting, &peers), Some(&recorded)), Err(unfound));
         // Shards being backfilled, or out of the acting set, serve nothing.
         let peers: BTreeMap<OsdId, PeerPlan> = [(0, whole.clone()), (1, backfill.clone()), (2, backfill), (7, whole)]
             .into_iter()
             .map(|(o, p)| (OsdId(o), p))
             .collect();
         assert_eq!(
-            check_decodable(2, &acting, &peers, Some(&recorded)),
+            check_decodable(2, &acting_serving(&acting, &peers), Some(&recorded)),
             Err(Blocked::Down { epoch: 4, acting: acting.clone() })
         );
-        assert_eq!(check_decodable(2, &acting, &peers, None), Err(Blocked::Incomplete));
+        assert_eq!(check_decodable(2, &acting_serving(&acting, &peers), None), Err(Blocked::Incomplete));
     }
 }
