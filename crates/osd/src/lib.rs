@@ -690,7 +690,8 @@ fn peer_request_pg(request: &PeerRequest) -> Option<PgId> {
         | PeerRequest::ScrubMap { pg, .. }
         | PeerRequest::RecoveryDone { pg, .. }
         | PeerRequest::RemovePg { pg, .. }
-        | PeerRequest::EcRead { pg, .. } => Some(*pg),
+        | PeerRequest::EcRead { pg, .. }
+        | PeerRequest::RollBack { pg, .. } => Some(*pg),
         PeerRequest::Activate(a) => Some(a.pg),
         PeerRequest::RepOp(r) => Some(r.pg),
         PeerRequest::EcWrite(w) => Some(w.write.pg),

@@ -65,6 +65,8 @@ pub struct StraySource {
     pub osd: OsdId,
     /// The objects it lacks (it was being recovered by log).
     pub lacks: BTreeSet<ObjectName>,
+    /// Where its divergent writes, undone before it is read, end.
+    pub roll_back_to: Option<EVersion>,
 }
 
 /// Why a PG cannot go active with the replicas that answered.

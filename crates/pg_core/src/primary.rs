@@ -962,9 +962,17 @@ impl<R> Shard<R> {
         let mut txn = Transaction::new();
         state.put_info(&mut txn);
         let seq = self.commit(pg, txn)?;
-        let replicas = activations.iter().map(|(osd, _)| *osd).collect();
+        let mut replicas: BTreeSet<OsdId> = activations.iter().map(|(osd, _)| *osd).collect();
         for (osd, activate) in activations {
             self.ask(pg, interval, osd, PeerRequest::Activate(activate), Expect::Activated(osd));
+        }
+        // Strays read in place of backfilled shards first undo their divergent writes.
+        for stray in plan.stray_sources.values() {
+            if let Some(to) = stray.roll_back_to {
+                replicas.insert(stray.osd);
+                let request = PeerRequest::RollBack { pg, interval, to };
+                self.ask(pg, interval, stray.osd, request, Expect::Activated(stray.osd));
+            }
         }
         self.emit(Action::WhenDurable { seq, awaiting: Durable { pg, interval, at: None } });
         let Some(p) = self.primaries.get_mut(&pg) else { return Ok(()) };

@@ -584,12 +584,7 @@ impl<R> Shard<R> {
                 // A shard of an erasure-coded PG undoes its divergent writes, newest first,
                 // each with its log entry (a crash leaves the log matching the objects).
                 if let (true, Some(keep)) = (erasure, activate.keep_until) {
-                    while self.pg(pg)?.info.last_update > keep {
-                        let mut txn = Transaction::new();
-                        let undone = self.pg(pg)?.roll_back_newest(&store, &mut txn)?;
-                        tracing::info!(%pg, at = %undone, "rolled back a write too few shards hold");
-                        self.commit(pg, txn)?;
-                    }
+                    self.roll_back_to(pg, keep)?;
                 }
                 let mut txn = Transaction::new();
                 self.pg(pg)?.adopt(&mut txn, &activate, pg_num);
@@ -636,14 +631,15 @@ impl<R> Shard<R> {
                 state.append(&mut txn, &write.entry);
                 Ok((self.commit(write.pg, txn)?, Reply::Done))
             }
+            PeerRequest::RollBack { pg, interval, to } => {
+                if !self.queried_stray(pg, interval)? {
+                    return Err(err::again(format!("pg {pg}: not a stray the primary of interval {interval} queried")));
+                }
+                self.roll_back_to(pg, to)?;
+                Ok((self.last_seq, Reply::Done))
+            }
             PeerRequest::EcRead { pg, interval, object, first, end } => {
-                // A stray is read by the primary that queried it last, in place of a shard
-                // being backfilled.
-                let les = self.pg(pg)?.info.last_epoch_started;
-                let queried_stray = !self.intervals.contains_key(&pg)
-                    && interval > les
-                    && self.fences.get(&pg).is_some_and(|fence| *fence == interval);
-                if !queried_stray {
+                if !self.queried_stray(pg, interval)? {
                     self.check_interval(pg, interval, false)?;
                 }
                 let key = ObjectKey::new(pg.pool, &object)?;
@@ -651,6 +647,28 @@ impl<R> Shard<R> {
                 Ok((self.last_seq, Reply::Chunks { onode, chunks: store.chunks(&key, first, end)? }))
             }
         }
+    }
+
+    /// Whether this copy is a stray (not of a PG mapped here, nor activated in `interval`)
+    /// that the primary of `interval` queried last: that primary may read it in place of a
+    /// shard being backfilled, and roll back its divergent writes.
+    fn queried_stray(&mut self, pg: PgId, interval: u64) -> Result<bool> {
+        let les = self.pg(pg)?.info.last_epoch_started;
+        let fence = self.fences.get(&pg).copied();
+        Ok(!self.intervals.contains_key(&pg) && interval > les && fence == Some(interval))
+    }
+
+    /// Undoes this shard's writes after `keep`, newest first, each in one transaction
+    /// with its log entry (a crash leaves the log matching the objects).
+    pub(crate) fn roll_back_to(&mut self, pg: PgId, keep: EVersion) -> Result<()> {
+        let store = self.config.store.clone();
+        while self.pg(pg)?.info.last_update > keep {
+            let mut txn = Transaction::new();
+            let undone = self.pg(pg)?.roll_back_newest(&store, &mut txn)?;
+            tracing::info!(%pg, at = %undone, "rolled back a write too few shards hold");
+            self.commit(pg, txn)?;
+        }
+        Ok(())
     }
 
     /// Checks that a write from the primary of `interval` follows this copy's log (at

@@ -304,6 +304,17 @@ pub enum PeerRequest {
         /// The store chunk after the last.
         end: u32,
     },
+    /// Undoes a stray copy's writes after `to`, newest first, answered with
+    /// [`Reply::Done`]: the primary that queried it in `interval` reads it in place of a
+    /// shard being backfilled, and those writes are divergent. Appended.
+    RollBack {
+        /// The PG.
+        pg: PgId,
+        /// The primary's interval.
+        interval: u64,
+        /// The last write to keep.
+        to: EVersion,
+    },
 }
 
 /// A write to one shard of an erasure-coded PG: that shard's store transaction and the log
@@ -705,6 +716,9 @@ mod tests {
         // PeerRequest::EcRead (15): pool 1, seed 2, interval 3, "" "o", chunks 0..4.
         let read = PeerRequest::EcRead { pg, interval: 3, object: ObjectName::new("", "o"), first: 0, end: 4 };
         assert_eq!(peer(read).encode(), [1, 0, 8, 7, 15, 1, 2, 3, 0, 1, b'o', 0, 4]);
+        // PeerRequest::RollBack (16): pool 1, seed 2, interval 3, to (3, 4).
+        let roll_back = PeerRequest::RollBack { pg, interval: 3, to: EVersion { epoch: 3, version: 4 } };
+        assert_eq!(peer(roll_back).encode(), [1, 0, 8, 7, 16, 1, 2, 3, 3, 4]);
         // Reply (1), tid 8, Ok (0), Reply::Chunks (15): onode Some("n"), chunk 2 "d".
         let chunks =
             Reply::Chunks { onode: Some(Bytes::from_static(b"n")), chunks: vec![(2, Bytes::from_static(b"d"))] };

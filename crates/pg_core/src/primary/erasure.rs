@@ -277,16 +277,14 @@ fn stray_sources(
         let plan = shard_plans.get(&shard)?;
         let current = recorded.is_none_or(|r| summary.info.last_epoch_started >= r.interval);
         let known = summary.info.complete || summary.missing.is_some();
-        let mut lacks = match &plan.recovery {
+        let lacks = match &plan.recovery {
             Recovery::None => BTreeSet::new(),
             Recovery::Log(objects) => objects.clone(),
             Recovery::Backfill => return None,
         };
-        // Objects its divergent entries wrote are not as the head has them (a stray is not
-        // rolled back): it lacks those too.
         let kept = plan.keep_until?;
-        lacks.extend(summary.log.iter().filter(|p| p.at > kept).map(|p| p.object.clone()));
-        (current && known && !acting.contains(osd)).then_some(StraySource { osd: *osd, lacks })
+        let roll_back_to = (summary.info.last_update > kept).then_some(kept);
+        (current && known && !acting.contains(osd)).then_some(StraySource { osd: *osd, lacks, roll_back_to })
     };
     acting
         .iter()
@@ -378,14 +376,8 @@ impl<R> Shard<R> {
         mut entries: Vec<shoal_types::PgLogEntry>,
         log_tail: EVersion,
     ) -> Result<()> {
-        let store = self.config.store.clone();
         if let Some(keep) = keep_until {
-            while self.pg(pg)?.info.last_update > keep {
-                let mut txn = Transaction::new();
-                let undone = self.pg(pg)?.roll_back_newest(&store, &mut txn)?;
-                tracing::info!(%pg, at = %undone, "rolled back a write too few shards hold");
-                self.commit(pg, txn)?;
-            }
+            self.roll_back_to(pg, keep)?;
         }
         entries.retain(|e| e.at <= head);
         self.adopt_locally(pg, keep_until, entries, log_tail)
@@ -1007,6 +999,33 @@ enum ExecutedEc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strays_stand_in_for_backfilled_positions_when_the_acting_set_cannot_decode() {
+        use crate::peering::test_support::{at, summary};
+        // 2+1: interval 5 (recorded) wrote "a" on OSDs 0, 1 and 2; "b" reached osd.2 only.
+        // Now OSDs 3 and 4 hold positions 1 and 2: only osd.0's shard is in the acting set.
+        let recorded = ActiveInterval { interval: 5, acting: vec![OsdId(0), OsdId(1), OsdId(2)] };
+        let a = [(5, 1, "a")];
+        let mut summaries = BTreeMap::from([
+            (OsdId(0), summary(&a, true, 5, &[0, 1, 2])),
+            (OsdId(1), summary(&a, true, 5, &[0, 1, 2])),
+            (OsdId(2), summary(&[(5, 1, "a"), (5, 2, "b")], true, 5, &[0, 1, 2])),
+            (OsdId(3), summary(&[], true, 0, &[])),
+            (OsdId(4), summary(&[], true, 0, &[])),
+        ]);
+        let acting = [OsdId(0), OsdId(3), OsdId(4)];
+        let (planned, head) = plan(2, &acting, &summaries, Some(&recorded)).unwrap();
+        assert_eq!(head, at(5, 1));
+        assert_eq!(planned.peers[&OsdId(3)].recovery, Recovery::Backfill);
+        assert!(planned.serve_after_recovery);
+        let stray = |osd, roll_back_to| StraySource { osd: OsdId(osd), lacks: BTreeSet::new(), roll_back_to };
+        assert_eq!(planned.stray_sources, BTreeMap::from([(1, stray(1, None)), (2, stray(2, Some(at(5, 1))))]));
+        // With osd.1 serving its own position, the acting set decodes: no strays are read.
+        summaries.remove(&OsdId(3));
+        let (decodable, _) = plan(2, &[OsdId(0), OsdId(1), OsdId(4)], &summaries, Some(&recorded)).unwrap();
+        assert!(decodable.stray_sources.is_empty() && !decodable.serve_after_recovery);
+    }
 
     #[test]
     fn activation_needs_k_acting_shards_holding_each_object() {
