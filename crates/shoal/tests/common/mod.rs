@@ -62,6 +62,23 @@ impl Vstart {
 impl Drop for Vstart {
     fn drop(&mut self) {
         self.stop();
+        if std::thread::panicking() {
+            self.keep_logs();
+        }
+    }
+}
+
+impl Vstart {
+    /// After a failed test, copies the daemons' logs out of the directory about to be
+    /// deleted, and says where: a failure that does not come back can still be read.
+    fn keep_logs(&self) {
+        let kept = std::env::temp_dir().join(format!("shoal-failed-test-{}", std::process::id()));
+        let logs = std::fs::read_dir(self.path()).into_iter().flatten().flatten().map(|e| e.path());
+        let copied = std::fs::create_dir_all(&kept).is_ok()
+            && logs
+                .filter(|p| p.extension().is_some_and(|e| e == "log"))
+                .all(|p| p.file_name().is_some_and(|name| std::fs::copy(&p, kept.join(name)).is_ok()));
+        eprintln!("the cluster's logs{} are in {}", if copied { "" } else { " (some not copied)" }, kept.display());
     }
 }
 
