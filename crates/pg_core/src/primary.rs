@@ -586,10 +586,11 @@ impl<R> Shard<R> {
                 }
                 Err(e) => self.peer_failed(pg, "recording the activation", e),
             },
-            Event::Registered(true) if self.primaries.get(&pg).is_some_and(|p| matches!(p.phase, Phase::Active)) => {
-                self.serve_recorded(pg)
+            // Either the activation's record, or one asked for after recovery.
+            Event::Registered(true) => {
+                self.go_active(pg);
+                self.serve_recorded(pg);
             }
-            Event::Registered(true) => self.go_active(pg),
             Event::Registered(false) => {
                 tracing::info!(%pg, "the monitor did not record the activation; peering again");
                 self.restart_later(pg);
@@ -619,19 +620,15 @@ impl<R> Shard<R> {
             }
             Event::Recovered(osd, result) => match result {
                 Ok(()) => {
-                    let mut whole_again = Vec::new();
                     if let Some(p) = self.primaries.get_mut(&pg) {
                         p.recovery.remove(&osd);
                         if p.recovery.is_empty() {
                             tracing::info!(%pg, "recovery finished");
                         }
-                        if osd == self.config.me {
-                            // The primary's own shard is whole: serve what waited for it.
-                            whole_again = std::mem::take(&mut p.waiting);
-                        }
                     }
-                    for (op, caller, reply) in whole_again {
-                        self.client_op(op, caller, reply);
+                    if osd == self.config.me {
+                        // The primary's own shard is whole: serve what waited for it.
+                        self.serve_waiting(pg);
                     }
                     self.record_when_recovered(pg);
                     self.pump_recovery(pg);
@@ -1013,13 +1010,21 @@ impl<R> Shard<R> {
         }
         p.phase = Phase::Active;
         tracing::info!(%pg, interval = p.interval, acting = ?p.acting, recovering = p.recovery.len(), "pg active");
-        let waiting = if erasure::serves_after_recovery(p) { Vec::new() } else { std::mem::take(&mut p.waiting) };
-        for (op, caller, reply) in waiting {
-            self.client_op(op, caller, reply);
+        if !erasure::serves_after_recovery(p) {
+            self.serve_waiting(pg);
         }
         self.pump_recovery(pg);
         self.record_when_recovered(pg);
         self.remove_strays_if_clean(pg);
+    }
+
+    /// Runs the operations that waited for the PG, in order; those that must still wait
+    /// queue again.
+    pub(crate) fn serve_waiting(&mut self, pg: PgId) {
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        for (op, caller, reply) in std::mem::take(&mut p.waiting) {
+            self.client_op(op, caller, reply);
+        }
     }
 
     /// Once the PG is clean with a full acting set, tells OSDs that still hold an old copy

@@ -35,6 +35,13 @@ pub struct ErasurePlan {
     pub shards: BTreeMap<u8, PeerPlan>,
 }
 
+/// Whether peering can count a shard's copy: activated in the recorded interval or later,
+/// and complete or knowing what it lacks (one being backfilled knows nothing).
+pub(crate) fn usable(s: &PgSummary, recorded: Option<&ActiveInterval>) -> bool {
+    let current = recorded.is_none_or(|r| s.info.last_epoch_started >= r.interval);
+    current && (s.info.complete || s.missing.is_some())
+}
+
 /// Decides the authoritative history and each shard's catch-up from the summaries of the
 /// shards that answered (by shard index), for a code with `k` data shards. The copies of
 /// `moving` shards are about to be backfilled over (their OSD serves another shard now):
@@ -46,10 +53,9 @@ pub fn plan(
     moving: &BTreeSet<u8>,
     recorded: Option<&ActiveInterval>,
 ) -> Result<ErasurePlan, Blocked> {
-    let current = |s: &PgSummary| recorded.is_none_or(|r| s.info.last_epoch_started >= r.interval);
     let known = |s: &PgSummary| s.info.complete || s.missing.is_some();
     let usable: BTreeMap<u8, &PgSummary> =
-        summaries.iter().filter(|(_, s)| known(s) && current(s)).map(|(i, s)| (*i, s)).collect();
+        summaries.iter().filter(|(_, s)| usable(s, recorded)).map(|(i, s)| (*i, s)).collect();
     // The PG is empty, whoever else answers, if no copy holds an entry and it never went
     // active (erasure-coded pools came after activation records, so every activation is
     // recorded), or if a complete copy activated in the recorded interval or later, which

@@ -141,9 +141,9 @@ struct Gather<R> {
     blocks: Vec<Option<Vec<u8>>>,
     /// The logical metadata of the shards that answered.
     onodes: BTreeMap<usize, Option<Onode>>,
-    /// Shards asked (answered or not), and those not answered yet.
+    /// Shards asked (answered or not), and those not answered yet with the OSD asked.
     asked: BTreeSet<usize>,
-    pending: BTreeSet<usize>,
+    pending: BTreeMap<usize, OsdId>,
 }
 
 /// Whether `osd` lacks its shard of `key` while it is being recovered.
@@ -166,12 +166,11 @@ fn source<R>(
     exclude: Option<OsdId>,
 ) -> Option<OsdId> {
     let osd = p.acting.get(shard).copied().filter(|o| *o != OsdId::NONE && Some(*o) != exclude);
-    osd.filter(|o| !lacks(p, *o, object, key))
-        .or_else(|| {
-            let stray = p.ec.as_ref()?.stray_sources.get(&shard)?;
-            (!stray.lacks.contains(object)).then_some(stray.osd)
-        })
-        .filter(|o| Some(*o) != exclude)
+    // A stray is never in the acting set, so never the shard being rebuilt.
+    osd.filter(|o| !lacks(p, *o, object, key)).or_else(|| {
+        let stray = p.ec.as_ref()?.stray_sources.get(&shard)?;
+        (!stray.lacks.contains(object)).then_some(stray.osd)
+    })
 }
 
 /// Whether client operations wait for recovery to finish (see [`Serving`]).
@@ -210,9 +209,7 @@ pub(crate) fn plan(
         // A copy peering can use (activated in the recorded interval or later, knowing
         // what it lacks) first: an older complete one would only block.
         let rank = |s: &PgSummary| {
-            let current = recorded.is_none_or(|r| s.info.last_epoch_started >= r.interval);
-            let usable = current && (s.info.complete || s.missing.is_some());
-            (usable, s.info.complete, s.info.last_epoch_started, s.info.last_update)
+            (peering::erasure::usable(s, recorded), s.info.complete, s.info.last_epoch_started, s.info.last_update)
         };
         if holders.get(&(shard as u8)).is_none_or(|(_, held)| rank(summary) > rank(held)) {
             holders.insert(shard as u8, (*osd, summary));
@@ -275,8 +272,6 @@ fn stray_sources(
     let usable = |shard: u8| {
         let (osd, summary) = holders.get(&shard)?;
         let plan = shard_plans.get(&shard)?;
-        let current = recorded.is_none_or(|r| summary.info.last_epoch_started >= r.interval);
-        let known = summary.info.complete || summary.missing.is_some();
         let lacks = match &plan.recovery {
             Recovery::None => BTreeSet::new(),
             Recovery::Log(objects) => objects.clone(),
@@ -284,7 +279,8 @@ fn stray_sources(
         };
         let kept = plan.keep_until?;
         let roll_back_to = (summary.info.last_update > kept).then_some(kept);
-        (current && known && !acting.contains(osd)).then_some(StraySource { osd: *osd, lacks, roll_back_to })
+        let usable = peering::erasure::usable(summary, recorded);
+        (usable && !acting.contains(osd)).then_some(StraySource { osd: *osd, lacks, roll_back_to })
     };
     acting
         .iter()
@@ -545,7 +541,7 @@ impl<R> Shard<R> {
             blocks: vec![None; shards],
             onodes: BTreeMap::new(),
             asked: BTreeSet::new(),
-            pending: BTreeSet::new(),
+            pending: BTreeMap::new(),
         };
         ec.gathers.insert(object.clone(), gather);
         self.ask_more_shards(pg, &object, exclude);
@@ -564,7 +560,7 @@ impl<R> Shard<R> {
         let wanted = needed.saturating_sub(answered + g.pending.len());
         let available: Vec<bool> = (0..p.acting.len())
             .map(|shard| {
-                (g.blocks[shard].is_some() || g.pending.contains(&shard) || !g.asked.contains(&shard))
+                (g.blocks[shard].is_some() || g.pending.contains_key(&shard) || !g.asked.contains(&shard))
                     && source(p, shard, object, &key, exclude).is_some()
             })
             .collect();
@@ -583,8 +579,8 @@ impl<R> Shard<R> {
             new.iter().filter_map(|s| Some((*s, source(p, *s, object, &key, exclude)?))).collect();
         if let Some(g) = self.primaries.get_mut(&pg).and_then(|p| p.ec.as_mut()).and_then(|e| e.gathers.get_mut(object))
         {
-            g.asked.extend(new.iter().copied());
-            g.pending.extend(new.iter().copied());
+            g.asked.extend(targets.iter().map(|(shard, _)| *shard));
+            g.pending.extend(targets.iter().copied());
         }
         for (shard, osd) in targets {
             if osd == me {
@@ -611,21 +607,15 @@ impl<R> Shard<R> {
         shard: usize,
         result: Result<super::ShardRead>,
     ) {
-        let Some(p) = self.primaries.get_mut(&pg) else { return };
-        let Some(g) = p.ec.as_ref().and_then(|ec| ec.gathers.get(&object)) else { return };
+        let Some(Primary { ec: Some(ec), acting, .. }) = self.primaries.get_mut(&pg) else { return };
+        let layout = ec.layout;
+        let Some(g) = ec.gathers.get_mut(&object).filter(|g| g.id == id) else { return };
+        let Some(osd) = g.pending.remove(&shard) else { return };
+        let from_acting = acting.contains(&osd);
         let exclude = match &g.purpose {
             Purpose::Rebuild { target } => Some(*target),
             Purpose::Op(..) | Purpose::Verify => None,
         };
-        let osd = ObjectKey::new(pg.pool, &object)
-            .ok()
-            .and_then(|key| source(p, shard, &object, &key, exclude))
-            .unwrap_or(OsdId::NONE);
-        let acting = p.acting.contains(&osd);
-        let Some(ec) = p.ec.as_mut() else { return };
-        let layout = ec.layout;
-        let Some(g) = ec.gathers.get_mut(&object).filter(|g| g.id == id && g.pending.contains(&shard)) else { return };
-        g.pending.remove(&shard);
         let answer = result.and_then(|(onode, chunks)| {
             let onode = onode.map(|b| Onode::decode(&b).and_then(ec::logical_onode)).transpose()?;
             Ok((onode, ec::shard_block(&layout, g.first, g.end, &chunks)?))
@@ -637,7 +627,7 @@ impl<R> Shard<R> {
             }
             Err(e) => {
                 tracing::info!(%pg, %object, shard, %osd, error = %e, "a shard could not be read; reading another");
-                if e.errno == shoal_types::Errno::Io && acting {
+                if e.errno == shoal_types::Errno::Io && from_acting {
                     // A bad copy (a checksum failed): rebuild it from the others.
                     self.emit(Action::Count(crate::shard::Counted::ChecksumError));
                     self.queue_rebuild(pg, osd, object.clone());
@@ -778,9 +768,7 @@ impl<R> Shard<R> {
         let Some(ec) = p.ec.as_mut().filter(|ec| ec.serving == Serving::Recording) else { return };
         ec.serving = Serving::Now;
         tracing::info!(%pg, "serving");
-        for (op, caller, reply) in std::mem::take(&mut p.waiting) {
-            self.client_op(op, caller, reply);
-        }
+        self.serve_waiting(pg);
     }
 
     /// Queues `object` for rebuilding on `osd` (its copy failed a read or a scrub).
