@@ -15,7 +15,7 @@ use shoal_types::{ObjectName, OsdId};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const POOL: &str = "ecdata";
 
@@ -83,19 +83,47 @@ async fn writer(io: IoCtx, id: usize, model: Arc<Mutex<Model>>, stop: Arc<Atomic
 }
 
 /// Reads the writers' objects at random until `stop`; every read must be answered (one
-/// of an object not written yet: ENOENT). Returns how many were.
-async fn reader(io: IoCtx, stop: Arc<AtomicBool>) -> u64 {
+/// of an object not written yet: ENOENT). Returns how many were, and the slowest.
+async fn reader(io: IoCtx, stop: Arc<AtomicBool>) -> (u64, Slowest) {
     let mut reads = 0;
+    let mut slowest = Slowest::default();
     while !stop.load(Ordering::Relaxed) {
         let n: u64 = rand::random();
         let name = format!("w{}.{}", n % 4, (n >> 8) % 4);
+        let started = Instant::now();
         match io.read_full(&name).await {
             Ok(_) => reads += 1,
             Err(e) if e.errno == shoal_types::Errno::NotFound => reads += 1,
             Err(e) => panic!("reading {name}: {e}"),
         }
+        slowest = slowest.max(Slowest { took: started.elapsed(), name, at: started });
     }
-    reads
+    (reads, slowest)
+}
+
+/// The slowest read of a reader: how long it took, of which object, when it started.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Slowest {
+    took: Duration,
+    name: String,
+    at: Instant,
+}
+
+impl Default for Slowest {
+    fn default() -> Self {
+        Slowest { took: Duration::ZERO, name: String::new(), at: Instant::now() }
+    }
+}
+
+/// Logs the test's client at debug level (its resends, with the errors that caused them)
+/// to `client.log` in the cluster's directory, kept with the daemons' logs if the test fails.
+fn log_client(cluster: &Vstart) {
+    let log = std::fs::File::create(cluster.path().join("client.log")).unwrap();
+    tracing_subscriber::fmt()
+        .with_env_filter("shoal_client=debug")
+        .with_ansi(false)
+        .with_writer(Mutex::new(log))
+        .init();
 }
 
 /// Reads every object of the model back: each must hold its acknowledged bytes (or those
@@ -121,6 +149,7 @@ fn wait_clean(conf: &str, pgs: usize, when: &str) {
 #[test]
 fn an_erasure_coded_pool_serves_degraded_rebuilds_lost_shards_and_repairs_a_bad_one() {
     let cluster = Vstart::start("8", "8");
+    log_client(&cluster);
     let conf = cluster.conf();
     ok(&conf, &["osd", "erasure-code-profile", "set", "ec42", "k=4", "m=2", "crush-failure-domain=host"]);
     ok(&conf, &["pool", "create", POOL, "--erasure", "ec42", "--allow-ec-overwrites", "--pg-num", "8"]);
@@ -135,7 +164,7 @@ fn an_erasure_coded_pool_serves_degraded_rebuilds_lost_shards_and_repairs_a_bad_
     // readers of the same objects get answers throughout (a read that must gather waits
     // for the writes in flight to its object).
     let run_writers = |seconds: u64, during: &dyn Fn()| {
-        let stop = Arc::new(AtomicBool::new(false));
+        let (stop, started) = (Arc::new(AtomicBool::new(false)), Instant::now());
         let tasks: Vec<_> =
             (0..4).map(|id| runtime.spawn(writer(io.clone(), id, model.clone(), stop.clone()))).collect();
         let readers: Vec<_> = (0..2).map(|_| runtime.spawn(reader(io.clone(), stop.clone()))).collect();
@@ -143,9 +172,20 @@ fn an_erasure_coded_pool_serves_degraded_rebuilds_lost_shards_and_repairs_a_bad_
         during();
         std::thread::sleep(Duration::from_secs(seconds));
         stop.store(true, Ordering::Relaxed);
-        let reads: u64 = readers.into_iter().map(|t| runtime.block_on(t).unwrap()).sum();
-        assert!(reads > 10, "only {reads} reads");
-        tasks.into_iter().map(|t| runtime.block_on(t).unwrap()).sum::<u64>()
+        let (mut reads, mut slowest) = (0, Slowest::default());
+        for (n, slow) in readers.into_iter().map(|t| runtime.block_on(t).unwrap()) {
+            reads += n;
+            slowest = slowest.max(slow);
+        }
+        let writes = tasks.into_iter().map(|t| runtime.block_on(t).unwrap()).sum::<u64>();
+        let since_start = slowest.at.duration_since(started);
+        assert!(
+            reads > 10,
+            "only {reads} reads ({writes} writes); the slowest, of {}, took {:?} from {since_start:?} after the start",
+            slowest.name,
+            slowest.took
+        );
+        writes
     };
     let victims = [OsdId(2), OsdId(5)];
     let args: Vec<Vec<String>> = victims.iter().map(|o| cmdline(cluster.pid(&o.to_string()))).collect();
