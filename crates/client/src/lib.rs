@@ -121,6 +121,12 @@ impl Rados {
         self.mon_call(MapCommand::OsdFailure { target, reporter }).await.map(|_| ())
     }
 
+    /// Reports that `target`'s address `addr` refused `reporter`'s connection (used by
+    /// OSDs).
+    pub async fn report_refused(&self, target: OsdId, reporter: OsdId, addr: String) -> Result<()> {
+        self.mon_call(MapCommand::OsdRefused { target, reporter, addr }).await.map(|_| ())
+    }
+
     /// Reports the states of the PGs an OSD is primary of (used by OSDs).
     pub async fn report_pg_stats(&self, osd: OsdId, stats: Vec<PgStat>) -> Result<()> {
         self.mon_call(MapCommand::PgStats { osd, stats }).await.map(|_| ())
@@ -181,15 +187,15 @@ impl Rados {
                 Err(e) => Err(e),
             };
             match outcome {
-                Err(e) if matches!(e.errno, Errno::NotConnected | Errno::Again) => {
+                Err(e) if e.errno.is_disconnect() || e.errno == Errno::Again => {
                     failures += 1;
                     // Every monitor failed to connect: give up (a client of a dead cluster
                     // should hear so quickly); otherwise wait out elections and failovers.
-                    let none_reachable = e.errno == Errno::NotConnected && failures >= addrs.len() * 3;
+                    let none_reachable = e.errno.is_disconnect() && failures >= addrs.len() * 3;
                     if none_reachable || tokio::time::Instant::now() >= deadline {
                         return Err(e);
                     }
-                    if e.errno == Errno::NotConnected {
+                    if e.errno.is_disconnect() {
                         let mut mon = self.inner.mon.lock().await;
                         mon.0 = (mon.0 + 1) % addrs.len();
                         mon.1 = None;
@@ -533,7 +539,7 @@ impl IoCtx {
                 Err(err::timed_out(format!("pg {pg}: no answer within the op timeout of {timeout:?}")))
             });
             match outcome {
-                Err(e) if matches!(e.errno, Errno::NotConnected | Errno::Again) => {
+                Err(e) if e.errno.is_disconnect() || e.errno == Errno::Again => {
                     if tokio::time::Instant::now() >= deadline {
                         return Err(err::timed_out(format!("pg {pg} after {resends} resends: {e}")));
                     }

@@ -1,5 +1,6 @@
 //! The monitor's failure policy as a pure function of failure reports, boots and `now`:
-//! an OSD reported by enough distinct peers is marked down; one down for
+//! an OSD reported silent by enough distinct peers is marked down, and so is one whose
+//! address refused a peer's connection (one report: its process is gone); one down for
 //! `mon_osd_down_out_interval` is marked out; one the monitor marked out comes back in
 //! when it boots.
 //!
@@ -38,6 +39,18 @@ pub struct FailureTracker {
     auto_out: BTreeSet<OsdId>,
 }
 
+/// What a peer saw of the OSD it reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Report<'a> {
+    /// No heartbeat reply within the grace period.
+    Silent,
+    /// This address of the OSD refused the connection.
+    Refused {
+        /// The address.
+        addr: &'a str,
+    },
+}
+
 /// What a failure report led to.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {
@@ -55,18 +68,26 @@ pub enum Verdict {
 }
 
 impl FailureTracker {
-    /// `reporter` reports `target` silent at `now`.
+    /// `reporter` reports `target` failed at `now`. A refused connection counts only at
+    /// the address `map` gives the target (not one it left when it restarted).
     pub fn reported(
         &mut self,
         policy: &FailurePolicy,
         map: &OsdMap,
         target: OsdId,
         reporter: OsdId,
+        how: Report,
         now: Duration,
     ) -> Verdict {
         let up = |id: &OsdId| map.osds.get(id).is_some_and(|o| o.up);
         if !up(&target) || !up(&reporter) {
             return Verdict::Ignored;
+        }
+        if let Report::Refused { addr } = how {
+            if map.osds.get(&target).is_none_or(|o| o.addr != addr) {
+                return Verdict::Ignored;
+            }
+            return self.mark_down(target, now);
         }
         let others_up = map.osds.values().filter(|o| o.up).count().saturating_sub(1);
         let needed = policy.min_down_reporters.min(others_up).max(1);
@@ -76,6 +97,10 @@ impl FailureTracker {
         if count < needed {
             return Verdict::Counted { count, needed };
         }
+        self.mark_down(target, now)
+    }
+
+    fn mark_down(&mut self, target: OsdId, now: Duration) -> Verdict {
         self.reports.remove(&target);
         self.down_since.insert(target, now);
         Verdict::Down(MapChange::MarkDown(target))
@@ -167,7 +192,7 @@ mod tests {
             let mut tracker = FailureTracker::default();
             let mut last = Verdict::Ignored;
             for &(target, reporter) in *reports {
-                last = tracker.reported(&policy, &map, OsdId(target), OsdId(reporter), secs(1));
+                last = tracker.reported(&policy, &map, OsdId(target), OsdId(reporter), Report::Silent, secs(1));
             }
             assert_eq!(&last, expected, "osds {osds:?}, reports {reports:?}");
         }
@@ -179,7 +204,7 @@ mod tests {
         let up = map(&[(0, true, true), (1, true, true)]);
         let mut tracker = FailureTracker::default();
         assert_eq!(
-            tracker.reported(&policy, &up, OsdId(0), OsdId(1), secs(100)),
+            tracker.reported(&policy, &up, OsdId(0), OsdId(1), Report::Silent, secs(100)),
             Verdict::Down(MapChange::MarkDown(OsdId(0)))
         );
         let down = map(&[(0, false, true), (1, true, true)]);
@@ -210,14 +235,42 @@ mod tests {
     }
 
     #[test]
+    fn one_refused_connection_marks_down_at_the_address_the_map_gives_only() {
+        let policy = FailurePolicy::default();
+        let up = map(&[(0, true, true), (1, true, true), (2, true, true)]);
+        let refused = |addr| Report::Refused { addr };
+        let mut tracker = FailureTracker::default();
+        // An address the OSD left (it restarted elsewhere) says nothing of it now.
+        assert_eq!(
+            tracker.reported(&policy, &up, OsdId(0), OsdId(1), refused("127.0.0.1:1"), secs(1)),
+            Verdict::Ignored
+        );
+        // Nor does a reporter the map has down.
+        let reporter_down = map(&[(0, true, true), (1, false, true), (2, true, true)]);
+        let at = "127.0.0.1:6800";
+        assert_eq!(
+            tracker.reported(&policy, &reporter_down, OsdId(0), OsdId(1), refused(at), secs(1)),
+            Verdict::Ignored
+        );
+        assert_eq!(
+            tracker.reported(&policy, &up, OsdId(0), OsdId(1), refused(at), secs(2)),
+            Verdict::Down(MapChange::MarkDown(OsdId(0)))
+        );
+        // Its down time counts from the report.
+        let down = map(&[(0, false, true), (1, true, true), (2, true, true)]);
+        assert!(tracker.due_out(&policy, &down, secs(601)).is_empty());
+        assert_eq!(tracker.due_out(&policy, &down, secs(602)), vec![OsdId(0)]);
+    }
+
+    #[test]
     fn a_boot_forgets_earlier_reports() {
         let policy = FailurePolicy::default();
         let up = map(&[(0, true, true), (1, true, true), (2, true, true)]);
         let mut tracker = FailureTracker::default();
-        tracker.reported(&policy, &up, OsdId(0), OsdId(1), secs(1));
+        tracker.reported(&policy, &up, OsdId(0), OsdId(1), Report::Silent, secs(1));
         tracker.booted(OsdId(0));
         assert_eq!(
-            tracker.reported(&policy, &up, OsdId(0), OsdId(2), secs(2)),
+            tracker.reported(&policy, &up, OsdId(0), OsdId(2), Report::Silent, secs(2)),
             Verdict::Counted { count: 1, needed: 2 }
         );
     }

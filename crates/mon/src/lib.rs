@@ -15,7 +15,7 @@ pub mod raft;
 use bytes::Bytes;
 use change::MapChange;
 pub use failure::FailurePolicy;
-use failure::{FailureTracker, Verdict};
+use failure::{FailureTracker, Report, Verdict};
 use shoal_transport::{Connection, Listener, Network, Rpc};
 use shoal_types::msg::{MapCommand, Message, RaftRpc, Reply, Request};
 use shoal_types::pg::PgStat;
@@ -162,10 +162,18 @@ impl Monitor {
                 health.pg_stats.insert(osd, stats);
                 return Ok(Reply::Done);
             }
-            MapCommand::OsdFailure { target, reporter } => match self.failure_reported(&map, target, reporter) {
-                Some(change) => change,
-                None => return Ok(Reply::Map(map)),
-            },
+            MapCommand::OsdFailure { target, reporter } => {
+                match self.failure_reported(&map, target, reporter, Report::Silent) {
+                    Some(change) => change,
+                    None => return Ok(Reply::Map(map)),
+                }
+            }
+            MapCommand::OsdRefused { target, reporter, addr } => {
+                match self.failure_reported(&map, target, reporter, Report::Refused { addr: &addr }) {
+                    Some(change) => change,
+                    None => return Ok(Reply::Map(map)),
+                }
+            }
             MapCommand::CreatePool(spec) => MapChange::CreatePool(spec),
             MapCommand::DeletePool(name) => MapChange::DeletePool(name),
             MapCommand::OsdBoot { id, entry } => {
@@ -194,18 +202,18 @@ impl Monitor {
     }
 
     /// Records a failure report; returns the change marking the target down once enough
-    /// distinct OSDs reported it.
-    fn failure_reported(&self, map: &OsdMap, target: OsdId, reporter: OsdId) -> Option<MapChange> {
+    /// distinct OSDs reported it silent, or one reported its address refusing.
+    fn failure_reported(&self, map: &OsdMap, target: OsdId, reporter: OsdId, how: Report) -> Option<MapChange> {
         let policy = self.policy();
         let now = self.started.elapsed();
-        match self.health().failures.reported(&policy, map, target, reporter, now) {
+        match self.health().failures.reported(&policy, map, target, reporter, how, now) {
             Verdict::Ignored => None,
             Verdict::Counted { count, needed } => {
                 tracing::info!(osd = %target, %reporter, count, needed, "failure reported");
                 None
             }
             Verdict::Down(change) => {
-                tracing::warn!(osd = %target, "marking OSD down");
+                tracing::warn!(osd = %target, %reporter, ?how, "marking OSD down");
                 Some(change)
             }
         }

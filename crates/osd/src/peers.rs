@@ -48,6 +48,8 @@ pub struct PeerNet {
     map: watch::Receiver<Arc<OsdMap>>,
     runtime: tokio::runtime::Handle,
     links: Mutex<HashMap<OsdId, LinkQueue>>,
+    /// Where each peer whose connection closed is named, if anywhere.
+    closed: Option<mpsc::UnboundedSender<OsdId>>,
 }
 
 impl PeerNet {
@@ -58,7 +60,19 @@ impl PeerNet {
         map: watch::Receiver<Arc<OsdMap>>,
         runtime: tokio::runtime::Handle,
     ) -> Arc<PeerNet> {
-        Arc::new(PeerNet { me, network, map, runtime, links: Mutex::default() })
+        Arc::new(PeerNet { me, network, map, runtime, links: Mutex::default(), closed: None })
+    }
+
+    /// Links as [`PeerNet::new`] makes, and a receiver that names the peer each time a
+    /// connection to one closes (the peer may have died).
+    pub fn watched(
+        me: OsdId,
+        network: Arc<dyn Network>,
+        map: watch::Receiver<Arc<OsdMap>>,
+        runtime: tokio::runtime::Handle,
+    ) -> (Arc<PeerNet>, mpsc::UnboundedReceiver<OsdId>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Arc::new(PeerNet { me, network, map, runtime, links: Mutex::default(), closed: Some(tx) }), rx)
     }
 
     /// Queues `request` to `to`; `on_reply` gets the reply or the failure (EAGAIN at once
@@ -87,7 +101,14 @@ impl PeerNet {
         let queued = Arc::new(AtomicUsize::new(outgoing.cost));
         let _ = tx.send(outgoing);
         links.insert(to, LinkQueue { tx, queued: queued.clone() });
-        let link = Link { me: self.me, to, network: self.network.clone(), map: self.map.clone(), queued };
+        let link = Link {
+            me: self.me,
+            to,
+            network: self.network.clone(),
+            map: self.map.clone(),
+            queued,
+            closed: self.closed.clone(),
+        };
         self.runtime.spawn(link.run(rx));
     }
 }
@@ -101,6 +122,7 @@ struct Link {
     map: watch::Receiver<Arc<OsdMap>>,
     /// Bytes queued and not yet taken by this task.
     queued: Arc<AtomicUsize>,
+    closed: Option<mpsc::UnboundedSender<OsdId>>,
 }
 
 impl Link {
@@ -134,13 +156,17 @@ impl Link {
             .map(|o| o.addr.clone())
             .ok_or_else(|| err::not_connected(format!("{} is not up in the map", self.to)))?;
         let hello = ClientId(u64::from(self.me.0) | 1 << 63);
-        let to = self.to;
+        let (to, closed) = (self.to, self.closed.clone());
         Rpc::open(
             self.network.as_ref(),
             &addr,
             hello,
             Box::new(move |message, _| tracing::warn!(?message, peer = %to, "unexpected message from a peer")),
-            Box::new(|| {}),
+            Box::new(move || {
+                if let Some(closed) = closed {
+                    let _ = closed.send(to);
+                }
+            }),
         )
         .await
     }

@@ -38,6 +38,7 @@ pub const LIVE_OPTIONS: &[&str] = &[
     "osd_scrub_load_threshold",
     "osd_heartbeat_interval",
     "osd_heartbeat_grace",
+    "osd_fast_fail_on_connection_refused",
     "mon_osd_down_out_interval",
     "mon_osd_min_down_reporters",
 ];
@@ -156,6 +157,11 @@ pub const OPTIONS: &[OptionSpec] = &[
         name: "osd_heartbeat_grace",
         default: "20",
         help: "seconds without a ping reply before an OSD reports its peer failed",
+    },
+    OptionSpec {
+        name: "osd_fast_fail_on_connection_refused",
+        default: "true",
+        help: "a peer whose address refuses the connection (its process died) is reported at once, not after the grace",
     },
     OptionSpec {
         name: "mon_osd_down_out_interval",
@@ -474,6 +480,7 @@ impl Config {
         Ok(shoal_osd::heartbeat::HeartbeatOptions {
             interval: self.seconds("osd_heartbeat_interval")?.max(std::time::Duration::from_millis(50)),
             grace: self.seconds("osd_heartbeat_grace")?,
+            fast_fail: self.bool("osd_fast_fail_on_connection_refused")?,
         })
     }
 

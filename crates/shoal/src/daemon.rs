@@ -9,6 +9,7 @@ use shoal_client::Rados;
 use shoal_mon::Monitor;
 use shoal_mon::raft::RaftAuthority;
 use shoal_osd::Osd;
+use shoal_osd::heartbeat::PeerFailure;
 use shoal_transport::{Network, TcpNetwork};
 use shoal_types::{OsdEntry, OsdId, Result, err};
 use std::path::{Path, PathBuf};
@@ -291,8 +292,12 @@ pub async fn run_osd(args: OsdArgs) -> Result<()> {
     let mut failures = shoal_osd::heartbeat::start(id, network.clone(), maps.clone(), heartbeat_rx);
     let reporter = rados.clone();
     tokio::spawn(async move {
-        while let Some(target) = failures.recv().await {
-            if let Err(e) = reporter.report_failure(target, id).await {
+        while let Some(failure) = failures.recv().await {
+            let reported = match failure {
+                PeerFailure::Silent(target) => reporter.report_failure(target, id).await,
+                PeerFailure::Refused { peer, addr } => reporter.report_refused(peer, id, addr).await,
+            };
+            if let Err(e) = reported {
                 tracing::warn!(error = %e, "reporting a failed peer");
             }
         }

@@ -534,6 +534,14 @@ fn a_stopped_primary_does_not_hang_its_clients() {
         Ok(Err(e)) => assert_eq!(e.errno, shoal_types::Errno::TimedOut, "{e}"),
         other => panic!("write with the only OSD of its PG stopped: {other:?}"),
     }
+
+    // Killed, its address refuses connections: a peer reports that at once, and the
+    // monitor marks it down long before the 600 s grace.
+    kill9(stopped);
+    let down = wait_for(|| runtime.block_on(rados.refresh_map()).unwrap().osds[&only].up.eq(&false).then_some(()));
+    assert!(down.is_some(), "{only} was not marked down after SIGKILL");
+    let log = std::fs::read_to_string(cluster.path().join("mon.0.log")).unwrap();
+    assert!(log.contains("marking OSD down") && log.contains("Refused"), "{log}");
 }
 
 #[test]

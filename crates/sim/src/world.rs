@@ -10,7 +10,7 @@ use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use shoal_mon::change::{MapChange, apply};
-use shoal_mon::failure::{FailurePolicy, FailureTracker, Verdict};
+use shoal_mon::failure::{FailurePolicy, FailureTracker, Report, Verdict};
 use shoal_objclass::ClassRegistry;
 use shoal_pg_core::{Action, Awaiting, Durable, Flaws, Input, Limits, Registration, Shard, Timer};
 use shoal_store::{MemDevice, ObjectStore, StoreFormat, StoreOptions};
@@ -690,7 +690,9 @@ impl World {
             }
             (Node::Mon, Msg::Failure { reporter, target }) => {
                 let now = Duration::from_micros(self.now);
-                if let Verdict::Down(change) = self.tracker.reported(&self.policy, &self.map, target, reporter, now) {
+                if let Verdict::Down(change) =
+                    self.tracker.reported(&self.policy, &self.map, target, reporter, Report::Silent, now)
+                {
                     self.change(change);
                 }
             }

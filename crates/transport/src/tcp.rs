@@ -42,7 +42,10 @@ impl TcpNetwork {
 }
 
 fn io_err(context: &str, e: std::io::Error) -> RadosError {
-    err::not_connected(format!("{context}: {e}"))
+    match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => err::connection_refused(format!("{context}: {e}")),
+        _ => err::not_connected(format!("{context}: {e}")),
+    }
 }
 
 /// A fresh ephemeral X25519 key and its public half, which is the side's handshake nonce.
@@ -280,6 +283,15 @@ mod tests {
         let e = intruder.connect(&addr).await.err().unwrap();
         assert_eq!(e.errno, Errno::NotConnected);
         assert!(e.message.contains("authentication failed"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn an_address_nothing_listens_at_refuses_and_says_so() {
+        // A port just freed: nothing listens there.
+        let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+        let e = TcpNetwork::new(b"s", 1 << 20).connect(&addr).await.err().unwrap();
+        assert_eq!(e.errno, Errno::ConnectionRefused, "{e}");
+        assert!(e.errno.is_disconnect() && e.message.contains(&addr), "{e}");
     }
 
     /// A relay between a client and `server` that records what the client sends, and

@@ -48,6 +48,10 @@ pub enum Errno {
     /// The change is forbidden by a protection of the object, e.g. an object lock
     /// (`EACCES`). Appended last, so the encodings of the others are unchanged.
     AccessDenied,
+    /// Nothing listens at the peer's address: its process is gone (`ECONNREFUSED`). A
+    /// lost connection as [`Errno::NotConnected`] is, and more: the peer is known dead.
+    /// Appended last, so the encodings of the others are unchanged.
+    ConnectionRefused,
 }
 
 impl Errno {
@@ -70,6 +74,7 @@ impl Errno {
             Errno::Overflow => 75,
             Errno::NotSupported => 95,
             Errno::NotConnected => 107,
+            Errno::ConnectionRefused => 111,
             Errno::TimedOut => 110,
             Errno::StaleEpoch => 116,
             Errno::Canceled => 125,
@@ -98,7 +103,14 @@ impl Errno {
             Errno::Io => "EIO",
             Errno::Again => "EAGAIN",
             Errno::AccessDenied => "EACCES",
+            Errno::ConnectionRefused => "ECONNREFUSED",
         }
+    }
+
+    /// Whether the call failed because the connection to its peer failed (closed, or
+    /// refused): a caller may connect and try again.
+    pub fn is_disconnect(self) -> bool {
+        matches!(self, Errno::NotConnected | Errno::ConnectionRefused)
     }
 }
 
@@ -164,5 +176,6 @@ pub mod err {
         io => Io,
         again => Again,
         access => AccessDenied,
+        connection_refused => ConnectionRefused,
     }
 }

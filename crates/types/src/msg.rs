@@ -565,6 +565,16 @@ pub enum MapCommand {
     },
     /// Remove an erasure-code profile no pool uses.
     RemoveErasureProfile(String),
+    /// An OSD reports that a peer's address refused its connection: the peer's process
+    /// is gone, and one report marks it down (if the address is still the peer's).
+    OsdRefused {
+        /// The OSD whose address refused.
+        target: OsdId,
+        /// The reporting OSD.
+        reporter: OsdId,
+        /// The address that refused.
+        addr: String,
+    },
 }
 
 #[cfg(test)]
@@ -627,6 +637,17 @@ mod tests {
         assert_eq!(map(set).encode(), [1, 0, 4, 6, 14, 1, b'p', 4, 2, 0x80, 0x20, 1, 0]);
         // RemoveErasureProfile (15), "p".
         assert_eq!(map(MapCommand::RemoveErasureProfile("p".into())).encode(), [1, 0, 4, 6, 15, 1, b'p']);
+    }
+
+    #[test]
+    fn a_refused_connection_report_has_golden_bytes() {
+        // Request (0), tid 4, Request::Map (6), OsdRefused (16), target 2, reporter 3, "a:1".
+        let report = MapCommand::OsdRefused { target: OsdId(2), reporter: OsdId(3), addr: "a:1".into() };
+        let msg = Message::Request { tid: 4, request: Request::Map(report) };
+        assert_eq!(msg.encode(), [1, 0, 4, 6, 16, 2, 3, 3, b'a', b':', b'1']);
+        // Reply (1), tid 4, Err (1), Errno::ConnectionRefused (19, appended), "x".
+        let refused = Message::Reply { tid: 4, reply: Err(crate::err::connection_refused("x")) };
+        assert_eq!(refused.encode(), [1, 1, 4, 1, 19, 1, b'x']);
     }
 
     #[test]

@@ -58,7 +58,9 @@ pub struct ShoalS3 {
 /// Turns an object-layer failure into the S3 error a client should see.
 pub fn rados_error(e: RadosError) -> S3Error {
     match e.errno {
-        Errno::TimedOut | Errno::NotConnected | Errno::Again => s3_error!(ServiceUnavailable, "{e}"),
+        Errno::TimedOut | Errno::NotConnected | Errno::ConnectionRefused | Errno::Again => {
+            s3_error!(ServiceUnavailable, "{e}")
+        }
         Errno::FileTooBig | Errno::TooBig => s3_error!(EntityTooLarge, "{e}"),
         Errno::AccessDenied => s3_error!(AccessDenied, "{}", e.message),
         _ => {
