@@ -76,12 +76,12 @@ pub fn start(
             tokio::select! {
                 () = tokio::time::sleep_until(next_round) => {}
                 Some(peer) = closed.recv() => {
-                    let interval = options.borrow().interval;
+                    let HeartbeatOptions { interval, fast_fail, .. } = *options.borrow();
                     let recently = pinged_on_close.get(&peer).is_some_and(|at| at.elapsed() < interval);
                     let addr = map.borrow().osds.get(&peer).filter(|o| o.up).map(|o| o.addr.clone());
                     if let (false, Some(addr)) = (recently, addr) {
                         pinged_on_close.insert(peer, Instant::now());
-                        pinger.ping((peer, addr), options.borrow().fast_fail);
+                        pinger.ping((peer, addr), fast_fail);
                     }
                     continue;
                 }

@@ -60,7 +60,7 @@ impl PeerNet {
         map: watch::Receiver<Arc<OsdMap>>,
         runtime: tokio::runtime::Handle,
     ) -> Arc<PeerNet> {
-        Arc::new(PeerNet { me, network, map, runtime, links: Mutex::default(), closed: None })
+        Self::with_closed(me, network, map, runtime, None)
     }
 
     /// Links as [`PeerNet::new`] makes, and a receiver that names the peer each time a
@@ -72,7 +72,17 @@ impl PeerNet {
         runtime: tokio::runtime::Handle,
     ) -> (Arc<PeerNet>, mpsc::UnboundedReceiver<OsdId>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (Arc::new(PeerNet { me, network, map, runtime, links: Mutex::default(), closed: Some(tx) }), rx)
+        (Self::with_closed(me, network, map, runtime, Some(tx)), rx)
+    }
+
+    fn with_closed(
+        me: OsdId,
+        network: Arc<dyn Network>,
+        map: watch::Receiver<Arc<OsdMap>>,
+        runtime: tokio::runtime::Handle,
+        closed: Option<mpsc::UnboundedSender<OsdId>>,
+    ) -> Arc<PeerNet> {
+        Arc::new(PeerNet { me, network, map, runtime, links: Mutex::default(), closed })
     }
 
     /// Queues `request` to `to`; `on_reply` gets the reply or the failure (EAGAIN at once

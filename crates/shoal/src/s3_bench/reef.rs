@@ -218,11 +218,8 @@ impl Cluster {
     }
 
     /// The OSDs vstart put on host `host` (round robin).
-    fn osds_of(&self, args: &ReefArgs, host: u32) -> Vec<String> {
-        (0..args.hosts * args.osds_per_host)
-            .filter(|id| id % args.hosts == host)
-            .map(|id| format!("osd.{id}"))
-            .collect()
+    fn osds_of(&self, args: &ReefArgs, host: u32) -> Vec<OsdId> {
+        (0..args.hosts * args.osds_per_host).filter(|id| id % args.hosts == host).map(OsdId).collect()
     }
 
     /// CPU seconds used so far by the gateway and by every OSD running now (by pid).
@@ -266,7 +263,8 @@ struct Cycle<'a> {
     timeline: Arc<Timeline>,
     phases: Vec<Phase>,
     events: Vec<(f64, String)>,
-    killed: Vec<(String, Vec<String>)>,
+    /// The OSDs killed and not restarted yet, with their command lines.
+    killed: Vec<(OsdId, Vec<String>)>,
 }
 
 impl Cycle<'_> {
@@ -289,9 +287,9 @@ impl Cycle<'_> {
 
     /// SIGKILLs every OSD of `host`.
     fn kill_host(&mut self, host: u32) -> Result<()> {
-        for name in self.cluster.osds_of(self.args, host) {
-            let command = tokio::task::block_in_place(|| vstart::kill(&self.cluster.dir, &name))?;
-            self.killed.push((name, command));
+        for id in self.cluster.osds_of(self.args, host) {
+            let command = tokio::task::block_in_place(|| vstart::kill(&self.cluster.dir, &id.to_string()))?;
+            self.killed.push((id, command));
         }
         self.event(format!("host{host} stopped"));
         Ok(())
@@ -299,14 +297,14 @@ impl Cycle<'_> {
 
     /// The OSDs killed and not restarted yet.
     fn killed_ids(&self) -> Vec<OsdId> {
-        self.killed.iter().filter_map(|(name, _)| name.strip_prefix("osd.")?.parse::<u32>().ok().map(OsdId)).collect()
+        self.killed.iter().map(|(id, _)| *id).collect()
     }
 
     /// Starts every killed OSD again; returns them.
     fn restart_all(&mut self) -> Result<Vec<OsdId>> {
         let ids = self.killed_ids();
-        for (name, command) in std::mem::take(&mut self.killed) {
-            vstart::restart(&self.cluster.dir, &name, &command)?;
+        for (id, command) in std::mem::take(&mut self.killed) {
+            vstart::restart(&self.cluster.dir, &id.to_string(), &command)?;
         }
         self.event("OSDs restarted".into());
         Ok(ids)
