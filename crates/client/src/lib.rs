@@ -247,6 +247,12 @@ impl Rados {
         self.map_command(MapCommand::PgsActivated { osd, pgs }).await
     }
 
+    /// Asks the monitor that PGs `osd` leads be led by another OSD of their acting set, or
+    /// by placement's primary again (used by OSDs); returns the map afterwards.
+    pub async fn primary_temp(&self, osd: OsdId, pgs: Vec<(PgId, Option<OsdId>)>) -> Result<Arc<OsdMap>> {
+        self.map_command(MapCommand::PrimaryTemp { osd, pgs }).await
+    }
+
     /// Announces an OSD to the monitor (used by the OSD daemon).
     pub async fn osd_boot(&self, id: OsdId, entry: OsdEntry) -> Result<Arc<OsdMap>> {
         self.map_command(MapCommand::OsdBoot { id, entry }).await
@@ -401,7 +407,7 @@ impl Rados {
             .filter_map(|(cookie, l)| {
                 let pool = map.pools.get(&l.pool)?;
                 let pg = shoal_placement::pg_of(pool, &l.object);
-                let primary = *shoal_placement::pg_up_osds(&map, pool, pg).first()?;
+                let primary = shoal_placement::pg_primary(&map, pool, pg)?;
                 (primary != l.osd || l.peer.is_closed()).then(|| (*cookie, l.pool, l.object.clone(), primary))
             })
             .collect();
@@ -497,10 +503,7 @@ impl IoCtx {
     fn primary_of(&self, pg: shoal_types::PgId) -> Result<OsdId> {
         let map = self.rados.map();
         let pool = map.pool(self.pool.id)?;
-        shoal_placement::pg_up_osds(&map, pool, pg)
-            .first()
-            .copied()
-            .ok_or_else(|| err::not_connected(format!("pg {pg} has no OSD up")))
+        shoal_placement::pg_primary(&map, pool, pg).ok_or_else(|| err::not_connected(format!("pg {pg} has no OSD up")))
     }
 
     /// Returns once the cluster map no longer makes `osd` the primary of `pg`: a call

@@ -68,6 +68,14 @@ pub enum MapChange {
     },
     /// Remove an erasure-code profile.
     RemoveErasureProfile(String),
+    /// A primary asks that PGs be led by another OSD of their acting set (`Some`) or by
+    /// placement's primary again (`None`): applied to each PG `osd` still leads.
+    PrimaryTemp {
+        /// The asking primary.
+        osd: OsdId,
+        /// The PGs and who should lead each.
+        pgs: Vec<(PgId, Option<OsdId>)>,
+    },
 }
 
 /// Applies `change` to `map`; the epoch increases when the map changes. Returns the reply
@@ -112,12 +120,31 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
         MapChange::PgsActivated { osd, pgs } => {
             for (pg, active) in pgs {
                 let current = map.pools.get(&pg.pool).filter(|pool| pg.seed < pool.pg_num).is_some_and(|pool| {
-                    let acting = shoal_placement::pg_acting(map, pool, *pg);
-                    shoal_placement::acting_primary(&acting) == Some(*osd) && acting == active.acting
+                    shoal_placement::pg_primary(map, pool, *pg) == Some(*osd)
+                        && shoal_placement::pg_acting(map, pool, *pg) == active.acting
                 });
                 let newest = map.pg_active.get(pg).is_none_or(|old| old.interval <= active.interval);
                 if current && newest {
                     map.pg_active.insert(*pg, active.clone());
+                }
+            }
+            Reply::Done
+        }
+        MapChange::PrimaryTemp { osd, pgs } => {
+            for (pg, lead) in pgs {
+                let Some(pool) = map.pools.get(&pg.pool).filter(|pool| pg.seed < pool.pg_num) else { continue };
+                if shoal_placement::pg_primary(map, pool, *pg) != Some(*osd) {
+                    continue;
+                }
+                let acting = shoal_placement::pg_acting(map, pool, *pg);
+                match lead {
+                    Some(lead) if *lead != OsdId::NONE && acting.contains(lead) => {
+                        map.primary_temp.insert(*pg, *lead);
+                    }
+                    Some(_) => {}
+                    None => {
+                        map.primary_temp.remove(pg);
+                    }
                 }
             }
             Reply::Done
@@ -153,6 +180,42 @@ mod tests {
         assert!(map.osds[&OsdId(0)].is_in, "an OSD the monitor marked out comes back in");
         let e = apply(&mut map, &MapChange::ConfigRm { who: "osd".into(), key: "x".into() }).unwrap_err();
         assert_eq!(e.errno, shoal_types::Errno::NotFound);
+    }
+
+    #[test]
+    fn only_the_primary_hands_its_pg_to_a_member_of_the_acting_set_and_back() {
+        let mut map = OsdMap::default();
+        for id in 0..4 {
+            let entry = OsdEntry { host: format!("h{id}"), ..entry(&format!("a{id}")) };
+            apply(&mut map, &MapChange::OsdBoot { id: OsdId(id), entry, back_in: false }).unwrap();
+        }
+        let spec = PoolSpec { name: "p".into(), pg_num: 1, size: 3, min_size: 2 };
+        apply(&mut map, &MapChange::CreatePool(spec)).unwrap();
+        let pool = map.pools[&shoal_types::PoolId(1)].clone();
+        let pg = PgId { pool: pool.id, seed: 0 };
+        let up = shoal_placement::pg_up_osds(&map, &pool, pg);
+        let (primary, second) = (up[0], up[1]);
+        let outsider = (0..4).map(OsdId).find(|o| !up.contains(o)).unwrap();
+        let lead = |osd, lead| MapChange::PrimaryTemp { osd, pgs: vec![(pg, lead)] };
+        let epoch = map.epoch;
+        apply(&mut map, &lead(second, Some(second))).unwrap();
+        apply(&mut map, &lead(primary, Some(outsider))).unwrap();
+        assert_eq!((map.primary_temp.len(), map.epoch), (0, epoch), "not the primary; not in the acting set");
+        apply(&mut map, &lead(primary, Some(second))).unwrap();
+        assert_eq!(shoal_placement::pg_primary(&map, &pool, pg), Some(second));
+        let acting = shoal_placement::pg_up_osds(&map, &pool, pg);
+        assert_eq!(
+            acting,
+            [vec![second, primary], up[2..].to_vec()].concat(),
+            "the leader first, then placement's order"
+        );
+        apply(&mut map, &lead(primary, None)).unwrap();
+        assert_eq!(map.primary_temp[&pg], second, "only the leader hands the PG back");
+        // The leader down: placement's primary leads again, and the entry stays until cleared.
+        map.osds.get_mut(&second).unwrap().up = false;
+        assert_eq!(shoal_placement::pg_primary(&map, &pool, pg), Some(primary));
+        apply(&mut map, &lead(primary, None)).unwrap();
+        assert!(map.primary_temp.is_empty());
     }
 
     #[test]

@@ -188,6 +188,7 @@ impl Monitor {
             MapCommand::ConfigRm { who, key } => MapChange::ConfigRm { who, key },
             MapCommand::SetOsdIn { id, is_in } => MapChange::SetOsdIn { id, is_in },
             MapCommand::PgsActivated { osd, pgs } => MapChange::PgsActivated { osd, pgs },
+            MapCommand::PrimaryTemp { osd, pgs } => MapChange::PrimaryTemp { osd, pgs },
             MapCommand::CreateErasurePool(spec) => MapChange::CreateErasurePool(spec),
             MapCommand::SetErasureProfile { name, profile, force } => {
                 MapChange::SetErasureProfile { name, profile, force }
@@ -348,10 +349,14 @@ fn current_stats(map: &OsdMap, reports: &HashMap<OsdId, Vec<PgStat>>) -> Vec<PgS
         let pool = map.pools.get(&s.pg.pool).filter(|pool| s.pg.seed < pool.pg_num);
         pool.is_some_and(|pool| s.acting == shoal_placement::pg_up_osds(map, pool, s.pg))
     };
+    let leads = |osd: &OsdId, s: &PgStat| {
+        let pool = map.pools.get(&s.pg.pool);
+        pool.is_some_and(|pool| shoal_placement::pg_primary(map, pool, s.pg) == Some(*osd))
+    };
     let mut stats: Vec<PgStat> = reports
         .iter()
         .filter(|(osd, _)| map.osds.get(osd).is_some_and(|o| o.up))
-        .flat_map(|(osd, stats)| stats.iter().filter(move |s| s.acting.first() == Some(osd)))
+        .flat_map(|(osd, stats)| stats.iter().filter(move |s| leads(osd, s)))
         .filter(|s| current(s))
         .cloned()
         .collect();

@@ -145,20 +145,49 @@ pub trait PgRegistry: Send + Sync + 'static {
         osd: OsdId,
         pgs: Vec<(PgId, ActiveInterval)>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Arc<OsdMap>>> + Send + '_>>;
+
+    /// Asks that PGs `osd` leads be led by another OSD of their acting set, or by
+    /// placement's primary again (`None`); returns the map afterwards.
+    fn primary_temp(
+        &self,
+        osd: OsdId,
+        pgs: Vec<(PgId, Option<OsdId>)>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Arc<OsdMap>>> + Send + '_>>;
 }
 
-/// Carries the shards' registrations to `registry`, all those waiting in one request, and
-/// each answer back to the shard of its PG.
-async fn record_activations(
+/// What the shards ask of the monitors.
+pub(crate) enum MonRequest {
+    /// Record an activation; the answer goes back to the PG's shard.
+    Register(Registration),
+    /// Change who leads a PG; the answer is the next map.
+    PrimaryTemp(PgId, Option<OsdId>),
+}
+
+/// Carries the shards' requests to `registry`, all those waiting in one request of each
+/// kind, and each registration's answer back to the shard of its PG.
+async fn ask_monitors(
     me: OsdId,
     registry: Arc<dyn PgRegistry>,
-    mut requests: mpsc::UnboundedReceiver<Registration>,
+    mut requests: mpsc::UnboundedReceiver<MonRequest>,
     shards: Vec<mpsc::WeakUnboundedSender<Job>>,
 ) {
     while let Some(first) = requests.recv().await {
-        let mut batch = vec![first];
-        while let Ok(more) = requests.try_recv() {
-            batch.push(more);
+        let (mut batch, mut temps) = (Vec::new(), Vec::new());
+        let mut next = Some(first);
+        while let Some(request) = next {
+            match request {
+                MonRequest::Register(registration) => batch.push(registration),
+                MonRequest::PrimaryTemp(pg, lead) => temps.push((pg, lead)),
+            }
+            next = requests.try_recv().ok();
+        }
+        if !temps.is_empty()
+            && let Err(e) = registry.primary_temp(me, temps).await
+        {
+            tracing::info!(error = %e, "asking for primary_temp changes failed");
+        }
+        if batch.is_empty() {
+            continue;
         }
         let pgs = batch.iter().map(|r| (r.pg, r.active.clone())).collect();
         let map = registry.record(me, pgs).await;
@@ -227,7 +256,7 @@ impl Osd {
         let count = config.op_shards.max(1);
         let shards: Vec<_> = (0..count).map(|i| shard::start(i, count, ctx.clone())).collect();
         let weak = shards.iter().map(|s| s.downgrade()).collect();
-        tokio::spawn(record_activations(config.id, registry, registration_rx, weak));
+        tokio::spawn(ask_monitors(config.id, registry, registration_rx, weak));
         tokio::spawn(scrub_ticks(shards.iter().map(|s| s.downgrade()).collect()));
         // Every map change reaches every shard, which re-examines its PGs.
         let (mut changes, nudges) = (map.clone(), shards.iter().map(|s| s.downgrade()).collect::<Vec<_>>());

@@ -104,8 +104,8 @@ pub struct ShardContext {
     pub damage: Arc<shoal_pg_core::damage::Damage>,
     /// The OSD's scrubs.
     pub scrubs: Arc<shoal_pg_core::ScrubBoard>,
-    /// PG activations to record at the monitor.
-    pub registrations: mpsc::UnboundedSender<Registration>,
+    /// Requests for the monitors: activations to record, `primary_temp` changes.
+    pub(crate) registrations: mpsc::UnboundedSender<crate::MonRequest>,
 }
 
 /// Starts shard `index` of `shards`; it runs jobs until every sender is dropped.
@@ -225,7 +225,10 @@ impl Driver {
                     });
                 }
                 Action::Register(registration) => {
-                    let _ = self.ctx.registrations.send(registration);
+                    let _ = self.ctx.registrations.send(crate::MonRequest::Register(registration));
+                }
+                Action::PrimaryTemp { pg, lead } => {
+                    let _ = self.ctx.registrations.send(crate::MonRequest::PrimaryTemp(pg, lead));
                 }
                 Action::Count(Counted::ChecksumError) => self.ctx.counters.checksum_error(),
                 Action::Count(Counted::ReadRepaired) => self.ctx.counters.read_repaired(),

@@ -5,7 +5,7 @@
 
 mod erasure;
 
-use crate::peering::{self, Plan, Recovery};
+use crate::peering::{self, PeerPlan, Plan, Recovery};
 use crate::scrub::{Requested, Scrub};
 use crate::shard::{Action, Awaiting, Counted, Durable, Registration, Shard, Timer, TimerKind};
 use bytes::Bytes;
@@ -190,6 +190,10 @@ enum Stall {
     /// Peering starts again shortly: a peer failed to answer, or the PG is new here
     /// (`peering`).
     Retrying,
+    /// This primary is behind and asked the monitors to hand the PG to an up-to-date
+    /// member of its acting set meanwhile (`primary_temp`); the new map ends the interval
+    /// (`peering`).
+    HandingOver,
 }
 
 enum Pull {
@@ -320,7 +324,7 @@ impl<R> Primary<R> {
             Phase::Peering { .. }
             | Phase::SelfRecovery { .. }
             | Phase::Activating { .. }
-            | Phase::Blocked { stall: Stall::Retrying, .. } => {
+            | Phase::Blocked { stall: Stall::Retrying | Stall::HandingOver, .. } => {
                 state.insert(PgStateFlag::Peering);
             }
             Phase::Blocked { stall, .. } => {
@@ -397,13 +401,14 @@ impl<R> Shard<R> {
                     continue;
                 }
                 live.insert(pg);
-                let changed = self.intervals.get(&pg).is_none_or(|(_, old)| *old != up);
+                let primary = shoal_placement::pg_primary(&map, pool, pg);
+                let changed = self.intervals.get(&pg).is_none_or(|(_, old, led)| (old, *led) != (&up, primary));
                 if changed {
-                    self.intervals.insert(pg, (map.epoch, up.clone()));
+                    self.intervals.insert(pg, (map.epoch, up.clone(), primary));
                     self.drop_primary(pg, "the PG's acting set changed");
                     self.pgs.remove(&pg);
                     self.clear_class_cache();
-                    if shoal_placement::acting_primary(&up) == Some(me) {
+                    if primary == Some(me) {
                         let ec = match &pool.erasure {
                             Some(erasure) => match erasure::EcPrimary::new(erasure, self.config.store.chunk_size()) {
                                 Ok(ec) => Some(ec),
@@ -434,9 +439,10 @@ impl<R> Shard<R> {
                         self.start_peering(pg);
                     }
                 } else if self.primaries.get(&pg).is_some_and(|p| {
-                    // Blocked, or peering with a query out to an OSD the map now marks down
-                    // (a partitioned OSD never answers; waiting would last the whole timeout).
-                    matches!(p.phase, Phase::Blocked { .. })
+                    // Blocked (but not waiting for its handover), or peering with a query out
+                    // to an OSD the map now marks down (a partitioned OSD never answers;
+                    // waiting would last the whole timeout).
+                    matches!(&p.phase, Phase::Blocked { stall, .. } if *stall != Stall::HandingOver)
                         || matches!(&p.phase, Phase::Peering { outstanding, .. }
                             if outstanding.iter().any(|osd| !map.osds.get(osd).is_some_and(|o| o.up)))
                 }) {
@@ -509,6 +515,9 @@ impl<R> Shard<R> {
         let others: BTreeSet<OsdId> =
             self.map.osds.iter().filter(|(id, o)| o.up && **id != me).map(|(id, _)| *id).collect();
         p.phase = Phase::Peering { summaries: BTreeMap::from([(me, summary)]), outstanding: others.clone() };
+        // Fenced like the replicas it queries: a write of the previous primary still on
+        // its way here is refused, not applied behind the summary just read.
+        self.fence(pg, interval);
         self.schedule_retry(pg, PEERING_TIMEOUT);
         for osd in others {
             self.ask(pg, interval, osd, PeerRequest::Query { pg, interval }, Expect::Summary(osd));
@@ -633,6 +642,7 @@ impl<R> Shard<R> {
                     self.record_when_recovered(pg);
                     self.pump_recovery(pg);
                     self.remove_strays_if_clean(pg);
+                    self.release_lead_if_recovered(pg);
                 }
                 Err(e) => self.peer_failed(pg, "finishing recovery", e),
             },
@@ -732,6 +742,9 @@ impl<R> Shard<R> {
         let Some(mine) = plan.peers.get(&me).cloned() else { return };
         let auth_update = summaries.get(&plan.auth).map(|s| s.info.last_update).unwrap_or_default();
         if mine.recovery != Recovery::None || mine.keep_until != Some(auth_update) {
+            if self.hand_over(pg, &plan, summaries, auth_update) {
+                return;
+            }
             let Some(p) = self.primaries.get_mut(&pg) else { return };
             let interval = p.interval;
             tracing::info!(%pg, auth = %plan.auth, "primary is behind; recovering from the authority");
@@ -751,6 +764,33 @@ impl<R> Shard<R> {
             tracing::error!(%pg, error = %e, "activation failed");
             self.restart_later(pg);
         }
+    }
+
+    /// This primary is behind `head`: if its copy lacks objects (not only divergent
+    /// entries to undo) and another member of the acting set is complete and at `head`,
+    /// asks the monitors to let that one lead (`primary_temp`, as Ceph's peering does), so
+    /// that the PG serves while this copy is recovered rather than after. Whether it asked.
+    fn hand_over(&mut self, pg: PgId, plan: &Plan, summaries: &BTreeMap<OsdId, PgSummary>, head: EVersion) -> bool {
+        let me = self.config.me;
+        if plan.peers.get(&me).is_none_or(|mine| mine.recovery == Recovery::None) {
+            return false;
+        }
+        let Some(p) = self.primaries.get_mut(&pg) else { return false };
+        let up_to_date = PeerPlan { keep_until: Some(head), recovery: Recovery::None };
+        let lead = p.acting.iter().copied().find(|osd| {
+            *osd != me
+                && *osd != OsdId::NONE
+                && plan.peers.get(osd) == Some(&up_to_date)
+                && summaries.get(osd).is_some_and(|s| s.info.complete && s.info.last_update == head)
+        });
+        let Some(lead) = lead.filter(|_| plan.stray_sources.is_empty() && !plan.serve_after_recovery) else {
+            return false;
+        };
+        tracing::info!(%pg, %lead, "primary is behind; asking the monitors to let an up-to-date copy lead");
+        p.phase = Phase::Blocked { reason: format!("handing over to {lead}"), stall: Stall::HandingOver };
+        self.emit(Action::PrimaryTemp { pg, lead: Some(lead) });
+        self.schedule_retry(pg, RETRY_DELAY);
+        true
     }
 
     /// First step of the primary's own recovery: adopt the authority's log, marked
@@ -1016,6 +1056,7 @@ impl<R> Shard<R> {
         self.pump_recovery(pg);
         self.record_when_recovered(pg);
         self.remove_strays_if_clean(pg);
+        self.release_lead_if_recovered(pg);
     }
 
     /// Runs the operations that waited for the PG, in order; those that must still wait
@@ -1038,6 +1079,16 @@ impl<R> Shard<R> {
         let (interval, strays) = (p.interval, std::mem::take(&mut p.strays));
         for osd in strays {
             self.ask(pg, interval, osd, PeerRequest::RemovePg { pg, interval }, Expect::StrayRemoved(osd));
+        }
+    }
+
+    /// Once every member of the acting set is recovered, placement's primary can lead
+    /// again: asks the monitors to drop the PG's `primary_temp`, if it has one.
+    fn release_lead_if_recovered(&mut self, pg: PgId) {
+        let Some(p) = self.primaries.get(&pg) else { return };
+        if matches!(p.phase, Phase::Active) && p.recovery.is_empty() && self.map.primary_temp.contains_key(&pg) {
+            tracing::info!(%pg, "recovered; handing the PG back to placement's primary");
+            self.emit(Action::PrimaryTemp { pg, lead: None });
         }
     }
 

@@ -154,6 +154,15 @@ pub enum Action<R> {
     /// Ask the monitor to record an activation; feed its answer back as
     /// [`Input::Registered`].
     Register(Registration),
+    /// Ask the monitor that `lead` lead the PG in place of placement's primary while that
+    /// one is brought up to date (`None`: placement's primary again). The answer is a
+    /// newer map, or none: the primary asks again when it peers again.
+    PrimaryTemp {
+        /// The PG.
+        pg: PgId,
+        /// Who should lead it.
+        lead: Option<OsdId>,
+    },
     /// Count something in the OSD's counters.
     Count(Counted),
 }
@@ -226,8 +235,9 @@ pub struct Shard<R> {
     /// The map the PGs were last examined under.
     pub(crate) map: Arc<OsdMap>,
     pub(crate) pgs: BTreeMap<PgId, PgState>,
-    /// Per PG this OSD serves: the up set and the epoch it became so.
-    pub(crate) intervals: BTreeMap<PgId, (u64, Vec<OsdId>)>,
+    /// Per PG this OSD serves: the epoch its interval started at, its acting set and
+    /// primary.
+    pub(crate) intervals: BTreeMap<PgId, (u64, Vec<OsdId>, Option<OsdId>)>,
     /// PGs this OSD is primary of.
     pub(crate) primaries: BTreeMap<PgId, Primary<R>>,
     /// Per PG, the newest interval whose primary has queried this OSD.
@@ -527,8 +537,7 @@ impl<R> Shard<R> {
         match request {
             PeerRequest::Ping { .. } => Ok((0, Reply::Done)),
             PeerRequest::Query { pg, interval } => {
-                let fence = self.fences.entry(pg).or_default();
-                *fence = (*fence).max(interval);
+                self.fence(pg, interval);
                 // A newer interval's primary is peering: this one, whose map has not caught
                 // up, stops acknowledging writes (alone, no replica's fence would stop it).
                 if self.primaries.get(&pg).is_some_and(|p| p.interval() < interval) {
@@ -647,6 +656,12 @@ impl<R> Shard<R> {
                 Ok((self.last_seq, Reply::Chunks { onode, chunks: store.chunks(&key, first, end)? }))
             }
         }
+    }
+
+    /// From now on, requests from the primaries of intervals before `interval` are refused.
+    pub(crate) fn fence(&mut self, pg: PgId, interval: u64) {
+        let fence = self.fences.entry(pg).or_default();
+        *fence = (*fence).max(interval);
     }
 
     /// Whether this copy is a stray (not of a PG mapped here, nor activated in `interval`)

@@ -230,16 +230,30 @@ impl Topology {
     }
 }
 
-/// The OSDs that serve a PG under `map`, primary first: placement's choice minus OSDs that
-/// are down. For an erasure-coded pool, the OSDs of the shards that are up, in shard order
-/// (its primary is the lowest shard up, as in Ceph).
+/// The OSDs that serve a PG under `map`: placement's choice minus OSDs that are down. For a
+/// replicated pool primary first ([`pg_primary`]); for an erasure-coded pool the OSDs of the
+/// shards that are up, in shard order.
 pub fn pg_up_osds(map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<OsdId> {
     if pool.erasure.is_some() {
         return pg_up_shards(map, pool, pg).into_iter().flatten().collect();
     }
     let mut osds = Topology::from_map(map).pg_to_osds(pool, pg);
     osds.retain(|o| map.osds.get(o).is_some_and(|e| e.up));
+    if let Some(at) = map.primary_temp.get(&pg).and_then(|temp| osds.iter().position(|o| o == temp)) {
+        osds[..=at].rotate_right(1);
+    }
     osds
+}
+
+/// The primary of a PG under `map`: the OSD the map's `primary_temp` names while it is in
+/// the acting set, else placement's first OSD up (for an erasure-coded pool the lowest
+/// shard up, as in Ceph).
+pub fn pg_primary(map: &OsdMap, pool: &Pool, pg: PgId) -> Option<OsdId> {
+    let acting = pg_acting(map, pool, pg);
+    match map.primary_temp.get(&pg) {
+        Some(temp) if acting.contains(temp) => Some(*temp),
+        _ => acting_primary(&acting),
+    }
 }
 
 /// A PG's acting set under `map` as its primary runs it: for a replicated pool the OSDs up,
@@ -252,8 +266,9 @@ pub fn pg_acting(map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<OsdId> {
     }
 }
 
-/// The primary of an acting set from [`pg_acting`]: its first OSD.
-pub fn acting_primary(acting: &[OsdId]) -> Option<OsdId> {
+/// Placement's primary of an acting set from [`pg_acting`], `primary_temp` aside: its first
+/// OSD.
+fn acting_primary(acting: &[OsdId]) -> Option<OsdId> {
     acting.iter().copied().find(|o| *o != OsdId::NONE)
 }
 

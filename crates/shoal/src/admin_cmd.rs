@@ -418,8 +418,8 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
             if pg.seed >= pool.pg_num {
                 return Err(err::not_found(format!("pool '{}' has {} pgs: no pg {pg}", pool.name, pool.pg_num)));
             }
-            let up = shoal_placement::pg_up_osds(&map, pool, pg);
-            let primary = *up.first().ok_or_else(|| err::again(format!("pg {pg} has no OSD up")))?;
+            let primary = shoal_placement::pg_primary(&map, pool, pg)
+                .ok_or_else(|| err::again(format!("pg {pg} has no OSD up")))?;
             let before = last_scrub(rados, primary, pg).await?;
             let answer = rados.tell_osd(primary, &format!("{verb} {pg}")).await?;
             let told: serde_json::Value = serde_json::from_str(&answer).map_err(|e| err::io(e.to_string()))?;

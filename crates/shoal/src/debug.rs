@@ -195,16 +195,13 @@ async fn corrupt(
 ) -> Result<()> {
     let map = session.rados.refresh_map().await?;
     let spec = map.pool_named(pool)?;
-    let up = shoal_placement::pg_up_osds(
-        &map,
-        spec,
-        shoal_placement::pg_of(spec, &shoal_types::ObjectName::new("", object)),
-    );
+    let pg = shoal_placement::pg_of(spec, &shoal_types::ObjectName::new("", object));
+    let primary = shoal_placement::pg_primary(&map, spec, pg);
     let target = match osd {
         Some(id) => shoal_types::OsdId(id),
-        None => *up.first().ok_or_else(|| err::again(format!("no OSD is up for {pool}/{object}")))?,
+        None => primary.ok_or_else(|| err::again(format!("no OSD is up for {pool}/{object}")))?,
     };
-    let role = if up.first() == Some(&target) { "primary" } else { "replica" };
+    let role = if primary == Some(target) { "primary" } else { "replica" };
     let verb = if rewrite { "injectrewrite" } else { "injectdataerr" };
     session.rados.tell_osd(target, &format!("{verb} {pool} {object} {chunk}")).await?;
     print_line(format_args!("corrupted chunk {chunk} of {pool}/{object} on {target} ({role})"))

@@ -146,8 +146,8 @@ async fn request_deep_scrubs(rados: Rados, keep: Arc<AtomicBool>) -> Result<()> 
         let pool = map.pool_named(POOL)?.clone();
         for seed in 0..pool.pg_num {
             let pg = PgId { pool: pool.id, seed };
-            if let Some(primary) = shoal_placement::pg_up_osds(&map, &pool, pg).first() {
-                rados.tell_osd(*primary, &format!("deep-scrub {pg}")).await?;
+            if let Some(primary) = shoal_placement::pg_primary(&map, &pool, pg) {
+                rados.tell_osd(primary, &format!("deep-scrub {pg}")).await?;
             }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;

@@ -512,7 +512,7 @@ async fn deep_scrub_all(rados: &Rados) -> Result<Vec<String>> {
     for pool in map.pools.values() {
         for seed in 0..pool.pg_num {
             let pg = PgId { pool: pool.id, seed };
-            let Some(primary) = shoal_placement::pg_up_osds(&map, pool, pg).first().copied() else { continue };
+            let Some(primary) = shoal_placement::pg_primary(&map, pool, pg) else { continue };
             let before = last_scrub(rados, primary, pg).await?.map_or(0, |r| r["deep_scrubs"].as_u64().unwrap_or(0));
             rados.tell_osd(primary, &format!("deep-scrub {pg}")).await?;
             waiting.insert(pg, (primary, before));

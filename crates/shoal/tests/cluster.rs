@@ -242,7 +242,7 @@ fn an_osd_marked_out_is_backfilled_onto_the_others() {
         .iter()
         .find(|n| {
             let pg = shoal_placement::pg_of(&pool, &ObjectName::new("", n.as_str()));
-            shoal_placement::pg_up_osds(&map, &pool, pg).first() == Some(&victim)
+            shoal_placement::pg_primary(&map, &pool, pg) == Some(victim)
         })
         .expect("an object whose primary is osd.2")
         .clone();
@@ -499,7 +499,7 @@ fn a_stopped_primary_does_not_hang_its_clients() {
         let map = rados.map();
         let pool = map.pools.values().find(|p| p.name == pool).unwrap();
         let pg = shoal_placement::pg_of(pool, &ObjectName::new(String::new(), "obj"));
-        shoal_placement::pg_up_osds(&map, pool, pg)[0]
+        shoal_placement::pg_primary(&map, pool, pg).unwrap()
     };
     let primary = primary_of(POOL);
     let stopped = cluster.pid(&primary.to_string());
@@ -555,7 +555,7 @@ fn an_osd_whose_wal_sync_fails_exits_and_its_pgs_move_on() {
     let map = rados.map();
     let pool = map.pool_named(POOL).unwrap();
     let pg = shoal_placement::pg_of(pool, &ObjectName::new(String::new(), "obj"));
-    let primary = shoal_placement::pg_up_osds(&map, pool, pg)[0];
+    let primary = shoal_placement::pg_primary(&map, pool, pg).unwrap();
     let pid = cluster.pid(&primary.to_string());
     ok(&conf, &["tell", &primary.to_string(), "inject", "wal-sync-failure"]);
     // The write whose sync fails is not answered as failed: the client resends it to the

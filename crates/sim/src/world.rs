@@ -106,6 +106,7 @@ enum Msg {
     Failure { reporter: OsdId, target: OsdId },
     Register { osd: OsdId, registration: Registration },
     Registered { registration: Registration, recorded: bool },
+    PrimaryTemp { osd: OsdId, pg: PgId, lead: Option<OsdId> },
 }
 
 enum Event {
@@ -528,6 +529,9 @@ impl World {
             Action::Register(registration) => {
                 self.send(Node::Osd(id), Node::Mon, Msg::Register { osd: id, registration })
             }
+            Action::PrimaryTemp { pg, lead } => {
+                self.send(Node::Osd(id), Node::Mon, Msg::PrimaryTemp { osd: id, pg, lead })
+            }
             Action::Count(_) => {}
         }
     }
@@ -684,6 +688,10 @@ impl World {
                 let recorded = self.map.pg_active.get(&pg) == Some(&active);
                 tracing::debug!(%pg, %osd, interval = active.interval, recorded, epoch = self.map.epoch, "activation");
                 self.send(Node::Mon, Node::Osd(osd), Msg::Registered { registration, recorded });
+            }
+            (Node::Mon, Msg::PrimaryTemp { osd, pg, lead }) => {
+                self.change(MapChange::PrimaryTemp { osd, pgs: vec![(pg, lead)] });
+                tracing::debug!(%pg, %osd, ?lead, epoch = self.map.epoch, "primary_temp");
             }
             (Node::Osd(id), Msg::Registered { registration, recorded }) => {
                 self.step(id, Input::Registered { registration, recorded })
@@ -910,7 +918,7 @@ impl World {
         let Some(out) = self.clients.get_mut(c as usize).and_then(|c| c.outstanding.as_mut()) else { return };
         let Ok(pool_entry) = self.map.pool(pool) else { return };
         let pg = shoal_placement::pg_of(pool_entry, &out.object);
-        let Some(primary) = shoal_placement::pg_up_osds(&self.map, pool_entry, pg).first().copied() else {
+        let Some(primary) = shoal_placement::pg_primary(&self.map, pool_entry, pg) else {
             out.rid = 0;
             return;
         };

@@ -109,20 +109,70 @@ pub struct OsdMap {
     /// Erasure-code profiles by name (`default` is there unless set otherwise).
     #[serde(default)]
     pub erasure_profiles: BTreeMap<String, ErasureProfile>,
+    /// Per PG, the OSD that leads it in place of placement's primary while that one is
+    /// brought up to date (Ceph's `primary_temp`): used only while it is in the acting set.
+    #[serde(default, with = "crate::encoding::map_as_pairs")]
+    pub primary_temp: BTreeMap<PgId, OsdId>,
 }
 
 impl crate::Versioned for OsdMap {
     const NAME: &'static str = "osd map";
-    const VERSION: u8 = 4;
+    const VERSION: u8 = 5;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<crate::Result<Self>> {
-        let v3 = match version {
-            1 => crate::encoding::decode_body::<v1::OsdMap>("osd map v1", body).map(|m| v2::OsdMap::from(m).into()),
-            2 => crate::encoding::decode_body::<v2::OsdMap>("osd map v2", body).map(v3::OsdMap::from),
-            3 => crate::encoding::decode_body::<v3::OsdMap>("osd map v3", body),
+        let v4 = match version {
+            1 => crate::encoding::decode_body::<v1::OsdMap>("osd map v1", body)
+                .map(|m| v4::OsdMap::from(v3::OsdMap::from(v2::OsdMap::from(m)))),
+            2 => crate::encoding::decode_body::<v2::OsdMap>("osd map v2", body)
+                .map(|m| v4::OsdMap::from(v3::OsdMap::from(m))),
+            3 => crate::encoding::decode_body::<v3::OsdMap>("osd map v3", body).map(v4::OsdMap::from),
+            4 => crate::encoding::decode_body::<v4::OsdMap>("osd map v4", body),
             _ => return None,
         };
-        Some(v3.map(OsdMap::from))
+        Some(v4.map(OsdMap::from))
+    }
+}
+
+/// Version 4 of the map, before `primary_temp`.
+pub mod v4 {
+    use super::{ActiveInterval, ErasureProfile, OsdEntry, Pool};
+    use crate::ids::{OsdId, PgId, PoolId};
+    use serde::{Deserialize, Serialize};
+    use std::collections::BTreeMap;
+
+    /// The map as version 4 stored it.
+    #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct OsdMap {
+        /// Epoch.
+        pub epoch: u64,
+        /// Next pool id.
+        pub next_pool_id: u64,
+        /// Pools.
+        pub pools: BTreeMap<PoolId, Pool>,
+        /// OSDs.
+        pub osds: BTreeMap<OsdId, OsdEntry>,
+        /// Central configuration.
+        pub config: BTreeMap<String, BTreeMap<String, String>>,
+        /// Activated intervals.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub pg_active: BTreeMap<PgId, ActiveInterval>,
+        /// Erasure-code profiles.
+        pub erasure_profiles: BTreeMap<String, ErasureProfile>,
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        fn from(old: OsdMap) -> Self {
+            super::OsdMap {
+                epoch: old.epoch,
+                next_pool_id: old.next_pool_id,
+                pools: old.pools,
+                osds: old.osds,
+                config: old.config,
+                pg_active: old.pg_active,
+                erasure_profiles: old.erasure_profiles,
+                primary_temp: BTreeMap::new(),
+            }
+        }
     }
 }
 
@@ -166,7 +216,7 @@ pub mod v3 {
         pub pg_active: BTreeMap<PgId, ActiveInterval>,
     }
 
-    impl From<OsdMap> for super::OsdMap {
+    impl From<OsdMap> for super::v4::OsdMap {
         fn from(old: OsdMap) -> Self {
             let pools = old
                 .pools
@@ -183,7 +233,7 @@ pub mod v3 {
                     (id, pool)
                 })
                 .collect();
-            super::OsdMap {
+            super::v4::OsdMap {
                 epoch: old.epoch,
                 next_pool_id: old.next_pool_id,
                 pools,
@@ -402,6 +452,7 @@ impl OsdMap {
         let id = self.pool_named(name)?.id;
         self.epoch += 1;
         self.pg_active.retain(|pg, _| pg.pool != id);
+        self.primary_temp.retain(|pg, _| pg.pool != id);
         self.pools.remove(&id).ok_or_else(|| crate::error::err::not_found(format!("pool '{name}' does not exist")))
     }
 }
@@ -458,7 +509,7 @@ mod tests {
     }
 
     #[test]
-    fn version_4_has_golden_bytes() {
+    fn version_5_has_golden_bytes() {
         use crate::Versioned;
         let mut map = OsdMap { epoch: 1, ..OsdMap::default() };
         let profile = ErasureProfile { k: 4, m: 2, stripe_unit: 4096, ..ErasureProfile::default() };
@@ -471,14 +522,19 @@ mod tests {
             allow_overwrites: true,
         };
         map.create_erasure(&spec).unwrap();
-        // Version 4, epoch 3, next pool 2, one pool: 1 → id 1, "ec", 1 PG, size 6, min_size 5,
+        // Version 5, epoch 3, next pool 2, one pool: 1 → id 1, "ec", 1 PG, size 6, min_size 5,
         // erasure: Some("p42", 4+2, stripe unit 4096 (varint 0x80 0x20), host, overwrites);
-        // no OSDs, options or activations; one profile "p42".
+        // no OSDs, options or activations; one profile "p42"; PG 1.0 led by osd.3.
+        map.primary_temp.insert(PgId { pool: PoolId(1), seed: 0 }, OsdId(3));
         let pool = [1, 1, 1, 2, b'e', b'c', 1, 6, 5, 1, 3, b'p', b'4', b'2', 4, 2, 0x80, 0x20, 0, 1];
         let profile = [1, 3, b'p', b'4', b'2', 4, 2, 0x80, 0x20, 0];
-        let expected: Vec<u8> = [&[4, 3, 2][..], &pool, &[0, 0, 0], &profile].concat();
+        let expected: Vec<u8> = [&[5, 3, 2][..], &pool, &[0, 0, 0], &profile, &[1, 1, 0, 3]].concat();
         assert_eq!(map.encode(), expected);
         assert_eq!(OsdMap::decode(&map.encode()).unwrap(), map);
+        // Version 4 ended at the profiles.
+        let v4: Vec<u8> = [&[4, 3, 2][..], &pool, &[0, 0, 0], &profile].concat();
+        let old = OsdMap::decode(&v4).unwrap();
+        assert_eq!(old, OsdMap { primary_temp: BTreeMap::new(), ..map.clone() });
         // The monitors' Raft log keeps maps as JSON, which takes no structured keys; older
         // JSON maps have no profiles and no pool erasure.
         let json = serde_json::to_vec(&map).unwrap();

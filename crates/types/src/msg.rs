@@ -575,6 +575,14 @@ pub enum MapCommand {
         /// The address that refused.
         addr: String,
     },
+    /// Primaries ask that these PGs be led by another OSD of their acting set while
+    /// placement's primary is brought up to date, or (`None`) by placement's primary again.
+    PrimaryTemp {
+        /// The asking primary.
+        osd: OsdId,
+        /// The PGs and who should lead each.
+        pgs: Vec<(PgId, Option<OsdId>)>,
+    },
 }
 
 #[cfg(test)]
@@ -648,6 +656,18 @@ mod tests {
         // Reply (1), tid 4, Err (1), Errno::ConnectionRefused (19, appended), "x".
         let refused = Message::Reply { tid: 4, reply: Err(crate::err::connection_refused("x")) };
         assert_eq!(refused.encode(), [1, 1, 4, 1, 19, 1, b'x']);
+    }
+
+    #[test]
+    fn a_primary_temp_request_has_golden_bytes() {
+        // Request (0), tid 4, Request::Map (6), PrimaryTemp (17), osd 5, two PGs: 1.2 led
+        // by osd.3, 1.4 by placement's primary again.
+        let pgs = vec![
+            (PgId { pool: crate::PoolId(1), seed: 2 }, Some(OsdId(3))),
+            (PgId { pool: crate::PoolId(1), seed: 4 }, None),
+        ];
+        let msg = Message::Request { tid: 4, request: Request::Map(MapCommand::PrimaryTemp { osd: OsdId(5), pgs }) };
+        assert_eq!(msg.encode(), [1, 0, 4, 6, 17, 5, 2, 1, 2, 1, 3, 1, 4, 0]);
     }
 
     #[test]

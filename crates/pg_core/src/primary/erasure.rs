@@ -346,6 +346,9 @@ impl<R> Shard<R> {
             }
             return;
         }
+        if self.hand_over(pg, &plan, summaries, head) {
+            return;
+        }
         let Some(p) = self.primaries.get_mut(&pg) else { return };
         let interval = p.interval;
         tracing::info!(%pg, auth = %plan.auth, %head, "primary's shard is behind; taking the authoritative log");
