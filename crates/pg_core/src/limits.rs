@@ -27,6 +27,10 @@ pub struct Limits {
     /// PGs, shared evenly by its op shards (`osd_recovery_max_active`, default 10: Ceph's
     /// value for solid-state OSDs).
     pub recovery_max_active: usize,
+    /// The same while the OSD serves clients (a client operation reached its op shard in
+    /// the last second): recovery yields to them (`osd_recovery_max_active_with_clients`,
+    /// default 3: Ceph's value for hard disks; at most `recovery_max_active`).
+    pub recovery_max_active_with_clients: usize,
     /// Pause after each recovery operation before its slot takes the next
     /// (`osd_recovery_sleep`, default 0).
     pub recovery_sleep: Duration,
@@ -84,6 +88,7 @@ impl Default for Limits {
             max_omap_entries_per_request: 1024,
             max_ops_per_request: 256,
             recovery_max_active: 10,
+            recovery_max_active_with_clients: 3,
             recovery_sleep: Duration::ZERO,
             scrub: ScrubLimits::default(),
         }

@@ -29,6 +29,21 @@ const RETRY_DELAY: Duration = Duration::from_secs(1);
 /// Client operations queued per PG while it peers; later ones are answered EAGAIN (the
 /// client resends after a pause).
 const MAX_WAITING_OPS: usize = 1024;
+/// A shard that received a client operation this recently serves clients: its recovery
+/// takes fewer slots.
+const CLIENTS_RECENT: Duration = Duration::from_secs(1);
+
+/// Recovery operations one of `shards` op shards may run at `now_ns`: its part of
+/// `recovery_max_active`, or of `recovery_max_active_with_clients` if a client operation
+/// arrived within [`CLIENTS_RECENT`] (a clock that jumped counts as no recent operation).
+fn recovery_slots(limits: &crate::Limits, shards: usize, last_client_op_ns: Option<u64>, now_ns: u64) -> usize {
+    let recent = last_client_op_ns.is_some_and(|at| now_ns.abs_diff(at) < CLIENTS_RECENT.as_nanos() as u64);
+    let active = match recent {
+        true => limits.recovery_max_active_with_clients.min(limits.recovery_max_active),
+        false => limits.recovery_max_active,
+    };
+    active.div_ceil(shards.max(1)).max(1)
+}
 /// How long peering may take before it starts over (a peer that never answers).
 const PEERING_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -1105,6 +1120,7 @@ impl<R> Shard<R> {
 
     /// Runs a client operation on an active primary; queues it while the PG peers.
     pub(crate) fn client_op(&mut self, op: OsdOp, caller: ClientId, reply: R) {
+        self.last_client_op_ns = Some(self.now_ns);
         self.serve_op(op, caller, reply, false);
     }
 
@@ -1314,9 +1330,10 @@ impl<R> Shard<R> {
     }
 
     /// Whether this shard runs as many recovery operations as it may: its part of the
-    /// OSD's `osd_recovery_max_active`, shared by all its PGs.
+    /// OSD's `osd_recovery_max_active`, shared by all its PGs, or of
+    /// `osd_recovery_max_active_with_clients` while clients use it.
     pub(crate) fn recovery_slots_taken(&self) -> bool {
-        let slots = self.limits.recovery_max_active.div_ceil(self.config.shards.max(1)).max(1);
+        let slots = recovery_slots(&self.limits, self.config.shards, self.last_client_op_ns, self.now_ns);
         self.primaries.values().map(|p| p.pushes_in_flight).sum::<usize>() >= slots
     }
 
@@ -1504,5 +1521,27 @@ fn fail_all<R>(p: &mut Primary<R>, pg: PgId, why: &str, out: &mut Vec<Action<R>>
     fail_in_flight(p, why, out);
     for (_, _, to) in p.waiting.drain(..) {
         out.push(Action::Reply { to, after: 0, value: Err(err::again(format!("pg {pg}: {why}"))) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recovery_yields_slots_to_clients_for_a_second_after_their_last_operation() {
+        let limits = crate::Limits::default();
+        let second = 1_000_000_000u64;
+        let now = 3600 * second;
+        // Two op shards share the OSD's 10 slots, or its 3 while clients are served.
+        assert_eq!(recovery_slots(&limits, 2, None, now), 5);
+        assert_eq!(recovery_slots(&limits, 2, Some(now - second / 2), now), 2);
+        assert_eq!(recovery_slots(&limits, 2, Some(now - 2 * second), now), 5);
+        // A clock that jumped back ten minutes does not hold recovery back that long.
+        assert_eq!(recovery_slots(&limits, 2, Some(now + 600 * second), now), 5);
+        // Never more slots with clients than without, never none.
+        let few = crate::Limits { recovery_max_active: 2, recovery_max_active_with_clients: 8, ..limits };
+        assert_eq!(recovery_slots(&few, 1, Some(now), now), 2);
+        assert_eq!(recovery_slots(&few, 4, Some(now), now), 1);
     }
 }

@@ -249,6 +249,8 @@ pub struct Shard<R> {
     pub(crate) last_seq: u64,
     /// The time of the input being handled, ns since the epoch.
     pub(crate) now_ns: u64,
+    /// When the last client operation arrived (recovery yields while clients are served).
+    pub(crate) last_client_op_ns: Option<u64>,
     /// Actions of the input being handled.
     pub(crate) out: Vec<Action<R>>,
     /// Deliberate bugs; only a simulator build can switch them on.
@@ -278,6 +280,7 @@ impl<R> Shard<R> {
             class_cache: BTreeMap::new(),
             last_seq: 0,
             now_ns: 0,
+            last_client_op_ns: None,
             out: Vec::new(),
             flaws: crate::Flaws::default(),
         }

@@ -28,6 +28,7 @@ pub const LIVE_OPTIONS: &[&str] = &[
     "osd_max_omap_entries_per_request",
     "osd_max_ops_per_request",
     "osd_recovery_max_active",
+    "osd_recovery_max_active_with_clients",
     "osd_recovery_sleep",
     "osd_scrub_min_interval",
     "osd_scrub_max_interval",
@@ -119,6 +120,11 @@ pub const OPTIONS: &[OptionSpec] = &[
         name: "osd_recovery_max_active",
         default: "10",
         help: "recovery operations (pushes, shard rebuilds) an OSD runs at once over all its PGs",
+    },
+    OptionSpec {
+        name: "osd_recovery_max_active_with_clients",
+        default: "3",
+        help: "the same while the OSD serves clients (a client operation in the last second): recovery yields to them",
     },
     OptionSpec {
         name: "osd_recovery_sleep",
@@ -605,6 +611,7 @@ impl Config {
                 as u32,
             max_ops_per_request: usize_of("osd_max_ops_per_request")?,
             recovery_max_active: usize_of("osd_recovery_max_active")?.max(1),
+            recovery_max_active_with_clients: usize_of("osd_recovery_max_active_with_clients")?.max(1),
             recovery_sleep: self.seconds("osd_recovery_sleep")?,
             scrub: ScrubLimits {
                 min_interval: self.seconds("osd_scrub_min_interval")?,

@@ -609,7 +609,8 @@ fn objects_larger_than_a_message_recover_in_parts() {
         (pgs.lines().filter(|l| l.contains(" active+clean")).count() == 1).then_some(())
     });
     assert!(clean.is_some(), "recovery of {replica} did not finish:\n{}", ok(&conf, &["pg", "dump"]));
-    // The primary away while the objects are rewritten: back, it pulls them in parts.
+    // The primary away while the objects are rewritten: back, it hands the PG to a replica
+    // that has them (primary_temp), receives them in parts, and leads again once it does.
     let primary = acting[0].to_string();
     let args = cmdline(cluster.pid(&primary));
     kill9(cluster.pid(&primary));
@@ -618,15 +619,16 @@ fn objects_larger_than_a_message_recover_in_parts() {
         runtime.block_on(io.write_full(name, big(i))).unwrap();
     }
     restarted.restart(&cluster, &primary, &args);
+    let pg = shoal_types::PgId { pool: pool.id, seed: 0 };
     let clean = wait_for(|| {
         let map = runtime.block_on(rados.refresh_map()).ok()?;
         let pgs = ok(&conf, &["pg", "dump"]);
-        let back = map.osds.get(&acting[0]).is_some_and(|o| o.up);
-        (back && pgs.lines().filter(|l| l.contains(" active+clean")).count() == 1).then_some(())
+        let leads = shoal_placement::pg_primary(&map, &pool, pg) == Some(acting[0]) && map.primary_temp.is_empty();
+        (leads && pgs.lines().filter(|l| l.contains(" active+clean")).count() == 1).then_some(())
     });
     assert!(clean.is_some(), "recovery of {primary} did not finish:\n{}", ok(&conf, &["pg", "dump"]));
     let log = std::fs::read_to_string(cluster.path().join(format!("{primary}.restarted.log"))).unwrap();
-    assert!(log.contains("recovering from the authority"), "{primary} did not pull what it missed:\n{log}");
+    assert!(log.contains("let an up-to-date copy lead"), "{primary} did not hand its PG over:\n{log}");
     for (i, name) in names.iter().take(6).enumerate() {
         assert!(runtime.block_on(io.read_full(name)).unwrap() == big(i), "{name}");
     }

@@ -460,6 +460,8 @@ impl World {
         };
         let limits = Limits {
             recovery_max_active: self.scenario.recovery_max_active,
+            // Not drawn: a seed keeps its schedule from before the option.
+            recovery_max_active_with_clients: self.scenario.recovery_max_active,
             recovery_sleep: self.scenario.recovery_sleep,
             ..Limits::default()
         };
