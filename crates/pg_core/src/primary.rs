@@ -32,6 +32,8 @@ const MAX_WAITING_OPS: usize = 1024;
 /// A shard that received a client operation this recently serves clients: its recovery
 /// takes fewer slots.
 const CLIENTS_RECENT: Duration = Duration::from_secs(1);
+/// How long peering may take before it starts over (a peer that never answers).
+const PEERING_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Recovery operations one of `shards` op shards may run at `now_ns`: its part of
 /// `recovery_max_active`, or of `recovery_max_active_with_clients` if a client operation
@@ -44,8 +46,6 @@ fn recovery_slots(limits: &crate::Limits, shards: usize, last_client_op_ns: Opti
     };
     active.div_ceil(shards.max(1)).max(1)
 }
-/// How long peering may take before it starts over (a peer that never answers).
-const PEERING_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The outcome of something a primary started.
 pub(crate) enum Event<R> {
@@ -367,7 +367,10 @@ impl<R> Primary<R> {
                         state.extend([PgStateFlag::Recovering, PgStateFlag::Degraded]);
                     }
                 }
-                if self.recovery.is_empty() && self.up_count() >= size {
+                // Led through `primary_temp`: clean only once placement's primary leads again.
+                if map.primary_temp.get(&pg).is_some_and(|lead| self.acting.contains(lead)) {
+                    state.insert(PgStateFlag::Remapped);
+                } else if self.recovery.is_empty() && self.up_count() >= size {
                     state.insert(PgStateFlag::Clean);
                 }
                 if let Some(scrub) = &self.scrub {

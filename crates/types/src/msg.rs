@@ -805,6 +805,7 @@ mod tests {
         // postcard writes a unit variant as its index: the earlier flags keep theirs.
         let flags = [crate::PgStateFlag::Active, crate::PgStateFlag::Incomplete, crate::PgStateFlag::Inconsistent];
         assert_eq!(postcard::to_allocvec(&flags).unwrap(), [0, 8, 9]);
+        assert_eq!(postcard::to_allocvec(&[crate::PgStateFlag::Remapped]).unwrap(), [12], "remapped, appended");
     }
 
     proptest::proptest! {

@@ -168,6 +168,9 @@ pub enum PgStateFlag {
     Scrubbing,
     /// The scrub reads every byte (`scrubbing+deep`; appended).
     Deep,
+    /// Led through the map's `primary_temp` rather than by placement's primary, which is
+    /// being recovered or about to lead again: not clean yet (appended).
+    Remapped,
 }
 
 impl PgStateFlag {
@@ -186,6 +189,7 @@ impl PgStateFlag {
             PgStateFlag::Inconsistent => "inconsistent",
             PgStateFlag::Scrubbing => "scrubbing",
             PgStateFlag::Deep => "deep",
+            PgStateFlag::Remapped => "remapped",
         }
     }
 }
