@@ -120,8 +120,8 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
         MapChange::PgsActivated { osd, pgs } => {
             for (pg, active) in pgs {
                 let current = map.pools.get(&pg.pool).filter(|pool| pg.seed < pool.pg_num).is_some_and(|pool| {
-                    shoal_placement::pg_primary(map, pool, *pg) == Some(*osd)
-                        && shoal_placement::pg_acting(map, pool, *pg) == active.acting
+                    let acting = shoal_placement::pg_acting(map, pool, *pg);
+                    shoal_placement::acting_primary(map, *pg, &acting) == Some(*osd) && acting == active.acting
                 });
                 let newest = map.pg_active.get(pg).is_none_or(|old| old.interval <= active.interval);
                 if current && newest {
@@ -133,10 +133,10 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
         MapChange::PrimaryTemp { osd, pgs } => {
             for (pg, lead) in pgs {
                 let Some(pool) = map.pools.get(&pg.pool).filter(|pool| pg.seed < pool.pg_num) else { continue };
-                if shoal_placement::pg_primary(map, pool, *pg) != Some(*osd) {
+                let acting = shoal_placement::pg_acting(map, pool, *pg);
+                if shoal_placement::acting_primary(map, *pg, &acting) != Some(*osd) {
                     continue;
                 }
-                let acting = shoal_placement::pg_acting(map, pool, *pg);
                 match lead {
                     Some(lead) if *lead != OsdId::NONE && acting.contains(lead) => {
                         map.primary_temp.insert(*pg, *lead);

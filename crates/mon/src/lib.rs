@@ -345,19 +345,17 @@ impl Monitor {
 /// OSD went down or came back) is stale, and its PG stays unreported until its primary
 /// reports again.
 fn current_stats(map: &OsdMap, reports: &HashMap<OsdId, Vec<PgStat>>) -> Vec<PgStat> {
-    let current = |s: &PgStat| {
+    let current = |osd: &OsdId, s: &PgStat| {
         let pool = map.pools.get(&s.pg.pool).filter(|pool| s.pg.seed < pool.pg_num);
-        pool.is_some_and(|pool| s.acting == shoal_placement::pg_up_osds(map, pool, s.pg))
-    };
-    let leads = |osd: &OsdId, s: &PgStat| {
-        let pool = map.pools.get(&s.pg.pool);
-        pool.is_some_and(|pool| shoal_placement::pg_primary(map, pool, s.pg) == Some(*osd))
+        pool.is_some_and(|pool| {
+            let acting = shoal_placement::pg_up_osds(map, pool, s.pg);
+            shoal_placement::acting_primary(map, s.pg, &acting) == Some(*osd) && s.acting == acting
+        })
     };
     let mut stats: Vec<PgStat> = reports
         .iter()
         .filter(|(osd, _)| map.osds.get(osd).is_some_and(|o| o.up))
-        .flat_map(|(osd, stats)| stats.iter().filter(move |s| leads(osd, s)))
-        .filter(|s| current(s))
+        .flat_map(|(osd, stats)| stats.iter().filter(move |s| current(osd, s)))
         .cloned()
         .collect();
     stats.sort_by_key(|s| s.pg);

@@ -234,9 +234,9 @@ impl Osd {
         // (their queues close); the process exits without waiting for them.
         let committer = committer::start(store.clone(), durability.clone());
         let (limits, limits_rx) = watch::channel(Arc::new(config.limits.clone()));
-        let (registrations, registration_rx) = mpsc::unbounded_channel();
+        let (mon_requests, mon_request_rx) = mpsc::unbounded_channel();
         let ctx = ShardContext {
-            registrations,
+            mon_requests,
             me: config.id,
             stopping: stopping.clone(),
             peers: peers::PeerNet::new(config.id, network, map.clone(), runtime.clone()),
@@ -256,7 +256,7 @@ impl Osd {
         let count = config.op_shards.max(1);
         let shards: Vec<_> = (0..count).map(|i| shard::start(i, count, ctx.clone())).collect();
         let weak = shards.iter().map(|s| s.downgrade()).collect();
-        tokio::spawn(ask_monitors(config.id, registry, registration_rx, weak));
+        tokio::spawn(ask_monitors(config.id, registry, mon_request_rx, weak));
         tokio::spawn(scrub_ticks(shards.iter().map(|s| s.downgrade()).collect()));
         // Every map change reaches every shard, which re-examines its PGs.
         let (mut changes, nudges) = (map.clone(), shards.iter().map(|s| s.downgrade()).collect::<Vec<_>>());

@@ -105,7 +105,7 @@ pub struct ShardContext {
     /// The OSD's scrubs.
     pub scrubs: Arc<shoal_pg_core::ScrubBoard>,
     /// Requests for the monitors: activations to record, `primary_temp` changes.
-    pub(crate) registrations: mpsc::UnboundedSender<crate::MonRequest>,
+    pub(crate) mon_requests: mpsc::UnboundedSender<crate::MonRequest>,
 }
 
 /// Starts shard `index` of `shards`; it runs jobs until every sender is dropped.
@@ -225,10 +225,10 @@ impl Driver {
                     });
                 }
                 Action::Register(registration) => {
-                    let _ = self.ctx.registrations.send(crate::MonRequest::Register(registration));
+                    let _ = self.ctx.mon_requests.send(crate::MonRequest::Register(registration));
                 }
                 Action::PrimaryTemp { pg, lead } => {
-                    let _ = self.ctx.registrations.send(crate::MonRequest::PrimaryTemp(pg, lead));
+                    let _ = self.ctx.mon_requests.send(crate::MonRequest::PrimaryTemp(pg, lead));
                 }
                 Action::Count(Counted::ChecksumError) => self.ctx.counters.checksum_error(),
                 Action::Count(Counted::ReadRepaired) => self.ctx.counters.read_repaired(),

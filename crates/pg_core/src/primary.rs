@@ -368,7 +368,7 @@ impl<R> Primary<R> {
                     }
                 }
                 // Led through `primary_temp`: clean only once placement's primary leads again.
-                if map.primary_temp.get(&pg).is_some_and(|lead| self.acting.contains(lead)) {
+                if shoal_placement::temp_primary(map, pg, &self.acting).is_some() {
                     state.insert(PgStateFlag::Remapped);
                 } else if self.recovery.is_empty() && self.up_count() >= size {
                     state.insert(PgStateFlag::Clean);
@@ -419,7 +419,7 @@ impl<R> Shard<R> {
                     continue;
                 }
                 live.insert(pg);
-                let primary = shoal_placement::pg_primary(&map, pool, pg);
+                let primary = shoal_placement::acting_primary(&map, pg, &up);
                 let changed = self.intervals.get(&pg).is_none_or(|(_, old, led)| (old, *led) != (&up, primary));
                 if changed {
                     self.intervals.insert(pg, (map.epoch, up.clone(), primary));

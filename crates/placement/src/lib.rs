@@ -249,11 +249,18 @@ pub fn pg_up_osds(map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<OsdId> {
 /// the acting set, else placement's first OSD up (for an erasure-coded pool the lowest
 /// shard up, as in Ceph).
 pub fn pg_primary(map: &OsdMap, pool: &Pool, pg: PgId) -> Option<OsdId> {
-    let acting = pg_acting(map, pool, pg);
-    match map.primary_temp.get(&pg) {
-        Some(temp) if acting.contains(temp) => Some(*temp),
-        _ => acting_primary(&acting),
-    }
+    acting_primary(map, pg, &pg_acting(map, pool, pg))
+}
+
+/// [`pg_primary`] for a PG whose acting set (from [`pg_acting`] or [`pg_up_osds`]) is known.
+pub fn acting_primary(map: &OsdMap, pg: PgId, acting: &[OsdId]) -> Option<OsdId> {
+    temp_primary(map, pg, acting).or_else(|| acting.iter().copied().find(|o| *o != OsdId::NONE))
+}
+
+/// The OSD the map's `primary_temp` makes lead `pg` in place of placement's primary, if it
+/// is in `acting` (otherwise the entry does not apply).
+pub fn temp_primary(map: &OsdMap, pg: PgId, acting: &[OsdId]) -> Option<OsdId> {
+    map.primary_temp.get(&pg).copied().filter(|temp| acting.contains(temp))
 }
 
 /// A PG's acting set under `map` as its primary runs it: for a replicated pool the OSDs up,
@@ -264,12 +271,6 @@ pub fn pg_acting(map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<OsdId> {
         Some(_) => pg_up_shards(map, pool, pg).into_iter().map(|o| o.unwrap_or(OsdId::NONE)).collect(),
         None => pg_up_osds(map, pool, pg),
     }
-}
-
-/// Placement's primary of an acting set from [`pg_acting`], `primary_temp` aside: its first
-/// OSD.
-fn acting_primary(acting: &[OsdId]) -> Option<OsdId> {
-    acting.iter().copied().find(|o| *o != OsdId::NONE)
 }
 
 /// The OSD serving each shard of an erasure-coded PG under `map` (a replicated pool's
