@@ -295,6 +295,9 @@ impl Collector for StoreCollector {
             kv.write_amplification(),
         )?;
         Self::gauge(e, "kv_live", "Bytes RocksDB's files take", bytes, kv.live_bytes as f64)?;
+        Self::gauge(e, "kv_memtables", "Bytes of memory RocksDB's memtables hold", bytes, kv.memtable_bytes as f64)?;
+        let readers = "Bytes of memory RocksDB's file indexes and filters hold outside the cache";
+        Self::gauge(e, "kv_table_readers", readers, bytes, kv.table_reader_bytes as f64)?;
         Self::counter(e, "data_written", "Bytes written to the data device", bytes, space.written)?;
         Self::counter(e, "data_syncs", "Data device syncs", None, space.syncs)?;
         Self::gauge(e, "data_device", "Size of the data device", bytes, space.device as f64)?;

@@ -53,7 +53,7 @@ pub enum BatchOp {
 pub type Batch = Vec<BatchOp>;
 
 /// Counters of what the engine did since it was opened (writes for write-amplification
-/// figures, stalls, background work, cache hits), and the space it uses now.
+/// figures, stalls, background work, cache hits), and the space and memory it uses now.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KvStats {
     /// Bytes of keys and values handed to the engine.
@@ -86,6 +86,10 @@ pub struct KvStats {
     pub memtable_misses: u64,
     /// Bytes the engine's files take now (SST and blob files), all column families.
     pub live_bytes: u64,
+    /// Bytes of memory the memtables hold now (active, immutable and pinned).
+    pub memtable_bytes: u64,
+    /// Bytes of memory the open files' indexes and filters hold now, outside the cache.
+    pub table_reader_bytes: u64,
 }
 
 impl KvStats {
@@ -116,6 +120,8 @@ impl KvStats {
             memtable_hits: d(self.memtable_hits, before.memtable_hits),
             memtable_misses: d(self.memtable_misses, before.memtable_misses),
             live_bytes: self.live_bytes,
+            memtable_bytes: self.memtable_bytes,
+            table_reader_bytes: self.table_reader_bytes,
         }
     }
 }

@@ -113,15 +113,15 @@ impl RocksKv {
         drop(db);
     }
 
-    /// Bytes of live SST and blob files over every column family.
-    fn live_bytes(&self) -> u64 {
+    /// The sum over every column family of the integer properties `names`.
+    fn sum_of(&self, names: &[&str]) -> u64 {
         let Ok(db) = self.db() else { return 0 };
         let mut total = 0;
         for cf in Cf::ALL {
             let Ok(handle) = db.cf(cf) else { continue };
-            let sst = db.get().property_int_value_cf(handle, rocksdb::properties::LIVE_SST_FILES_SIZE);
-            let blob = db.get().property_int_value_cf(handle, "rocksdb.live-blob-file-size");
-            total += sst.ok().flatten().unwrap_or(0) + blob.ok().flatten().unwrap_or(0);
+            for name in names {
+                total += db.get().property_int_value_cf(handle, *name).ok().flatten().unwrap_or(0);
+            }
         }
         total
     }
@@ -214,7 +214,9 @@ impl KvEngine for RocksKv {
             block_cache_misses: o.get_ticker_count(Ticker::BlockCacheMiss),
             memtable_hits: o.get_ticker_count(Ticker::MemtableHit),
             memtable_misses: o.get_ticker_count(Ticker::MemtableMiss),
-            live_bytes: self.live_bytes(),
+            live_bytes: self.sum_of(&["rocksdb.live-sst-files-size", "rocksdb.live-blob-file-size"]),
+            memtable_bytes: self.sum_of(&["rocksdb.size-all-mem-tables"]),
+            table_reader_bytes: self.sum_of(&["rocksdb.estimate-table-readers-mem"]),
         }
     }
 }
@@ -269,6 +271,7 @@ mod tests {
         assert!(s.wal_bytes >= s.user_bytes_written, "{s:?}");
         assert!(s.wal_syncs >= 100, "{s:?}");
         assert!(s.write_amplification() >= 1.0);
+        assert!(s.memtable_bytes >= 100 * 4096, "the writes sit in a memtable: {s:?}");
         kv.close();
         assert_eq!(kv.get(Cf::Data, b"x").unwrap_err().errno, shoal_types::Errno::Io, "closed stores refuse work");
         let reopened = RocksKv::open(dir.path(), DEFAULT_OPTIONS).unwrap();
