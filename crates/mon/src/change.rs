@@ -150,10 +150,46 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
             Reply::Done
         }
     };
+    if map.osds != before.osds {
+        prime_primary_temp(&before, map);
+    }
     if *map != before {
         map.epoch += 1;
     }
     Ok(reply)
+}
+
+/// Where a change of OSDs would make an OSD that was not in a PG's acting set lead it
+/// (one booting, or one placement newly chose), keeps a member of the previous acting set
+/// leading through `primary_temp`, as Ceph primes `pg_temp` in the same map
+/// (`mon_osd_prime_pg_temp`): the newcomer holds an old copy or none, and would otherwise
+/// peer, find itself behind and hand the PG over, a second round without service. The
+/// leader hands the PG back once every member is recovered.
+fn prime_primary_temp(before: &OsdMap, map: &mut OsdMap) {
+    let mut primed = Vec::new();
+    for pool in map.pools.values() {
+        for seed in 0..pool.pg_num {
+            let pg = PgId { pool: pool.id, seed };
+            if !map.pg_active.contains_key(&pg) {
+                continue; // never active: no copy to keep
+            }
+            let (old, new) = (shoal_placement::pg_acting(before, pool, pg), shoal_placement::pg_acting(map, pool, pg));
+            if shoal_placement::acting_primary(map, pg, &new).is_none_or(|lead| old.contains(&lead)) {
+                continue;
+            }
+            // A member keeps its copy if it serves the same shard (any position when replicated).
+            let keeps = |osd: &OsdId| match pool.erasure {
+                Some(_) => old.iter().zip(&new).any(|(o, n)| o == osd && n == osd),
+                None => new.contains(osd),
+            };
+            let old_primary = shoal_placement::acting_primary(before, pg, &old);
+            let lead = old_primary.into_iter().chain(old.iter().copied()).find(|o| *o != OsdId::NONE && keeps(o));
+            if let Some(lead) = lead {
+                primed.push((pg, lead));
+            }
+        }
+    }
+    map.primary_temp.extend(primed);
 }
 
 #[cfg(test)]
@@ -216,6 +252,56 @@ mod tests {
         assert_eq!(shoal_placement::pg_primary(&map, &pool, pg), Some(primary));
         apply(&mut map, &lead(primary, None)).unwrap();
         assert!(map.primary_temp.is_empty());
+    }
+
+    #[test]
+    fn an_osd_that_joins_an_acting_set_does_not_lead_it_before_it_is_recovered() {
+        let mut map = OsdMap::default();
+        let boot = |map: &mut OsdMap, id: u32| {
+            let entry = OsdEntry { host: format!("h{id}"), ..entry(&format!("a{id}")) };
+            apply(map, &MapChange::OsdBoot { id: OsdId(id), entry, back_in: false }).unwrap();
+        };
+        (0..3).for_each(|id| boot(&mut map, id));
+        let spec = PoolSpec { name: "p".into(), pg_num: 32, size: 3, min_size: 2 };
+        apply(&mut map, &MapChange::CreatePool(spec)).unwrap();
+        let pool = map.pools[&shoal_types::PoolId(1)].clone();
+        let pgs: Vec<_> = (0..pool.pg_num).map(|seed| PgId { pool: pool.id, seed }).collect();
+        let leaders =
+            |map: &OsdMap| pgs.iter().map(|pg| shoal_placement::pg_primary(map, &pool, *pg)).collect::<Vec<_>>();
+        // The first half of the PGs were active; the others never were.
+        for pg in &pgs[..16] {
+            let acting = shoal_placement::pg_acting(&map, &pool, *pg);
+            let interval = ActiveInterval { interval: map.epoch, acting: acting.clone() };
+            apply(&mut map, &MapChange::PgsActivated { osd: acting[0], pgs: vec![(*pg, interval)] }).unwrap();
+        }
+        let before = leaders(&map);
+        let old_acting: Vec<_> = pgs.iter().map(|pg| shoal_placement::pg_acting(&map, &pool, *pg)).collect();
+        boot(&mut map, 3);
+        let after = leaders(&map);
+        let unprimed = OsdMap { primary_temp: Default::default(), ..map.clone() };
+        let (active, idle): (Vec<PgId>, Vec<PgId>) = pgs
+            .iter()
+            .filter(|pg| shoal_placement::pg_acting(&unprimed, &pool, **pg)[0] == OsdId(3))
+            .partition(|pg| pg.seed < 16);
+        assert!(!active.is_empty() && !idle.is_empty(), "osd.3 is placement's primary of both kinds of PG");
+        for pg in active {
+            let (i, acting) = (pg.seed as usize, shoal_placement::pg_acting(&map, &pool, pg));
+            let kept = before[i].filter(|old| acting.contains(old));
+            let lead = after[i].unwrap();
+            assert!(kept.is_none_or(|old| old == lead), "{pg}: its old primary keeps leading while in the acting set");
+            assert!(
+                old_acting[i].contains(&lead) && acting.contains(&OsdId(3)),
+                "{pg}: an old member leads; osd.3 joins"
+            );
+        }
+        for pg in idle {
+            assert_eq!(after[pg.seed as usize], Some(OsdId(3)), "{pg}: never active, nothing to keep");
+        }
+        assert!(map.primary_temp.keys().all(|pg| pg.seed < 16), "only PGs that were active are primed");
+        // The leader hands a PG back once osd.3 is recovered.
+        let (pg, lead) = map.primary_temp.iter().map(|(pg, lead)| (*pg, *lead)).next().unwrap();
+        apply(&mut map, &MapChange::PrimaryTemp { osd: lead, pgs: vec![(pg, None)] }).unwrap();
+        assert_eq!(shoal_placement::pg_primary(&map, &pool, pg), Some(OsdId(3)));
     }
 
     #[test]

@@ -720,7 +720,8 @@ fn peer_request_pg(request: &PeerRequest) -> Option<PgId> {
         | PeerRequest::RecoveryDone { pg, .. }
         | PeerRequest::RemovePg { pg, .. }
         | PeerRequest::EcRead { pg, .. }
-        | PeerRequest::RollBack { pg, .. } => Some(*pg),
+        | PeerRequest::RollBack { pg, .. }
+        | PeerRequest::PushRebuilt { pg, .. } => Some(*pg),
         PeerRequest::Activate(a) => Some(a.pg),
         PeerRequest::RepOp(r) => Some(r.pg),
         PeerRequest::EcWrite(w) => Some(w.write.pg),

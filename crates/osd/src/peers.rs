@@ -23,7 +23,9 @@ fn queued_cost(request: &PeerRequest) -> usize {
     let payload = match request {
         PeerRequest::RepOp(rep) => rep.txn.len(),
         PeerRequest::EcWrite(ec) => ec.write.txn.len(),
-        PeerRequest::Push { txn, .. } | PeerRequest::PushAt { txn, .. } => txn.len(),
+        PeerRequest::Push { txn, .. } | PeerRequest::PushAt { txn, .. } | PeerRequest::PushRebuilt { txn, .. } => {
+            txn.len()
+        }
         _ => 0,
     };
     payload + 1024

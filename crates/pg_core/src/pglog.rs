@@ -11,7 +11,7 @@
 use shoal_store::{ObjectStore, Transaction, pg_log_key, pg_meta_key, pg_missing_key, pg_rollback_key};
 use shoal_types::msg::{Activate, OpReply};
 use shoal_types::pg::{EVersion, LogPoint, PgInfo, PgLogEntry, PgMissing, PgSummary};
-use shoal_types::{PgId, ReqId, Result, StepOutput, Versioned, err};
+use shoal_types::{ObjectName, PgId, ReqId, Result, StepOutput, Versioned, err};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
 /// Outputs larger than this (encoded) are not kept; a resend then gets the version only.
@@ -179,6 +179,16 @@ impl PgState {
         self.put_info(txn);
         if self.missing.take().is_some() {
             txn.delete_meta(&pg_missing_key(self.pg));
+        }
+    }
+
+    /// `object` was rebuilt whole on this incomplete copy: drops it from what the copy
+    /// lacks (in `txn`).
+    pub fn recovered(&mut self, txn: &mut Transaction, object: &ObjectName) {
+        if let Some(missing) = self.missing.as_mut()
+            && missing.objects.remove(object)
+        {
+            txn.put_meta(&pg_missing_key(self.pg), missing.encode());
         }
     }
 
@@ -353,6 +363,13 @@ mod tests {
         let kept = Some(EVersion { epoch: 3, version: 2 });
         let mut state = adopt(&mut state, &activate(kept, vec![write(3, "c")], false));
         assert_eq!(names(&state), ["b", "c", "divergent"]);
+        // An object rebuilt whole is no longer listed, after a reload too.
+        let mut txn = Transaction::new();
+        state.recovered(&mut txn, &ObjectName::new("", "c"));
+        store.commit(txn).unwrap();
+        assert_eq!(names(&state), ["b", "divergent"]);
+        let mut state = PgState::load(&store, pg, 10).unwrap();
+        assert_eq!(names(&state), ["b", "divergent"]);
         // Complete again: nothing is listed, in memory or after a reload.
         let mut txn = Transaction::new();
         state.mark_complete(&mut txn);

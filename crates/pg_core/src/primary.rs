@@ -32,6 +32,9 @@ const MAX_WAITING_OPS: usize = 1024;
 /// A shard that received a client operation this recently serves clients: its recovery
 /// takes fewer slots.
 const CLIENTS_RECENT: Duration = Duration::from_secs(1);
+/// How long a primary that handed its PG back waits for the map that ends its lead
+/// before it asks again.
+const HAND_BACK_RETRY: Duration = Duration::from_secs(5);
 /// How long peering may take before it starts over (a peer that never answers).
 const PEERING_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -69,12 +72,17 @@ pub(crate) enum Event<R> {
     Activated(OsdId, Result<()>),
     /// A replica applied a push.
     Pushed(OsdId, Result<()>),
+    /// A shard applied the last push of its copy of an object, rebuilt.
+    Rebuilt(OsdId, ObjectName, Result<()>),
     /// A replica is complete again.
     Recovered(OsdId, Result<()>),
     /// A stray copy was deleted (or could not be).
     StrayRemoved(OsdId, Result<()>),
     /// Time to peer again, unless peering restarted since (the round it was set in).
     Retry(u64),
+    /// Time to ask again that placement's primary lead, if the map still names this one
+    /// (the round it was set in): the request or the map that answers it may be lost.
+    HandBack(u64),
     /// A recovery operation's `osd_recovery_sleep` is over: its slot is free (the round
     /// it was set in).
     RecoverySlept(u64),
@@ -107,6 +115,8 @@ pub(crate) enum Expect<R> {
     Acked(OsdId, EVersion),
     Activated(OsdId),
     Pushed(OsdId),
+    /// The last push of a shard rebuilt for an object.
+    Rebuilt(OsdId, ObjectName),
     Recovered(OsdId),
     StrayRemoved(OsdId),
     /// A replica's copy for the operation waiting on a repair.
@@ -141,6 +151,7 @@ impl<R> Expect<R> {
             Expect::Acked(osd, at) => Event::Acked(osd, at, done(reply)),
             Expect::Activated(osd) => Event::Activated(osd, done(reply)),
             Expect::Pushed(osd) => Event::Pushed(osd, done(reply)),
+            Expect::Rebuilt(osd, object) => Event::Rebuilt(osd, object, done(reply)),
             Expect::Recovered(osd) => Event::Recovered(osd, done(reply)),
             Expect::StrayRemoved(osd) => Event::StrayRemoved(osd, done(reply)),
             Expect::RepairCopy(waiting) => Event::RepairCopy(waiting, reply.and_then(copies).map(|(txn, _)| txn)),
@@ -230,6 +241,9 @@ struct InFlight<R> {
 
 struct PeerRecovery {
     objects: VecDeque<ObjectName>,
+    /// Objects whose rebuilt shard was sent and not acknowledged yet: the shard still
+    /// lacks them (reads go elsewhere, writes wait).
+    pushing: BTreeSet<ObjectName>,
     /// An object pushed in parts, and where its next part starts.
     partial: Option<(ObjectKey, CopyResume)>,
     /// For a backfill: the last key pushed, and whether the PG is exhausted.
@@ -241,7 +255,14 @@ struct PeerRecovery {
 impl PeerRecovery {
     /// Copying `objects` (a recovery by log).
     fn log(objects: VecDeque<ObjectName>) -> PeerRecovery {
-        PeerRecovery { objects, partial: None, backfill: None, in_flight: 0, done_sent: false }
+        PeerRecovery {
+            objects,
+            pushing: BTreeSet::new(),
+            partial: None,
+            backfill: None,
+            in_flight: 0,
+            done_sent: false,
+        }
     }
 
     fn has_work(&self) -> bool {
@@ -622,24 +643,17 @@ impl<R> Shard<R> {
                 tracing::info!(%pg, "the monitor did not record the activation; peering again");
                 self.restart_later(pg);
             }
-            Event::Pushed(osd, result) => match result {
-                Ok(()) => {
-                    let sleep = self.limits.recovery_sleep;
-                    let Some(p) = self.primaries.get_mut(&pg) else { return };
-                    if let Some(r) = p.recovery.get_mut(&osd) {
-                        r.in_flight = r.in_flight.saturating_sub(1);
-                    }
-                    if sleep.is_zero() {
-                        self.release_recovery_slot(pg);
-                    } else {
-                        // The slot stays taken while the OSD sleeps.
-                        let timer = Timer { pg, interval: p.interval, round: p.round, kind: TimerKind::RecoverySleep };
-                        self.emit(Action::Timer { after: sleep, timer });
-                        self.pump_recovery(pg);
-                    }
+            Event::Pushed(osd, result) => self.pushed(pg, osd, result),
+            Event::Rebuilt(osd, object, result) => {
+                if result.is_ok()
+                    && let Some(r) = self.primaries.get_mut(&pg).and_then(|p| p.recovery.get_mut(&osd))
+                {
+                    r.pushing.remove(&object);
                 }
-                Err(e) => self.peer_failed(pg, "pushing objects", e),
-            },
+                self.pushed(pg, osd, result);
+                // Operations waiting for the object on that shard may go on.
+                self.resume_erasure(pg);
+            }
             Event::RecoverySlept(round) => {
                 if self.primaries.get(&pg).is_some_and(|p| p.round == round) {
                     self.release_recovery_slot(pg);
@@ -679,6 +693,11 @@ impl<R> Shard<R> {
                     self.scrub_page(pg);
                 }
             }
+            Event::HandBack(round) => {
+                if self.primaries.get(&pg).is_some_and(|p| p.round == round) {
+                    self.release_lead_if_recovered(pg);
+                }
+            }
             Event::Retry(round) => {
                 let stalled = |p: &Primary<R>| {
                     matches!(p.phase, Phase::Peering { .. } | Phase::Blocked { .. } | Phase::Activating { .. })
@@ -688,6 +707,26 @@ impl<R> Shard<R> {
                     self.start_peering(pg);
                 }
             }
+        }
+    }
+
+    /// A push was applied (its recovery slot is free, after `osd_recovery_sleep`), or not.
+    fn pushed(&mut self, pg: PgId, osd: OsdId, result: Result<()>) {
+        if let Err(e) = result {
+            return self.peer_failed(pg, "pushing objects", e);
+        }
+        let sleep = self.limits.recovery_sleep;
+        let Some(p) = self.primaries.get_mut(&pg) else { return };
+        if let Some(r) = p.recovery.get_mut(&osd) {
+            r.in_flight = r.in_flight.saturating_sub(1);
+        }
+        if sleep.is_zero() {
+            self.release_recovery_slot(pg);
+        } else {
+            // The slot stays taken while the OSD sleeps.
+            let timer = Timer { pg, interval: p.interval, round: p.round, kind: TimerKind::RecoverySleep };
+            self.emit(Action::Timer { after: sleep, timer });
+            self.pump_recovery(pg);
         }
     }
 
@@ -1002,6 +1041,7 @@ impl<R> Shard<R> {
                 Recovery::Log(objects) => Some(PeerRecovery::log(objects.into_iter().collect())),
                 Recovery::Backfill => Some(PeerRecovery {
                     objects: VecDeque::new(),
+                    pushing: BTreeSet::new(),
                     partial: None,
                     backfill: Some((None, false)),
                     in_flight: 0,
@@ -1105,8 +1145,10 @@ impl<R> Shard<R> {
     fn release_lead_if_recovered(&mut self, pg: PgId) {
         let Some(p) = self.primaries.get(&pg) else { return };
         if matches!(p.phase, Phase::Active) && p.recovery.is_empty() && self.map.primary_temp.contains_key(&pg) {
+            let timer = Timer { pg, interval: p.interval, round: p.round, kind: TimerKind::HandBack };
             tracing::info!(%pg, "recovered; handing the PG back to placement's primary");
             self.emit(Action::PrimaryTemp { pg, lead: None });
+            self.emit(Action::Timer { after: HAND_BACK_RETRY, timer });
         }
     }
 

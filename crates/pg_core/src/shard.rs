@@ -17,7 +17,7 @@ use shoal_objclass::{ClassRegistry, ClassState};
 use shoal_store::{CopyResume, ObjectKey, ObjectStore, Transaction};
 use shoal_types::msg::{EcWrite, OpReply, OsdOp, PeerRequest, PgListReply, PgListRequest, Reply};
 use shoal_types::pg::{EVersion, PgStat};
-use shoal_types::{ActiveInterval, ClientId, OsdId, OsdMap, PgId, Result, Versioned, err};
+use shoal_types::{ActiveInterval, ClientId, ObjectName, OsdId, OsdMap, PgId, Result, Versioned, err};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -218,6 +218,8 @@ pub(crate) enum TimerKind {
     Retry,
     /// A scrub's pause between pages.
     ScrubStep,
+    /// Asking again that placement's primary lead the PG.
+    HandBack,
     /// The pause after a recovery operation (`osd_recovery_sleep`) before its slot is
     /// free again.
     RecoverySleep,
@@ -346,6 +348,7 @@ impl<R> Shard<R> {
                 let event = match timer.kind {
                     TimerKind::Retry => Event::Retry(timer.round),
                     TimerKind::ScrubStep => Event::ScrubStep(timer.round),
+                    TimerKind::HandBack => Event::HandBack(timer.round),
                     TimerKind::RecoverySleep => Event::RecoverySlept(timer.round),
                 };
                 self.primary_event(timer.pg, timer.interval, event);
@@ -507,7 +510,15 @@ impl<R> Shard<R> {
     /// Applies pushed copies read when the primary's log reached `at`. A log behind `at`
     /// means a replicated write never arrived (its connection broke): the copies would hold
     /// that write while the log does not, so the push is refused and the primary peers again.
-    fn apply_push(&mut self, pg: PgId, interval: u64, at: Option<EVersion>, txn: &[u8]) -> Result<(u64, Reply)> {
+    /// A push that makes `whole` whole drops it from what the copy lacks.
+    fn apply_push(
+        &mut self,
+        pg: PgId,
+        interval: u64,
+        at: Option<EVersion>,
+        txn: &[u8],
+        whole: Option<&ObjectName>,
+    ) -> Result<(u64, Reply)> {
         self.check_interval(pg, interval, false)?;
         if let Some(at) = at {
             let last_update = self.pg(pg)?.info.last_update;
@@ -516,8 +527,11 @@ impl<R> Shard<R> {
                 return Err(err::again(missed));
             }
         }
-        let txn = Transaction::decode(txn)?;
-        tracing::debug!(%pg, interval, bytes = txn.bytes(), "applying a push");
+        let mut txn = Transaction::decode(txn)?;
+        tracing::debug!(%pg, interval, bytes = txn.bytes(), rebuilt = ?whole, "applying a push");
+        if let Some(object) = whole {
+            self.pg(pg)?.recovered(&mut txn, object);
+        }
         Ok((self.commit(pg, txn)?, Reply::Done))
     }
 
@@ -605,8 +619,11 @@ impl<R> Shard<R> {
                 self.clear_class_cache();
                 Ok((seq, Reply::Done))
             }
-            PeerRequest::Push { pg, interval, txn } => self.apply_push(pg, interval, None, &txn),
-            PeerRequest::PushAt { pg, interval, at, txn } => self.apply_push(pg, interval, Some(at), &txn),
+            PeerRequest::Push { pg, interval, txn } => self.apply_push(pg, interval, None, &txn, None),
+            PeerRequest::PushAt { pg, interval, at, txn } => self.apply_push(pg, interval, Some(at), &txn, None),
+            PeerRequest::PushRebuilt { pg, interval, at, object, txn } => {
+                self.apply_push(pg, interval, Some(at), &txn, Some(&object))
+            }
             PeerRequest::RecoveryDone { pg, interval } => {
                 self.check_interval(pg, interval, false)?;
                 tracing::debug!(%pg, interval, "recovered");

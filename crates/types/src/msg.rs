@@ -315,6 +315,21 @@ pub enum PeerRequest {
         /// The last write to keep.
         to: EVersion,
     },
+    /// A [`PeerRequest::PushAt`] of the last part of a shard rebuilt for `object`: the
+    /// shard holds the object whole again and drops it from what it lacks. Appended.
+    PushRebuilt {
+        /// The PG.
+        pg: PgId,
+        /// The interval.
+        interval: u64,
+        /// The primary's `last_update` when it read the chunks.
+        at: EVersion,
+        /// The object rebuilt.
+        object: ObjectName,
+        /// Encoded store transaction writing the shard's last part.
+        #[serde(with = "crate::encoding::shared_bytes")]
+        txn: Bytes,
+    },
 }
 
 /// A write to one shard of an erasure-coded PG: that shard's store transaction and the log
@@ -697,6 +712,11 @@ mod tests {
         let push = PeerRequest::PushAt { pg, interval: 9, at, txn: Bytes::from_static(&[7, 8]) };
         let msg = Message::Request { tid: 5, request: Request::Peer(push) };
         assert_eq!(msg.encode(), [1, 0, 5, 7, 12, 1, 2, 9, 9, 4, 2, 7, 8]);
+        // PeerRequest::PushRebuilt (17): the same, then object "o" (empty namespace).
+        let object = ObjectName { namespace: String::new(), name: "o".into() };
+        let push = PeerRequest::PushRebuilt { pg, interval: 9, at, object, txn: Bytes::from_static(&[7, 8]) };
+        let msg = Message::Request { tid: 5, request: Request::Peer(push) };
+        assert_eq!(msg.encode(), [1, 0, 5, 7, 17, 1, 2, 9, 9, 4, 0, 1, b'o', 2, 7, 8]);
     }
 
     #[test]

@@ -150,6 +150,7 @@ struct Gather<R> {
 fn lacks(p: &Primary<impl Sized>, osd: OsdId, object: &ObjectName, key: &ObjectKey) -> bool {
     p.recovery.get(&osd).is_some_and(|r| {
         r.objects.contains(object)
+            || r.pushing.contains(object)
             || r.backfill.as_ref().is_some_and(|(cursor, exhausted)| {
                 !exhausted && cursor.as_ref().is_none_or(|c| key.as_bytes() > c.as_bytes())
             })
@@ -439,6 +440,9 @@ impl<R> Shard<R> {
                 let object = op.op.object.clone();
                 self.start_gather(pg, object, Purpose::Op(op, gathered), first, end, None);
             }
+            Ok(Some(ExecutedEc::Done(EcOutcome::Write { .. }))) if self.rebuild_before_write(pg, &op.op.object) => {
+                return Some(op);
+            }
             Ok(Some(ExecutedEc::Done(EcOutcome::Write { reply, txns, touched, .. }))) => {
                 let value = Ok(Reply::Op(reply.clone()));
                 match self.write_erasure(pg, &op, reply, txns, touched) {
@@ -451,6 +455,30 @@ impl<R> Shard<R> {
             }
         }
         None
+    }
+
+    /// Whether a write to `object` must wait because another shard of the acting set lacks
+    /// the object (Ceph's `wait_for_degraded_object`): that shard would take the write on
+    /// a partial copy and still count as holding it. Starts rebuilding the object there
+    /// now, out of turn and beyond the recovery slots; the write runs again once the
+    /// shard acknowledged the rebuilt copy (or, if writes to the object are in flight,
+    /// once they complete).
+    fn rebuild_before_write(&mut self, pg: PgId, object: &ObjectName) -> bool {
+        let me = self.config.me;
+        let Some(p) = self.primaries.get_mut(&pg) else { return false };
+        let lacking =
+            |osd: &OsdId| p.recovery.get(osd).is_some_and(|r| r.objects.contains(object) || r.pushing.contains(object));
+        let Some(target) = p.acting.iter().copied().find(|o| *o != me && lacking(o)) else { return false };
+        let pushing = p.recovery.get(&target).is_some_and(|r| r.pushing.contains(object));
+        if pushing || p.inflight.values().any(|f| f.object == *object) {
+            return true;
+        }
+        if let Some(r) = p.recovery.get_mut(&target) {
+            r.objects.retain(|o| o != object);
+        }
+        tracing::debug!(%pg, %object, %target, "a write waits for the object's rebuild on a shard");
+        self.start_rebuild(pg, target, object.clone(), 0);
+        true
     }
 
     /// Whether a write to `object` is in flight.
@@ -803,10 +831,24 @@ impl<R> Shard<R> {
             return;
         }
         r.objects.remove(at);
-        r.in_flight += 1;
-        p.pushes_in_flight += 1;
-        let end = self.part_end(pg, 0);
-        self.start_gather(pg, object, Purpose::Rebuild { target: me }, 0, end, Some(me));
+        self.start_rebuild(pg, me, object, 0);
+    }
+
+    /// Starts rebuilding `target`'s shard of `object` from logical chunk `first` (one
+    /// part), counted as a recovery push in flight. At an empty head (nothing written, or
+    /// all of it rolled back) no object exists: the rebuild removes it, reading nothing.
+    fn start_rebuild(&mut self, pg: PgId, target: OsdId, object: ObjectName, first: u32) {
+        if let Some(p) = self.primaries.get_mut(&pg) {
+            p.pushes_in_flight += 1;
+            if let Some(r) = p.recovery.get_mut(&target) {
+                r.in_flight += 1;
+            }
+        }
+        if self.pgs.get(&pg).is_some_and(|state| state.info.last_update == EVersion::default()) {
+            return self.rebuilt(pg, object, target, None, first, BTreeMap::new());
+        }
+        let end = self.part_end(pg, first);
+        self.start_gather(pg, object, Purpose::Rebuild { target }, first, end, Some(target));
     }
 
     /// The primary's own shard holds more objects (one rebuilt, or its backfill past
@@ -852,14 +894,7 @@ impl<R> Shard<R> {
                     }
                 };
                 let Some(object) = next else { break };
-                if let Some(p) = self.primaries.get_mut(&pg) {
-                    p.pushes_in_flight += 1;
-                    if let Some(r) = p.recovery.get_mut(&target) {
-                        r.in_flight += 1;
-                    }
-                }
-                let end = self.part_end(pg, 0);
-                self.start_gather(pg, object, Purpose::Rebuild { target }, 0, end, Some(target));
+                self.start_rebuild(pg, target, object, 0);
             }
         }
         // A backfill that found nothing more to rebuild, with nothing in flight, is done.
@@ -941,7 +976,7 @@ impl<R> Shard<R> {
             (_, None) => Err(err::again(format!("{target} left the acting set"))),
         };
         let more = onode.as_ref().is_some_and(|o| o.size > u64::from(end) * ec.layout.logical_chunk());
-        let txn = match txn {
+        let mut txn = match txn {
             Ok(txn) => txn,
             Err(e) => {
                 tracing::error!(%pg, %object, %target, error = %e, "rebuilding a shard failed");
@@ -949,6 +984,9 @@ impl<R> Shard<R> {
             }
         };
         if target == me {
+            if !more && let Ok(state) = self.pg(pg) {
+                state.recovered(&mut txn, &object);
+            }
             if let Err(e) = self.commit(pg, txn) {
                 tracing::error!(%pg, %object, error = %e, "storing the rebuilt shard failed");
                 return self.restart_later(pg);
@@ -959,19 +997,21 @@ impl<R> Shard<R> {
             }
         } else {
             let at = self.pgs.get(&pg).map(|s| s.info.last_update).unwrap_or_default();
-            let push = PeerRequest::PushAt { pg, interval, at, txn: txn.encode().into() };
-            self.ask(pg, interval, target, push, Expect::Pushed(target));
+            let txn = txn.encode().into();
+            if more {
+                let push = PeerRequest::PushAt { pg, interval, at, txn };
+                self.ask(pg, interval, target, push, Expect::Pushed(target));
+            } else {
+                if let Some(r) = self.primaries.get_mut(&pg).and_then(|p| p.recovery.get_mut(&target)) {
+                    r.pushing.insert(object.clone());
+                }
+                let push = PeerRequest::PushRebuilt { pg, interval, at, object: object.clone(), txn };
+                self.ask(pg, interval, target, push, Expect::Rebuilt(target, object.clone()));
+            }
         }
         if more {
             // The next part keeps the object held, so no write comes between the parts.
-            if let Some(p) = self.primaries.get_mut(&pg) {
-                p.pushes_in_flight += 1;
-                if let Some(r) = p.recovery.get_mut(&target) {
-                    r.in_flight += 1;
-                }
-            }
-            let next_end = self.part_end(pg, end);
-            self.start_gather(pg, object, Purpose::Rebuild { target }, end, next_end, Some(target));
+            self.start_rebuild(pg, target, object, end);
         }
         if target == me {
             self.primary_event(pg, interval, Event::Pushed(me, Ok(())));
