@@ -984,10 +984,9 @@ impl<R> Shard<R> {
             }
         };
         if target == me {
-            if !more && let Ok(state) = self.pg(pg) {
-                state.recovered(&mut txn, &object);
-            }
-            if let Err(e) = self.commit(pg, txn) {
+            // Whole again: no longer among what the primary's own copy lacks.
+            let recorded = if more { Ok(()) } else { self.pg(pg).map(|state| state.recovered(&mut txn, &object)) };
+            if let Err(e) = recorded.and_then(|()| self.commit(pg, txn)) {
                 tracing::error!(%pg, %object, error = %e, "storing the rebuilt shard failed");
                 return self.restart_later(pg);
             }
