@@ -265,6 +265,12 @@ impl PeerRecovery {
         }
     }
 
+    /// Whether `object` is listed to rebuild on this OSD or its rebuilt copy is not
+    /// acknowledged yet (a backfill's uncopied keys aside).
+    fn lacks_listed(&self, object: &ObjectName) -> bool {
+        self.objects.contains(object) || self.pushing.contains(object)
+    }
+
     fn has_work(&self) -> bool {
         !self.objects.is_empty()
             || self.partial.is_some()

@@ -149,8 +149,7 @@ struct Gather<R> {
 /// Whether `osd` lacks its shard of `key` while it is being recovered.
 fn lacks(p: &Primary<impl Sized>, osd: OsdId, object: &ObjectName, key: &ObjectKey) -> bool {
     p.recovery.get(&osd).is_some_and(|r| {
-        r.objects.contains(object)
-            || r.pushing.contains(object)
+        r.lacks_listed(object)
             || r.backfill.as_ref().is_some_and(|(cursor, exhausted)| {
                 !exhausted && cursor.as_ref().is_none_or(|c| key.as_bytes() > c.as_bytes())
             })
@@ -465,17 +464,15 @@ impl<R> Shard<R> {
     /// once they complete).
     fn rebuild_before_write(&mut self, pg: PgId, object: &ObjectName) -> bool {
         let me = self.config.me;
+        let writing = self.writing(pg, object);
         let Some(p) = self.primaries.get_mut(&pg) else { return false };
-        let lacking =
-            |osd: &OsdId| p.recovery.get(osd).is_some_and(|r| r.objects.contains(object) || r.pushing.contains(object));
+        let lacking = |osd: &OsdId| p.recovery.get(osd).is_some_and(|r| r.lacks_listed(object));
         let Some(target) = p.acting.iter().copied().find(|o| *o != me && lacking(o)) else { return false };
-        let pushing = p.recovery.get(&target).is_some_and(|r| r.pushing.contains(object));
-        if pushing || p.inflight.values().any(|f| f.object == *object) {
+        let Some(r) = p.recovery.get_mut(&target) else { return false };
+        if writing || r.pushing.contains(object) {
             return true;
         }
-        if let Some(r) = p.recovery.get_mut(&target) {
-            r.objects.retain(|o| o != object);
-        }
+        r.objects.retain(|o| o != object);
         tracing::debug!(%pg, %object, %target, "a write waits for the object's rebuild on a shard");
         self.start_rebuild(pg, target, object.clone(), 0);
         true
