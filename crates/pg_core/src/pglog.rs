@@ -78,7 +78,9 @@ impl PgState {
     }
 
     fn remember(&mut self, entry: &PgLogEntry) {
-        let outputs = entry.outputs.clone().unwrap_or_default();
+        // Detached: a replica's entry came in a frame, and kept slices of it would pin one
+        // receive buffer per entry (gigabytes over a full log).
+        let outputs = entry.outputs.iter().flatten().map(StepOutput::detached).collect();
         self.replies.insert(entry.reqid, OpReply { version: entry.at.version, outputs });
         self.log.push_back((LogPoint { at: entry.at, object: entry.object.clone() }, entry.reqid));
     }
@@ -281,6 +283,7 @@ fn postcard_len(outputs: &[StepOutput]) -> usize {
 mod tests {
     use super::*;
     use shoal_store::{StoreFormat, StoreOptions};
+    use bytes::Bytes;
     use shoal_types::{ClientId, ObjectName, PoolId};
 
     #[test]
@@ -303,6 +306,25 @@ mod tests {
         assert!(reloaded.info.log_tail.version > 0, "the tail moved with the trim");
         assert_eq!(reloaded.applied(&reqid(200)).unwrap().outputs, vec![StepOutput::Checksum(200)]);
         assert!(reloaded.applied(&reqid(1)).is_none(), "old entries are trimmed");
+    }
+
+    #[test]
+    fn a_remembered_reply_does_not_keep_the_received_frame_alive() {
+        let store = ObjectStore::in_memory(StoreFormat::default(), StoreOptions::default()).unwrap();
+        let pg = PgId { pool: PoolId(1), seed: 0 };
+        let mut state = PgState::load(&store, pg, 10).unwrap();
+        let reqid = ReqId { client: ClientId(7), tid: 1 };
+        let reply = OpReply { version: 1, outputs: vec![StepOutput::Data(Bytes::from_static(b"class output"))] };
+        let sent = PgState::entry(EVersion { epoch: 1, version: 1 }, reqid, ObjectName::new("", "o"), &reply);
+        let frame = Bytes::from(sent.encode());
+        let received = PgLogEntry::decode_shared(&frame).unwrap();
+        let Some([StepOutput::Data(data)]) = received.outputs.as_deref() else { panic!("one data output") };
+        assert!(frame.as_ptr_range().contains(&data.as_ptr()), "decoded as a slice of the frame");
+
+        state.append(&mut Transaction::new(), &received);
+        drop(received);
+        assert!(frame.is_unique(), "the log holds no slice of the frame");
+        assert_eq!(state.applied(&reqid).unwrap().outputs, reply.outputs);
     }
 
     #[test]

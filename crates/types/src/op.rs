@@ -276,3 +276,16 @@ pub enum StepOutput {
     /// A CRC32C checksum.
     Checksum(u32),
 }
+
+impl StepOutput {
+    /// This output with its bytes in an allocation of their own. A `Data` decoded from a
+    /// received frame is a slice of it (see [`crate::encoding::shared_bytes`]) and keeps the
+    /// whole read buffer alive: what is kept long after its message (a PG log's replies)
+    /// must hold a detached copy.
+    pub fn detached(&self) -> StepOutput {
+        match self {
+            StepOutput::Data(bytes) => StepOutput::Data(Bytes::copy_from_slice(bytes)),
+            other => other.clone(),
+        }
+    }
+}
