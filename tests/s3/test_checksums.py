@@ -74,6 +74,20 @@ def test_a_wrong_checksum_is_refused_and_nothing_is_stored(s3, bucket):
     assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0
 
 
+@pytest.mark.parametrize("directive", ["COPY", "REPLACE"])
+def test_a_copy_keeps_the_source_checksum_or_computes_the_one_asked_for(s3, bucket, directive):
+    data = b"copied " * 1000
+    s3.put_object(Bucket=bucket, Key="src", Body=data, ChecksumAlgorithm="SHA1")
+    source = {"Bucket": bucket, "Key": "src"}
+    kept = s3.copy_object(Bucket=bucket, Key="kept", CopySource=source, MetadataDirective=directive)
+    assert kept["CopyObjectResult"]["ChecksumSHA1"] == expected("SHA1", data)
+    assert s3.head_object(Bucket=bucket, Key="kept", ChecksumMode="ENABLED")["ChecksumSHA1"] == expected("SHA1", data)
+
+    s3.copy_object(Bucket=bucket, Key="new", CopySource=source, MetadataDirective=directive, ChecksumAlgorithm="SHA256")
+    head = s3.head_object(Bucket=bucket, Key="new", ChecksumMode="ENABLED")
+    assert head["ChecksumSHA256"] == expected("SHA256", data) and "ChecksumSHA1" not in head
+
+
 def force_trailer(params, **_):
     """Makes botocore send its checksum in the aws-chunked trailer, as it does over HTTPS."""
     algorithm = params["context"].get("checksum", {}).get("request_algorithm")

@@ -1484,8 +1484,10 @@ impl S3 for ShoalS3 {
                 "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata."
             ));
         }
+        // The bytes are the source's, so its checksum still holds and is kept, with either
+        // directive, as S3 does; `x-amz-checksum-algorithm` asks for a new one.
         let meta = if replace {
-            new_object!(input).into_meta(&owner, acl, &req.extensions)?
+            ObjectMeta { checksum: src_meta.checksum.clone(), ..new_object!(input).into_meta(&owner, acl, &req.extensions)? }
         } else {
             ObjectMeta { owner: owner.clone(), acl, ..src_meta.clone() }
         };
@@ -1507,8 +1509,16 @@ impl S3 for ShoalS3 {
             metadata: &meta.user_meta,
             tags: &meta.tags,
         };
+        let recomputed = match input.checksum_algorithm.as_ref().map(|a| a.as_str()) {
+            None => None,
+            Some(name) => Some(checksum::Requested {
+                algorithm: checksum::Algorithm::named(name)
+                    .ok_or_else(|| s3_error!(InvalidRequest, "unsupported checksum algorithm '{name}'"))?,
+                value: None,
+            }),
+        };
         let work = async |events: &Pending| {
-            let integrity = Integrity::default();
+            let integrity = Integrity { checksum: recomputed.clone(), ..Integrity::default() };
             self.store_object(
                 &bucket,
                 &input.key,
@@ -1523,12 +1533,14 @@ impl S3 for ShoalS3 {
             .await
         };
         let meta = self.with_events(&op, &origin, &caller.user, work, Done::of).await?;
+        let mut result = CopyObjectResult {
+            e_tag: Some(etag(&meta.etag)),
+            last_modified: Some(timestamp(meta.mtime_ns)),
+            ..Default::default()
+        };
+        show_checksum!(result, meta.checksum.as_ref(), Some(ChecksumMode::from_static(ChecksumMode::ENABLED)));
         let mut out = CopyObjectOutput {
-            copy_object_result: Some(CopyObjectResult {
-                e_tag: Some(etag(&meta.etag)),
-                last_modified: Some(timestamp(meta.mtime_ns)),
-                ..Default::default()
-            }),
+            copy_object_result: Some(result),
             copy_source_version_id: src_version,
             version_id: shown_version(&bucket, meta.version.as_deref()),
             ..Default::default()
