@@ -282,8 +282,8 @@ fn postcard_len(outputs: &[StepOutput]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shoal_store::{StoreFormat, StoreOptions};
     use bytes::Bytes;
+    use shoal_store::{StoreFormat, StoreOptions};
     use shoal_types::{ClientId, ObjectName, PoolId};
 
     #[test]

@@ -1487,7 +1487,10 @@ impl S3 for ShoalS3 {
         // The bytes are the source's, so its checksum still holds and is kept, with either
         // directive, as S3 does; `x-amz-checksum-algorithm` asks for a new one.
         let meta = if replace {
-            ObjectMeta { checksum: src_meta.checksum.clone(), ..new_object!(input).into_meta(&owner, acl, &req.extensions)? }
+            ObjectMeta {
+                checksum: src_meta.checksum.clone(),
+                ..new_object!(input).into_meta(&owner, acl, &req.extensions)?
+            }
         } else {
             ObjectMeta { owner: owner.clone(), acl, ..src_meta.clone() }
         };
