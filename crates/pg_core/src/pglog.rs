@@ -135,18 +135,26 @@ impl PgState {
 
     /// Undoes the newest write of this shard of an erasure-coded PG from its undo record,
     /// in `txn` with the removal of its log entry and record: the log ends one write
-    /// earlier. Fails if the write kept no record (every shard had it).
+    /// earlier. An incomplete copy that lacks the write's object only drops the entry (it
+    /// took the entry, not the write, and still lacks the object). Fails if the write kept
+    /// no record otherwise (every shard had it).
     pub fn roll_back_newest(&mut self, store: &ObjectStore, txn: &mut Transaction) -> Result<EVersion> {
         let (point, reqid) =
             self.log.back().cloned().ok_or_else(|| err::invalid(format!("pg {}: no write to roll back", self.pg)))?;
         let version = point.at.version;
-        let record = store.meta(&pg_rollback_key(self.pg, version))?.ok_or_else(|| {
-            err::io(format!("pg {}: the write at {} kept nothing to undo it with", self.pg, point.at))
-        })?;
-        let rollback = crate::ec::rollback::Rollback::decode(&record)?;
-        let key = shoal_store::ObjectKey::new(self.pg.pool, &rollback.object)?;
-        crate::ec::rollback::undo(store, &key, &rollback, txn)?;
-        txn.delete_meta(&pg_rollback_key(self.pg, version));
+        match store.meta(&pg_rollback_key(self.pg, version))? {
+            Some(record) => {
+                let rollback = crate::ec::rollback::Rollback::decode(&record)?;
+                let key = shoal_store::ObjectKey::new(self.pg.pool, &rollback.object)?;
+                crate::ec::rollback::undo(store, &key, &rollback, txn)?;
+                txn.delete_meta(&pg_rollback_key(self.pg, version));
+            }
+            None if self.lacks(&point.object) => {}
+            None => {
+                let message = format!("pg {}: the write at {} kept nothing to undo it with", self.pg, point.at);
+                return Err(err::io(message));
+            }
+        }
         txn.delete_meta(&pg_log_key(self.pg, version));
         self.log.pop_back();
         self.replies.remove(&reqid);
@@ -182,6 +190,11 @@ impl PgState {
         if self.missing.take().is_some() {
             txn.delete_meta(&pg_missing_key(self.pg));
         }
+    }
+
+    /// Whether this copy is incomplete and lacks `object`.
+    fn lacks(&self, object: &ObjectName) -> bool {
+        !self.info.complete && self.missing.as_ref().is_some_and(|m| m.objects.contains(object))
     }
 
     /// `object` was rebuilt whole on this incomplete copy: drops it from what the copy
@@ -385,6 +398,15 @@ mod tests {
         let kept = Some(EVersion { epoch: 3, version: 2 });
         let mut state = adopt(&mut state, &activate(kept, vec![write(3, "c")], false));
         assert_eq!(names(&state), ["b", "c", "divergent"]);
+        // Its adopted entries kept no undo records: rolling them back drops the entries
+        // and the objects stay listed. A write it applied without a record cannot be undone.
+        let mut txn = Transaction::new();
+        let undone = [state.roll_back_newest(&store, &mut txn), state.roll_back_newest(&store, &mut txn)];
+        store.commit(txn).unwrap();
+        assert_eq!(undone.map(|at| at.unwrap().version), [3, 2]);
+        assert_eq!(state.info.last_update.version, 1);
+        assert_eq!(names(&state), ["b", "c", "divergent"]);
+        assert!(state.roll_back_newest(&store, &mut Transaction::new()).is_err(), "'a' was applied here");
         // An object rebuilt whole is no longer listed, after a reload too.
         let mut txn = Transaction::new();
         state.recovered(&mut txn, &ObjectName::new("", "c"));

@@ -16,7 +16,9 @@
 //! - A shard being recovered by log counts like a complete one: it holds every entry of
 //!   its interval (writes reach every acting shard) and knows which objects it lacks.
 //! - With a recorded interval, at least `k` such shards activated in it or later must
-//!   answer: fewer could hide a write acknowledged there.
+//!   answer: fewer could hide a write acknowledged there. An older complete shard whose
+//!   log ends at the same entry as a complete one of the recorded interval counts too:
+//!   that one took every acknowledged write, so the older one missed none.
 
 use super::{Blocked, PeerPlan, Recovery};
 use shoal_types::pg::{EVersion, PgSummary};
@@ -54,8 +56,16 @@ pub fn plan(
     recorded: Option<&ActiveInterval>,
 ) -> Result<ErasurePlan, Blocked> {
     let known = |s: &PgSummary| s.info.complete || s.missing.is_some();
-    let usable: BTreeMap<u8, &PgSummary> =
+    let current: BTreeMap<u8, &PgSummary> =
         summaries.iter().filter(|(_, s)| usable(s, recorded)).map(|(i, s)| (*i, s)).collect();
+    // A complete copy of the recorded interval or later took every write acknowledged
+    // since: an older complete copy whose log ends at the same entry missed none of them
+    // and counts as well (the same entry means the same history up to it).
+    let witnessed: BTreeSet<EVersion> =
+        current.values().filter(|s| s.info.complete).map(|s| s.info.last_update).collect();
+    let caught_up = |s: &PgSummary| s.info.complete && witnessed.contains(&s.info.last_update);
+    let usable: BTreeMap<u8, &PgSummary> =
+        summaries.iter().filter(|(i, s)| current.contains_key(*i) || caught_up(s)).map(|(i, s)| (*i, s)).collect();
     // The PG is empty, whoever else answers, if no copy holds an entry and it never went
     // active (erasure-coded pools came after activation records, so every activation is
     // recorded), or if a complete copy activated in the recorded interval or later, which
@@ -212,6 +222,27 @@ mod tests {
         assert_eq!(
             plan(3, &BTreeMap::from([(1, shard(&[], false, 5))]), &BTreeSet::new(), None),
             Err(Blocked::Incomplete)
+        );
+    }
+
+    #[test]
+    fn older_complete_copies_at_the_head_of_a_current_one_count_towards_k() {
+        // 2+1: interval 8 (recorded) went active on shard 1 and a shard being backfilled,
+        // and took no write after (6, 2). Shard 0, older, ends at the same entry: it
+        // missed nothing. Shard 2, older and behind, proves nothing.
+        let recorded = ActiveInterval { interval: 8, acting: vec![OsdId(3), OsdId(1)] };
+        let log = [(6, 1, "a"), (6, 2, "b")];
+        let mut s = BTreeMap::new();
+        s.insert(0, shard(&log, true, 6));
+        s.insert(1, shard(&log, true, 8));
+        s.insert(2, shard(&log[..1], true, 7));
+        let p = plan(2, &s, &BTreeSet::new(), Some(&recorded)).unwrap();
+        assert_eq!(p.head, at(6, 2));
+        assert_eq!(p.shards[&2], PeerPlan { keep_until: Some(at(6, 1)), recovery: objects(&["b"]) });
+        s.insert(0, shard(&log[..1], true, 6));
+        assert_eq!(
+            plan(2, &s, &BTreeSet::new(), Some(&recorded)),
+            Err(Blocked::Down { epoch: 8, acting: recorded.acting.clone() })
         );
     }
 
