@@ -91,6 +91,14 @@ pub struct Requested {
     pub value: Option<String>,
 }
 
+impl Requested {
+    /// The checksum named `name`, computed with no value to check it against.
+    pub fn computed(name: &str) -> Result<Requested, String> {
+        let algorithm = Algorithm::named(name).ok_or_else(|| format!("unsupported checksum algorithm '{name}'"))?;
+        Ok(Requested { algorithm, value: None })
+    }
+}
+
 /// What a request's headers ask: a `x-amz-checksum-*` header (at most one), or an
 /// algorithm named by `x-amz-sdk-checksum-algorithm` or `x-amz-trailer` whose value
 /// follows the body.
@@ -112,9 +120,7 @@ pub fn requested(headers: &HeaderMap) -> Result<Option<Requested>, String> {
         return Ok(Some(Requested { algorithm, value: None }));
     }
     match text("x-amz-sdk-checksum-algorithm") {
-        Some(name) => Algorithm::named(name)
-            .map(|algorithm| Some(Requested { algorithm, value: None }))
-            .ok_or_else(|| format!("unsupported checksum algorithm '{name}'")),
+        Some(name) => Requested::computed(name).map(Some),
         None => Ok(None),
     }
 }

@@ -1512,14 +1512,8 @@ impl S3 for ShoalS3 {
             metadata: &meta.user_meta,
             tags: &meta.tags,
         };
-        let recomputed = match input.checksum_algorithm.as_ref().map(|a| a.as_str()) {
-            None => None,
-            Some(name) => Some(checksum::Requested {
-                algorithm: checksum::Algorithm::named(name)
-                    .ok_or_else(|| s3_error!(InvalidRequest, "unsupported checksum algorithm '{name}'"))?,
-                value: None,
-            }),
-        };
+        let recomputed = input.checksum_algorithm.as_ref().map(|a| checksum::Requested::computed(a.as_str()));
+        let recomputed = recomputed.transpose().map_err(|e| s3_error!(InvalidRequest, "{e}"))?;
         let work = async |events: &Pending| {
             let integrity = Integrity { checksum: recomputed.clone(), ..Integrity::default() };
             self.store_object(

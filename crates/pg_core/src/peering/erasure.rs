@@ -56,16 +56,14 @@ pub fn plan(
     recorded: Option<&ActiveInterval>,
 ) -> Result<ErasurePlan, Blocked> {
     let known = |s: &PgSummary| s.info.complete || s.missing.is_some();
-    let current: BTreeMap<u8, &PgSummary> =
-        summaries.iter().filter(|(_, s)| usable(s, recorded)).map(|(i, s)| (*i, s)).collect();
     // A complete copy of the recorded interval or later took every write acknowledged
     // since: an older complete copy whose log ends at the same entry missed none of them
     // and counts as well (the same entry means the same history up to it).
     let witnessed: BTreeSet<EVersion> =
-        current.values().filter(|s| s.info.complete).map(|s| s.info.last_update).collect();
+        summaries.values().filter(|s| s.info.complete && usable(s, recorded)).map(|s| s.info.last_update).collect();
     let caught_up = |s: &PgSummary| s.info.complete && witnessed.contains(&s.info.last_update);
     let usable: BTreeMap<u8, &PgSummary> =
-        summaries.iter().filter(|(i, s)| current.contains_key(*i) || caught_up(s)).map(|(i, s)| (*i, s)).collect();
+        summaries.iter().filter(|(_, s)| usable(s, recorded) || caught_up(s)).map(|(i, s)| (*i, s)).collect();
     // The PG is empty, whoever else answers, if no copy holds an entry and it never went
     // active (erasure-coded pools came after activation records, so every activation is
     // recorded), or if a complete copy activated in the recorded interval or later, which
