@@ -288,9 +288,10 @@ pub fn shard_transactions(
     Ok(txns)
 }
 
-/// The part of every shard's copy that `staged` replaces.
+/// The part of every shard's copy that `staged` replaces: all of it when it removes the
+/// object or rewrites it from its first byte (the metadata is always written whole).
 pub fn touched(staged: &Staged, layout: &EcLayout) -> Touched {
-    if staged.wiped || staged.current.is_none() {
+    if staged.wiped || staged.current.is_none() || staged.chunk_cut == Some(0) {
         return Touched::Whole;
     }
     let per_block = layout.store_chunks_per_block();

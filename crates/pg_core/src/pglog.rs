@@ -33,6 +33,16 @@ pub struct PgState {
     missing: Option<PgMissing>,
 }
 
+/// What rolling back a shard's newest write did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RolledBack {
+    /// The write at this position was undone (or its object was lacked already).
+    Undone(EVersion),
+    /// The write at this position kept nothing to undo it with: the copy now lacks the
+    /// object, and must be recovered before it serves it.
+    Lacking(EVersion, ObjectName),
+}
+
 impl PgState {
     /// Loads a PG's record and log from the store (an unknown PG is empty and complete).
     pub fn load(store: &ObjectStore, pg: PgId, max_entries: usize) -> Result<PgState> {
@@ -115,53 +125,71 @@ impl PgState {
         self.put_info(txn);
     }
 
-    /// Stores in `txn` what undoes the write at `at` on this shard, and drops the records
-    /// of writes up to `committed_to`, which every shard has.
+    /// Stores in `txn` what undoes the write at `at` on this shard (`None`: nothing does,
+    /// see [`PgState::roll_back_newest`]), and drops the records of writes up to
+    /// `committed_to`, which every shard has.
     pub fn keep_rollback(
         &mut self,
         txn: &mut Transaction,
         at: EVersion,
-        kept: &crate::ec::rollback::Rollback,
+        kept: Option<&crate::ec::rollback::Rollback>,
         committed_to: EVersion,
     ) {
-        txn.put_meta(&pg_rollback_key(self.pg, at.version), kept.encode());
         let done: Vec<u64> = self.rollbacks.range(..=committed_to.version).copied().collect();
         for version in done {
             txn.delete_meta(&pg_rollback_key(self.pg, version));
             self.rollbacks.remove(&version);
         }
-        self.rollbacks.insert(at.version);
+        if let Some(kept) = kept {
+            txn.put_meta(&pg_rollback_key(self.pg, at.version), kept.encode());
+            self.rollbacks.insert(at.version);
+        }
     }
 
     /// Undoes the newest write of this shard of an erasure-coded PG from its undo record,
     /// in `txn` with the removal of its log entry and record: the log ends one write
-    /// earlier. An incomplete copy that lacks the write's object only drops the entry (it
-    /// took the entry, not the write, and still lacks the object). Fails if the write kept
-    /// no record otherwise (every shard had it).
-    pub fn roll_back_newest(&mut self, store: &ObjectStore, txn: &mut Transaction) -> Result<EVersion> {
+    /// earlier. A write that kept no record (its object was rebuilt whole at that entry,
+    /// or every shard had it) cannot be undone: the entry is dropped and the copy lacks
+    /// the object from then on, to be rebuilt as the authority says. An incomplete copy
+    /// that lacked the object already only drops the entry.
+    pub fn roll_back_newest(&mut self, store: &ObjectStore, txn: &mut Transaction) -> Result<RolledBack> {
         let (point, reqid) =
             self.log.back().cloned().ok_or_else(|| err::invalid(format!("pg {}: no write to roll back", self.pg)))?;
         let version = point.at.version;
-        match store.meta(&pg_rollback_key(self.pg, version))? {
+        let rolled_back = match store.meta(&pg_rollback_key(self.pg, version))? {
             Some(record) => {
                 let rollback = crate::ec::rollback::Rollback::decode(&record)?;
                 let key = shoal_store::ObjectKey::new(self.pg.pool, &rollback.object)?;
                 crate::ec::rollback::undo(store, &key, &rollback, txn)?;
                 txn.delete_meta(&pg_rollback_key(self.pg, version));
+                RolledBack::Undone(point.at)
             }
-            None if self.lacks(&point.object) => {}
+            None if self.lacks(&point.object) => RolledBack::Undone(point.at),
             None => {
-                let message = format!("pg {}: the write at {} kept nothing to undo it with", self.pg, point.at);
-                return Err(err::io(message));
+                self.mark_lacking(txn, &point.object);
+                RolledBack::Lacking(point.at, point.object.clone())
             }
-        }
+        };
         txn.delete_meta(&pg_log_key(self.pg, version));
         self.log.pop_back();
         self.replies.remove(&reqid);
         self.rollbacks.remove(&version);
         self.info.last_update = self.log.back().map_or(self.info.log_tail, |(p, _)| p.at);
         self.put_info(txn);
-        Ok(point.at)
+        Ok(rolled_back)
+    }
+
+    /// Marks the copy incomplete, lacking `object` besides what it lacked (in `txn`, with
+    /// the record written by the caller). A copy being backfilled lacks anything already.
+    fn mark_lacking(&mut self, txn: &mut Transaction, object: &ObjectName) {
+        if self.info.complete {
+            self.info.complete = false;
+            self.missing = Some(PgMissing::default());
+        }
+        if let Some(missing) = self.missing.as_mut() {
+            missing.objects.insert(object.clone());
+            txn.put_meta(&pg_missing_key(self.pg), missing.encode());
+        }
     }
 
     /// Versions of the writes this shard keeps undo records for.
@@ -193,7 +221,7 @@ impl PgState {
     }
 
     /// Whether this copy is incomplete and lacks `object`.
-    fn lacks(&self, object: &ObjectName) -> bool {
+    pub fn lacks(&self, object: &ObjectName) -> bool {
         !self.info.complete && self.missing.as_ref().is_some_and(|m| m.objects.contains(object))
     }
 
@@ -399,14 +427,14 @@ mod tests {
         let mut state = adopt(&mut state, &activate(kept, vec![write(3, "c")], false));
         assert_eq!(names(&state), ["b", "c", "divergent"]);
         // Its adopted entries kept no undo records: rolling them back drops the entries
-        // and the objects stay listed. A write it applied without a record cannot be undone.
+        // and the objects stay listed.
         let mut txn = Transaction::new();
         let undone = [state.roll_back_newest(&store, &mut txn), state.roll_back_newest(&store, &mut txn)];
         store.commit(txn).unwrap();
-        assert_eq!(undone.map(|at| at.unwrap().version), [3, 2]);
+        let at = |version| EVersion { epoch: 3, version };
+        assert_eq!(undone.map(Result::unwrap), [RolledBack::Undone(at(3)), RolledBack::Undone(at(2))]);
         assert_eq!(state.info.last_update.version, 1);
         assert_eq!(names(&state), ["b", "c", "divergent"]);
-        assert!(state.roll_back_newest(&store, &mut Transaction::new()).is_err(), "'a' was applied here");
         // An object rebuilt whole is no longer listed, after a reload too.
         let mut txn = Transaction::new();
         state.recovered(&mut txn, &ObjectName::new("", "c"));
@@ -424,5 +452,33 @@ mod tests {
         let state = adopt(&mut state, &activate(None, vec![write(3, "c")], false));
         assert!(!state.info.complete);
         assert_eq!(state.summary().missing, None);
+    }
+
+    #[test]
+    fn a_write_without_an_undo_record_rolls_back_to_a_copy_that_lacks_its_object() {
+        // A complete copy rebuilt "a" whole at (3, 2): nothing on it undoes that write
+        // (the simulator's seed 7880 rolled such a write back).
+        let store = ObjectStore::in_memory(StoreFormat::default(), StoreOptions::default()).unwrap();
+        let pg = PgId { pool: PoolId(1), seed: 0 };
+        let mut state = PgState::load(&store, pg, 10).unwrap();
+        let reply = OpReply { version: 1, outputs: Vec::new() };
+        let mut txn = Transaction::new();
+        for (version, object) in [(1, "b"), (2, "a")] {
+            let at = EVersion { epoch: 3, version };
+            let reqid = ReqId { client: ClientId(7), tid: version };
+            state.append(&mut txn, &PgState::entry(at, reqid, ObjectName::new("", object), &reply));
+        }
+        store.commit(txn).unwrap();
+        assert!(state.info.complete);
+        let mut txn = Transaction::new();
+        let rolled_back = state.roll_back_newest(&store, &mut txn).unwrap();
+        store.commit(txn).unwrap();
+        let a = ObjectName::new("", "a");
+        assert_eq!(rolled_back, RolledBack::Lacking(EVersion { epoch: 3, version: 2 }, a.clone()));
+        for copy in [state.summary(), PgState::load(&store, pg, 10).unwrap().summary()] {
+            assert_eq!(copy.info.last_update, EVersion { epoch: 3, version: 1 });
+            assert!(!copy.info.complete, "it must be recovered before it serves \"a\"");
+            assert_eq!(copy.missing, Some(PgMissing { objects: BTreeSet::from([a.clone()]) }));
+        }
     }
 }

@@ -237,6 +237,9 @@ struct InFlight<R> {
     replies: Vec<(R, Result<Reply>)>,
     /// The object written.
     object: ObjectName,
+    /// Shards being recovered that lacked the object and take it whole with this write
+    /// (erasure-coded): once one acknowledges it, it no longer lacks the object.
+    taking_whole: BTreeSet<OsdId>,
 }
 
 struct PeerRecovery {
@@ -602,8 +605,15 @@ impl<R> Shard<R> {
             },
             Event::Acked(osd, at, result) => match result {
                 Ok(()) => {
-                    if let Some(f) = self.primaries.get_mut(&pg).and_then(|p| p.inflight.get_mut(&at)) {
+                    if let Some(p) = self.primaries.get_mut(&pg)
+                        && let Some(f) = p.inflight.get_mut(&at)
+                    {
                         f.waiting.remove(&osd);
+                        if f.taking_whole.remove(&osd)
+                            && let Some(r) = p.recovery.get_mut(&osd)
+                        {
+                            r.objects.retain(|o| *o != f.object);
+                        }
                     }
                     self.complete_writes(pg);
                 }
@@ -1349,6 +1359,7 @@ impl<R> Shard<R> {
                 local_pending: true,
                 replies: vec![(reply, Ok(Reply::Op(value)))],
                 object: entry.object.clone(),
+                taking_whole: BTreeSet::new(),
             },
         );
         for osd in replicas {

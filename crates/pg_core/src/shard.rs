@@ -8,13 +8,14 @@
 use crate::damage::Damage;
 use crate::exec::{ExecEnv, execute};
 use crate::limits::Limits;
-use crate::pglog::PgState;
+use crate::pglog::{PgState, RolledBack};
 use crate::primary::{Event, Expect, Primary};
 use crate::scrub::ScrubBoard;
 use crate::view::{ObjectView, StoreObject};
 use bytes::Bytes;
 use shoal_objclass::{ClassRegistry, ClassState};
 use shoal_store::{CopyResume, ObjectKey, ObjectStore, Transaction};
+use shoal_types::erasure::Touched;
 use shoal_types::msg::{EcWrite, OpReply, OsdOp, PeerRequest, PgListReply, PgListRequest, Reply};
 use shoal_types::pg::{EVersion, PgStat};
 use shoal_types::{ActiveInterval, ClientId, ObjectName, OsdId, OsdMap, PgId, Result, Versioned, err};
@@ -650,15 +651,28 @@ impl<R> Shard<R> {
                 Ok((self.commit(rep.pg, txn)?, Reply::Done))
             }
             PeerRequest::EcWrite(EcWrite { write, touched, committed_to }) => {
-                let mut txn = Transaction::decode(&write.txn)?;
+                let shipped = Transaction::decode(&write.txn)?;
                 self.follow(write.pg, write.interval, write.prev, &write.entry)?;
-                let key = ObjectKey::new(write.pg.pool, &write.entry.object)?;
-                let kept = crate::ec::rollback::keep(&store, &key, &write.entry.object, &touched)?;
-                tracing::debug!(pg = %write.pg, at = %write.entry.at, object = %write.entry.object, "applying a shard write");
-                let state = self.pg(write.pg)?;
-                state.keep_rollback(&mut txn, write.entry.at, &kept, committed_to);
+                let (pg, object) = (write.pg, &write.entry.object);
+                let key = ObjectKey::new(pg.pool, object)?;
+                tracing::debug!(%pg, at = %write.entry.at, %object, "applying a shard write");
+                let state = self.pg(pg)?;
+                let mut txn = Transaction::new();
+                // A write that replaces the whole object makes a copy that lacked it whole:
+                // whatever partial copy it had goes first. Nothing undoes that write here;
+                // rolled back, it leaves the copy lacking the object again.
+                let kept = if touched == Touched::Whole && state.lacks(object) {
+                    txn.remove_object(&key);
+                    state.recovered(&mut txn, object);
+                    None
+                } else {
+                    Some(crate::ec::rollback::keep(&store, &key, object, &touched)?)
+                };
+                txn.extend(shipped);
+                let state = self.pg(pg)?;
+                state.keep_rollback(&mut txn, write.entry.at, kept.as_ref(), committed_to);
                 state.append(&mut txn, &write.entry);
-                Ok((self.commit(write.pg, txn)?, Reply::Done))
+                Ok((self.commit(pg, txn)?, Reply::Done))
             }
             PeerRequest::RollBack { pg, interval, to } => {
                 if !self.queried_stray(pg, interval)? {
@@ -694,16 +708,30 @@ impl<R> Shard<R> {
     }
 
     /// Undoes this shard's writes after `keep`, newest first, each in one transaction
-    /// with its log entry (a crash leaves the log matching the objects).
+    /// with its log entry (a crash leaves the log matching the objects). Fails, to peer
+    /// again, if a write could not be undone: the copy lacks its object now, which the
+    /// plan that asked for the rollback did not know.
     pub(crate) fn roll_back_to(&mut self, pg: PgId, keep: EVersion) -> Result<()> {
         let store = self.config.store.clone();
+        let mut lacking = Vec::new();
         while self.pg(pg)?.info.last_update > keep {
             let mut txn = Transaction::new();
-            let undone = self.pg(pg)?.roll_back_newest(&store, &mut txn)?;
-            tracing::info!(%pg, at = %undone, "rolled back a write too few shards hold");
+            match self.pg(pg)?.roll_back_newest(&store, &mut txn)? {
+                RolledBack::Undone(at) => tracing::info!(%pg, %at, "rolled back a write too few shards hold"),
+                RolledBack::Lacking(at, object) => {
+                    tracing::warn!(%pg, %at, %object, "a write to roll back kept nothing to undo it with; the copy lacks its object now");
+                    lacking.push(object);
+                }
+            }
             self.commit(pg, txn)?;
         }
-        Ok(())
+        match lacking.is_empty() {
+            true => Ok(()),
+            false => {
+                let objects: Vec<String> = lacking.iter().map(ToString::to_string).collect();
+                Err(err::again(format!("pg {pg}: rolled back to {keep}, the copy lacks {}", objects.join(", "))))
+            }
+        }
     }
 
     /// Checks that a write from the primary of `interval` follows this copy's log (at
@@ -878,5 +906,73 @@ mod tests {
         assert_eq!((state.info.last_update, state.info.last_epoch_started), (at(1), 2));
         assert_eq!(state.rollbacks().iter().copied().collect::<Vec<_>>(), vec![1]);
         assert!(store.meta(&shoal_store::pg_log_key(pg, 2)).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_whole_write_makes_a_copy_that_lacked_its_object_whole_and_undoing_it_lacks_it_again() {
+        let mut s = shard();
+        let mut map = OsdMap { epoch: 1, ..OsdMap::default() };
+        let spec = shoal_types::erasure::ErasurePoolSpec {
+            name: "ec".into(),
+            pg_num: 1,
+            profile: "default".into(),
+            min_size: None,
+            allow_overwrites: true,
+        };
+        let pool = map.create_erasure(&spec).unwrap();
+        s.step(Input::Map(Arc::new(map)), 0);
+        let pg = PgId { pool: pool.id, seed: 0 };
+        let object = ObjectName::new("", "o");
+        let key = ObjectKey::new(pg.pool, &object).unwrap();
+        let at = |v: u64| EVersion { epoch: 0, version: v };
+        let entry = |version: u64| PgLogEntry {
+            at: at(version),
+            reqid: ReqId { client: ClientId(1), tid: version },
+            object: object.clone(),
+            outputs: None,
+        };
+        let write = |version: u64, txn: Transaction| {
+            let write = shoal_types::msg::RepOp {
+                pg,
+                interval: 0,
+                prev: at(version - 1),
+                entry: entry(version),
+                txn: txn.encode().into(),
+            };
+            PeerRequest::EcWrite(EcWrite { write, touched: Touched::Whole, committed_to: at(0) })
+        };
+        // Write 1 left two chunks; the copy then took write 2's entry, not its data.
+        let mut first = Transaction::new();
+        first.put_onode(&key, &Onode { size: 8, version: 1, ..Onode::default() });
+        first.put_chunk(&key, 0, b"abcd".to_vec());
+        first.put_chunk(&key, 1, b"efgh".to_vec());
+        ask(&mut s, write(1, first)).unwrap();
+        let activate = |keep_until, entries| shoal_types::msg::Activate {
+            pg,
+            interval: 0,
+            acting: vec![OsdId(0)],
+            keep_until: Some(keep_until),
+            entries,
+            log_tail: EVersion::default(),
+            complete: false,
+        };
+        ask(&mut s, PeerRequest::Activate(activate(at(1), vec![entry(2)]))).unwrap();
+        assert!(s.pg(pg).unwrap().lacks(&object));
+        // Write 3 rewrites the object whole, one chunk long as the primary knows it.
+        let mut rewrite = Transaction::new();
+        rewrite.remove_object_sized(&key, 1, false);
+        rewrite.put_onode(&key, &Onode { size: 3, version: 3, ..Onode::default() });
+        rewrite.put_chunk(&key, 0, b"xyz".to_vec());
+        ask(&mut s, write(3, rewrite)).unwrap();
+        let store = s.config.store.clone();
+        assert_eq!(store.chunks(&key, 0, 4).unwrap(), vec![(0, Bytes::from_static(b"xyz"))], "no stale chunk");
+        assert!(!s.pg(pg).unwrap().lacks(&object));
+        assert!(store.meta(&pg_rollback_key(pg, 3)).unwrap().is_none(), "nothing undoes it here");
+        // Rolled back, the copy lacks the object again, and says so to peer again.
+        let again = ask(&mut s, PeerRequest::Activate(activate(at(2), Vec::new()))).unwrap_err();
+        assert_eq!(again.errno, shoal_types::Errno::Again);
+        let state = s.pg(pg).unwrap();
+        assert_eq!(state.info.last_update, at(2));
+        assert!(state.lacks(&object));
     }
 }

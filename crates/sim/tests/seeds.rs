@@ -36,17 +36,19 @@ fn seeds_that_found_bugs_keep_passing() {
     }
 }
 
-/// Erasure-coded seeds (`shoal sim --erasure`) the suite runs; of seeds 0..10000, 0.02% still
-/// fail to heal (bench/RESULTS.md), none on safety. Also the seeds that found bugs: 970 lost
+/// Erasure-coded seeds (`shoal sim --erasure`) the suite runs; seeds 0..10000 all pass
+/// (bench/RESULTS.md). Also the seeds that found bugs: 970 lost
 /// an acknowledged write while a copy about to be backfilled over could be the authority,
 /// 364 one that a new primary applied from its predecessor after reading its own summary,
 /// 4917 read a shard whose rebuilt copy was lost with its link as if it held the object,
 /// 307 never healed a PG whose head was rolled back to empty (a rebuild found no shard to
 /// read), 132 and 172 left objects unfound that shards took writes to while lacking them,
 /// 3892 never healed a PG whose shard could not roll back an entry it had taken without the
-/// write, and 6248 kept a PG down whose older complete copies had missed no write.
+/// write, 6248 kept a PG down whose older complete copies had missed no write, 7880 never
+/// healed a PG whose shard, rebuilt whole, had nothing to undo a divergent entry with, and
+/// 8842 kept a PG down after an unrecorded interval had found it empty.
 const ERASURE_SEEDS: std::ops::Range<u64> = 0..200;
-const ERASURE_SEEDS_THAT_FOUND_BUGS: [u64; 6] = [307, 364, 970, 3892, 4917, 6248];
+const ERASURE_SEEDS_THAT_FOUND_BUGS: [u64; 8] = [307, 364, 970, 3892, 4917, 6248, 7880, 8842];
 
 #[test]
 fn erasure_coded_seeds_keep_every_invariant() {

@@ -159,7 +159,7 @@ pub struct PoolErasure {
 /// until every shard has the write, so that the write can be undone.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Touched {
-    /// The whole copy (the write removes the object or rewrites it from the start).
+    /// The whole copy (the write removes the object or rewrites it from its first byte).
     Whole,
     /// The metadata and the store chunks in these `[start, end)` ranges.
     Chunks(Vec<(u32, u32)>),

@@ -44,16 +44,31 @@ pub(crate) fn usable(s: &PgSummary, recorded: Option<&ActiveInterval>) -> bool {
     current && (s.info.complete || s.missing.is_some())
 }
 
+/// Whether a copy's log holds no entry, trimmed or not.
+fn holds_nothing(s: &PgSummary) -> bool {
+    s.info.last_update == EVersion::default() && s.info.log_tail == EVersion::default()
+}
+
+/// Whether a copy, complete or not, was activated after the recorded interval and took an
+/// empty history then. That activation's peering saw every write acknowledged up to the
+/// recorded interval, and none was acknowledged since (a write is acknowledged only in a
+/// recorded interval): no write was ever acknowledged.
+pub(crate) fn took_empty_history_since(s: &PgSummary, recorded: &ActiveInterval) -> bool {
+    s.info.last_epoch_started > recorded.interval && holds_nothing(s)
+}
+
 /// Decides the authoritative history and each shard's catch-up from the summaries of the
 /// shards that answered (by shard index), for a code with `k` data shards. The copies of
 /// `moving` shards are about to be backfilled over (their OSD serves another shard now):
 /// they count for the head, but cannot be the authority whose log and objects the others
-/// take.
+/// take. `emptied_since_record` says that some copy, of any shard, was activated after the
+/// recorded interval with an empty history ([`took_empty_history_since`]).
 pub fn plan(
     k: usize,
     summaries: &BTreeMap<u8, PgSummary>,
     moving: &BTreeSet<u8>,
     recorded: Option<&ActiveInterval>,
+    emptied_since_record: bool,
 ) -> Result<ErasurePlan, Blocked> {
     let known = |s: &PgSummary| s.info.complete || s.missing.is_some();
     // A complete copy of the recorded interval or later took every write acknowledged
@@ -67,12 +82,11 @@ pub fn plan(
     // The PG is empty, whoever else answers, if no copy holds an entry and it never went
     // active (erasure-coded pools came after activation records, so every activation is
     // recorded), or if a complete copy activated in the recorded interval or later, which
-    // was brought to the head then and took every write since, never held an entry.
-    let holds_nothing =
-        |s: &PgSummary| s.info.last_update == EVersion::default() && s.info.log_tail == EVersion::default();
+    // was brought to the head then and took every write since, never held an entry, or if
+    // a later activation found nothing to keep.
     let empty = match recorded {
         None => summaries.values().all(holds_nothing),
-        Some(_) => usable.values().any(|s| s.info.complete && holds_nothing(s)),
+        Some(_) => emptied_since_record || usable.values().any(|s| s.info.complete && holds_nothing(s)),
     };
     if usable.len() < k && !empty {
         return Err(Blocked::waiting_for(recorded));
@@ -142,7 +156,7 @@ mod tests {
         s.insert(0, shard(&[(1, 1, "a"), (1, 2, "b"), (1, 3, "c")], true, 1));
         s.insert(1, shard(&[(1, 1, "a"), (1, 2, "b")], true, 1));
         s.insert(2, shard(&[(1, 1, "a")], true, 1));
-        let p = plan(2, &s, &BTreeSet::new(), None).unwrap();
+        let p = plan(2, &s, &BTreeSet::new(), None, false).unwrap();
         assert_eq!(p.head, at(1, 2));
         // Rolling (1, 3) back leaves "c" as it was at (1, 2): nothing to rebuild.
         assert_eq!(p.shards[&0], PeerPlan { keep_until: Some(at(1, 2)), recovery: Recovery::None });
@@ -158,7 +172,7 @@ mod tests {
         s.insert(0, shard(&[(1, 1, "a"), (1, 2, "b"), (1, 3, "x")], true, 1));
         s.insert(1, shard(&[(1, 1, "a"), (1, 2, "b"), (5, 3, "c")], true, 5));
         s.insert(2, shard(&[(1, 1, "a"), (1, 2, "b"), (5, 3, "c")], true, 5));
-        let p = plan(2, &s, &BTreeSet::new(), None).unwrap();
+        let p = plan(2, &s, &BTreeSet::new(), None, false).unwrap();
         assert_eq!((p.head, p.auth), (at(5, 3), 1));
         assert_eq!(p.shards[&0], PeerPlan { keep_until: Some(at(1, 2)), recovery: objects(&["c"]) });
     }
@@ -180,7 +194,7 @@ mod tests {
         s.insert(3, lacking(&["a"]));
         s.insert(4, lacking(&["a"]));
         s.insert(5, shard(&log[..1], true, 1));
-        let p = plan(4, &s, &BTreeSet::new(), Some(&recorded)).unwrap();
+        let p = plan(4, &s, &BTreeSet::new(), Some(&recorded), false).unwrap();
         assert_eq!((p.head, p.auth), (at(7, 2), 1));
         assert_eq!(p.shards[&3], PeerPlan { keep_until: Some(at(7, 2)), recovery: objects(&["a"]) });
         assert_eq!(p.shards[&5], PeerPlan { keep_until: Some(at(1, 1)), recovery: objects(&["b"]) });
@@ -188,7 +202,7 @@ mod tests {
         // Without a missing set an incomplete shard is being backfilled: it does not count.
         s.get_mut(&4).unwrap().missing = None;
         assert_eq!(
-            plan(4, &s, &BTreeSet::new(), Some(&recorded)),
+            plan(4, &s, &BTreeSet::new(), Some(&recorded), false),
             Err(Blocked::Down { epoch: 7, acting: recorded.acting.clone() })
         );
     }
@@ -200,12 +214,12 @@ mod tests {
         s.insert(0, shard(&[(4, 1, "a")], true, 4));
         s.insert(1, shard(&[(1, 1, "z")], true, 1));
         assert_eq!(
-            plan(2, &s, &BTreeSet::new(), Some(&recorded)),
+            plan(2, &s, &BTreeSet::new(), Some(&recorded), false),
             Err(Blocked::Down { epoch: 4, acting: recorded.acting.clone() })
         );
         s.insert(2, shard(&[(4, 1, "a")], true, 4));
         s.insert(3, shard(&[(4, 1, "a")], false, 4));
-        let p = plan(2, &s, &BTreeSet::new(), Some(&recorded)).unwrap();
+        let p = plan(2, &s, &BTreeSet::new(), Some(&recorded), false).unwrap();
         assert_eq!(p.head, at(4, 1));
         assert_eq!(p.shards[&3].recovery, Recovery::Backfill);
         // Shard 1 is older than the record: its (1, 1) is rolled back (leaving no "z"),
@@ -214,11 +228,11 @@ mod tests {
         // A PG never recorded active holds nothing: one complete copy is enough.
         let never_active = BTreeMap::from([(0, shard(&[], true, 0)), (1, shard(&[], false, 5))]);
         assert_eq!(
-            plan(3, &never_active, &BTreeSet::new(), None).map(|p| (p.head, p.auth)),
+            plan(3, &never_active, &BTreeSet::new(), None, false).map(|p| (p.head, p.auth)),
             Ok((EVersion::default(), 0))
         );
         assert_eq!(
-            plan(3, &BTreeMap::from([(1, shard(&[], false, 5))]), &BTreeSet::new(), None),
+            plan(3, &BTreeMap::from([(1, shard(&[], false, 5))]), &BTreeSet::new(), None, false),
             Err(Blocked::Incomplete)
         );
     }
@@ -234,12 +248,12 @@ mod tests {
         s.insert(0, shard(&log, true, 6));
         s.insert(1, shard(&log, true, 8));
         s.insert(2, shard(&log[..1], true, 7));
-        let p = plan(2, &s, &BTreeSet::new(), Some(&recorded)).unwrap();
+        let p = plan(2, &s, &BTreeSet::new(), Some(&recorded), false).unwrap();
         assert_eq!(p.head, at(6, 2));
         assert_eq!(p.shards[&2], PeerPlan { keep_until: Some(at(6, 1)), recovery: objects(&["b"]) });
         s.insert(0, shard(&log[..1], true, 6));
         assert_eq!(
-            plan(2, &s, &BTreeSet::new(), Some(&recorded)),
+            plan(2, &s, &BTreeSet::new(), Some(&recorded), false),
             Err(Blocked::Down { epoch: 8, acting: recorded.acting.clone() })
         );
     }
@@ -253,14 +267,14 @@ mod tests {
         s.insert(0, shard(&[], true, 9));
         s.insert(1, shard(&[], false, 9));
         s.insert(2, shard(&[(3, 1, "x")], true, 3));
-        let p = plan(3, &s, &BTreeSet::new(), Some(&recorded)).unwrap();
+        let p = plan(3, &s, &BTreeSet::new(), Some(&recorded), false).unwrap();
         assert_eq!((p.head, p.auth), (EVersion::default(), 0));
         assert_eq!(p.shards[&2], PeerPlan { keep_until: Some(EVersion::default()), recovery: Recovery::None });
         assert_eq!(p.shards[&1].recovery, Recovery::Backfill);
         // A copy that ever held an entry proves nothing: the PG waits.
         s.insert(0, shard(&[(9, 1, "a")], true, 9));
         assert_eq!(
-            plan(3, &s, &BTreeSet::new(), Some(&recorded)),
+            plan(3, &s, &BTreeSet::new(), Some(&recorded), false),
             Err(Blocked::Down { epoch: 9, acting: recorded.acting })
         );
     }
@@ -272,13 +286,13 @@ mod tests {
         s.insert(1, shard(&[(1, 1, "a"), (1, 2, "b"), (1, 3, "c")], true, 1));
         s.insert(2, shard(&[(1, 1, "a"), (1, 2, "b"), (1, 3, "c")], true, 1));
         s.insert(3, shard(&[(1, 1, "a"), (1, 2, "b")], true, 1));
-        let p = plan(2, &s, &BTreeSet::from([1]), None).unwrap();
+        let p = plan(2, &s, &BTreeSet::from([1]), None, false).unwrap();
         assert_eq!((p.head, p.auth), (at(1, 3), 2));
         // When only the moving copy is complete at the head, the PG waits rather than take
         // its log and objects from a copy that is being emptied.
         s.get_mut(&2).unwrap().info.complete = false;
         s.get_mut(&2).unwrap().missing = Some(PgMissing { objects: BTreeSet::from([ObjectName::new("", "a")]) });
-        assert_eq!(plan(2, &s, &BTreeSet::from([1]), None), Err(Blocked::Incomplete));
-        assert_eq!(plan(2, &s, &BTreeSet::new(), None).map(|p| p.auth), Ok(1));
+        assert_eq!(plan(2, &s, &BTreeSet::from([1]), None, false), Err(Blocked::Incomplete));
+        assert_eq!(plan(2, &s, &BTreeSet::new(), None, false).map(|p| p.auth), Ok(1));
     }
 }

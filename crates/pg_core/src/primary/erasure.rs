@@ -17,7 +17,7 @@ use crate::shard::{Action, Durable, Shard};
 use bytes::Bytes;
 use shoal_erasure::ErasureCoder;
 use shoal_store::{ObjectKey, Onode, Transaction};
-use shoal_types::erasure::PoolErasure;
+use shoal_types::erasure::{PoolErasure, Touched};
 use shoal_types::msg::{EcWrite, OsdOp, PeerRequest, RepOp, Reply};
 use shoal_types::pg::{EVersion, PgSummary};
 use shoal_types::{ActiveInterval, ClientId, ObjectName, OsdId, PgId, Result, Versioned as _, err};
@@ -222,7 +222,10 @@ pub(crate) fn plan(
         .filter(|(shard, (osd, _))| acting.contains(osd) && acting.get(**shard as usize) != Some(osd))
         .map(|(shard, _)| *shard)
         .collect();
-    let decided = peering::erasure::plan(k, &by_shard, &moving, recorded)?;
+    // Any copy may show it, the ones that lost their shard's place above too.
+    let emptied =
+        recorded.is_some_and(|r| summaries.values().any(|s| peering::erasure::took_empty_history_since(s, r)));
+    let decided = peering::erasure::plan(k, &by_shard, &moving, recorded, emptied)?;
     let auth = holders.get(&decided.auth).map(|(osd, _)| *osd).ok_or(Blocked::Incomplete)?;
     let backfill = PeerPlan { keep_until: None, recovery: Recovery::Backfill };
     let mut peers: BTreeMap<OsdId, PeerPlan> = summaries.keys().map(|osd| (*osd, backfill.clone())).collect();
@@ -439,12 +442,12 @@ impl<R> Shard<R> {
                 let object = op.op.object.clone();
                 self.start_gather(pg, object, Purpose::Op(op, gathered), first, end, None);
             }
-            Ok(Some(ExecutedEc::Done(EcOutcome::Write { .. }))) if self.rebuild_before_write(pg, &op.op.object) => {
-                return Some(op);
-            }
             Ok(Some(ExecutedEc::Done(EcOutcome::Write { reply, txns, touched, .. }))) => {
+                let Some(taking_whole) = self.shards_ready_for_write(pg, &op.op.object, &touched) else {
+                    return Some(op);
+                };
                 let value = Ok(Reply::Op(reply.clone()));
-                match self.write_erasure(pg, &op, reply, txns, touched) {
+                match self.write_erasure(pg, &op, reply, txns, touched, taking_whole) {
                     Ok(actions) => {
                         self.attach_to_last_write(pg, op.reply, value);
                         self.out.extend(actions);
@@ -456,26 +459,42 @@ impl<R> Shard<R> {
         None
     }
 
-    /// Whether a write to `object` must wait because another shard of the acting set lacks
-    /// the object (Ceph's `wait_for_degraded_object`): that shard would take the write on
-    /// a partial copy and still count as holding it. Starts rebuilding the object there
-    /// now, out of turn and beyond the recovery slots; the write runs again once the
-    /// shard acknowledged the rebuilt copy (or, if writes to the object are in flight,
-    /// once they complete).
-    fn rebuild_before_write(&mut self, pg: PgId, object: &ObjectName) -> bool {
+    /// Whether a write to `object` can go to every shard: `None` if it must wait because
+    /// another shard of the acting set lacks the object (Ceph's `wait_for_degraded_object`),
+    /// as that shard would take the write on a partial copy and still count as holding it.
+    /// Starts rebuilding the object there now, out of turn and beyond the recovery slots;
+    /// the write runs again once the shard acknowledged the rebuilt copy (or, if writes to
+    /// the object are in flight, once they complete). A write that replaces the whole
+    /// object (`touched`) needs no rebuild: the shards that lack it, returned, take it
+    /// whole.
+    fn shards_ready_for_write(&mut self, pg: PgId, object: &ObjectName, touched: &Touched) -> Option<BTreeSet<OsdId>> {
         let me = self.config.me;
         let writing = self.writing(pg, object);
-        let Some(p) = self.primaries.get_mut(&pg) else { return false };
-        let lacking = |osd: &OsdId| p.recovery.get(osd).is_some_and(|r| r.lacks_listed(object));
-        let Some(target) = p.acting.iter().copied().find(|o| *o != me && lacking(o)) else { return false };
-        let Some(r) = p.recovery.get_mut(&target) else { return false };
-        if writing || r.pushing.contains(object) {
-            return true;
+        let Some(p) = self.primaries.get_mut(&pg) else { return Some(BTreeSet::new()) };
+        let lacking: BTreeSet<OsdId> = p
+            .acting
+            .iter()
+            .copied()
+            .filter(|o| *o != me && p.recovery.get(o).is_some_and(|r| r.lacks_listed(object)))
+            .collect();
+        let pushing = lacking.iter().any(|o| p.recovery.get(o).is_some_and(|r| r.pushing.contains(object)));
+        if lacking.is_empty() {
+            return Some(lacking);
         }
-        r.objects.retain(|o| o != object);
+        if *touched == Touched::Whole && !writing && !pushing {
+            tracing::debug!(%pg, %object, ?lacking, "a write replaces the object whole on shards that lack it");
+            return Some(lacking);
+        }
+        let target = *lacking.first()?;
+        if writing || pushing {
+            return None;
+        }
+        if let Some(r) = p.recovery.get_mut(&target) {
+            r.objects.retain(|o| o != object);
+        }
         tracing::debug!(%pg, %object, %target, "a write waits for the object's rebuild on a shard");
         self.start_rebuild(pg, target, object.clone(), 0);
-        true
+        None
     }
 
     /// Whether a write to `object` is in flight.
@@ -508,7 +527,8 @@ impl<R> Shard<R> {
         op: &Op<R>,
         reply: shoal_types::msg::OpReply,
         mut txns: Vec<Transaction>,
-        touched: shoal_types::erasure::Touched,
+        touched: Touched,
+        taking_whole: BTreeSet<OsdId>,
     ) -> Result<Vec<Action<R>>> {
         let me = self.config.me;
         let store = self.config.store.clone();
@@ -525,7 +545,7 @@ impl<R> Shard<R> {
         let entry = PgState::entry(at, op.op.reqid, op.op.object.clone(), &reply);
         let kept = ec::rollback::keep(&store, &key, &op.op.object, &touched)?;
         let mut txn = std::mem::take(&mut txns[mine]);
-        state.keep_rollback(&mut txn, at, &kept, committed_to);
+        state.keep_rollback(&mut txn, at, Some(&kept), committed_to);
         state.append(&mut txn, &entry);
         let seq = self.commit(pg, txn)?;
         let mut sends = Vec::new();
@@ -539,7 +559,8 @@ impl<R> Shard<R> {
         sends.push(Action::WhenDurable { seq, awaiting: Durable { pg, interval, at: Some(at) } });
         if let Some(p) = self.primaries.get_mut(&pg) {
             let waiting = acting.iter().copied().filter(|o| *o != OsdId::NONE && *o != me).collect();
-            let flight = InFlight { waiting, local_pending: true, replies: Vec::new(), object: op.op.object.clone() };
+            let object = op.op.object.clone();
+            let flight = InFlight { waiting, local_pending: true, replies: Vec::new(), object, taking_whole };
             p.inflight.insert(at, flight);
         }
         Ok(sends)
@@ -1052,6 +1073,34 @@ mod tests {
         summaries.remove(&OsdId(3));
         let (decodable, _) = plan(2, &[OsdId(0), OsdId(1), OsdId(4)], &summaries, Some(&recorded)).unwrap();
         assert!(decodable.stray_sources.is_empty() && !decodable.serve_after_recovery);
+    }
+
+    #[test]
+    fn a_copy_activated_after_the_record_with_an_empty_history_shows_the_pg_is_empty() {
+        use crate::peering::test_support::summary;
+        // 2+1, the simulator's seed 8842: interval 22 (recorded) went active on osd.0 and
+        // osd.3 at an empty head; its write (22, 1) reached osd.0 only. Interval 66 (never
+        // recorded) took the empty head again, backfilling osd.3 as position 0 over its
+        // copy of position 2: osd.0's copy, of position 0 too, takes that place.
+        const NONE: u32 = u32::MAX;
+        let recorded = ActiveInterval { interval: 22, acting: vec![OsdId(0), OsdId::NONE, OsdId(3)] };
+        let mut summaries = BTreeMap::from([
+            (OsdId(0), summary(&[(22, 1, "a")], true, 22, &[0, NONE, 3])),
+            (OsdId(1), summary(&[], true, 9, &[0, 3, 1])),
+            (OsdId(2), summary(&[], true, 0, &[])),
+            (OsdId(3), summary(&[], false, 66, &[3, 2, NONE])),
+        ]);
+        let acting = [OsdId(0), OsdId(2), OsdId(1)];
+        let (planned, head) = plan(2, &acting, &summaries, Some(&recorded)).unwrap();
+        assert_eq!(head, EVersion::default());
+        assert_eq!(planned.peers[&OsdId(0)].keep_until, Some(EVersion::default()), "(22, 1) is rolled back");
+        // Had interval 66 taken (22, 1), it would show nothing: the PG waits for interval
+        // 22's other copies.
+        summaries.insert(OsdId(3), summary(&[(22, 1, "a")], false, 66, &[3, 2, NONE]));
+        assert_eq!(
+            plan(2, &acting, &summaries, Some(&recorded)).map(|(_, head)| head),
+            Err(Blocked::Down { epoch: 22, acting: recorded.acting.clone() })
+        );
     }
 
     #[test]
