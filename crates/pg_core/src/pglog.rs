@@ -327,11 +327,17 @@ mod tests {
     use shoal_store::{StoreFormat, StoreOptions};
     use shoal_types::{ClientId, ObjectName, PoolId};
 
-    #[test]
-    fn log_survives_reload_and_trims_in_batches() {
+    /// An in-memory store, a PG, and its state (empty, keeping 10 log entries).
+    fn empty_pg() -> (ObjectStore, PgId, PgState) {
         let store = ObjectStore::in_memory(StoreFormat::default(), StoreOptions::default()).unwrap();
         let pg = PgId { pool: PoolId(1), seed: 0 };
-        let mut state = PgState::load(&store, pg, 10).unwrap();
+        let state = PgState::load(&store, pg, 10).unwrap();
+        (store, pg, state)
+    }
+
+    #[test]
+    fn log_survives_reload_and_trims_in_batches() {
+        let (store, pg, mut state) = empty_pg();
         let reqid = |tid| ReqId { client: ClientId(7), tid };
         for tid in 1..=200u64 {
             let mut txn = Transaction::new();
@@ -351,9 +357,7 @@ mod tests {
 
     #[test]
     fn a_remembered_reply_does_not_keep_the_received_frame_alive() {
-        let store = ObjectStore::in_memory(StoreFormat::default(), StoreOptions::default()).unwrap();
-        let pg = PgId { pool: PoolId(1), seed: 0 };
-        let mut state = PgState::load(&store, pg, 10).unwrap();
+        let (_, _, mut state) = empty_pg();
         let reqid = ReqId { client: ClientId(7), tid: 1 };
         let reply = OpReply { version: 1, outputs: vec![StepOutput::Data(Bytes::from_static(b"class output"))] };
         let sent = PgState::entry(EVersion { epoch: 1, version: 1 }, reqid, ObjectName::new("", "o"), &reply);
@@ -370,9 +374,7 @@ mod tests {
 
     #[test]
     fn an_eight_byte_record_is_not_taken_for_the_old_counter() {
-        let store = ObjectStore::in_memory(StoreFormat::default(), StoreOptions::default()).unwrap();
-        let pg = PgId { pool: PoolId(1), seed: 0 };
-        let mut state = PgState::load(&store, pg, 10).unwrap();
+        let (store, pg, mut state) = empty_pg();
         state.info = PgInfo { complete: false, ..PgInfo::empty() };
         assert_eq!(state.info.encode().len(), 8, "the case the simulator found (seed 56)");
         let mut txn = Transaction::new();
@@ -388,9 +390,7 @@ mod tests {
 
     #[test]
     fn a_copy_recovered_by_log_keeps_what_it_lacks_until_complete() {
-        let store = ObjectStore::in_memory(StoreFormat::default(), StoreOptions::default()).unwrap();
-        let pg = PgId { pool: PoolId(1), seed: 0 };
-        let mut state = PgState::load(&store, pg, 10).unwrap();
+        let (store, pg, mut state) = empty_pg();
         let reply = OpReply { version: 1, outputs: Vec::new() };
         let write = |tid: u64, object: &str| {
             let at = EVersion { epoch: 3, version: tid };
@@ -458,9 +458,7 @@ mod tests {
     fn a_write_without_an_undo_record_rolls_back_to_a_copy_that_lacks_its_object() {
         // A complete copy rebuilt "a" whole at (3, 2): nothing on it undoes that write
         // (the simulator's seed 7880 rolled such a write back).
-        let store = ObjectStore::in_memory(StoreFormat::default(), StoreOptions::default()).unwrap();
-        let pg = PgId { pool: PoolId(1), seed: 0 };
-        let mut state = PgState::load(&store, pg, 10).unwrap();
+        let (store, pg, mut state) = empty_pg();
         let reply = OpReply { version: 1, outputs: Vec::new() };
         let mut txn = Transaction::new();
         for (version, object) in [(1, "b"), (2, "a")] {

@@ -768,6 +768,22 @@ mod tests {
     use shoal_types::msg::EcWrite;
     use shoal_types::{ObjectName, PgLogEntry, PoolId, ReqId};
 
+    /// A shard whose map holds one erasure-coded pool (overwrites allowed), and its PG.
+    fn erasure_shard() -> (Shard<u32>, PgId) {
+        let mut s = shard();
+        let mut map = OsdMap { epoch: 1, ..OsdMap::default() };
+        let spec = shoal_types::erasure::ErasurePoolSpec {
+            name: "ec".into(),
+            pg_num: 1,
+            profile: "default".into(),
+            min_size: None,
+            allow_overwrites: true,
+        };
+        let pool = map.create_erasure(&spec).unwrap();
+        s.step(Input::Map(Arc::new(map)), 0);
+        (s, PgId { pool: pool.id, seed: 0 })
+    }
+
     fn shard() -> Shard<u32> {
         let store = Arc::new(ObjectStore::in_memory(StoreFormat { chunk_size: 4 }, StoreOptions::default()).unwrap());
         let config = Config {
@@ -856,18 +872,7 @@ mod tests {
 
     #[test]
     fn activation_rolls_a_shard_back_to_where_its_primary_says() {
-        let mut s = shard();
-        let mut map = OsdMap { epoch: 1, ..OsdMap::default() };
-        let spec = shoal_types::erasure::ErasurePoolSpec {
-            name: "ec".into(),
-            pg_num: 1,
-            profile: "default".into(),
-            min_size: None,
-            allow_overwrites: true,
-        };
-        let pool = map.create_erasure(&spec).unwrap();
-        s.step(Input::Map(Arc::new(map)), 0);
-        let pg = PgId { pool: pool.id, seed: 0 };
+        let (mut s, pg) = erasure_shard();
         let (a, b) = (ObjectName::new("", "a"), ObjectName::new("", "b"));
         let at = |v: u64| EVersion { epoch: 0, version: v };
         let write = |version: u64, object: &ObjectName, data: &[u8]| {
@@ -910,18 +915,7 @@ mod tests {
 
     #[test]
     fn a_whole_write_makes_a_copy_that_lacked_its_object_whole_and_undoing_it_lacks_it_again() {
-        let mut s = shard();
-        let mut map = OsdMap { epoch: 1, ..OsdMap::default() };
-        let spec = shoal_types::erasure::ErasurePoolSpec {
-            name: "ec".into(),
-            pg_num: 1,
-            profile: "default".into(),
-            min_size: None,
-            allow_overwrites: true,
-        };
-        let pool = map.create_erasure(&spec).unwrap();
-        s.step(Input::Map(Arc::new(map)), 0);
-        let pg = PgId { pool: pool.id, seed: 0 };
+        let (mut s, pg) = erasure_shard();
         let object = ObjectName::new("", "o");
         let key = ObjectKey::new(pg.pool, &object).unwrap();
         let at = |v: u64| EVersion { epoch: 0, version: v };
