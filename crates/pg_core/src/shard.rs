@@ -669,7 +669,6 @@ impl<R> Shard<R> {
                     Some(crate::ec::rollback::keep(&store, &key, object, &touched)?)
                 };
                 txn.extend(shipped);
-                let state = self.pg(pg)?;
                 state.keep_rollback(&mut txn, write.entry.at, kept.as_ref(), committed_to);
                 state.append(&mut txn, &write.entry);
                 Ok((self.commit(pg, txn)?, Reply::Done))
