@@ -24,7 +24,7 @@ pub struct Limits {
     /// Most steps in one operation (`osd_max_ops_per_request`, default 256).
     pub max_ops_per_request: usize,
     /// Recovery operations (pushes, shard rebuilds) one OSD runs at once over all its
-    /// PGs, shared evenly by its op shards (`osd_recovery_max_active`, default 10: Ceph's
+    /// PGs, shared by its op shards (`osd_recovery_max_active`, default 10: Ceph's
     /// value for solid-state OSDs).
     pub recovery_max_active: usize,
     /// The same while the OSD serves clients (a client operation reached its op shard in

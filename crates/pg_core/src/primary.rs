@@ -38,16 +38,24 @@ const HAND_BACK_RETRY: Duration = Duration::from_secs(5);
 /// How long peering may take before it starts over (a peer that never answers).
 const PEERING_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Recovery operations one of `shards` op shards may run at `now_ns`: its part of
+/// Recovery operations op shard `index` of `shards` may run at `now_ns`: its part of
 /// `recovery_max_active`, or of `recovery_max_active_with_clients` if a client operation
 /// arrived within [`CLIENTS_RECENT`] (a clock that jumped counts as no recent operation).
-fn recovery_slots(limits: &crate::Limits, shards: usize, last_client_op_ns: Option<u64>, now_ns: u64) -> usize {
+/// The parts add up to the OSD's limit (the first shards take the remainder), except that
+/// every shard may run at least one.
+fn recovery_slots(
+    limits: &crate::Limits,
+    (index, shards): (usize, usize),
+    last_client_op_ns: Option<u64>,
+    now_ns: u64,
+) -> usize {
     let recent = last_client_op_ns.is_some_and(|at| now_ns.abs_diff(at) < CLIENTS_RECENT.as_nanos() as u64);
     let active = match recent {
         true => limits.recovery_max_active_with_clients.min(limits.recovery_max_active),
         false => limits.recovery_max_active,
     };
-    active.div_ceil(shards.max(1)).max(1)
+    let shards = shards.max(1);
+    (active / shards + usize::from(index % shards < active % shards)).max(1)
 }
 
 /// The outcome of something a primary started.
@@ -1395,7 +1403,8 @@ impl<R> Shard<R> {
     /// OSD's `osd_recovery_max_active`, shared by all its PGs, or of
     /// `osd_recovery_max_active_with_clients` while clients use it.
     pub(crate) fn recovery_slots_taken(&self) -> bool {
-        let slots = recovery_slots(&self.limits, self.config.shards, self.last_client_op_ns, self.now_ns);
+        let shard = (self.config.index, self.config.shards);
+        let slots = recovery_slots(&self.limits, shard, self.last_client_op_ns, self.now_ns);
         self.primaries.values().map(|p| p.pushes_in_flight).sum::<usize>() >= slots
     }
 
@@ -1596,14 +1605,15 @@ mod tests {
         let second = 1_000_000_000u64;
         let now = 3600 * second;
         // Two op shards share the OSD's 10 slots, or its 3 while clients are served.
-        assert_eq!(recovery_slots(&limits, 2, None, now), 5);
-        assert_eq!(recovery_slots(&limits, 2, Some(now - second / 2), now), 2);
-        assert_eq!(recovery_slots(&limits, 2, Some(now - 2 * second), now), 5);
+        let both = |last_client_op| [0, 1].map(|index| recovery_slots(&limits, (index, 2), last_client_op, now));
+        assert_eq!(both(None), [5, 5]);
+        assert_eq!(both(Some(now - second / 2)), [2, 1]);
+        assert_eq!(both(Some(now - 2 * second)), [5, 5]);
         // A clock that jumped back ten minutes does not hold recovery back that long.
-        assert_eq!(recovery_slots(&limits, 2, Some(now + 600 * second), now), 5);
+        assert_eq!(both(Some(now + 600 * second)), [5, 5]);
         // Never more slots with clients than without, never none.
         let few = crate::Limits { recovery_max_active: 2, recovery_max_active_with_clients: 8, ..limits };
-        assert_eq!(recovery_slots(&few, 1, Some(now), now), 2);
-        assert_eq!(recovery_slots(&few, 4, Some(now), now), 1);
+        assert_eq!(recovery_slots(&few, (0, 1), Some(now), now), 2);
+        assert_eq!([0, 1, 2, 3].map(|index| recovery_slots(&few, (index, 4), Some(now), now)), [1, 1, 1, 1]);
     }
 }

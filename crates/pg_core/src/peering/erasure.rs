@@ -57,6 +57,29 @@ pub(crate) fn took_empty_history_since(s: &PgSummary, recorded: &ActiveInterval)
     s.info.last_epoch_started > recorded.interval && holds_nothing(s)
 }
 
+/// How a copy of a shard (`summary`) catches up with the authoritative history, which ends
+/// at `head` in the log of `auth`: by log, keeping the newest entry it shares with that
+/// history (its later entries are rolled back) and receiving the objects written after it
+/// and those it already lacked; by backfill if it does not know what it lacks (it was
+/// being backfilled) or shares no entry within the authority's log.
+pub fn catch_up(summary: &PgSummary, head: EVersion, auth: &PgSummary) -> PeerPlan {
+    let backfill = PeerPlan { keep_until: None, recovery: Recovery::Backfill };
+    if !summary.info.complete && summary.missing.is_none() {
+        return backfill;
+    }
+    let history: Vec<(EVersion, &ObjectName)> =
+        auth.log.iter().filter(|p| p.at <= head).map(|p| (p.at, &p.object)).collect();
+    let on_history: BTreeSet<EVersion> = history.iter().map(|(at, _)| *at).collect();
+    let shared = |at: &EVersion| *at <= head && (on_history.contains(at) || *at <= auth.info.log_tail);
+    let kept = summary.log.iter().rev().map(|p| p.at).chain([summary.info.log_tail]).find(shared);
+    let Some(kept) = kept.filter(|at| *at >= auth.info.log_tail) else { return backfill };
+    let lacked = summary.missing.iter().flat_map(|m| m.objects.iter().cloned());
+    let missing: BTreeSet<ObjectName> =
+        history.iter().filter(|(at, _)| *at > kept).map(|(_, o)| (*o).clone()).chain(lacked).collect();
+    let recovery = if missing.is_empty() { Recovery::None } else { Recovery::Log(missing) };
+    PeerPlan { keep_until: Some(kept), recovery }
+}
+
 /// Decides the authoritative history and each shard's catch-up from the summaries of the
 /// shards that answered (by shard index), for a code with `k` data shards. The copies of
 /// `moving` shards are about to be backfilled over (their OSD serves another shard now):
@@ -70,7 +93,6 @@ pub fn plan(
     recorded: Option<&ActiveInterval>,
     emptied_since_record: bool,
 ) -> Result<ErasurePlan, Blocked> {
-    let known = |s: &PgSummary| s.info.complete || s.missing.is_some();
     // A complete copy of the recorded interval or later took every write acknowledged
     // since: an older complete copy whose log ends at the same entry missed none of them
     // and counts as well (the same entry means the same history up to it).
@@ -111,26 +133,7 @@ pub fn plan(
         .filter(|(i, s)| s.info.complete && holds(s, head) && (!moving.contains(i) || holds_nothing(s)))
         .max_by_key(|(i, s)| (s.log.len(), std::cmp::Reverse(**i)))
         .ok_or(Blocked::Incomplete)?;
-    let history: Vec<(EVersion, &ObjectName)> =
-        auth_summary.log.iter().filter(|p| p.at <= head).map(|p| (p.at, &p.object)).collect();
-    let on_history: BTreeSet<EVersion> = history.iter().map(|(at, _)| *at).collect();
-    let shards = summaries
-        .iter()
-        .map(|(&index, summary)| {
-            let backfill = PeerPlan { keep_until: None, recovery: Recovery::Backfill };
-            if !known(summary) {
-                return (index, backfill);
-            }
-            let shared = |at: &EVersion| *at <= head && (on_history.contains(at) || *at <= auth_summary.info.log_tail);
-            let kept = summary.log.iter().rev().map(|p| p.at).chain([summary.info.log_tail]).find(shared);
-            let Some(kept) = kept.filter(|at| *at >= auth_summary.info.log_tail) else { return (index, backfill) };
-            let lacked = summary.missing.iter().flat_map(|m| m.objects.iter().cloned());
-            let missing: BTreeSet<ObjectName> =
-                history.iter().filter(|(at, _)| *at > kept).map(|(_, o)| (*o).clone()).chain(lacked).collect();
-            let recovery = if missing.is_empty() { Recovery::None } else { Recovery::Log(missing) };
-            (index, PeerPlan { keep_until: Some(kept), recovery })
-        })
-        .collect();
+    let shards = summaries.iter().map(|(&index, summary)| (index, catch_up(summary, head, auth_summary))).collect();
     Ok(ErasurePlan { head, auth, shards })
 }
 

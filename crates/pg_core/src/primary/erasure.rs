@@ -204,8 +204,7 @@ pub(crate) fn plan(
 ) -> std::result::Result<(Plan, EVersion), Blocked> {
     let mut holders: BTreeMap<u8, (OsdId, &PgSummary)> = BTreeMap::new();
     for (osd, summary) in summaries {
-        let positions = if summary.info.last_acting.is_empty() { acting } else { &summary.info.last_acting };
-        let Some(shard) = positions.iter().position(|o| o == osd) else { continue };
+        let Some(shard) = copy_shard(*osd, summary, acting) else { continue };
         // A copy peering can use (activated in the recorded interval or later, knowing
         // what it lacks) first: an older complete one would only block.
         let rank = |s: &PgSummary| {
@@ -226,13 +225,29 @@ pub(crate) fn plan(
     let emptied =
         recorded.is_some_and(|r| summaries.values().any(|s| peering::erasure::took_empty_history_since(s, r)));
     let decided = peering::erasure::plan(k, &by_shard, &moving, recorded, emptied)?;
-    let auth = holders.get(&decided.auth).map(|(osd, _)| *osd).ok_or(Blocked::Incomplete)?;
+    let (auth, auth_summary) = holders.get(&decided.auth).copied().ok_or(Blocked::Incomplete)?;
     let backfill = PeerPlan { keep_until: None, recovery: Recovery::Backfill };
     let mut peers: BTreeMap<OsdId, PeerPlan> = summaries.keys().map(|osd| (*osd, backfill.clone())).collect();
+    let mut older = Vec::new();
     for (shard, osd) in acting.iter().enumerate().filter(|(_, o)| **o != OsdId::NONE) {
-        let own = holders.get(&(shard as u8)).filter(|(holder, _)| holder == osd);
-        let shard_plan = own.and_then(|_| decided.shards.get(&(shard as u8)).cloned());
+        let shard_plan = match holders.get(&(shard as u8)).filter(|(holder, _)| holder == osd) {
+            Some(_) => decided.shards.get(&(shard as u8)).cloned(),
+            // An older copy of the OSD's own shard than the one peering counted (it came
+            // back after another OSD stood in for it) catches up by log where its history
+            // meets the authority's, as any copy: it is not emptied and refilled.
+            None => summaries.get(osd).filter(|s| copy_shard(*osd, s, acting) == Some(shard)).map(|summary| {
+                older.push(*osd);
+                peering::erasure::catch_up(summary, decided.head, auth_summary)
+            }),
+        };
         peers.insert(*osd, shard_plan.unwrap_or_else(|| backfill.clone()));
+    }
+    // Unless that leaves an object lacking on too many shards: backfilled, their positions
+    // may be served by strays instead (below).
+    if check_decodable(k, &acting_serving(acting, &peers), recorded).is_err() {
+        for osd in older {
+            peers.insert(osd, backfill.clone());
+        }
     }
     // At an empty head (nothing written, or all of it rolled back) there is nothing to
     // decode: backfilling is emptying.
@@ -260,6 +275,13 @@ pub(crate) fn plan(
     let serve_after_recovery = stray_sources.is_some();
     let stray_sources = stray_sources.unwrap_or_default();
     Ok((Plan { auth, peers, stray_sources, serve_after_recovery }, decided.head))
+}
+
+/// The shard `osd`'s copy is of: its position in the acting set it was last activated in
+/// (one never activated holds nothing and stands for its position in `acting`).
+fn copy_shard(osd: OsdId, summary: &PgSummary, acting: &[OsdId]) -> Option<usize> {
+    let positions = if summary.info.last_acting.is_empty() { acting } else { &summary.info.last_acting };
+    positions.iter().position(|o| *o == osd)
 }
 
 /// The positions whose acting OSD is backfilled while an OSD outside the acting set holds
@@ -1073,6 +1095,32 @@ mod tests {
         summaries.remove(&OsdId(3));
         let (decodable, _) = plan(2, &[OsdId(0), OsdId(1), OsdId(4)], &summaries, Some(&recorded)).unwrap();
         assert!(decodable.stray_sources.is_empty() && !decodable.serve_after_recovery);
+    }
+
+    #[test]
+    fn a_returning_osd_catches_up_by_log_past_the_copy_that_stood_in_for_it() {
+        use crate::peering::test_support::{at, summary};
+        // 2+1: interval 5 wrote "a" on OSDs 0, 1 and 2. osd.2 went out; osd.3, backfilled
+        // as position 2, went active in interval 9 (recorded), which wrote "b". osd.2 is
+        // back at position 2 and osd.3 a stray holding the newer copy of that shard.
+        let recorded = ActiveInterval { interval: 9, acting: vec![OsdId(0), OsdId(1), OsdId(3)] };
+        let both = [(5, 1, "a"), (9, 1, "b")];
+        let summaries = BTreeMap::from([
+            (OsdId(0), summary(&both, true, 9, &[0, 1, 3])),
+            (OsdId(1), summary(&both, true, 9, &[0, 1, 3])),
+            (OsdId(2), summary(&both[..1], true, 5, &[0, 1, 2])),
+            (OsdId(3), summary(&both, true, 9, &[0, 1, 3])),
+        ]);
+        let (planned, head) = plan(2, &[OsdId(0), OsdId(1), OsdId(2)], &summaries, Some(&recorded)).unwrap();
+        assert_eq!(head, at(9, 1));
+        let b = BTreeSet::from([ObjectName::new("", "b")]);
+        assert_eq!(planned.peers[&OsdId(2)], PeerPlan { keep_until: Some(at(5, 1)), recovery: Recovery::Log(b) });
+        assert!(planned.stray_sources.is_empty() && !planned.serve_after_recovery);
+        // Without osd.1, "b" would have one holder in the acting set: osd.2 is backfilled
+        // and the stray osd.3 serves its position meanwhile.
+        let (planned, _) = plan(2, &[OsdId(0), OsdId::NONE, OsdId(2)], &summaries, Some(&recorded)).unwrap();
+        assert_eq!(planned.peers[&OsdId(2)].recovery, Recovery::Backfill);
+        assert_eq!(planned.stray_sources.get(&2).map(|s| s.osd), Some(OsdId(3)));
     }
 
     #[test]
