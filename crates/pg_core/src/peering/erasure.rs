@@ -57,27 +57,43 @@ pub(crate) fn took_empty_history_since(s: &PgSummary, recorded: &ActiveInterval)
     s.info.last_epoch_started > recorded.interval && holds_nothing(s)
 }
 
-/// How a copy of a shard (`summary`) catches up with the authoritative history, which ends
-/// at `head` in the log of `auth`: by log, keeping the newest entry it shares with that
-/// history (its later entries are rolled back) and receiving the objects written after it
-/// and those it already lacked; by backfill if it does not know what it lacks (it was
-/// being backfilled) or shares no entry within the authority's log.
-pub fn catch_up(summary: &PgSummary, head: EVersion, auth: &PgSummary) -> PeerPlan {
-    let backfill = PeerPlan { keep_until: None, recovery: Recovery::Backfill };
-    if !summary.info.complete && summary.missing.is_none() {
-        return backfill;
+/// The authoritative history: the entries of the authority's log up to `head`, which
+/// copies of every shard catch up with.
+pub struct History<'a> {
+    head: EVersion,
+    log_tail: EVersion,
+    entries: Vec<(EVersion, &'a ObjectName)>,
+    positions: BTreeSet<EVersion>,
+}
+
+impl<'a> History<'a> {
+    /// The history ending at `head` in the log of `auth`.
+    pub fn new(auth: &'a PgSummary, head: EVersion) -> History<'a> {
+        let entries: Vec<(EVersion, &ObjectName)> =
+            auth.log.iter().filter(|p| p.at <= head).map(|p| (p.at, &p.object)).collect();
+        let positions = entries.iter().map(|(at, _)| *at).collect();
+        History { head, log_tail: auth.info.log_tail, entries, positions }
     }
-    let history: Vec<(EVersion, &ObjectName)> =
-        auth.log.iter().filter(|p| p.at <= head).map(|p| (p.at, &p.object)).collect();
-    let on_history: BTreeSet<EVersion> = history.iter().map(|(at, _)| *at).collect();
-    let shared = |at: &EVersion| *at <= head && (on_history.contains(at) || *at <= auth.info.log_tail);
-    let kept = summary.log.iter().rev().map(|p| p.at).chain([summary.info.log_tail]).find(shared);
-    let Some(kept) = kept.filter(|at| *at >= auth.info.log_tail) else { return backfill };
-    let lacked = summary.missing.iter().flat_map(|m| m.objects.iter().cloned());
-    let missing: BTreeSet<ObjectName> =
-        history.iter().filter(|(at, _)| *at > kept).map(|(_, o)| (*o).clone()).chain(lacked).collect();
-    let recovery = if missing.is_empty() { Recovery::None } else { Recovery::Log(missing) };
-    PeerPlan { keep_until: Some(kept), recovery }
+
+    /// How a copy of a shard (`summary`) catches up: by log, keeping the newest entry it
+    /// shares with the history (its later entries are rolled back) and receiving the
+    /// objects written after it and those it already lacked; by backfill if it does not
+    /// know what it lacks (it was being backfilled) or shares no entry within the
+    /// authority's log.
+    pub fn catch_up(&self, summary: &PgSummary) -> PeerPlan {
+        let backfill = PeerPlan { keep_until: None, recovery: Recovery::Backfill };
+        if !summary.info.complete && summary.missing.is_none() {
+            return backfill;
+        }
+        let shared = |at: &EVersion| *at <= self.head && (self.positions.contains(at) || *at <= self.log_tail);
+        let kept = summary.log.iter().rev().map(|p| p.at).chain([summary.info.log_tail]).find(shared);
+        let Some(kept) = kept.filter(|at| *at >= self.log_tail) else { return backfill };
+        let lacked = summary.missing.iter().flat_map(|m| m.objects.iter().cloned());
+        let written = self.entries.iter().filter(|(at, _)| *at > kept).map(|(_, o)| (*o).clone());
+        let missing: BTreeSet<ObjectName> = written.chain(lacked).collect();
+        let recovery = if missing.is_empty() { Recovery::None } else { Recovery::Log(missing) };
+        PeerPlan { keep_until: Some(kept), recovery }
+    }
 }
 
 /// Decides the authoritative history and each shard's catch-up from the summaries of the
@@ -133,7 +149,8 @@ pub fn plan(
         .filter(|(i, s)| s.info.complete && holds(s, head) && (!moving.contains(i) || holds_nothing(s)))
         .max_by_key(|(i, s)| (s.log.len(), std::cmp::Reverse(**i)))
         .ok_or(Blocked::Incomplete)?;
-    let shards = summaries.iter().map(|(&index, summary)| (index, catch_up(summary, head, auth_summary))).collect();
+    let history = History::new(auth_summary, head);
+    let shards = summaries.iter().map(|(&index, summary)| (index, history.catch_up(summary))).collect();
     Ok(ErasurePlan { head, auth, shards })
 }
 

@@ -228,6 +228,7 @@ pub(crate) fn plan(
     let (auth, auth_summary) = holders.get(&decided.auth).copied().ok_or(Blocked::Incomplete)?;
     let backfill = PeerPlan { keep_until: None, recovery: Recovery::Backfill };
     let mut peers: BTreeMap<OsdId, PeerPlan> = summaries.keys().map(|osd| (*osd, backfill.clone())).collect();
+    let history = peering::erasure::History::new(auth_summary, decided.head);
     let mut older = Vec::new();
     for (shard, osd) in acting.iter().enumerate().filter(|(_, o)| **o != OsdId::NONE) {
         let shard_plan = match holders.get(&(shard as u8)).filter(|(holder, _)| holder == osd) {
@@ -237,7 +238,7 @@ pub(crate) fn plan(
             // meets the authority's, as any copy: it is not emptied and refilled.
             None => summaries.get(osd).filter(|s| copy_shard(*osd, s, acting) == Some(shard)).map(|summary| {
                 older.push(*osd);
-                peering::erasure::catch_up(summary, decided.head, auth_summary)
+                history.catch_up(summary)
             }),
         };
         peers.insert(*osd, shard_plan.unwrap_or_else(|| backfill.clone()));
