@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 
 import botocore
@@ -119,11 +120,12 @@ def test_a_browser_uploads_and_reads_where_the_rules_allow_and_is_stopped_where_
         urls = {"put": presign("put_object", bucket), "get": presign("get_object", bucket),
                 "denied_put": presign("put_object", other), "denied_get": presign("get_object", other)}
         Page.body = (PAGE % json.dumps(urls)).encode()
-        dom = subprocess.run(
-            [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=" + os.path.join("/tmp", "shoal-chromium-" + bucket),
-             "--virtual-time-budget=15000", "--dump-dom", page_origin + "/"],
-            capture_output=True, text=True, timeout=120,
-        ).stdout
+        with tempfile.TemporaryDirectory(prefix="shoal-chromium-") as profile:
+            dom = subprocess.run(
+                [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=" + profile,
+                 "--virtual-time-budget=15000", "--dump-dom", page_origin + "/"],
+                capture_output=True, text=True, timeout=120,
+            ).stdout
         out = json.loads(dom.split('<pre id="out">')[1].split("</pre>")[0])
         assert out["put"] == [200, ""], out
         assert out["get"] == [200, "from the browser"], out

@@ -101,6 +101,7 @@ pub struct OsdCounters {
     checksum_errors: Counter,
     read_repairs: Counter,
     slow_requests: Counter,
+    recovered_objects: Counter,
 }
 
 impl Default for OsdCounters {
@@ -117,6 +118,7 @@ impl Default for OsdCounters {
             checksum_errors: Counter::default(),
             read_repairs: Counter::default(),
             slow_requests: Counter::default(),
+            recovered_objects: Counter::default(),
         }
     }
 }
@@ -165,6 +167,11 @@ impl OsdCounters {
         self.read_repairs.inc();
     }
 
+    /// Counts objects this OSD, as primary, saw recovered on copies that lacked them.
+    pub fn recovered(&self, objects: u32) {
+        self.recovered_objects.inc_by(u64::from(objects));
+    }
+
     /// The counters as `perf dump` shows them: per operation kind `avgcount`, `sum` and
     /// `avgtime` (seconds), as Ceph prints latencies.
     pub fn json(&self) -> serde_json::Value {
@@ -183,6 +190,7 @@ impl OsdCounters {
             "checksum_errors": self.checksum_errors.get(),
             "read_repairs": self.read_repairs.get(),
             "slow_requests": self.slow_requests.get(),
+            "recovered_objects": self.recovered_objects.get(),
             "latency": ops,
         })
     }
@@ -216,6 +224,11 @@ impl OsdCounters {
             "read_repairs",
             "Local copies rewritten from a replica after a bad checksum",
             self.read_repairs.clone(),
+        );
+        registry.register(
+            "recovered_objects",
+            "Objects recovered on copies that lacked them, by this OSD as primary",
+            self.recovered_objects.clone(),
         );
         registry.register_collector(Box::new(StoreCollector(store)));
     }

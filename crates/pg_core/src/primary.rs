@@ -78,8 +78,8 @@ pub(crate) enum Event<R> {
     Registered(bool),
     /// A replica applied an activation.
     Activated(OsdId, Result<()>),
-    /// A replica applied a push.
-    Pushed(OsdId, Result<()>),
+    /// A replica applied a push that completed this many objects.
+    Pushed(OsdId, u32, Result<()>),
     /// A shard applied the last push of its copy of an object, rebuilt.
     Rebuilt(OsdId, ObjectName, Result<()>),
     /// A replica is complete again.
@@ -122,7 +122,8 @@ pub(crate) enum Expect<R> {
     Listed,
     Acked(OsdId, EVersion),
     Activated(OsdId),
-    Pushed(OsdId),
+    /// A push completing this many objects.
+    Pushed(OsdId, u32),
     /// The last push of a shard rebuilt for an object.
     Rebuilt(OsdId, ObjectName),
     Recovered(OsdId),
@@ -158,7 +159,7 @@ impl<R> Expect<R> {
             })),
             Expect::Acked(osd, at) => Event::Acked(osd, at, done(reply)),
             Expect::Activated(osd) => Event::Activated(osd, done(reply)),
-            Expect::Pushed(osd) => Event::Pushed(osd, done(reply)),
+            Expect::Pushed(osd, objects) => Event::Pushed(osd, objects, done(reply)),
             Expect::Rebuilt(osd, object) => Event::Rebuilt(osd, object, done(reply)),
             Expect::Recovered(osd) => Event::Recovered(osd, done(reply)),
             Expect::StrayRemoved(osd) => Event::StrayRemoved(osd, done(reply)),
@@ -667,14 +668,14 @@ impl<R> Shard<R> {
                 tracing::info!(%pg, "the monitor did not record the activation; peering again");
                 self.restart_later(pg);
             }
-            Event::Pushed(osd, result) => self.pushed(pg, osd, result),
+            Event::Pushed(osd, objects, result) => self.pushed(pg, osd, objects, result),
             Event::Rebuilt(osd, object, result) => {
                 if result.is_ok()
                     && let Some(r) = self.primaries.get_mut(&pg).and_then(|p| p.recovery.get_mut(&osd))
                 {
                     r.pushing.remove(&object);
                 }
-                self.pushed(pg, osd, result);
+                self.pushed(pg, osd, 1, result);
                 // Operations waiting for the object on that shard may go on.
                 self.resume_erasure(pg);
             }
@@ -734,10 +735,14 @@ impl<R> Shard<R> {
         }
     }
 
-    /// A push was applied (its recovery slot is free, after `osd_recovery_sleep`), or not.
-    fn pushed(&mut self, pg: PgId, osd: OsdId, result: Result<()>) {
+    /// A push that completed `objects` was applied (its recovery slot is free, after
+    /// `osd_recovery_sleep`), or not.
+    fn pushed(&mut self, pg: PgId, osd: OsdId, objects: u32, result: Result<()>) {
         if let Err(e) = result {
             return self.peer_failed(pg, "pushing objects", e);
+        }
+        if objects > 0 {
+            self.emit(Action::Count(Counted::Recovered(objects)));
         }
         let sleep = self.limits.recovery_sleep;
         let Some(p) = self.primaries.get_mut(&pg) else { return };
@@ -977,6 +982,7 @@ impl<R> Shard<R> {
         {
             if next.is_none() {
                 queue.pop_front();
+                self.out.push(Action::Count(Counted::Recovered(1)));
             }
             *resume = next;
         }
@@ -1456,7 +1462,7 @@ impl<R> Shard<R> {
             let txn = self.next_push(pg, pool.pg_num, osd, backfill);
             match txn {
                 Ok(None) => continue,
-                Ok(Some(txn)) => {
+                Ok(Some((txn, completed))) => {
                     if let Some(p) = self.primaries.get_mut(&pg) {
                         p.pushes_in_flight += 1;
                         if let Some(r) = p.recovery.get_mut(&osd) {
@@ -1465,7 +1471,7 @@ impl<R> Shard<R> {
                     }
                     let at = self.pg(pg).map(|state| state.info.last_update).unwrap_or_default();
                     let push = PeerRequest::PushAt { pg, interval, at, txn: txn.encode().into() };
-                    self.ask(pg, interval, osd, push, Expect::Pushed(osd));
+                    self.ask(pg, interval, osd, push, Expect::Pushed(osd, completed));
                 }
                 Err(e) => {
                     tracing::error!(%pg, error = %e, "reading objects to push failed");
@@ -1478,15 +1484,15 @@ impl<R> Shard<R> {
 
     /// The next push for `osd`: the rest of a partly pushed object, or the next objects
     /// of its log recovery or of its backfill (after `backfill`'s cursor), up to
-    /// [`COPY_PART_BYTES`]; an object that does not fit is continued by the next push. `None`
-    /// when the objects listed were none.
+    /// [`COPY_PART_BYTES`]; an object that does not fit is continued by the next push. With
+    /// the push, how many objects it completes; `None` when the objects listed were none.
     fn next_push(
         &mut self,
         pg: PgId,
         pg_num: u32,
         osd: OsdId,
         backfill: Option<Option<ObjectKey>>,
-    ) -> Result<Option<Transaction>> {
+    ) -> Result<Option<(Transaction, u32)>> {
         let r = self.peer_recovery(pg, osd)?;
         // What this push may copy, in order; for a log recovery its names leave the
         // replica's list only once started (a partial object is continued by the next push).
@@ -1503,7 +1509,8 @@ impl<R> Shard<R> {
             }
         };
         let listed = queue.len();
-        let (mut txn, mut budget, mut last, mut started) = (Transaction::new(), COPY_PART_BYTES, None, 0);
+        let (mut txn, mut budget, mut last, mut started, mut completed) =
+            (Transaction::new(), COPY_PART_BYTES, None, 0, 0);
         for (key, resume) in queue {
             if budget == 0 {
                 break;
@@ -1517,6 +1524,7 @@ impl<R> Shard<R> {
                 self.peer_recovery(pg, osd)?.partial = Some((key, next));
                 break;
             }
+            completed += 1;
         }
         let r = self.peer_recovery(pg, osd)?;
         if from_list {
@@ -1526,7 +1534,7 @@ impl<R> Shard<R> {
             // Objects listed but not started are listed again after the last one started.
             *cursor = (last.clone().or(cursor.0.take()), listed_all && started == listed);
         }
-        Ok(last.map(|_| txn))
+        Ok(last.map(|_| (txn, completed)))
     }
 
     fn peer_recovery(&mut self, pg: PgId, osd: OsdId) -> Result<&mut PeerRecovery> {

@@ -175,6 +175,9 @@ pub enum Counted {
     ChecksumError,
     /// A local copy was repaired from a replica.
     ReadRepaired,
+    /// Recovery brought this many objects up to date on copies that lacked them (log
+    /// recovery, backfill, shard rebuilds), as their primary saw them applied.
+    Recovered(u32),
 }
 
 /// The request an answer belongs to (opaque to the driver).

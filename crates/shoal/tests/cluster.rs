@@ -9,7 +9,8 @@ mod common;
 
 use bytes::Bytes;
 use common::{
-    Restarted, Vstart, cmdline, conf_value, kill9, metrics_url, ok, sample, scrape_checked, shoal_c, wait_for,
+    Restarted, Vstart, cmdline, conf_value, kill9, metrics_url, ok, osd_counters, sample, scrape_checked, shoal_c,
+    wait_for,
 };
 use shoal_client::{Rados, ReadOp, WriteOp};
 use shoal_store::{ObjectKey, ObjectStore};
@@ -268,6 +269,17 @@ fn an_osd_marked_out_is_backfilled_onto_the_others() {
         (clean == 16).then_some(pgs)
     });
     let pgs = clean.unwrap_or_else(|| panic!("backfill did not finish:\n{}", ok(&conf, &["pg", "dump"])));
+    // Every object osd.2 held was copied to its replacement, and its primary counted it.
+    let on_victim = names.iter().filter(|n| {
+        let pg = shoal_placement::pg_of(&pool, &ObjectName::new("", n.as_str()));
+        shoal_placement::pg_up_osds(&map, &pool, pg).contains(&victim)
+    });
+    let lost = on_victim.count() as u64;
+    let recovered: u64 = (0..5)
+        .filter(|o| *o != victim.0)
+        .map(|o| osd_counters(&conf, &format!("osd.{o}"))["recovered_objects"].as_u64().unwrap())
+        .sum();
+    assert!(lost > 0 && recovered >= lost, "{recovered} objects counted recovered, osd.2 held {lost}");
     let up_column =
         |pgs: &str, osd: char| pgs.lines().skip(1).any(|l| l.split_whitespace().nth(1).unwrap_or("").contains(osd));
     assert!(!up_column(&pgs, '2'), "{pgs}");
@@ -398,12 +410,6 @@ fn large_overwrites_survive_repeated_osd_kills() {
         assert!(report.contains(&format!("referenced {}", 12 * 4194304)), "osd.{osd}: {report}");
     }
     eprintln!("{kills} kills of osd.1, {} acknowledged 4 MiB writes verified", acked.len());
-}
-
-/// `shoal tell OSD perf dump`'s `osd` section.
-fn osd_counters(conf: &str, osd: &str) -> serde_json::Value {
-    let dump: serde_json::Value = serde_json::from_str(&ok(conf, &["tell", osd, "perf", "dump"])).unwrap();
-    dump["osd"].clone()
 }
 
 #[test]

@@ -8,7 +8,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{Restarted, Vstart, cmdline, conf_value, kill9, ok, wait_for};
+use common::{Restarted, Vstart, cmdline, conf_value, kill9, ok, osd_counters, wait_for};
 use shoal_client::{IoCtx, Rados, WriteOp};
 use shoal_transport::TcpNetwork;
 use shoal_types::{ObjectName, OsdId};
@@ -157,6 +157,7 @@ fn an_erasure_coded_pool_serves_degraded_rebuilds_lost_shards_and_repairs_a_bad_
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let rados = runtime.block_on(client(&cluster, Duration::from_secs(120)));
     let io = runtime.block_on(rados.ioctx(POOL)).unwrap();
+    let first_map = runtime.block_on(rados.refresh_map()).unwrap();
     let model = Arc::new(Mutex::new(Model::default()));
     let mut restarted = Restarted::default();
 
@@ -200,6 +201,17 @@ fn an_erasure_coded_pool_serves_degraded_rebuilds_lost_shards_and_repairs_a_bad_
         ok(&conf, &["osd", "out", &osd.0.to_string()]);
     }
     wait_clean(&conf, 8, "two OSDs out");
+    // Every object with a shard on a lost OSD was rebuilt, and its primary counted it.
+    let pool = first_map.pool_named(POOL).unwrap();
+    let on_victims = |name: &String| {
+        let pg = shoal_placement::pg_of(pool, &ObjectName::new("", name));
+        shoal_placement::pg_up_osds(&first_map, pool, pg).iter().any(|o| victims.contains(o))
+    };
+    let lost = model.lock().unwrap().acked.keys().filter(|name| on_victims(name)).count() as u64;
+    let survivors = (0..8).map(OsdId).filter(|o| !victims.contains(o));
+    let recovered: u64 =
+        survivors.map(|o| osd_counters(&conf, &o.to_string())["recovered_objects"].as_u64().unwrap()).sum();
+    assert!(lost > 0 && recovered >= lost, "{recovered} objects counted recovered, {lost} had a shard on {victims:?}");
     let writes = run_writers(2, &|| {});
     assert!(writes > 10, "only {writes} writes with two OSDs out");
     verify(&runtime, &io, &model, "two OSDs out, their shards rebuilt elsewhere");

@@ -1040,7 +1040,7 @@ impl<R> Shard<R> {
             let txn = txn.encode().into();
             if more {
                 let push = PeerRequest::PushAt { pg, interval, at, txn };
-                self.ask(pg, interval, target, push, Expect::Pushed(target));
+                self.ask(pg, interval, target, push, Expect::Pushed(target, 0));
             } else {
                 if let Some(r) = self.primaries.get_mut(&pg).and_then(|p| p.recovery.get_mut(&target)) {
                     r.pushing.insert(object.clone());
@@ -1054,7 +1054,7 @@ impl<R> Shard<R> {
             self.start_rebuild(pg, target, object, end);
         }
         if target == me {
-            self.primary_event(pg, interval, Event::Pushed(me, Ok(())));
+            self.primary_event(pg, interval, Event::Pushed(me, u32::from(!more), Ok(())));
         }
     }
 }

@@ -250,7 +250,7 @@ struct Recovery {
     phase: String,
     seconds: f64,
     clean: bool,
-    /// The most objects PGs reported still to recover.
+    /// Objects recovered during the phase, by the OSDs' counters.
     objects: u64,
     /// The most PGs reported inactive.
     inactive: usize,
@@ -343,12 +343,13 @@ impl Cycle<'_> {
         let mut recovery = Recovery { phase: name.into(), seconds: 0.0, clean: false, objects: 0, inactive: 0 };
         let rados = self.cluster.rados.clone();
         let timeout = self.args.recovery_timeout;
+        let osds: Vec<OsdId> = (0..self.args.hosts * self.args.osds_per_host).map(OsdId).collect();
+        let counted_before = recovered_counts(&rados, &osds).await;
         self.phase(name, async {
             while started.elapsed() < timeout {
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 let (Ok(map), Ok((stats, _))) = (rados.refresh_map().await, rados.pg_stats().await) else { continue };
                 let total: u32 = map.pools.values().map(|p| p.pg_num).sum();
-                recovery.objects = recovery.objects.max(stats.iter().map(|s| s.objects_to_recover).sum());
                 recovery.inactive = recovery.inactive.max(inactive(&stats));
                 let returned = back.iter().all(|id| map.osds.get(id).is_some_and(|o| o.up && o.is_in));
                 if returned && stats.len() as u32 == total && stats.iter().all(|s| s.state_name() == "active+clean") {
@@ -359,12 +360,36 @@ impl Cycle<'_> {
         })
         .await;
         recovery.seconds = started.elapsed().as_secs_f64();
+        let counted_after = recovered_counts(&rados, &osds).await;
+        recovery.objects = counted_after
+            .iter()
+            .map(|(osd, after)| {
+                // An OSD restarted since counts from zero again.
+                let before = counted_before.get(osd).copied().unwrap_or(0);
+                after.checked_sub(before).unwrap_or(*after)
+            })
+            .sum();
         self.event(match recovery.clean {
             true => "every PG active+clean".into(),
             false => format!("not every PG active+clean after {:?}", self.args.recovery_timeout),
         });
         Ok(recovery)
     }
+}
+
+/// Each reachable OSD's count of objects it recovered as primary (`perf dump`); an OSD
+/// down or slow to answer is left out.
+async fn recovered_counts(rados: &Rados, osds: &[OsdId]) -> BTreeMap<OsdId, u64> {
+    let mut counts = BTreeMap::new();
+    for &osd in osds {
+        let dump = tokio::time::timeout(Duration::from_secs(5), rados.tell_osd(osd, "perf dump")).await;
+        let Ok(Ok(dump)) = dump else { continue };
+        let recovered = serde_json::from_str::<Value>(&dump).ok().and_then(|d| d["osd"]["recovered_objects"].as_u64());
+        if let Some(recovered) = recovered {
+            counts.insert(osd, recovered);
+        }
+    }
+    counts
 }
 
 /// How many of the PGs `stats` reports are not active.

@@ -154,6 +154,12 @@ pub fn ok(conf: &str, args: &[&str]) -> String {
     out
 }
 
+/// `shoal tell OSD perf dump`'s `osd` section.
+pub fn osd_counters(conf: &str, osd: &str) -> serde_json::Value {
+    let dump: serde_json::Value = serde_json::from_str(&ok(conf, &["tell", osd, "perf", "dump"])).unwrap();
+    dump["osd"].clone()
+}
+
 /// Polls `check` every 200 ms for up to two minutes.
 pub fn wait_for<T>(mut check: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + Duration::from_secs(120);
