@@ -2,7 +2,8 @@
 """Plots `shoal bench reef --timeline FILE` output: client throughput (MB/s of GET and PUT,
 and total ops/s) over time, one panel per timeline file given (e.g. the erasure-coded run
 and the replicated one), phases shaded and named, events marked. Rates are per second,
-smoothed over 5 s. Needs matplotlib. Usage: bench/reef_plot.py OUT.png TIMELINE.json...
+smoothed over 5 s. A file given as LABEL=TIMELINE.json adds LABEL to its panel's title.
+Needs matplotlib. Usage: bench/reef_plot.py OUT.png [LABEL=]TIMELINE.json...
 """
 import json
 import sys
@@ -23,7 +24,7 @@ def smooth(values):
     return out
 
 
-def panel(axis, timeline):
+def panel(axis, timeline, label):
     seconds = timeline["seconds"]
     t = [s["t"] for s in seconds]
     for op, colour in (("GET", "tab:blue"), ("PUT", "tab:orange")):
@@ -38,7 +39,7 @@ def panel(axis, timeline):
                   fontsize=7, transform=axis.get_xaxis_transform())
     for event in timeline["events"]:
         axis.axvline(event["t"], color="tab:red", lw=0.6, ls="--")
-    axis.set_title(timeline["setup"])
+    axis.set_title(f"{timeline['setup']}: {label}" if label else timeline["setup"])
     axis.set_ylabel("MB/s")
     axis.set_ylim(bottom=0)
     ops.set_ylim(bottom=0)
@@ -50,9 +51,10 @@ def panel(axis, timeline):
 def main():
     out, files = sys.argv[1], sys.argv[2:]
     figure, axes = plt.subplots(len(files), 1, figsize=(12, 4 * len(files)), squeeze=False)
-    for axis, path in zip(axes[:, 0], files):
+    for axis, arg in zip(axes[:, 0], files):
+        label, _, path = arg.rpartition("=")
         with open(path) as f:
-            panel(axis, json.load(f))
+            panel(axis, json.load(f), label)
     axes[-1, 0].set_xlabel("seconds")
     figure.tight_layout()
     figure.savefig(out, dpi=110)
