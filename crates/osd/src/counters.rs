@@ -102,6 +102,7 @@ pub struct OsdCounters {
     read_repairs: Counter,
     slow_requests: Counter,
     recovered_objects: Counter,
+    recovered_bytes: Counter,
 }
 
 impl Default for OsdCounters {
@@ -119,6 +120,7 @@ impl Default for OsdCounters {
             read_repairs: Counter::default(),
             slow_requests: Counter::default(),
             recovered_objects: Counter::default(),
+            recovered_bytes: Counter::default(),
         }
     }
 }
@@ -167,9 +169,11 @@ impl OsdCounters {
         self.read_repairs.inc();
     }
 
-    /// Counts objects this OSD, as primary, saw recovered on copies that lacked them.
-    pub fn recovered(&self, objects: u32) {
+    /// Counts objects this OSD, as primary, saw recovered on copies that lacked them, and
+    /// the bytes recovery wrote for them.
+    pub fn recovered(&self, objects: u32, bytes: u64) {
         self.recovered_objects.inc_by(u64::from(objects));
+        self.recovered_bytes.inc_by(bytes);
     }
 
     /// The counters as `perf dump` shows them: per operation kind `avgcount`, `sum` and
@@ -191,6 +195,7 @@ impl OsdCounters {
             "read_repairs": self.read_repairs.get(),
             "slow_requests": self.slow_requests.get(),
             "recovered_objects": self.recovered_objects.get(),
+            "recovered_bytes": self.recovered_bytes.get(),
             "latency": ops,
         })
     }
@@ -229,6 +234,12 @@ impl OsdCounters {
             "recovered_objects",
             "Objects recovered on copies that lacked them, by this OSD as primary",
             self.recovered_objects.clone(),
+        );
+        registry.register_with_unit(
+            "recovered",
+            "Bytes recovery wrote to copies that lacked objects, by this OSD as primary",
+            Unit::Bytes,
+            self.recovered_bytes.clone(),
         );
         registry.register_collector(Box::new(StoreCollector(store)));
     }

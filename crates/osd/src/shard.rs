@@ -232,7 +232,7 @@ impl Driver {
                 }
                 Action::Count(Counted::ChecksumError) => self.ctx.counters.checksum_error(),
                 Action::Count(Counted::ReadRepaired) => self.ctx.counters.read_repaired(),
-                Action::Count(Counted::Recovered(objects)) => self.ctx.counters.recovered(objects),
+                Action::Count(Counted::Recovered { objects, bytes }) => self.ctx.counters.recovered(objects, bytes),
             }
         }
     }

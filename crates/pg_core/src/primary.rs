@@ -58,6 +58,14 @@ fn recovery_slots(
     (active / shards + usize::from(index % shards < active % shards)).max(1)
 }
 
+/// What a recovery push carries: the objects it completes (an object sent in parts counts
+/// with its last) and the bytes of its store transaction.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PushSize {
+    pub(crate) objects: u32,
+    pub(crate) bytes: u64,
+}
+
 /// The outcome of something a primary started.
 pub(crate) enum Event<R> {
     /// A peer's PG summary.
@@ -78,10 +86,10 @@ pub(crate) enum Event<R> {
     Registered(bool),
     /// A replica applied an activation.
     Activated(OsdId, Result<()>),
-    /// A replica applied a push that completed this many objects.
-    Pushed(OsdId, u32, Result<()>),
-    /// A shard applied the last push of its copy of an object, rebuilt.
-    Rebuilt(OsdId, ObjectName, Result<()>),
+    /// A replica applied a push.
+    Pushed(OsdId, PushSize, Result<()>),
+    /// A shard applied the last push of its copy of an object, rebuilt (of this many bytes).
+    Rebuilt(OsdId, ObjectName, u64, Result<()>),
     /// A replica is complete again.
     Recovered(OsdId, Result<()>),
     /// A stray copy was deleted (or could not be).
@@ -122,10 +130,9 @@ pub(crate) enum Expect<R> {
     Listed,
     Acked(OsdId, EVersion),
     Activated(OsdId),
-    /// A push completing this many objects.
-    Pushed(OsdId, u32),
-    /// The last push of a shard rebuilt for an object.
-    Rebuilt(OsdId, ObjectName),
+    Pushed(OsdId, PushSize),
+    /// The last push of a shard rebuilt for an object, of this many bytes.
+    Rebuilt(OsdId, ObjectName, u64),
     Recovered(OsdId),
     StrayRemoved(OsdId),
     /// A replica's copy for the operation waiting on a repair.
@@ -159,8 +166,8 @@ impl<R> Expect<R> {
             })),
             Expect::Acked(osd, at) => Event::Acked(osd, at, done(reply)),
             Expect::Activated(osd) => Event::Activated(osd, done(reply)),
-            Expect::Pushed(osd, objects) => Event::Pushed(osd, objects, done(reply)),
-            Expect::Rebuilt(osd, object) => Event::Rebuilt(osd, object, done(reply)),
+            Expect::Pushed(osd, size) => Event::Pushed(osd, size, done(reply)),
+            Expect::Rebuilt(osd, object, bytes) => Event::Rebuilt(osd, object, bytes, done(reply)),
             Expect::Recovered(osd) => Event::Recovered(osd, done(reply)),
             Expect::StrayRemoved(osd) => Event::StrayRemoved(osd, done(reply)),
             Expect::RepairCopy(waiting) => Event::RepairCopy(waiting, reply.and_then(copies).map(|(txn, _)| txn)),
@@ -668,14 +675,14 @@ impl<R> Shard<R> {
                 tracing::info!(%pg, "the monitor did not record the activation; peering again");
                 self.restart_later(pg);
             }
-            Event::Pushed(osd, objects, result) => self.pushed(pg, osd, objects, result),
-            Event::Rebuilt(osd, object, result) => {
+            Event::Pushed(osd, size, result) => self.pushed(pg, osd, size, result),
+            Event::Rebuilt(osd, object, bytes, result) => {
                 if result.is_ok()
                     && let Some(r) = self.primaries.get_mut(&pg).and_then(|p| p.recovery.get_mut(&osd))
                 {
                     r.pushing.remove(&object);
                 }
-                self.pushed(pg, osd, 1, result);
+                self.pushed(pg, osd, PushSize { objects: 1, bytes }, result);
                 // Operations waiting for the object on that shard may go on.
                 self.resume_erasure(pg);
             }
@@ -735,15 +742,13 @@ impl<R> Shard<R> {
         }
     }
 
-    /// A push that completed `objects` was applied (its recovery slot is free, after
+    /// A push of `size` was applied (its recovery slot is free, after
     /// `osd_recovery_sleep`), or not.
-    fn pushed(&mut self, pg: PgId, osd: OsdId, objects: u32, result: Result<()>) {
+    fn pushed(&mut self, pg: PgId, osd: OsdId, size: PushSize, result: Result<()>) {
         if let Err(e) = result {
             return self.peer_failed(pg, "pushing objects", e);
         }
-        if objects > 0 {
-            self.emit(Action::Count(Counted::Recovered(objects)));
-        }
+        self.emit(Action::Count(Counted::Recovered { objects: size.objects, bytes: size.bytes }));
         let sleep = self.limits.recovery_sleep;
         let Some(p) = self.primaries.get_mut(&pg) else { return };
         if let Some(r) = p.recovery.get_mut(&osd) {
@@ -971,20 +976,27 @@ impl<R> Shard<R> {
 
     /// Applies a pulled part; the next request continues the object or starts the next.
     fn pulled(&mut self, pg: PgId, txn: &[u8], next: Option<Bytes>) {
-        let applied = Transaction::decode(txn).and_then(|t| self.commit(pg, t));
-        if let Err(e) = applied {
-            tracing::error!(%pg, error = %e, "applying pulled objects failed");
-            self.restart_later(pg);
-            return;
-        }
+        let applied = Transaction::decode(txn).and_then(|t| {
+            let bytes = t.bytes() as u64;
+            self.commit(pg, t).map(|_| bytes)
+        });
+        let bytes = match applied {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                tracing::error!(%pg, error = %e, "applying pulled objects failed");
+                self.restart_later(pg);
+                return;
+            }
+        };
         if let Some(Primary { phase: Phase::SelfRecovery { pull: Pull::Objects { queue, resume, .. }, .. }, .. }) =
             self.primaries.get_mut(&pg)
         {
+            let objects = u32::from(next.is_none());
             if next.is_none() {
                 queue.pop_front();
-                self.out.push(Action::Count(Counted::Recovered(1)));
             }
             *resume = next;
+            self.out.push(Action::Count(Counted::Recovered { objects, bytes }));
         }
         self.pull_next(pg);
     }
@@ -1462,7 +1474,7 @@ impl<R> Shard<R> {
             let txn = self.next_push(pg, pool.pg_num, osd, backfill);
             match txn {
                 Ok(None) => continue,
-                Ok(Some((txn, completed))) => {
+                Ok(Some((txn, objects))) => {
                     if let Some(p) = self.primaries.get_mut(&pg) {
                         p.pushes_in_flight += 1;
                         if let Some(r) = p.recovery.get_mut(&osd) {
@@ -1470,8 +1482,9 @@ impl<R> Shard<R> {
                         }
                     }
                     let at = self.pg(pg).map(|state| state.info.last_update).unwrap_or_default();
+                    let size = PushSize { objects, bytes: txn.bytes() as u64 };
                     let push = PeerRequest::PushAt { pg, interval, at, txn: txn.encode().into() };
-                    self.ask(pg, interval, osd, push, Expect::Pushed(osd, completed));
+                    self.ask(pg, interval, osd, push, Expect::Pushed(osd, size));
                 }
                 Err(e) => {
                     tracing::error!(%pg, error = %e, "reading objects to push failed");

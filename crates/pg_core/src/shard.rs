@@ -175,9 +175,15 @@ pub enum Counted {
     ChecksumError,
     /// A local copy was repaired from a replica.
     ReadRepaired,
-    /// Recovery brought this many objects up to date on copies that lacked them (log
-    /// recovery, backfill, shard rebuilds), as their primary saw them applied.
-    Recovered(u32),
+    /// Recovery wrote `bytes` (keys and values of its store transactions) to copies that
+    /// lacked objects and brought `objects` of them up to date (log recovery, backfill,
+    /// shard rebuilds), as their primary saw it applied.
+    Recovered {
+        /// Objects completed.
+        objects: u32,
+        /// Bytes written.
+        bytes: u64,
+    },
 }
 
 /// The request an answer belongs to (opaque to the driver).

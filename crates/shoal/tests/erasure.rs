@@ -207,11 +207,20 @@ fn an_erasure_coded_pool_serves_degraded_rebuilds_lost_shards_and_repairs_a_bad_
         let pg = shoal_placement::pg_of(pool, &ObjectName::new("", name));
         shoal_placement::pg_up_osds(&first_map, pool, pg).iter().any(|o| victims.contains(o))
     };
-    let lost = model.lock().unwrap().acked.keys().filter(|name| on_victims(name)).count() as u64;
-    let survivors = (0..8).map(OsdId).filter(|o| !victims.contains(o));
-    let recovered: u64 =
-        survivors.map(|o| osd_counters(&conf, &o.to_string())["recovered_objects"].as_u64().unwrap()).sum();
+    // Its shard holds at least a quarter of its bytes (k = 4).
+    let (lost, lost_shard_bytes) = model
+        .lock()
+        .unwrap()
+        .acked
+        .iter()
+        .filter(|(name, _)| on_victims(name))
+        .fold((0, 0), |(n, bytes), (_, data)| (n + 1, bytes + data.len() as u64 / 4));
+    let counters: Vec<_> =
+        (0..8).map(OsdId).filter(|o| !victims.contains(o)).map(|o| osd_counters(&conf, &o.to_string())).collect();
+    let sum = |name: &str| counters.iter().map(|c| c[name].as_u64().unwrap()).sum::<u64>();
+    let (recovered, recovered_bytes) = (sum("recovered_objects"), sum("recovered_bytes"));
     assert!(lost > 0 && recovered >= lost, "{recovered} objects counted recovered, {lost} had a shard on {victims:?}");
+    assert!(recovered_bytes >= lost_shard_bytes, "{recovered_bytes} bytes counted recovered, {lost_shard_bytes} lost");
     let writes = run_writers(2, &|| {});
     assert!(writes > 10, "only {writes} writes with two OSDs out");
     verify(&runtime, &io, &model, "two OSDs out, their shards rebuilt elsewhere");

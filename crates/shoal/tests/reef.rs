@@ -52,7 +52,10 @@ fn the_quick_reef_cycle_runs_every_phase_and_recovers() {
     }
     // A host marked out had shards of most objects (six of eight hosts hold each), all rebuilt.
     let first = rows.iter().find(|r| r["recovery"] == recoveries[0]).unwrap();
-    assert!(first["objects_recovered"].as_u64().unwrap() > 0, "{first}");
+    assert!(
+        first["objects_recovered"].as_u64().unwrap() > 0 && first["mib_recovered"].as_f64().unwrap() > 0.0,
+        "{first}"
+    );
     let checks = rows.iter().find(|r| r.get("wrong_data").is_some()).unwrap();
     assert_eq!(checks["wrong_data"], 0, "{checks}");
     assert!(checks["inactive_pgs_with_three_hosts_down"].as_u64().unwrap() > 0, "{checks}");

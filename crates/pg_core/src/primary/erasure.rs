@@ -8,7 +8,7 @@
 //! a client write to the object reaches the recovering shard after the rebuilt copy, on
 //! the same in-order link.
 
-use super::{Event, Expect, InFlight, PeerRecovery, Phase, Primary, Pull};
+use super::{Event, Expect, InFlight, PeerRecovery, Phase, Primary, Pull, PushSize};
 use crate::ec::{self, EcLayout, EcObject, EcOutcome};
 use crate::exec::ExecEnv;
 use crate::peering::{self, Blocked, PeerPlan, Plan, Recovery, StraySource};
@@ -1024,6 +1024,7 @@ impl<R> Shard<R> {
                 return self.restart_later(pg);
             }
         };
+        let bytes = txn.bytes() as u64;
         if target == me {
             // Whole again: no longer among what the primary's own copy lacks.
             let recorded = if more { Ok(()) } else { self.pg(pg).map(|state| state.recovered(&mut txn, &object)) };
@@ -1040,13 +1041,13 @@ impl<R> Shard<R> {
             let txn = txn.encode().into();
             if more {
                 let push = PeerRequest::PushAt { pg, interval, at, txn };
-                self.ask(pg, interval, target, push, Expect::Pushed(target, 0));
+                self.ask(pg, interval, target, push, Expect::Pushed(target, PushSize { objects: 0, bytes }));
             } else {
                 if let Some(r) = self.primaries.get_mut(&pg).and_then(|p| p.recovery.get_mut(&target)) {
                     r.pushing.insert(object.clone());
                 }
                 let push = PeerRequest::PushRebuilt { pg, interval, at, object: object.clone(), txn };
-                self.ask(pg, interval, target, push, Expect::Rebuilt(target, object.clone()));
+                self.ask(pg, interval, target, push, Expect::Rebuilt(target, object.clone(), bytes));
             }
         }
         if more {
@@ -1054,7 +1055,8 @@ impl<R> Shard<R> {
             self.start_rebuild(pg, target, object, end);
         }
         if target == me {
-            self.primary_event(pg, interval, Event::Pushed(me, u32::from(!more), Ok(())));
+            let size = PushSize { objects: u32::from(!more), bytes };
+            self.primary_event(pg, interval, Event::Pushed(me, size, Ok(())));
         }
     }
 }

@@ -7,7 +7,7 @@
 //! the same for a second host, while both recover after a restart, and, separately, with
 //! three hosts down (more than `m`). As in the article, whose hosts stayed down for hours,
 //! the down-out interval passes while a host is down. Throughput is counted every second;
-//! each phase gets a row per operation, each recovery its duration, objects recovered per
+//! each phase gets a row per operation, each recovery its duration, objects and MiB recovered per
 //! second and the client throughput it kept.
 
 use super::timeline::{OPS, Second, Timeline};
@@ -250,8 +250,10 @@ struct Recovery {
     phase: String,
     seconds: f64,
     clean: bool,
-    /// Objects recovered during the phase, by the OSDs' counters.
+    /// Objects recovered during the phase, and the bytes recovery wrote, by the OSDs'
+    /// counters.
     objects: u64,
+    bytes: u64,
     /// The most PGs reported inactive.
     inactive: usize,
 }
@@ -340,7 +342,8 @@ impl Cycle<'_> {
     /// active+clean (or the recovery timeout passes).
     async fn recover(&mut self, name: &str, back: &[OsdId]) -> Result<Recovery> {
         let started = Instant::now();
-        let mut recovery = Recovery { phase: name.into(), seconds: 0.0, clean: false, objects: 0, inactive: 0 };
+        let mut recovery =
+            Recovery { phase: name.into(), seconds: 0.0, clean: false, objects: 0, bytes: 0, inactive: 0 };
         let rados = self.cluster.rados.clone();
         let timeout = self.args.recovery_timeout;
         let osds: Vec<OsdId> = (0..self.args.hosts * self.args.osds_per_host).map(OsdId).collect();
@@ -360,15 +363,13 @@ impl Cycle<'_> {
         })
         .await;
         recovery.seconds = started.elapsed().as_secs_f64();
-        let counted_after = recovered_counts(&rados, &osds).await;
-        recovery.objects = counted_after
-            .iter()
-            .map(|(osd, after)| {
-                // An OSD restarted since counts from zero again.
-                let before = counted_before.get(osd).copied().unwrap_or(0);
-                after.checked_sub(before).unwrap_or(*after)
-            })
-            .sum();
+        for (osd, after) in recovered_counts(&rados, &osds).await {
+            // An OSD restarted since counts from zero again.
+            let before = counted_before.get(&osd).copied().unwrap_or_default();
+            let since = |after: u64, before: u64| after.checked_sub(before).unwrap_or(after);
+            recovery.objects += since(after.0, before.0);
+            recovery.bytes += since(after.1, before.1);
+        }
         self.event(match recovery.clean {
             true => "every PG active+clean".into(),
             false => format!("not every PG active+clean after {:?}", self.args.recovery_timeout),
@@ -377,16 +378,17 @@ impl Cycle<'_> {
     }
 }
 
-/// Each reachable OSD's count of objects it recovered as primary (`perf dump`); an OSD
-/// down or slow to answer is left out.
-async fn recovered_counts(rados: &Rados, osds: &[OsdId]) -> BTreeMap<OsdId, u64> {
+/// Each reachable OSD's counts of objects it recovered as primary and of the bytes
+/// recovery wrote (`perf dump`); an OSD down or slow to answer is left out.
+async fn recovered_counts(rados: &Rados, osds: &[OsdId]) -> BTreeMap<OsdId, (u64, u64)> {
     let mut counts = BTreeMap::new();
     for &osd in osds {
         let dump = tokio::time::timeout(Duration::from_secs(5), rados.tell_osd(osd, "perf dump")).await;
         let Ok(Ok(dump)) = dump else { continue };
-        let recovered = serde_json::from_str::<Value>(&dump).ok().and_then(|d| d["osd"]["recovered_objects"].as_u64());
-        if let Some(recovered) = recovered {
-            counts.insert(osd, recovered);
+        let Ok(dump) = serde_json::from_str::<Value>(&dump) else { continue };
+        let counter = |name: &str| dump["osd"][name].as_u64();
+        if let (Some(objects), Some(bytes)) = (counter("recovered_objects"), counter("recovered_bytes")) {
+            counts.insert(osd, (objects, bytes));
         }
     }
     counts
@@ -500,6 +502,8 @@ pub async fn run(args: ReefArgs) -> Result<()> {
                 ("clean", Value::from(r.clean)),
                 ("objects_recovered", Value::from(r.objects)),
                 ("objects_per_sec", round(r.objects as f64 / r.seconds.max(1e-9), 1)),
+                ("mib_recovered", round(r.bytes as f64 / (1 << 20) as f64, 1)),
+                ("mib_per_sec", round(r.bytes as f64 / (1 << 20) as f64 / r.seconds.max(1e-9), 1)),
                 ("inactive_pgs_max", Value::from(r.inactive)),
                 ("client_ops_kept", kept.map_or(Value::Null, |k| round(k, 3))),
             ]
