@@ -21,7 +21,7 @@ use crate::kv::{Batch, BatchOp, Cf, KvEngine};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use shoal_types::{Result, Versioned, err};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -46,6 +46,8 @@ const MAX_UNIT: u64 = 4096;
 /// Extent records a range deletion removes one by one (a 128 MiB object's); more get a
 /// range tombstone.
 const POINT_DELETES: usize = 8192;
+/// Data or omap rows a range deletion removes one by one; more get a range tombstone.
+const POINT_DELETE_ROWS: usize = 64;
 /// Extent records read per page when walking them all.
 const EXTENT_PAGE: usize = 4096;
 
@@ -416,8 +418,9 @@ impl Lowering<'_> {
                     } else {
                         self.out.push(BatchOp::DeleteRange(Cf::Extent, start.clone(), end.clone()));
                     }
-                    self.out.push(BatchOp::DeleteRange(Cf::Data, start, end));
+                    self.delete_rows(Cf::Data, start, end)?;
                 }
+                BatchOp::DeleteRange(Cf::Omap, start, end) => self.delete_rows(Cf::Omap, start, end)?,
                 BatchOp::Put(Cf::Extent, ..)
                 | BatchOp::Delete(Cf::Extent, _)
                 | BatchOp::DeleteRange(Cf::Extent, ..) => {
@@ -487,6 +490,30 @@ impl Lowering<'_> {
         Ok(())
     }
 
+    /// Deletes the rows of `cf` in `[start, end)`, stored or put earlier in this batch: one
+    /// by one where they are few (an object's), else with a range tombstone. Every
+    /// iterator the column family opens re-reads each range tombstone still in a memtable:
+    /// with one per rebuilt object, opening iterators took 8% of the cluster's CPU while an
+    /// EC pool recovered.
+    fn delete_rows(&mut self, cf: Cf, start: Vec<u8>, end: Vec<u8>) -> Result<()> {
+        if start >= end {
+            return Ok(());
+        }
+        let in_range = |key: &Vec<u8>| start <= *key && *key < end;
+        let mut keys: BTreeSet<Vec<u8>> =
+            self.kv.scan(cf, &start, &end, POINT_DELETE_ROWS + 1)?.into_iter().map(|(key, _)| key).collect();
+        keys.extend(self.out.iter().filter_map(|op| match op {
+            BatchOp::Put(put_cf, key, _) if *put_cf == cf && in_range(key) => Some(key.clone()),
+            _ => None,
+        }));
+        if keys.len() <= POINT_DELETE_ROWS {
+            self.out.extend(keys.into_iter().map(|key| BatchOp::Delete(cf, key)));
+        } else {
+            self.out.push(BatchOp::DeleteRange(cf, start, end));
+        }
+        Ok(())
+    }
+
     /// Drops the extent records in `[start, end)`, which may span many objects; returns
     /// their keys.
     fn delete_range(&mut self, start: &[u8], end: &[u8]) -> Result<Vec<Vec<u8>>> {
@@ -536,5 +563,39 @@ mod tests {
         assert_eq!(bytes, [1, 0x80, 0x20, 0x80, 0x80, 0x01, 0xef, 0xfd, 0xb6, 0xf5, 0x0d]);
         assert_eq!(Extent::decode(&bytes).unwrap(), extent);
         assert!(Extent::decode(&[2, 0, 0, 0]).unwrap_err().message.contains("version"));
+    }
+
+    #[test]
+    fn an_objects_few_rows_are_deleted_one_by_one_and_many_with_a_range_tombstone() {
+        let kv = crate::MemKv::new();
+        let space = DataSpace::open(&kv, Arc::new(crate::MemDevice::new()), 16, 1 << 20).unwrap();
+        let put = |cf, key: Vec<u8>| BatchOp::Put(cf, key, b"v".to_vec());
+        let stored =
+            vec![put(Cf::Data, chunk_key(b"a", 0)), put(Cf::Data, chunk_key(b"a", 1)), put(Cf::Omap, b"a/k".to_vec())];
+        kv.write(stored).unwrap();
+        let (a, a_end) = (b"a".to_vec(), b"b".to_vec());
+        let lowered = space
+            .lower(
+                &kv,
+                vec![
+                    put(Cf::Data, chunk_key(b"a", 7)),
+                    put(Cf::Data, chunk_key(b"b", 0)),
+                    BatchOp::DeleteRange(Cf::Data, a.clone(), a_end.clone()),
+                    BatchOp::DeleteRange(Cf::Omap, a.clone(), a_end.clone()),
+                    BatchOp::DeleteRange(Cf::Omap, b"x".to_vec(), b"y".to_vec()),
+                ],
+            )
+            .unwrap();
+        let ranges = lowered.batch.iter().filter(|op| matches!(op, BatchOp::DeleteRange(..))).count();
+        assert_eq!(ranges, 0, "{:?}", lowered.batch);
+        kv.write(lowered.batch).unwrap();
+        assert_eq!(kv.scan(Cf::Data, &a, &a_end, 10).unwrap(), vec![], "stored rows and the batch's own put are gone");
+        assert_eq!(kv.scan(Cf::Omap, &a, &a_end, 10).unwrap(), vec![]);
+        assert_eq!(kv.scan(Cf::Data, b"b", b"c", 10).unwrap().len(), 1, "the neighbour stays");
+
+        let many: Vec<BatchOp> = (0..=POINT_DELETE_ROWS as u32).map(|i| put(Cf::Data, chunk_key(b"c", i))).collect();
+        kv.write(many).unwrap();
+        let lowered = space.lower(&kv, vec![BatchOp::DeleteRange(Cf::Data, b"c".to_vec(), b"d".to_vec())]).unwrap();
+        assert!(matches!(lowered.batch[..], [BatchOp::DeleteRange(Cf::Data, ..)]), "{:?}", lowered.batch.len());
     }
 }
