@@ -945,7 +945,7 @@ impl<R> Shard<R> {
             complete: false,
         };
         let mut txn = Transaction::new();
-        state.adopt(&mut txn, &activate, pg_num);
+        state.adopt(&mut txn, &activate, pg_num)?;
         self.commit(pg, txn)?;
         self.pgs.remove(&pg);
         Ok(())
@@ -1036,7 +1036,7 @@ impl<R> Shard<R> {
     /// Records that this OSD's copy of `pg` holds every object again.
     pub(crate) fn mark_own_copy_complete(&mut self, pg: PgId) -> Result<u64> {
         let mut txn = Transaction::new();
-        self.pg(pg)?.mark_complete(&mut txn);
+        self.pg(pg)?.mark_complete(&mut txn)?;
         self.commit(pg, txn)
     }
 

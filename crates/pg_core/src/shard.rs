@@ -540,7 +540,7 @@ impl<R> Shard<R> {
         let mut txn = Transaction::decode(txn)?;
         tracing::debug!(%pg, interval, bytes = txn.bytes(), rebuilt = ?whole, "applying a push");
         if let Some(object) = whole {
-            self.pg(pg)?.recovered(&mut txn, object);
+            self.pg(pg)?.recovered(&mut txn, object)?;
         }
         Ok((self.commit(pg, txn)?, Reply::Done))
     }
@@ -623,7 +623,7 @@ impl<R> Shard<R> {
                     self.roll_back_to(pg, keep)?;
                 }
                 let mut txn = Transaction::new();
-                self.pg(pg)?.adopt(&mut txn, &activate, pg_num);
+                self.pg(pg)?.adopt(&mut txn, &activate, pg_num)?;
                 let seq = self.commit(pg, txn)?;
                 self.pgs.remove(&pg);
                 self.clear_class_cache();
@@ -638,7 +638,7 @@ impl<R> Shard<R> {
                 self.check_interval(pg, interval, false)?;
                 tracing::debug!(%pg, interval, "recovered");
                 let mut txn = Transaction::new();
-                self.pg(pg)?.mark_complete(&mut txn);
+                self.pg(pg)?.mark_complete(&mut txn)?;
                 Ok((self.commit(pg, txn)?, Reply::Done))
             }
             PeerRequest::RemovePg { pg, interval } => {
@@ -672,7 +672,7 @@ impl<R> Shard<R> {
                 // rolled back, it leaves the copy lacking the object again.
                 let kept = if touched == Touched::Whole && state.lacks(object) {
                     txn.remove_object(&key);
-                    state.recovered(&mut txn, object);
+                    state.recovered(&mut txn, object)?;
                     None
                 } else {
                     Some(crate::ec::rollback::keep(&store, &key, object, &touched)?)

@@ -19,5 +19,5 @@ pub use kv::{Batch, BatchOp, Cf, KvEngine, KvStats};
 pub use mem::MemKv;
 pub use object::{
     CopyResume, FsckReport, ObjectKey, ObjectStore, Onode, StoreFormat, StoreOptions, Transaction, pg_log_key,
-    pg_meta_key, pg_missing_key, pg_rollback_key,
+    pg_meta_key, pg_missing_key, pg_missing_object_key, pg_missing_objects, pg_rollback_key,
 };

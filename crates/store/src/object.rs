@@ -230,6 +230,19 @@ pub fn pg_missing_key(pg: PgId) -> Vec<u8> {
     pg_key(PG_MISSING_PREFIX, pg)
 }
 
+/// The `meta` key of one object an incomplete copy of a PG lacks: the PG's missing key ‖
+/// the object key. A row per object, so that recovering one rewrites no other.
+pub fn pg_missing_object_key(pg: PgId, object: &ObjectKey) -> Vec<u8> {
+    [pg_missing_key(pg).as_slice(), object.as_bytes()].concat()
+}
+
+/// The `meta` keys `[from, to)` of the objects an incomplete copy of a PG lacks, and the
+/// length of the prefix before each row's object key.
+pub fn pg_missing_objects(pg: PgId) -> (Vec<u8>, Vec<u8>, usize) {
+    let record = pg_missing_key(pg);
+    ([record.as_slice(), &[0]].concat(), prefix_end(&record), record.len())
+}
+
 fn pg_key(prefix: u8, pg: PgId) -> Vec<u8> {
     let mut k = vec![prefix];
     k.extend_from_slice(&pg.pool.0.to_be_bytes());

@@ -1027,7 +1027,7 @@ impl<R> Shard<R> {
         let bytes = txn.bytes() as u64;
         if target == me {
             // Whole again: no longer among what the primary's own copy lacks.
-            let recorded = if more { Ok(()) } else { self.pg(pg).map(|state| state.recovered(&mut txn, &object)) };
+            let recorded = if more { Ok(()) } else { self.pg(pg).and_then(|state| state.recovered(&mut txn, &object)) };
             if let Err(e) = recorded.and_then(|()| self.commit(pg, txn)) {
                 tracing::error!(%pg, %object, error = %e, "storing the rebuilt shard failed");
                 return self.restart_later(pg);
