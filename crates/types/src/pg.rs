@@ -128,7 +128,8 @@ pub struct PgSummary {
 }
 
 /// The objects an incomplete copy of a PG lacks, kept from its activation until it is
-/// complete again (a superset: objects rebuilt meanwhile stay listed).
+/// complete again; an object leaves the set once rebuilt whole. A superset: it may list an
+/// object the copy holds (rebuilt before a reload of a set stored by an older version).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PgMissing {
     /// The objects.
