@@ -46,6 +46,11 @@ fn missing_row(pg: PgId, object: &ObjectName) -> Result<Vec<u8>> {
     Ok(pg_missing_object_key(pg, &ObjectKey::new(pg.pool, object)?))
 }
 
+/// The `meta` rows of every object in `missing`.
+fn missing_rows(pg: PgId, missing: &PgMissing) -> Result<Vec<Vec<u8>>> {
+    missing.objects.iter().map(|object| missing_row(pg, object)).collect()
+}
+
 /// What an OSD keeps in memory about one PG: its record and its log.
 pub struct PgState {
     pg: PgId,
@@ -262,7 +267,7 @@ impl PgState {
     /// Drops the missing set, record and rows, in `txn`.
     fn drop_missing(&mut self, txn: &mut Transaction) -> Result<()> {
         let Some(missing) = &self.missing else { return Ok(()) };
-        let rows = missing.objects.iter().map(|object| missing_row(self.pg, object)).collect::<Result<Vec<_>>>()?;
+        let rows = missing_rows(self.pg, missing)?;
         txn.delete_meta(&pg_missing_key(self.pg));
         for row in rows {
             txn.delete_meta(&row);
@@ -315,8 +320,7 @@ impl PgState {
                 missing.objects.extend(dropped.map(|p| p.object.clone()));
                 missing.objects.extend(activate.entries.iter().map(|e| e.object.clone()));
                 // Every object gets its row, those a version 1 record listed too.
-                let rows =
-                    missing.objects.iter().map(|object| missing_row(self.pg, object)).collect::<Result<Vec<_>>>()?;
+                let rows = missing_rows(self.pg, &missing)?;
                 txn.put_meta(&pg_missing_key(self.pg), MissingRecord::default().encode());
                 for row in rows {
                     txn.put_meta(&row, Vec::new());
