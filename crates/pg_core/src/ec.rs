@@ -17,10 +17,10 @@ use crate::view::{Committed, ObjectView, Staged};
 use bytes::Bytes;
 use shoal_erasure::{ErasureCoder, StripeLayout};
 use shoal_objclass::ClassState;
-use shoal_store::{ObjectKey, Onode, Transaction};
+use shoal_store::{ObjectKey, ObjectStore, Onode, Transaction};
 use shoal_types::erasure::{ErasureProfile, Touched};
 use shoal_types::msg::OpReply;
-use shoal_types::{Result, Step, err};
+use shoal_types::{Result, Step, Versioned, err};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -105,6 +105,10 @@ pub fn shard_onode(logical: &Onode, layout: &EcLayout) -> Onode {
     shard.xattrs.insert(SIZE_XATTR.to_owned(), Bytes::copy_from_slice(&logical.size.to_le_bytes()));
     shard
 }
+
+/// A shard's answer to an `EcRead`: its copy's encoded metadata (`None`: no copy) and the
+/// store chunks asked for that hold data.
+pub type ShardRead = (Option<Bytes>, Vec<(u32, Bytes)>);
 
 /// An erasure-coded object's committed state as the primary has assembled it: the
 /// metadata of its own shard's copy and the logical chunks gathered so far. Asked for a
@@ -302,6 +306,14 @@ pub fn touched(staged: &Staged, layout: &EcLayout) -> Touched {
     }
     ranges.sort_unstable();
     Touched::Chunks(ranges)
+}
+
+/// A shard's copy of `key` as a gather reads it: its metadata (encoded; `None`: absent)
+/// and the store chunks of `range` within its size.
+pub fn read_shard(store: &ObjectStore, key: &ObjectKey, range: std::ops::Range<u32>) -> Result<ShardRead> {
+    let Some(onode) = store.onode(key)? else { return Ok((None, Vec::new())) };
+    let end = range.end.min(rollback::chunk_count(store, onode.size));
+    Ok((Some(Bytes::from(onode.encode())), store.chunks(key, range.start, end)?))
 }
 
 /// The shards to read logical chunks from: `k` of those `available`, data shards first (no
@@ -532,7 +544,7 @@ mod tests {
             let blocks = (0..self.layout.shards())
                 .map(|s| {
                     (!lost.contains(&s)).then(|| {
-                        let chunks = self.stores[s].chunks(&self.key, 0, u32::MAX).unwrap();
+                        let (_, chunks) = read_shard(&self.stores[s], &self.key, 0..u32::MAX).unwrap();
                         shard_block(&self.layout, 0, u32::MAX, &chunks).unwrap()
                     })
                 })

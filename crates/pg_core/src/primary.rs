@@ -115,12 +115,8 @@ pub(crate) enum Event<R> {
     ScrubStep(u64),
     /// A shard's chunks of an object being gathered (the gather's id, the shard): its
     /// copy's metadata and the store chunks asked for.
-    Chunks(ObjectName, u64, usize, Result<ShardRead>),
+    Chunks(ObjectName, u64, usize, Result<crate::ec::ShardRead>),
 }
-
-/// A shard's answer to an `EcRead`: its copy's encoded metadata (`None`: no copy) and the
-/// store chunks asked for that hold data.
-pub(crate) type ShardRead = (Option<Bytes>, Vec<(u32, Bytes)>);
 
 /// What a request to a peer was for: turns its answer into an [`Event`].
 pub(crate) enum Expect<R> {

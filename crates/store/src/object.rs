@@ -145,6 +145,9 @@ impl Versioned for Onode {
 
 /// Chunk deletions up to this many are point deletes; more become one range delete.
 const POINT_DELETE_CHUNKS: u32 = 64;
+/// Chunk reads up to this many look each chunk up; more scan the range (an iterator over
+/// every memtable and level costs several point reads to open).
+const POINT_READ_CHUNKS: u32 = 4;
 
 /// Parameters fixed when a store is created.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -507,11 +510,9 @@ impl ObjectStore {
         if first >= end {
             return Ok(Vec::new());
         }
-        let (from, to) = (key.chunk_key(first), key.chunk_key(end));
-        let limit = (end - first) as usize;
         let index_of = |k: &[u8]| split_chunk_key(k).map(|(_, index)| index);
         let mut extents = Vec::new();
-        for (k, v) in self.kv.scan(Cf::Extent, &from, &to, limit)? {
+        for (k, v) in self.rows(Cf::Extent, key, first, end)? {
             extents.push((index_of(&k)?, decode_record(&k, &v)?));
         }
         let name = || key.describe();
@@ -522,7 +523,7 @@ impl ObjectStore {
                 .next_back()
                 .is_some_and(|(&at, bytes)| u64::from(index - at) < (bytes.len() as u64).div_ceil(chunk))
         };
-        for (k, v) in self.kv.scan(Cf::Data, &from, &to, limit)? {
+        for (k, v) in self.rows(Cf::Data, key, first, end)? {
             let index = index_of(&k)?;
             // An extent shadows a data row at the same index.
             if !shadowed(&runs, index) {
@@ -530,6 +531,23 @@ impl ObjectStore {
             }
         }
         Ok(runs.into_iter().collect())
+    }
+
+    /// The rows of `key`'s chunks `first..end` in `cf` that exist, in index order: a point
+    /// read per chunk for a short range (no iterator to open, the common small-object
+    /// read), a scan otherwise.
+    fn rows(&self, cf: Cf, key: &ObjectKey, first: u32, end: u32) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        if end - first <= POINT_READ_CHUNKS {
+            let mut rows = Vec::new();
+            for index in first..end {
+                let k = key.chunk_key(index);
+                if let Some(v) = self.kv.get(cf, &k)? {
+                    rows.push((k, v));
+                }
+            }
+            return Ok(rows);
+        }
+        self.kv.scan(cf, &key.chunk_key(first), &key.chunk_key(end), (end - first) as usize)
     }
 
     /// One omap value.

@@ -16,12 +16,16 @@ use std::sync::{RwLock, RwLockReadGuard};
 /// a store that also keeps object data: 64 MiB memtables (4 at most) so 4 KiB writes are
 /// absorbed before a flush, level-style compaction starting at 8 L0 files with a 1 GiB L1
 /// and a ×8 multiplier (fewer levels, less rewrite), 4 background jobs, LZ4 (cheap, and
-/// Ceph's measurements found it a net win), and WAL bounded at 1 GiB so restart replay
-/// stays short.
+/// Ceph's measurements found it a net win), WAL bounded at 1 GiB so restart replay
+/// stays short, and whole-key bloom filters in tables (as BlueStore's
+/// `rocksdb_bloom_bits_per_key`) and memtables, so a point read skips the memtables and
+/// files that lack its key.
 pub const DEFAULT_OPTIONS: &str = "compression=kLZ4Compression,write_buffer_size=67108864,\
 max_write_buffer_number=4,min_write_buffer_number_to_merge=1,max_background_jobs=4,\
 level0_file_num_compaction_trigger=8,max_bytes_for_level_base=1073741824,\
-max_bytes_for_level_multiplier=8,compaction_readahead_size=2097152,max_total_wal_size=1073741824";
+max_bytes_for_level_multiplier=8,compaction_readahead_size=2097152,max_total_wal_size=1073741824,\
+block_based_table_factory={filter_policy=bloomfilter:10:false},\
+memtable_whole_key_filtering=true,memtable_prefix_bloom_size_ratio=0.02";
 
 /// Object data chunks are large values: keep those of 16 KiB and more in blob files so
 /// compaction moves pointers instead of rewriting them.

@@ -33,7 +33,7 @@ impl Versioned for Rollback {
 }
 
 /// Store chunks holding `size` bytes.
-fn chunk_count(store: &ObjectStore, size: u64) -> u32 {
+pub(crate) fn chunk_count(store: &ObjectStore, size: u64) -> u32 {
     size.div_ceil(u64::from(store.chunk_size())) as u32
 }
 

@@ -656,11 +656,7 @@ impl<R> Shard<R> {
         }
         for (shard, osd) in targets {
             if osd == me {
-                let store = self.config.store.clone();
-                let local = (|| {
-                    let onode = store.onode(&key)?.map(|o| Bytes::from(o.encode()));
-                    Ok((onode, store.chunks(&key, range.start, range.end)?))
-                })();
+                let local = ec::read_shard(&self.config.store, &key, range.clone());
                 self.chunks_received(pg, object.clone(), id, shard, local);
             } else {
                 let request =
@@ -677,7 +673,7 @@ impl<R> Shard<R> {
         object: ObjectName,
         id: u64,
         shard: usize,
-        result: Result<super::ShardRead>,
+        result: Result<ec::ShardRead>,
     ) {
         let Some(Primary { ec: Some(ec), acting, .. }) = self.primaries.get_mut(&pg) else { return };
         let layout = ec.layout;
