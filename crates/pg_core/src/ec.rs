@@ -107,7 +107,7 @@ pub fn shard_onode(logical: &Onode, layout: &EcLayout) -> Onode {
 }
 
 /// A shard's answer to an `EcRead`: its copy's encoded metadata (`None`: no copy) and the
-/// store chunks asked for that hold data.
+/// store chunks asked for that hold data (none lies past the copy's size).
 pub type ShardRead = (Option<Bytes>, Vec<(u32, Bytes)>);
 
 /// An erasure-coded object's committed state as the primary has assembled it: the
