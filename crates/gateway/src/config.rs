@@ -78,7 +78,7 @@ pub struct GatewayConfig {
     /// Port of the Prometheus metrics listener (`rgw_metrics_port`; 0 = none).
     pub metrics_port: u16,
     /// The lifecycle worker.
-    pub lifecycle: crate::lifecycle::LcConfig,
+    pub lifecycle: LcConfig,
     /// How long a Swift token is valid (`rgw_swift_token_expiration`).
     pub swift_token_expiration: Duration,
     /// The first path segment of Swift storage URLs (`rgw_swift_url_prefix`).
@@ -153,9 +153,27 @@ impl Default for GatewayConfig {
             max_clock_skew: Duration::from_secs(900),
             notify: NotifyConfig::default(),
             metrics_port: 0,
-            lifecycle: crate::lifecycle::LcConfig::default(),
+            lifecycle: LcConfig::default(),
             swift_token_expiration: Duration::from_secs(86_400),
             swift_url_prefix: "swift".into(),
         }
+    }
+}
+
+/// How the lifecycle worker runs.
+#[derive(Clone, Debug)]
+pub struct LcConfig {
+    /// Seconds that count as one day (`rgw_lc_debug_interval`; `None`: real days, counted
+    /// from midnight UTC, buckets passed once a day).
+    pub debug_interval: Option<Duration>,
+    /// Buckets processed at once by one gateway (`rgw_lc_max_worker`).
+    pub max_workers: usize,
+    /// Keys of one bucket acted on at once (`rgw_lc_max_wp_worker`).
+    pub key_workers: usize,
+}
+
+impl Default for LcConfig {
+    fn default() -> Self {
+        LcConfig { debug_interval: None, max_workers: 3, key_workers: 8 }
     }
 }

@@ -14,9 +14,10 @@
 //! index shard of its key instead: the head and its segments are in use while the index
 //! holds the version the head records, and are deleted together once it does not.
 
+use crate::clock::{new_tag, now_ns};
+use crate::head::{ObjectMeta, read_meta};
 use crate::layout::{self, GC_OBJECT};
 use crate::meta::absent_as_empty;
-use crate::objects::{ObjectMeta, new_tag, now_ns, read_meta};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use shoal_client::{IoCtx, WriteOp};
@@ -114,7 +115,7 @@ pub struct Gc {
 impl Gc {
     /// A queue in `meta_pool` for chunks in `data_pool` of objects indexed in `index_pool`,
     /// with the stripe size, wait and concurrency of `config`.
-    pub fn new(meta_pool: IoCtx, index_pool: IoCtx, data_pool: IoCtx, config: &crate::GatewayConfig) -> Gc {
+    pub fn new(meta_pool: IoCtx, index_pool: IoCtx, data_pool: IoCtx, config: &crate::config::GatewayConfig) -> Gc {
         let mut queue = meta_pool;
         queue.set_namespace(layout::NS_GC);
         Gc {

@@ -7,24 +7,32 @@
 
 pub mod access;
 pub mod checksum;
+pub mod clock;
 pub mod config;
 pub mod cors;
 pub mod crypt;
+pub mod error;
+pub mod events;
 pub mod form;
 pub mod gc;
+pub mod head;
+pub mod integrity;
 pub mod layout;
 pub mod lifecycle;
 pub mod meta;
 pub mod multipart;
 pub mod notifications;
 pub mod objects;
+pub mod request;
 pub mod s3;
 pub mod server;
+pub mod service;
 pub mod sigv4;
 pub mod sns;
 pub mod stall;
 pub mod swift;
 pub mod tls;
+pub mod xml;
 
 use crate::config::GatewayConfig;
 use crate::gc::Gc;
@@ -32,6 +40,7 @@ use crate::meta::Meta;
 use crate::notifications::{Notifier, Topics};
 use crate::objects::{Objects, Pools};
 use crate::s3::ShoalS3;
+use crate::service::Service;
 use crate::sns::Routes;
 use s3s::auth::{S3Auth, SecretKey};
 use s3s::{S3Result, s3_error};
@@ -48,11 +57,6 @@ use std::sync::Arc;
 
 pub use server::{Front, VirtualHosts};
 
-/// `s` as XML text or attribute value.
-pub(crate) fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
-
 /// The gateway's state, shared by the HTTP front, the admin commands and background tasks.
 #[derive(Clone)]
 pub struct Gateway {
@@ -65,7 +69,7 @@ pub struct Gateway {
     /// Delivery of persistent topics.
     pub manager: Arc<Manager>,
     /// The lifecycle worker.
-    pub lifecycle: Arc<lifecycle::Lifecycle>,
+    pub lifecycle: Arc<lifecycle::worker::Lifecycle>,
     /// Options.
     pub config: GatewayConfig,
 }
@@ -149,13 +153,15 @@ impl Gateway {
         let manager = Manager::new(publisher, Arc::new(Topics(meta.clone())), config.notify.manager.clone());
         let routes =
             Arc::new(Routes { meta: meta.clone(), queues, logs, manager: manager.clone(), config: config.clone() });
-        let lifecycle = lifecycle::Registry::new(first.ioctx(layout::LOG_POOL).await?);
+        let lifecycle = lifecycle::registry::Registry::new(first.ioctx(layout::LOG_POOL).await?);
         let keyring = match &config.crypt_key_file {
             Some(path) => Some(crypt::Keyring::load(path).map_err(|e| err::invalid(e.to_string()))?),
             None => None,
         };
-        let s3 = Arc::new(ShoalS3 { meta, objects, uploads, notifier, lifecycle, keyring, config: config.clone() });
-        let lifecycle = lifecycle::Lifecycle::new(s3.clone(), config.lifecycle.clone());
+        let service =
+            Arc::new(Service { meta, objects, uploads, notifier, lifecycle, keyring, config: config.clone() });
+        let lifecycle = lifecycle::worker::Lifecycle::new(service.clone(), config.lifecycle.clone());
+        let s3 = Arc::new(ShoalS3 { service });
         Ok(Gateway { s3, gc, routes, manager, lifecycle, config })
     }
 
@@ -251,7 +257,7 @@ struct Auth(Arc<Meta>);
 #[async_trait::async_trait]
 impl S3Auth for Auth {
     async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
-        let user = self.0.user_by_access_key(access_key).await.map_err(s3::rados_error)?;
+        let user = self.0.user_by_access_key(access_key).await.map_err(error::rados_error)?;
         let key = user.as_ref().and_then(|u| u.keys.iter().find(|k| k.access_key == access_key));
         key.map(|k| SecretKey::from(k.secret_key.as_str())).ok_or_else(|| s3_error!(InvalidAccessKeyId))
     }

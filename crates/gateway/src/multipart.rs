@@ -1,9 +1,12 @@
 //! Multipart uploads: an upload record and one record per part, as omap entries of the
 //! bucket's upload object in the metadata pool; part data in chunk objects like tails.
 
+use crate::clock::{new_tag, now_ns, order_of};
+use crate::events::Pending;
+use crate::head::ObjectMeta;
 use crate::layout;
 use crate::meta::{BucketInfo, absent_as_empty};
-use crate::objects::{ObjectMeta, Objects, StreamError, Written, new_tag, now_ns};
+use crate::objects::{Objects, StreamError, Written};
 use crate::sigv4::{hex, unhex};
 use bytes::Bytes;
 use futures::Stream;
@@ -88,7 +91,7 @@ impl Versioned for UploadInfo {
     const VERSION: u8 = 4;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
-        use crate::objects::{ObjectMetaV2, ObjectMetaV3};
+        use crate::head::{ObjectMetaV2, ObjectMetaV3};
         use shoal_types::encoding::decode_body;
         let older = match version {
             // Version 1 ends with version 1 metadata: the fields added since (the
@@ -364,11 +367,8 @@ impl Objects {
         match &info.completion {
             Some(c) if c.done => return Ok(false),
             Some(c) => {
-                let meta = ObjectMeta {
-                    order: crate::objects::order_of(c.mtime_ns, &c.tag),
-                    version: c.version.clone(),
-                    ..info.meta.clone()
-                };
+                let meta =
+                    ObjectMeta { order: order_of(c.mtime_ns, &c.tag), version: c.version.clone(), ..info.meta.clone() };
                 if self.written(bucket, key, &meta).await? {
                     let parts = self.parts(uploads, bucket, key, upload_id).await?;
                     let kept =
@@ -388,7 +388,7 @@ impl Objects {
     /// The version id a write at `mtime_ns` with `tag` gets in `bucket`.
     fn version_of(&self, bucket: &BucketInfo, mtime_ns: u64, tag: &str) -> Result<Option<String>> {
         let versioned = bucket.versioning == crate::meta::Versioning::Enabled;
-        let order = crate::objects::order_of(mtime_ns, tag);
+        let order = order_of(mtime_ns, tag);
         versioned.then(|| shoal_objclass::bucket_index::version_id_of(&order)).transpose()
     }
 
@@ -406,7 +406,7 @@ impl Objects {
         upload_id: &str,
         listed: &[(u32, String)],
         tag: &str,
-        events: &crate::notifications::Pending,
+        events: &Pending,
         condition: Option<shoal_objclass::bucket_index::Condition>,
     ) -> std::result::Result<ObjectMeta, CompleteError> {
         if listed.is_empty() {
@@ -528,7 +528,7 @@ impl Objects {
             etag: format!("{}-{}", hex(&md5::Md5::digest(&md5s)), listed.len()),
             mtime_ns: *mtime_ns,
             version: version.clone(),
-            order: crate::objects::order_of(*mtime_ns, tag),
+            order: order_of(*mtime_ns, tag),
             parts: Some(listed.len() as u32),
             tail,
             ..info.meta.clone()

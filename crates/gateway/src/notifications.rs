@@ -1,10 +1,12 @@
 //! The gateway's side of bucket notifications: which configurations an operation
-//! matches, the events admitted before it acts, the persistent ones written into its
-//! bucket index transaction ([`Pending::logged`]) and the synchronous ones pushed after.
+//! matches, the events admitted before it acts (the persistent ones are written into its
+//! bucket index transaction, see [`Pending::logged`]) and the synchronous ones pushed after.
 
-use crate::meta::{BucketInfo, Meta, UserInfo};
-use crate::objects::ObjectMeta;
-use bytes::Bytes;
+use crate::clock::now_ns;
+use crate::error::rados_error;
+use crate::events::{Done, Operation, Pending, complete};
+use crate::meta::{Meta, UserInfo};
+use crate::request::Origin;
 use s3s::{S3Error, S3Result, s3_error};
 use shoal_notify::event::{
     BucketEntity, EVENT_SOURCE, EVENT_VERSION, EventRecord, KeyVal, ObjectEntity, Principal, QueuedEvent,
@@ -15,69 +17,7 @@ use shoal_notify::manager::TopicSource;
 use shoal_notify::publish::Publisher;
 use shoal_notify::topic::{Topic, parse_arn};
 use shoal_types::{Errno, Result};
-use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// Where a request came from; the front puts it in the request's extensions.
-#[derive(Clone, Debug, Default)]
-pub struct Origin {
-    /// The request id sent back as `x-amz-request-id`.
-    pub request_id: String,
-    /// The client's address.
-    pub source_ip: String,
-    /// Whether the request came over TLS.
-    pub secure: bool,
-}
-
-/// What an operation is about, known before it runs.
-pub struct Operation<'a> {
-    /// The bucket.
-    pub bucket: &'a BucketInfo,
-    /// The object key.
-    pub key: &'a str,
-    /// Event type, e.g. `ObjectCreated:Put`.
-    pub event: &'a str,
-    /// The operation's tag (the head object carries it once a write happened).
-    pub tag: &'a str,
-    /// User metadata without the `x-amz-meta-` prefix.
-    pub metadata: &'a BTreeMap<String, String>,
-    /// Tags.
-    pub tags: &'a [(String, String)],
-}
-
-/// What an operation produced (for removals: what it removed).
-pub struct Done {
-    /// Object size (of the removed object for removals).
-    pub size: u64,
-    /// ETag without quotes.
-    pub etag: String,
-    /// The operation's order time in ns (the sequencer).
-    pub order_ns: u64,
-    /// The version written or removed (empty for the null version).
-    pub version_id: String,
-}
-
-impl Done {
-    /// What writing `meta` produced.
-    pub fn of(meta: &ObjectMeta) -> Done {
-        let version_id = meta.version.clone().unwrap_or_default();
-        Done { size: meta.size, etag: meta.etag.clone(), order_ns: meta.mtime_ns, version_id }
-    }
-}
-
-/// Events of one operation waiting for its outcome.
-#[derive(Default)]
-pub struct Pending {
-    events: Vec<(Arc<Topic>, QueuedEvent)>,
-}
-
-impl Pending {
-    /// The persistent events, completed with `done` and encoded for the bucket index log.
-    pub fn logged(&self, done: &Done) -> Vec<Bytes> {
-        let persistent = self.events.iter().filter(|(topic, _)| topic.dest.persistent);
-        persistent.map(|(_, event)| Bytes::from(complete(event.clone(), done).encode())).collect()
-    }
-}
 
 /// Matches operations against bucket notification configurations and publishes events.
 pub struct Notifier {
@@ -85,13 +25,6 @@ pub struct Notifier {
     pub publisher: Arc<Publisher>,
     meta: Arc<Meta>,
     zonegroup: String,
-}
-
-/// `event` completed with what the operation produced.
-fn complete(mut event: QueuedEvent, done: &Done) -> QueuedEvent {
-    event.record.s3.object.version_id = done.version_id.clone();
-    event.complete(done.order_ns, done.size, &done.etag);
-    event
 }
 
 impl Notifier {
@@ -115,7 +48,7 @@ impl Notifier {
                 Ok(Some(topic)) => topic,
                 // A topic deleted under its notification no longer fails the bucket's writes.
                 Ok(None) => continue,
-                Err(e) => return Err(crate::s3::rados_error(e)),
+                Err(e) => return Err(rados_error(e)),
             };
             let record = EventRecord {
                 event_version: EVENT_VERSION.into(),
@@ -151,8 +84,7 @@ impl Notifier {
                 opaque_data: topic.opaque_data.clone(),
                 ..Default::default()
             };
-            let event =
-                QueuedEvent { topic: key, created_ns: crate::objects::now_ns(), tag: op.tag.to_owned(), record };
+            let event = QueuedEvent { topic: key, created_ns: now_ns(), tag: op.tag.to_owned(), record };
             if topic.dest.persistent {
                 self.publisher.admit(&topic, &event).await.map_err(admit_error)?;
             }
@@ -184,7 +116,7 @@ fn admit_error(e: shoal_types::RadosError) -> S3Error {
     if e.errno == Errno::NoSpace {
         s3_error!(SlowDown, "a notification queue of this bucket is full; retry later")
     } else {
-        crate::s3::rados_error(e)
+        rados_error(e)
     }
 }
 

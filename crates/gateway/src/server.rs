@@ -5,7 +5,8 @@
 
 use crate::config::GatewayConfig;
 use crate::cors;
-use crate::notifications::Origin;
+use crate::request::Origin;
+use crate::xml::xml_escape;
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
@@ -93,8 +94,8 @@ pub struct Front {
 fn xml_error(status: StatusCode, code: &str, message: &str, resource: &str, id: &str) -> Response<Body> {
     let body = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{}</Message><Resource>{}</Resource><RequestId>{id}</RequestId></Error>",
-        crate::xml_escape(message),
-        crate::xml_escape(resource)
+        xml_escape(message),
+        xml_escape(resource)
     );
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
@@ -126,12 +127,12 @@ async fn complete_error(response: Response<Body>, resource: &str, id: &str) -> R
             // s3s leaves Message out when the error has none: S3 clients show it, so say what the code means.
             let message = match text.contains("<Message>") {
                 true => String::new(),
-                false => format!("<Message>{}</Message>", crate::xml_escape(&default_message(parts.status, &text))),
+                false => format!("<Message>{}</Message>", xml_escape(&default_message(parts.status, &text))),
             };
             format!(
                 "{}{message}<Resource>{}</Resource><RequestId>{id}</RequestId></Error>",
                 &text[..at],
-                crate::xml_escape(resource)
+                xml_escape(resource)
             )
         }
         _ => text.into_owned(),

@@ -5,10 +5,12 @@
 //! /<bucket>?notification[=<id>]`, with Ceph's metadata and tag filters and per-Id
 //! merge), an s3s custom route that s3s authenticates.
 
+use crate::clock::now_ns;
 use crate::config::GatewayConfig;
+use crate::error::rados_error;
 use crate::meta::{Meta, UserInfo};
-use crate::notifications::Origin;
-use crate::s3::rados_error;
+use crate::request::Origin;
+use crate::xml::xml_escape;
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode, Uri};
 use http_body_util::BodyExt;
@@ -104,7 +106,7 @@ fn sns_error(status: StatusCode, code: &str, message: &str, request_id: &str) ->
         status,
         format!(
             "<ErrorResponse xmlns=\"{SNS_NS}\"><Error><Type>{kind}</Type><Code>{code}</Code><Message>{}</Message></Error><RequestId>{request_id}</RequestId></ErrorResponse>",
-            crate::xml_escape(message)
+            xml_escape(message)
         ),
     )
 }
@@ -343,7 +345,7 @@ impl Routes {
             generation: topic.dest.queue.generation,
             ..Default::default()
         };
-        let now = crate::objects::now_ns();
+        let now = now_ns();
         // Logs first: an event moving to its queue meanwhile is counted twice, never missed.
         for log in self.logs.registry().await? {
             let mut after = None;
@@ -477,14 +479,14 @@ impl Routes {
                 self.check_dead_letter(&topic, who).await?;
                 self.sync_queues(old.as_deref(), &mut topic).await?;
                 self.meta.put_topic(&topic).await.map_err(internal)?;
-                Ok(Some(format!("<TopicArn>{}</TopicArn>", crate::xml_escape(&topic.arn))))
+                Ok(Some(format!("<TopicArn>{}</TopicArn>", xml_escape(&topic.arn))))
             }
             "GetTopicAttributes" => {
                 let topic = self.owned_topic(params, who).await?;
                 let entries: String = topic
                     .attributes()
                     .into_iter()
-                    .map(|(k, v)| format!("<entry><key>{k}</key><value>{}</value></entry>", crate::xml_escape(&v)))
+                    .map(|(k, v)| format!("<entry><key>{k}</key><value>{}</value></entry>", xml_escape(&v)))
                     .collect();
                 Ok(Some(format!("<Attributes>{entries}</Attributes>")))
             }
@@ -507,10 +509,7 @@ impl Routes {
                     if let Ok(Some(topic)) = self.meta.topic(&key).await
                         && topic.owner == who.uid
                     {
-                        members.push_str(&format!(
-                            "<member><TopicArn>{}</TopicArn></member>",
-                            crate::xml_escape(&topic.arn)
-                        ));
+                        members.push_str(&format!("<member><TopicArn>{}</TopicArn></member>", xml_escape(&topic.arn)));
                     }
                 }
                 Ok(Some(format!("<Topics>{members}</Topics>")))

@@ -548,7 +548,7 @@ impl Config {
             },
             metrics_port: u16::try_from(self.u64("rgw_metrics_port")?)
                 .map_err(|_| err::invalid("rgw_metrics_port must be a port number"))?,
-            lifecycle: shoal_gateway::lifecycle::LcConfig {
+            lifecycle: shoal_gateway::config::LcConfig {
                 debug_interval: Some(self.seconds("rgw_lc_debug_interval")?).filter(|d| !d.is_zero()),
                 max_workers: usize_of("rgw_lc_max_worker")?.clamp(1, 64),
                 key_workers: usize_of("rgw_lc_max_wp_worker")?.clamp(1, 256),

@@ -2,13 +2,14 @@
 //! condition keys), the checks operations make through [`crate::access`], ACLs to and
 //! from their S3 forms, and the policy, ACL, ownership and public access block calls.
 
-use super::{ShoalS3, rados_error};
+use super::common::ShoalS3;
 use crate::access::acl::{Acl, Grantee as AclGrantee, Group, Permission as AclPermission};
 use crate::access::policy::{Context, Policy, normal_key};
 use crate::access::{Action, Ask, ObjectRules, Ownership, PublicAccessBlock, allowed};
+use crate::error::{custom_error, rados_error};
+use crate::head::ObjectMeta;
 use crate::meta::{BucketInfo, UserInfo};
-use crate::notifications::Origin;
-use crate::objects::ObjectMeta;
+use crate::request::{Origin, SwiftCaller};
 use s3s::dto::*;
 use s3s::{S3Error, S3Request, S3Result, s3_error};
 use std::borrow::Cow;
@@ -131,13 +132,6 @@ impl Context for Conditions<'_> {
     }
 }
 
-/// An S3 error with a code s3s does not know and its status.
-pub(super) fn custom_error(code: &'static str, status: http::StatusCode, message: &str) -> S3Error {
-    let mut error = S3Error::with_message(s3s::S3ErrorCode::Custom(code.into()), message.to_owned());
-    error.set_status_code(status);
-    error
-}
-
 /// The ACL-related headers of a request: a canned ACL or grants.
 pub struct RequestedAcl<'a> {
     /// `x-amz-acl`.
@@ -168,7 +162,7 @@ impl ShoalS3 {
     /// Who asks: the authenticated user (suspended users refused), and the request's
     /// condition keys.
     pub(super) async fn caller<I>(&self, req: &S3Request<I>) -> S3Result<Caller> {
-        if let Some(crate::swift::SwiftCaller(user)) = req.extensions.get() {
+        if let Some(SwiftCaller(user)) = req.extensions.get() {
             // The Swift front checked the token, the subuser and the suspension.
             let keys = condition_keys(req, Some(user));
             return Ok(Caller { user: Some(user.clone()), keys });

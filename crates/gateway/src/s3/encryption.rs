@@ -3,10 +3,10 @@
 //! headers that say so, and Put/Get/DeleteBucketEncryption. The cryptography is in
 //! [`crate::crypt`].
 
-use super::ShoalS3;
-use super::access::custom_error;
+use super::common::ShoalS3;
 use crate::access::Action;
 use crate::crypt::{CryptError, DefaultEncryption, Key, Kind, Protection, Sealed};
+use crate::error::custom_error;
 use crate::meta::BucketInfo;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;

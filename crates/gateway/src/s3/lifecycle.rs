@@ -2,7 +2,8 @@
 //! [`rules::Rule`]s (the errors RGW and AWS give), kept in the bucket record, and the
 //! bucket registered for the lifecycle worker.
 
-use super::{ShoalS3, rados_error, tag_pairs, tag_set, timestamp};
+use super::common::{ShoalS3, tag_pairs, tag_set, timestamp};
+use crate::error::rados_error;
 use crate::lifecycle::rules::{self, Expiration, NoncurrentExpiration, Rule};
 use crate::meta::BucketInfo;
 use s3s::dto::*;

@@ -1,8 +1,10 @@
 //! Object lock as S3 shows it: the bucket's configuration, a version's retention and
 //! legal hold, and the lock a new version asks for. The bucket index enforces locks.
 
-use super::{Caller, ShoalS3, rados_error};
+use super::access::Caller;
+use super::common::{ShoalS3, timestamp};
 use crate::access::Action;
+use crate::error::rados_error;
 use crate::meta::{BucketInfo, DefaultRetention as DefaultLock, LockConfig, Versioning};
 use s3s::dto::*;
 use s3s::{S3Error, S3Result, s3_error};
@@ -69,7 +71,7 @@ pub fn shown_lock(lock: &ObjectLock) -> (Option<ObjectLockMode>, Option<Timestam
     let retention = lock.retention;
     (
         retention.map(|r| ObjectLockMode::from_static(mode_name(r.mode))),
-        retention.map(|r| super::timestamp(r.until_ns)),
+        retention.map(|r| timestamp(r.until_ns)),
         lock.legal_hold.then(|| ObjectLockLegalHoldStatus::from_static(ObjectLockLegalHoldStatus::ON)),
     )
 }

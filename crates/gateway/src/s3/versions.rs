@@ -1,16 +1,17 @@
-//! Versions as S3 shows them: finding the version a request names, deleting (delete
-//! markers, or one version for good), and listing versions.
+//! Versions as S3 shows them: finding the version a request names and listing versions.
 
-use super::{Caller, ShoalS3, etag, rados_error, timestamp, url_encode};
+use super::access::Caller;
+use super::common::{CopyConditions, ShoalS3, check_conditions, etag, timestamp, url_encode};
 use crate::access::Action;
+use crate::error::rados_error;
+use crate::head::ObjectMeta;
 use crate::layout;
-use crate::meta::{BucketInfo, UserInfo, Versioning};
-use crate::notifications::{Done, Operation, Origin, Pending};
-use crate::objects::{ObjectMeta, Objects, Resume, new_tag, now_ns, order_of, read_meta};
+use crate::meta::{BucketInfo, Versioning};
+use crate::objects::{Objects, Resume};
 use bytes::Bytes;
 use s3s::dto::*;
 use s3s::{S3Error, S3Result, s3_error};
-use shoal_objclass::bucket_index::{IndexEntry, ObjectLock, VersionItem, Which, version_id_of};
+use shoal_objclass::bucket_index::{IndexEntry, ObjectLock, VersionItem, Which};
 use std::sync::Arc;
 
 /// An object a request may read: where its head is, what it holds, and the version id
@@ -28,31 +29,6 @@ pub struct Found {
     pub version_id: Option<String>,
     /// Its object lock.
     pub lock: ObjectLock,
-}
-
-/// What a DELETE did.
-#[derive(Debug, Default)]
-pub struct Deleted {
-    /// The version removed, or the delete marker created (`x-amz-version-id`).
-    pub version_id: Option<String>,
-    /// A delete marker was created, or the version removed was one.
-    pub delete_marker: bool,
-}
-
-/// Who removes an object: a request (which may bypass governance retention), or the
-/// lifecycle worker acting on what it read (an object rewritten since is kept).
-#[derive(Clone, Copy, Debug)]
-pub enum Remover<'a> {
-    /// An S3 DELETE.
-    User {
-        /// The requester may lift a governance retention.
-        bypass: bool,
-    },
-    /// A lifecycle rule, about the version written at this order.
-    Lifecycle {
-        /// The order of the version the rule acts on.
-        planned_order: &'a str,
-    },
 }
 
 /// The version id S3 shows for a version of a bucket: none if it was never versioned.
@@ -128,111 +104,13 @@ impl ShoalS3 {
         }
     }
 
-    /// Deletes `key` as S3 does in the bucket's versioning state: without `version_id`,
-    /// removes it (never versioned) or adds a delete marker; with it, removes that version
-    /// for good unless its object lock forbids it. Events: ObjectRemoved:Delete or
-    /// ObjectRemoved:DeleteMarkerCreated for a user; for lifecycle,
-    /// ObjectLifecycle:Expiration:Current (removal), :DeleteMarkerCreated, :Noncurrent
-    /// or :DeleteMarker (removal of a version that is one or the other).
-    pub async fn delete_key(
-        &self,
-        bucket: &BucketInfo,
-        key: &str,
-        version_id: Option<&str>,
-        remover: Remover<'_>,
-        origin: &Origin,
-        who: &Option<Arc<UserInfo>>,
-    ) -> S3Result<Deleted> {
-        let tag = new_tag();
-        let order_ns = now_ns();
-        let order = order_of(order_ns, &tag);
-        let (bypass, lifecycle) = match remover {
-            Remover::User { bypass } => (bypass, None),
-            Remover::Lifecycle { planned_order } => (false, Some(planned_order)),
-        };
-        let owner = who.as_ref().map_or_else(|| bucket.owner.clone(), |u| u.uid.clone());
-        // The version the request removes (for its events and answer), if it names one.
-        let target = match (version_id, bucket.versioning) {
-            (None, _) => None,
-            (Some(id), Versioning::Off) if id != "null" => return Err(s3_error!(NoSuchVersion)),
-            (Some(id), _) => {
-                let found = self.objects.version(bucket, key, Which::from_version_id(Some(id)));
-                match found.await.map_err(rados_error)?.entry {
-                    Some(entry) => Some(entry),
-                    // Deleting a version that is not there succeeds and changes nothing.
-                    None => return Ok(Deleted { version_id: Some(id.to_owned()), delete_marker: false }),
-                }
-            }
-        };
-        let marker_removed = target.as_ref().is_some_and(|e| e.delete_marker);
-        let event = match (&target, bucket.versioning, lifecycle.is_some()) {
-            (None, Versioning::Off, false) | (Some(_), _, false) => "ObjectRemoved:Delete",
-            (None, _, false) => "ObjectRemoved:DeleteMarkerCreated",
-            (None, Versioning::Off, true) => "ObjectLifecycle:Expiration:Current",
-            (None, _, true) => "ObjectLifecycle:Expiration:DeleteMarkerCreated",
-            (Some(_), _, true) if marker_removed => "ObjectLifecycle:Expiration:DeleteMarker",
-            (Some(_), _, true) => "ObjectLifecycle:Expiration:Noncurrent",
-        };
-        // Lifecycle removes a never-versioned object only if it is still the one it read.
-        let delete_order = lifecycle.map_or_else(|| order.clone(), str::to_owned);
-        let marker_version = match (version_id, bucket.versioning) {
-            (None, Versioning::Enabled) => Some(version_id_of(&order).map_err(rados_error)?),
-            _ => None,
-        };
-        // Filters and events need the removed object's metadata: read it only if someone
-        // listens and something is removed (a new delete marker removes nothing).
-        let removed_head = match (&target, bucket.versioning) {
-            (Some(entry), _) => Some(Objects::head_of(bucket, key, &entry.order, entry.own_head)),
-            (None, Versioning::Off) => Some(layout::head_object(&bucket.id, key)),
-            (None, _) => None,
-        };
-        let stored = match removed_head.filter(|_| !bucket.notifications.is_empty()) {
-            Some(head) => read_meta(self.objects.pools.data(), &head).await.map_err(rados_error)?,
-            None => None,
-        };
-        let (metadata, tags) = stored.as_ref().map(|m| (m.user_meta.clone(), m.tags.clone())).unwrap_or_default();
-        let op = Operation { bucket, key, event, tag: &tag, metadata: &metadata, tags: &tags };
-        let deleted = match (&target, version_id, bucket.versioning) {
-            (Some(entry), _, _) => {
-                Deleted { version_id: Some(entry.version_id().to_owned()), delete_marker: entry.delete_marker }
-            }
-            (None, _, Versioning::Off) => Deleted::default(),
-            (None, _, _) => Deleted {
-                version_id: Some(marker_version.clone().unwrap_or_else(|| "null".into())),
-                delete_marker: true,
-            },
-        };
-        // The event reports the object as read before the removal (or the new marker).
-        let done = || Done {
-            size: stored.as_ref().map_or(0, |m| m.size),
-            etag: stored.as_ref().map_or(String::new(), |m| m.etag.clone()),
-            order_ns,
-            version_id: deleted.version_id.clone().unwrap_or_default(),
-        };
-        let work = async |events: &Pending| {
-            let logged = events.logged(&done());
-            let objects = &self.objects;
-            match (&target, bucket.versioning) {
-                (Some(entry), _) => objects.remove_version(bucket, key, entry, logged, bypass).await.map(|_| ()),
-                (None, Versioning::Off) => objects.delete(bucket, key, &delete_order, logged).await.map(|_| ()),
-                (None, _) => {
-                    let version = marker_version.clone();
-                    objects.add_delete_marker(bucket, key, order_ns, &order, version, &owner, logged).await
-                }
-            }
-            .map_err(rados_error)
-        };
-        self.with_events(&op, origin, who, work, |_| done()).await?;
-        Ok(deleted)
-    }
-
     /// One ListObjectVersions page.
     pub(super) async fn list_versions_page(
         &self,
         bucket: &BucketInfo,
         input: &ListObjectVersionsInput,
     ) -> S3Result<ListObjectVersionsOutput> {
-        let url = super::url_encoding(input.encoding_type.as_ref())?;
+        let url = super::common::url_encoding(input.encoding_type.as_ref())?;
         let max_keys = input.max_keys.unwrap_or(1000);
         if max_keys < 0 {
             return Err(s3_error!(InvalidArgument, "max-keys must not be negative"));
@@ -301,5 +179,21 @@ impl ShoalS3 {
             encoding_type: input.encoding_type.clone(),
             ..Default::default()
         })
+    }
+
+    /// The source of a copy, readable by the requester and meeting the copy conditions.
+    pub(super) async fn copy_source(
+        &self,
+        source: &CopySource,
+        caller: &Caller,
+        conditions: CopyConditions<'_>,
+    ) -> S3Result<(String, Found)> {
+        let CopySource::Bucket { bucket, key, version_id } = source else {
+            return Err(s3_error!(NotImplemented, "access point copy sources are not supported"));
+        };
+        let found = self.readable_object(bucket, key, version_id.as_deref(), caller, Action::GetObject).await?;
+        let CopyConditions { if_match, if_none_match, if_modified_since, if_unmodified_since } = conditions;
+        check_conditions(&found.meta, if_match, if_none_match, if_modified_since, if_unmodified_since, true)?;
+        Ok((key.to_string(), found))
     }
 }

@@ -194,7 +194,7 @@ impl Outcome {
             Format::Xml => {
                 let errors: String = (errors.iter())
                     .map(|(name, s)| {
-                        format!("<object><name>{}</name><status>{s}</status></object>", crate::xml_escape(name))
+                        format!("<object><name>{}</name><status>{s}</status></object>", crate::xml::xml_escape(name))
                     })
                     .collect();
                 super::listing::xml(format!(

@@ -6,7 +6,6 @@ use super::{Call, Need, Swift, acl, bad_request, refused, show_meta, text, unava
 use crate::meta::{BucketInfo, SwiftContainer};
 use http::{HeaderValue, Method, Response, StatusCode};
 use s3s::Body;
-use s3s::S3;
 use s3s::dto::{CreateBucketInput, DeleteBucketInput};
 use shoal_objclass::bucket_index::ListItem;
 

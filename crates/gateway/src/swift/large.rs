@@ -8,18 +8,20 @@
 //!
 //! The ETag of either is the MD5 of its segments' ETags, quoted, as Swift's.
 
+use super::account::Outcome;
 use super::object::{
     Found, META, OBJECT_MANIFEST, SLO_ETAG, SLO_SIZE, STATIC_LARGE_OBJECT, answer, created, formatted,
 };
-use super::{Call, Need, StoredHeaders, Swift, bad_request, limits, refused, text, unavailable, updated_meta};
+use super::{Call, Need, Swift, bad_request, limits, refused, text, unavailable, updated_meta};
 use crate::meta::UserInfo;
+use crate::request::StoredHeaders;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use http::{HeaderValue, Response, StatusCode};
 use http_body_util::BodyExt;
 use md5::{Digest, Md5};
+use s3s::Body;
 use s3s::dto::{GetObjectInput, HeadObjectInput, PutObjectInput, StreamingBlob};
-use s3s::{Body, S3};
 use serde::{Deserialize, Serialize};
 use shoal_objclass::bucket_index::ListItem;
 use std::sync::Arc;
@@ -110,6 +112,30 @@ pub(super) async fn stored_manifest(found: Found) -> Result<Vec<Segment>, Respon
 }
 
 impl Swift {
+    /// DELETE with `?multipart-manifest=delete`: a static large object's segments, then
+    /// its manifest, answered as a bulk delete; any other object is deleted alone.
+    pub(super) async fn delete_slo(&self, call: &Call<'_>, container: &str, key: &str) -> Response<Body> {
+        let found = match self.found(call, container, key, false).await {
+            Ok(found) => found,
+            Err(response) => return response,
+        };
+        if !found.headers.contains_key(STATIC_LARGE_OBJECT) {
+            return self.delete_object(call, container, key).await;
+        }
+        let segments = match stored_manifest(found).await {
+            Ok(segments) => segments,
+            Err(response) => return response,
+        };
+        let mut outcome = Outcome::default();
+        for segment in segments {
+            let response = self.delete_object(call, &segment.container, &segment.object).await;
+            outcome.count(&format!("/{}/{}", segment.container, segment.object), response.status());
+        }
+        let response = self.delete_object(call, container, key).await;
+        outcome.count(&format!("/{container}/{key}"), response.status());
+        outcome.answer(call)
+    }
+
     /// `PUT ?multipart-manifest=put`: checks every segment (it exists, is readable, not
     /// empty, and has the given ETag and size) and stores the manifest; 201 with the
     /// large object's ETag. 400 lists the segments that failed.
@@ -334,7 +360,7 @@ impl Swift {
             parts.push((segment, from..to));
         }
         let s3 = self.s3.clone();
-        let origin = call.req.extensions().get::<crate::notifications::Origin>().cloned();
+        let origin = call.req.extensions().get::<crate::request::Origin>().cloned();
         let stream = futures::stream::iter(parts)
             .then(move |(segment, part)| {
                 let (s3, user, origin) = (s3.clone(), user.clone(), origin.clone());
@@ -350,7 +376,7 @@ impl Swift {
 async fn read_segment(
     s3: &crate::s3::ShoalS3,
     user: Arc<UserInfo>,
-    origin: Option<crate::notifications::Origin>,
+    origin: Option<crate::request::Origin>,
     segment: Segment,
     part: std::ops::Range<u64>,
 ) -> Result<s3s::stream::DynByteStream, s3s::StdError> {

@@ -3,7 +3,7 @@
 
 use super::limits::LISTING_LIMIT;
 use super::{json, text};
-use crate::xml_escape;
+use crate::xml::xml_escape;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use s3s::Body;
 

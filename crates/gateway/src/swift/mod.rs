@@ -25,10 +25,10 @@ pub mod token;
 
 use crate::config::GatewayConfig;
 use crate::meta::{BucketInfo, Meta, SubuserAccess, UserInfo};
-use crate::notifications::Origin;
+use crate::request::{Origin, SwiftCaller};
 use crate::s3::ShoalS3;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
-use s3s::{Body, S3, S3Request};
+use s3s::{Body, S3Request};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -120,7 +120,7 @@ impl Swift {
     pub async fn handle(&self, req: Request<Body>, secure: bool) -> Response<Body> {
         let (parts, body) = req.into_parts();
         let req = &Request::from_parts(parts, ());
-        let now = crate::objects::now_ns() / 1_000_000_000;
+        let now = crate::clock::now_ns() / 1_000_000_000;
         let mut response = self.route(req, body, secure, now).await;
         let headers = response.headers_mut();
         if let Ok(value) = HeaderValue::from_str(&format!("{now}.00000")) {
@@ -290,15 +290,6 @@ fn may(access: SubuserAccess, method: &Method) -> bool {
         SubuserAccess::ReadWrite | SubuserAccess::Full => true,
     }
 }
-
-/// The caller of an S3 operation run for a Swift request.
-#[derive(Clone, Debug)]
-pub(crate) struct SwiftCaller(pub(crate) Arc<UserInfo>);
-
-/// Headers a Swift write stores with the object beside S3's (`x-delete-at`,
-/// `x-object-manifest`, `x-static-large-object`, ...), shown again on GET and HEAD.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct StoredHeaders(pub(crate) BTreeMap<String, String>);
 
 /// Swift's limits on the metadata of one account, container or object.
 pub mod limits {

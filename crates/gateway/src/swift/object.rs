@@ -3,15 +3,15 @@
 //! objects), POST (metadata), COPY, DELETE. An object whose `X-Delete-At` has passed
 //! reads as absent and is removed then (unless rewritten meanwhile).
 
-use super::account::Outcome;
-use super::{Call, Need, Requester, StoredHeaders, Swift, bad_request, refused, tempurl, text, updated_meta};
+use super::{Call, Need, Requester, Swift, bad_request, refused, tempurl, text, updated_meta};
 use crate::meta::UserInfo;
+use crate::request::StoredHeaders;
 use http::{HeaderMap, HeaderValue, Method, Response, StatusCode};
+use s3s::Body;
 use s3s::dto::{
     CopyObjectInput, CopySource, DeleteObjectInput, ETagCondition, GetObjectInput, HeadObjectInput, MetadataDirective,
     PutObjectInput, StreamingBlob, Timestamp, TimestampFormat,
 };
-use s3s::{Body, S3};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -353,35 +353,11 @@ impl Swift {
             Err(e) => refused(&e),
         }
     }
-
-    /// DELETE with `?multipart-manifest=delete`: a static large object's segments, then
-    /// its manifest, answered as a bulk delete; any other object is deleted alone.
-    async fn delete_slo(&self, call: &Call<'_>, container: &str, key: &str) -> Response<Body> {
-        let found = match self.found(call, container, key, false).await {
-            Ok(found) => found,
-            Err(response) => return response,
-        };
-        if !found.headers.contains_key(STATIC_LARGE_OBJECT) {
-            return self.delete_object(call, container, key).await;
-        }
-        let segments = match super::large::stored_manifest(found).await {
-            Ok(segments) => segments,
-            Err(response) => return response,
-        };
-        let mut outcome = Outcome::default();
-        for segment in segments {
-            let response = self.delete_object(call, &segment.container, &segment.object).await;
-            outcome.count(&format!("/{}/{}", segment.container, segment.object), response.status());
-        }
-        let response = self.delete_object(call, container, key).await;
-        outcome.count(&format!("/{container}/{key}"), response.status());
-        outcome.answer(call)
-    }
 }
 
 /// Removes an expired object if its current version still has the passed `X-Delete-At`
 /// (a lifecycle-style removal: notifications see it as any other).
-async fn expire(s3: &crate::s3::ShoalS3, container: &str, key: &str) -> shoal_types::Result<()> {
+async fn expire(s3: &crate::service::Service, container: &str, key: &str) -> shoal_types::Result<()> {
     let Some(bucket) = s3.meta.bucket(container).await? else { return Ok(()) };
     let objects = &s3.objects;
     let Some(entry) = objects.version(&bucket, key, shoal_objclass::bucket_index::Which::Current).await?.entry else {
@@ -391,12 +367,12 @@ async fn expire(s3: &crate::s3::ShoalS3, container: &str, key: &str) -> shoal_ty
         return Ok(());
     }
     let head = crate::objects::Objects::head_of(&bucket, key, &entry.order, entry.own_head);
-    let meta = crate::objects::read_meta(objects.pools.data(), &head).await?;
-    let now = crate::objects::now_ns() / 1_000_000_000;
+    let meta = crate::head::read_meta(objects.pools.data(), &head).await?;
+    let now = crate::clock::now_ns() / 1_000_000_000;
     let due = meta.and_then(|m| m.headers.get(DELETE_AT)?.parse::<u64>().ok()).is_some_and(|at| at <= now);
     if due {
-        let origin = crate::notifications::Origin { request_id: "swift-expirer".into(), ..Default::default() };
-        let remover = crate::s3::Remover::Lifecycle { planned_order: &entry.order };
+        let origin = crate::request::Origin { request_id: "swift-expirer".into(), ..Default::default() };
+        let remover = crate::service::Remover::Lifecycle { planned_order: &entry.order };
         s3.delete_key(&bucket, key, None, remover, &origin, &None)
             .await
             .map_err(|e| shoal_types::err::io(format!("expiring '{key}': {}", e.message().unwrap_or(""))))?;
