@@ -3,35 +3,11 @@
 //! ours. Connections are cached per endpoint and re-made after a failure.
 
 use crate::event::QueuedEvent;
-use crate::topic::Topic;
+use crate::topic::{EndpointKind, Topic};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Mutex;
-
-/// The kinds of endpoint.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EndpointKind {
-    /// `http://` or `https://`.
-    Http,
-    /// `amqp://` or `amqps://`.
-    Amqp,
-    /// `kafka://`.
-    Kafka,
-}
-
-impl EndpointKind {
-    /// The kind of `uri`, or why it is not a push endpoint.
-    pub fn of(uri: &str) -> Result<EndpointKind, String> {
-        let parsed = url::Url::parse(uri).map_err(|e| format!("push-endpoint '{uri}' is not a URI: {e}"))?;
-        match parsed.scheme() {
-            "http" | "https" => Ok(EndpointKind::Http),
-            "amqp" | "amqps" => Ok(EndpointKind::Amqp),
-            "kafka" => Ok(EndpointKind::Kafka),
-            other => Err(format!("push-endpoint scheme '{other}' is not http, https, amqp, amqps or kafka")),
-        }
-    }
-}
 
 type KafkaClient = Arc<rskafka::client::partition::PartitionClient>;
 

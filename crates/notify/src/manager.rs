@@ -84,12 +84,13 @@ pub struct Manager {
     cookie: String,
     owned: Mutex<HashMap<String, Delivery>>,
     /// Event logs this gateway moves, with when each is read next.
-    logs: Mutex<HashMap<String, mover::LogSchedule>>,
+    logs: Mutex<HashMap<String, schedule::LogSchedule>>,
     /// Wakes the ownership loop early (a bucket got notifications, a topic was created).
     wake: tokio::sync::Notify,
 }
 
 mod mover;
+mod schedule;
 
 /// A shard this gateway delivers: its task, and the signal that the mover appended to it.
 struct Delivery {

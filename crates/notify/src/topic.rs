@@ -152,7 +152,7 @@ impl Topic {
         match name {
             "push-endpoint" => {
                 if !value.is_empty() {
-                    crate::endpoint::EndpointKind::of(value).map_err(AttributeError)?;
+                    EndpointKind::of(value).map_err(AttributeError)?;
                 }
                 dest.push_endpoint = value.to_owned();
             }
@@ -233,6 +233,30 @@ impl Topic {
             out.push(("persistent_queue_size", self.dest.queue_size.to_string()));
         }
         out
+    }
+}
+
+/// The kinds of endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndpointKind {
+    /// `http://` or `https://`.
+    Http,
+    /// `amqp://` or `amqps://`.
+    Amqp,
+    /// `kafka://`.
+    Kafka,
+}
+
+impl EndpointKind {
+    /// The kind of `uri`, or why it is not a push endpoint.
+    pub fn of(uri: &str) -> Result<EndpointKind, String> {
+        let parsed = url::Url::parse(uri).map_err(|e| format!("push-endpoint '{uri}' is not a URI: {e}"))?;
+        match parsed.scheme() {
+            "http" | "https" => Ok(EndpointKind::Http),
+            "amqp" | "amqps" => Ok(EndpointKind::Amqp),
+            "kafka" => Ok(EndpointKind::Kafka),
+            other => Err(format!("push-endpoint scheme '{other}' is not http, https, amqp, amqps or kafka")),
+        }
     }
 }
 

@@ -5,7 +5,8 @@
 //! The epoch lives in the xattr `guard.epoch` and is cached in memory per object, updated
 //! only when a transaction commits, so a guarded append costs no more IO than a plain one.
 
-use crate::{ClassRegistry, MethodContext, MethodFlags, decode_input, decode_stored, versioned_v1};
+use crate::registry::versioned_v1;
+use crate::{ClassRegistry, MethodContext, MethodFlags, decode_input, decode_stored};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use shoal_types::{Result, Versioned, err};

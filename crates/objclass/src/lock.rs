@@ -4,7 +4,8 @@
 //! pair with an expiry; expired lockers are ignored and trimmed on the next change, so an
 //! expired lock is free. Locking a missing object creates it.
 
-use crate::{ClassRegistry, MethodContext, MethodFlags, decode_input, decode_stored, versioned_v1};
+use crate::registry::versioned_v1;
+use crate::{ClassRegistry, MethodContext, MethodFlags, decode_input, decode_stored};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use shoal_types::{ClientId, Result, Versioned, err};

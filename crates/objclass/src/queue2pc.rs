@@ -19,7 +19,8 @@
 //! reservation subtracts exactly what was added, so both return to zero when the queue
 //! drains.
 
-use crate::{ClassRegistry, MethodContext, MethodFlags, decode_input, decode_stored, versioned_v1};
+use crate::registry::versioned_v1;
+use crate::{ClassRegistry, MethodContext, MethodFlags, decode_input, decode_stored};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use shoal_types::{Result, Versioned, err};

@@ -1,7 +1,8 @@
 //! `version`: a version number and tag on an object for optimistic concurrency, as Ceph's
 //! `cls_version` (RGW's `RGWObjVersionTracker`). State: the xattr `version`.
 
-use crate::{ClassRegistry, MethodContext, MethodFlags, decode_input, decode_stored, versioned_v1};
+use crate::registry::versioned_v1;
+use crate::{ClassRegistry, MethodContext, MethodFlags, decode_input, decode_stored};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use shoal_types::{Result, Versioned, err};

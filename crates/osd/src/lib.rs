@@ -19,9 +19,8 @@ pub mod shard;
 pub use shoal_pg_core::{Limits, ScrubLimits};
 
 use committer::Durability;
-use shard::{Job, ShardContext, shard_of};
+use shard::{Job, MonRequest, ShardContext, shard_of};
 use shoal_objclass::ClassRegistry;
-use shoal_pg_core::Registration;
 use shoal_store::{ObjectKey, ObjectStore, Transaction};
 use shoal_transport::{Connection, Listener, Network};
 use shoal_types::msg::{Message, PeerRequest, Reply, Request};
@@ -153,14 +152,6 @@ pub trait PgRegistry: Send + Sync + 'static {
         osd: OsdId,
         pgs: Vec<(PgId, Option<OsdId>)>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Arc<OsdMap>>> + Send + '_>>;
-}
-
-/// What the shards ask of the monitors.
-pub(crate) enum MonRequest {
-    /// Record an activation; the answer goes back to the PG's shard.
-    Register(Registration),
-    /// Change who leads a PG; the answer is the next map.
-    PrimaryTemp(PgId, Option<OsdId>),
 }
 
 /// Carries the shards' requests to `registry`, all those waiting in one request of each

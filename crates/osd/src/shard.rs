@@ -16,6 +16,14 @@ use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
 use tokio::sync::{mpsc, oneshot, watch};
 
+/// What the shards ask of the monitors.
+pub(crate) enum MonRequest {
+    /// Record an activation; the answer goes back to the PG's shard.
+    Register(Registration),
+    /// Change who leads a PG; the answer is the next map.
+    PrimaryTemp(PgId, Option<OsdId>),
+}
+
 pub use shoal_pg_core::shard_of;
 
 /// Where a job's answer goes.
@@ -105,7 +113,7 @@ pub struct ShardContext {
     /// The OSD's scrubs.
     pub scrubs: Arc<shoal_pg_core::ScrubBoard>,
     /// Requests for the monitors: activations to record, `primary_temp` changes.
-    pub(crate) mon_requests: mpsc::UnboundedSender<crate::MonRequest>,
+    pub(crate) mon_requests: mpsc::UnboundedSender<MonRequest>,
 }
 
 /// Starts shard `index` of `shards`; it runs jobs until every sender is dropped.
@@ -225,10 +233,10 @@ impl Driver {
                     });
                 }
                 Action::Register(registration) => {
-                    let _ = self.ctx.mon_requests.send(crate::MonRequest::Register(registration));
+                    let _ = self.ctx.mon_requests.send(MonRequest::Register(registration));
                 }
                 Action::PrimaryTemp { pg, lead } => {
-                    let _ = self.ctx.mon_requests.send(crate::MonRequest::PrimaryTemp(pg, lead));
+                    let _ = self.ctx.mon_requests.send(MonRequest::PrimaryTemp(pg, lead));
                 }
                 Action::Count(Counted::ChecksumError) => self.ctx.counters.checksum_error(),
                 Action::Count(Counted::ReadRepaired) => self.ctx.counters.read_repaired(),

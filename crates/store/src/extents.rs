@@ -447,7 +447,7 @@ impl Lowering<'_> {
     /// The extent records of `object` as the batch leaves them so far.
     fn extents(&mut self, object: &[u8]) -> Result<&mut BTreeMap<u32, Extent>> {
         if !self.objects.contains_key(object) {
-            let rows = self.kv.scan(Cf::Extent, object, &crate::object::prefix_end(object), usize::MAX)?;
+            let rows = self.kv.scan(Cf::Extent, object, &crate::prefix::prefix_end(object), usize::MAX)?;
             let mut map = BTreeMap::new();
             for (key, value) in rows {
                 let (_, index) = split_chunk_key(&key)?;

@@ -12,6 +12,7 @@ pub mod extents;
 pub mod kv;
 pub mod mem;
 pub mod object;
+mod prefix;
 
 pub use device::{BlockDevice, FileDevice, MemDevice};
 pub use extents::{Extent, SpaceStats};

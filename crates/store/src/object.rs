@@ -14,6 +14,7 @@
 use crate::device::BlockDevice;
 use crate::extents::{DataSpace, SpaceStats, decode_record, for_each_extent, split_chunk_key};
 use crate::kv::{Batch, BatchOp, Cf, KvEngine, KvStats};
+use crate::prefix::prefix_end;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use shoal_types::{ObjectName, PgId, PoolId, Result, Versioned, err};
@@ -109,18 +110,6 @@ impl ObjectKey {
     fn end(&self) -> Vec<u8> {
         prefix_end(&self.0)
     }
-}
-
-/// The smallest key greater than every key starting with `prefix` (prefix must not be all 0xff).
-pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last != 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0xff; prefix.len() + 1]
 }
 
 /// An object's metadata record.

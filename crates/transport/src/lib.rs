@@ -8,68 +8,18 @@
 
 pub mod auth;
 pub mod frame;
+mod network;
 pub mod rpc;
 pub mod tcp;
 
+pub(crate) use network::ACCEPT_QUEUE;
+pub use network::{CONNECTION_QUEUE, ConnectFuture, Connection, Listener, Network, connection_pair};
 pub use rpc::Rpc;
-pub use tcp::TcpNetwork;
-
-use shoal_types::msg::Message;
 use shoal_types::{Result, err};
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Mutex;
+pub use tcp::TcpNetwork;
 use tokio::sync::mpsc;
-
-/// Messages queued per direction of a connection before senders wait.
-pub const CONNECTION_QUEUE: usize = 4096;
-/// Connections waiting to be accepted before connectors wait.
-const ACCEPT_QUEUE: usize = 128;
-
-/// One end of a connection.
-pub struct Connection {
-    /// Sends to the peer; clone it to send from several tasks.
-    pub sender: mpsc::Sender<Message>,
-    /// Receives from the peer; `None` once the peer has gone.
-    pub receiver: mpsc::Receiver<Message>,
-}
-
-/// Two connected ends.
-pub fn connection_pair() -> (Connection, Connection) {
-    let (a_tx, a_rx) = mpsc::channel(CONNECTION_QUEUE);
-    let (b_tx, b_rx) = mpsc::channel(CONNECTION_QUEUE);
-    (Connection { sender: a_tx, receiver: b_rx }, Connection { sender: b_tx, receiver: a_rx })
-}
-
-/// Incoming connections on one address.
-pub struct Listener {
-    incoming: mpsc::Receiver<Connection>,
-    local_addr: String,
-}
-
-impl Listener {
-    /// The address peers reach this listener at (for TCP, with the port actually bound).
-    pub fn local_addr(&self) -> &str {
-        &self.local_addr
-    }
-
-    /// The next incoming connection; `None` when the network is gone.
-    pub async fn accept(&mut self) -> Option<Connection> {
-        self.incoming.recv().await
-    }
-}
-
-/// A future returned by [`Network::connect`].
-pub type ConnectFuture<'a> = Pin<Box<dyn Future<Output = Result<Connection>> + Send + 'a>>;
-
-/// Where daemons listen and clients connect.
-pub trait Network: Send + Sync + 'static {
-    /// Starts listening on `addr`.
-    fn bind(&self, addr: &str) -> Result<Listener>;
-    /// Opens a connection to whoever listens on `addr`.
-    fn connect<'a>(&'a self, addr: &'a str) -> ConnectFuture<'a>;
-}
 
 /// An in-process network: addresses are names, connections are channel pairs.
 #[derive(Default)]

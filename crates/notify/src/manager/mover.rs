@@ -10,6 +10,7 @@
 //! `eventId`, never a loss.
 
 use super::Manager;
+use super::schedule::LogSchedule;
 use crate::event::QueuedEvent;
 use crate::publish::Publisher;
 use crate::topic::Topic;
@@ -26,15 +27,6 @@ const IDLE_CEILING: Duration = Duration::from_secs(1);
 const MOVE_BATCH: u32 = 1000;
 /// Logs read, queues appended and logs trimmed at once.
 const PARALLEL: usize = 16;
-
-/// When the mover reads an owned log next, and from where.
-pub(super) struct LogSchedule {
-    next: Instant,
-    idle: Duration,
-    /// Every event up to this sequence number is moved and trimmed: reads start after it,
-    /// so they seek past the trimmed keys' tombstones instead of walking them.
-    cursor: Option<u64>,
-}
 
 impl LogSchedule {
     fn now(interval: Duration) -> LogSchedule {

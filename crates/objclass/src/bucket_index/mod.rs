@@ -20,7 +20,8 @@
 pub mod lock;
 pub mod versions;
 
-use crate::{ClassRegistry, MethodContext, MethodFlags, decode_input, decode_stored, versioned_v1};
+use crate::registry::versioned_v1;
+use crate::{ClassRegistry, MethodContext, MethodFlags, decode_input, decode_stored};
 use bytes::Bytes;
 pub use lock::{LockMode, ObjectLock, Retention};
 use serde::{Deserialize, Serialize};

@@ -373,7 +373,7 @@ pub struct ListVersionsOutput {
     pub more: bool,
 }
 
-crate::versioned_v1! {
+crate::registry::versioned_v1! {
     GetVersionInput => "bucket_index.get_version input",
     UnlinkVersionInput => "bucket_index.unlink_version input",
     SetLockInput => "bucket_index.set_lock input",
