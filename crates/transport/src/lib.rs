@@ -116,7 +116,7 @@ impl Network for LocalFirst {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shoal_types::msg::{Reply, Request};
+    use shoal_types::msg::{Message, Reply, Request};
 
     #[tokio::test]
     async fn local_first_keeps_own_connections_in_process() {

@@ -158,6 +158,61 @@ macro_rules! requested_acl {
 }
 pub(super) use requested_acl;
 
+/// An S3 input that names a bucket (each generated input type has its own `bucket` field).
+pub(super) trait BucketInput {
+    /// The bucket's name.
+    fn bucket(&self) -> &str;
+}
+
+/// Implements [`BucketInput`] for input types with a `bucket` field.
+macro_rules! bucket_inputs {
+    ($($input:ident),* $(,)?) => {
+        $(impl BucketInput for $input {
+            fn bucket(&self) -> &str {
+                &self.bucket
+            }
+        })*
+    };
+}
+
+bucket_inputs!(
+    DeleteBucketCorsInput,
+    DeleteBucketEncryptionInput,
+    DeleteBucketInput,
+    DeleteBucketLifecycleInput,
+    DeleteBucketOwnershipControlsInput,
+    DeleteBucketPolicyInput,
+    DeleteBucketTaggingInput,
+    DeletePublicAccessBlockInput,
+    GetBucketAclInput,
+    GetBucketCorsInput,
+    GetBucketEncryptionInput,
+    GetBucketLifecycleConfigurationInput,
+    GetBucketLocationInput,
+    GetBucketOwnershipControlsInput,
+    GetBucketPolicyInput,
+    GetBucketPolicyStatusInput,
+    GetBucketTaggingInput,
+    GetBucketVersioningInput,
+    GetObjectLockConfigurationInput,
+    GetPublicAccessBlockInput,
+    HeadBucketInput,
+    ListMultipartUploadsInput,
+    ListObjectVersionsInput,
+    ListObjectsInput,
+    ListObjectsV2Input,
+    PutBucketAclInput,
+    PutBucketCorsInput,
+    PutBucketEncryptionInput,
+    PutBucketLifecycleConfigurationInput,
+    PutBucketOwnershipControlsInput,
+    PutBucketPolicyInput,
+    PutBucketTaggingInput,
+    PutBucketVersioningInput,
+    PutObjectLockConfigurationInput,
+    PutPublicAccessBlockInput,
+);
+
 impl ShoalS3 {
     /// Who asks: the authenticated user (suspended users refused), and the request's
     /// condition keys.
@@ -193,6 +248,23 @@ impl ShoalS3 {
         let context = Conditions { caller, object };
         let object_rules = object.map(|m| ObjectRules { key: key.unwrap_or_default(), owner: &m.owner, acl: &m.acl });
         allowed(&bucket.rules(), &Ask { who: caller.uid(), action, key, object: object_rules, context: &context })
+    }
+
+    /// Opens a request on the bucket it names: who calls, and the bucket if the caller may
+    /// do `action` on it. Every bucket operation starts here.
+    pub(super) async fn open_as_caller<I: BucketInput>(
+        &self,
+        req: &S3Request<I>,
+        action: Action,
+    ) -> S3Result<(Caller, Arc<BucketInfo>)> {
+        let caller = self.caller(req).await?;
+        let bucket = self.bucket_for(req.input.bucket(), &caller, action, None).await?;
+        Ok((caller, bucket))
+    }
+
+    /// [`Self::open_as_caller`] for operations that need only the bucket.
+    pub(super) async fn open<I: BucketInput>(&self, req: &S3Request<I>, action: Action) -> S3Result<Arc<BucketInfo>> {
+        Ok(self.open_as_caller(req, action).await?.1)
     }
 
     /// The bucket `name`, if `caller` may do `action` on it (or on `key` in it).

@@ -7,15 +7,14 @@ use crate::cors::CorsRule;
 use crate::error::rados_error;
 use crate::meta::{BucketInfo, Versioning};
 use s3s::dto::*;
-use s3s::{S3Request, S3Response, S3Result, s3_error};
+use s3s::{S3Request, S3Response, s3_error};
 
 impl ShoalS3 {
     pub(crate) async fn get_bucket_versioning(
         &self,
         req: S3Request<GetBucketVersioningInput>,
-    ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetBucketVersioning, None).await?;
+    ) -> Answer<GetBucketVersioningOutput> {
+        let bucket = self.open(&req, Action::GetBucketVersioning).await?;
         let status = match bucket.versioning {
             Versioning::Off => None,
             Versioning::Enabled => Some(BucketVersioningStatus::ENABLED),
@@ -30,10 +29,9 @@ impl ShoalS3 {
     pub(crate) async fn put_bucket_versioning(
         &self,
         req: S3Request<PutBucketVersioningInput>,
-    ) -> S3Result<S3Response<PutBucketVersioningOutput>> {
-        let caller = self.caller(&req).await?;
+    ) -> Answer<PutBucketVersioningOutput> {
+        let bucket = self.open(&req, Action::PutBucketVersioning).await?;
         let input = req.input;
-        let bucket = self.bucket_for(&input.bucket, &caller, Action::PutBucketVersioning, None).await?;
         let config = input.versioning_configuration;
         if config.mfa_delete.as_ref().is_some_and(|m| m.as_str() == MFADelete::ENABLED) {
             return Err(s3_error!(NotImplemented, "MFA delete is not supported"));
@@ -53,9 +51,8 @@ impl ShoalS3 {
     pub(crate) async fn put_bucket_lifecycle_configuration(
         &self,
         req: S3Request<PutBucketLifecycleConfigurationInput>,
-    ) -> S3Result<S3Response<PutBucketLifecycleConfigurationOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutLifecycleConfiguration, None).await?;
+    ) -> Answer<PutBucketLifecycleConfigurationOutput> {
+        let bucket = self.open(&req, Action::PutLifecycleConfiguration).await?;
         self.put_lifecycle(&bucket, req.input.lifecycle_configuration).await?;
         Ok(S3Response::new(PutBucketLifecycleConfigurationOutput::default()))
     }
@@ -63,9 +60,8 @@ impl ShoalS3 {
     pub(crate) async fn get_bucket_lifecycle_configuration(
         &self,
         req: S3Request<GetBucketLifecycleConfigurationInput>,
-    ) -> S3Result<S3Response<GetBucketLifecycleConfigurationOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetLifecycleConfiguration, None).await?;
+    ) -> Answer<GetBucketLifecycleConfigurationOutput> {
+        let bucket = self.open(&req, Action::GetLifecycleConfiguration).await?;
         let rules = Self::lifecycle_rules(&bucket)?;
         Ok(S3Response::new(GetBucketLifecycleConfigurationOutput { rules: Some(rules), ..Default::default() }))
     }
@@ -73,9 +69,8 @@ impl ShoalS3 {
     pub(crate) async fn delete_bucket_lifecycle(
         &self,
         req: S3Request<DeleteBucketLifecycleInput>,
-    ) -> S3Result<S3Response<DeleteBucketLifecycleOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutLifecycleConfiguration, None).await?;
+    ) -> Answer<DeleteBucketLifecycleOutput> {
+        let bucket = self.open(&req, Action::PutLifecycleConfiguration).await?;
         self.delete_lifecycle(&bucket).await?;
         Ok(S3Response::new(DeleteBucketLifecycleOutput::default()))
     }
@@ -83,10 +78,8 @@ impl ShoalS3 {
     pub(crate) async fn put_object_lock_configuration(
         &self,
         req: S3Request<PutObjectLockConfigurationInput>,
-    ) -> S3Result<S3Response<PutObjectLockConfigurationOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket =
-            self.bucket_for(&req.input.bucket, &caller, Action::PutBucketObjectLockConfiguration, None).await?;
+    ) -> Answer<PutObjectLockConfigurationOutput> {
+        let bucket = self.open(&req, Action::PutBucketObjectLockConfiguration).await?;
         self.put_lock_configuration(&bucket, req.input.object_lock_configuration).await?;
         Ok(S3Response::new(PutObjectLockConfigurationOutput::default()))
     }
@@ -94,32 +87,22 @@ impl ShoalS3 {
     pub(crate) async fn get_object_lock_configuration(
         &self,
         req: S3Request<GetObjectLockConfigurationInput>,
-    ) -> S3Result<S3Response<GetObjectLockConfigurationOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket =
-            self.bucket_for(&req.input.bucket, &caller, Action::GetBucketObjectLockConfiguration, None).await?;
+    ) -> Answer<GetObjectLockConfigurationOutput> {
+        let bucket = self.open(&req, Action::GetBucketObjectLockConfiguration).await?;
         let config = Self::lock_configuration(&bucket)?;
         Ok(S3Response::new(GetObjectLockConfigurationOutput { object_lock_configuration: Some(config) }))
     }
 
-    pub(crate) async fn get_bucket_acl(
-        &self,
-        req: S3Request<GetBucketAclInput>,
-    ) -> S3Result<S3Response<GetBucketAclOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetBucketAcl, None).await?;
+    pub(crate) async fn get_bucket_acl(&self, req: S3Request<GetBucketAclInput>) -> Answer<GetBucketAclOutput> {
+        let bucket = self.open(&req, Action::GetBucketAcl).await?;
         Ok(S3Response::new(GetBucketAclOutput {
             grants: Some(self.shown_grants(&bucket.acl).await),
             owner: Some(self.owners().get(&bucket.owner).await),
         }))
     }
 
-    pub(crate) async fn put_bucket_acl(
-        &self,
-        req: S3Request<PutBucketAclInput>,
-    ) -> S3Result<S3Response<PutBucketAclOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketAcl, None).await?;
+    pub(crate) async fn put_bucket_acl(&self, req: S3Request<PutBucketAclInput>) -> Answer<PutBucketAclOutput> {
+        let bucket = self.open(&req, Action::PutBucketAcl).await?;
         self.set_bucket_acl(&bucket, req.input).await?;
         Ok(S3Response::new(PutBucketAclOutput::default()))
     }
@@ -127,9 +110,8 @@ impl ShoalS3 {
     pub(crate) async fn put_bucket_policy(
         &self,
         req: S3Request<PutBucketPolicyInput>,
-    ) -> S3Result<S3Response<PutBucketPolicyOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketPolicy, None).await?;
+    ) -> Answer<PutBucketPolicyOutput> {
+        let bucket = self.open(&req, Action::PutBucketPolicy).await?;
         self.set_policy(&bucket, &req.input.policy).await?;
         Ok(S3Response::new(PutBucketPolicyOutput::default()))
     }
@@ -137,9 +119,8 @@ impl ShoalS3 {
     pub(crate) async fn get_bucket_policy(
         &self,
         req: S3Request<GetBucketPolicyInput>,
-    ) -> S3Result<S3Response<GetBucketPolicyOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetBucketPolicy, None).await?;
+    ) -> Answer<GetBucketPolicyOutput> {
+        let bucket = self.open(&req, Action::GetBucketPolicy).await?;
         let policy =
             bucket.policy.as_ref().ok_or_else(|| s3_error!(NoSuchBucketPolicy, "The bucket policy does not exist"))?;
         Ok(S3Response::new(GetBucketPolicyOutput { policy: Some(policy.text().to_owned()) }))
@@ -148,9 +129,8 @@ impl ShoalS3 {
     pub(crate) async fn delete_bucket_policy(
         &self,
         req: S3Request<DeleteBucketPolicyInput>,
-    ) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::DeleteBucketPolicy, None).await?;
+    ) -> Answer<DeleteBucketPolicyOutput> {
+        let bucket = self.open(&req, Action::DeleteBucketPolicy).await?;
         self.change_bucket(&bucket, |b| b.policy = None).await?;
         Ok(S3Response::new(DeleteBucketPolicyOutput::default()))
     }
@@ -158,9 +138,8 @@ impl ShoalS3 {
     pub(crate) async fn get_bucket_policy_status(
         &self,
         req: S3Request<GetBucketPolicyStatusInput>,
-    ) -> S3Result<S3Response<GetBucketPolicyStatusOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetBucketPolicyStatus, None).await?;
+    ) -> Answer<GetBucketPolicyStatusOutput> {
+        let bucket = self.open(&req, Action::GetBucketPolicyStatus).await?;
         let policy =
             bucket.policy.as_ref().ok_or_else(|| s3_error!(NoSuchBucketPolicy, "The bucket policy does not exist"))?;
         Ok(S3Response::new(GetBucketPolicyStatusOutput {
@@ -171,9 +150,8 @@ impl ShoalS3 {
     pub(crate) async fn put_bucket_ownership_controls(
         &self,
         req: S3Request<PutBucketOwnershipControlsInput>,
-    ) -> S3Result<S3Response<PutBucketOwnershipControlsOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketOwnershipControls, None).await?;
+    ) -> Answer<PutBucketOwnershipControlsOutput> {
+        let bucket = self.open(&req, Action::PutBucketOwnershipControls).await?;
         self.set_ownership(&bucket, req.input.ownership_controls).await?;
         Ok(S3Response::new(PutBucketOwnershipControlsOutput::default()))
     }
@@ -181,9 +159,8 @@ impl ShoalS3 {
     pub(crate) async fn get_bucket_ownership_controls(
         &self,
         req: S3Request<GetBucketOwnershipControlsInput>,
-    ) -> S3Result<S3Response<GetBucketOwnershipControlsOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetBucketOwnershipControls, None).await?;
+    ) -> Answer<GetBucketOwnershipControlsOutput> {
+        let bucket = self.open(&req, Action::GetBucketOwnershipControls).await?;
         Ok(S3Response::new(GetBucketOwnershipControlsOutput {
             ownership_controls: Some(super::access::shown_ownership(&bucket)?),
         }))
@@ -192,31 +169,22 @@ impl ShoalS3 {
     pub(crate) async fn delete_bucket_ownership_controls(
         &self,
         req: S3Request<DeleteBucketOwnershipControlsInput>,
-    ) -> S3Result<S3Response<DeleteBucketOwnershipControlsOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketOwnershipControls, None).await?;
+    ) -> Answer<DeleteBucketOwnershipControlsOutput> {
+        let bucket = self.open(&req, Action::PutBucketOwnershipControls).await?;
         self.change_bucket(&bucket, |b| b.ownership = None).await?;
         Ok(S3Response::new(DeleteBucketOwnershipControlsOutput::default()))
     }
 
-    pub(crate) async fn put_bucket_cors(
-        &self,
-        req: S3Request<PutBucketCorsInput>,
-    ) -> S3Result<S3Response<PutBucketCorsOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketCORS, None).await?;
+    pub(crate) async fn put_bucket_cors(&self, req: S3Request<PutBucketCorsInput>) -> Answer<PutBucketCorsOutput> {
+        let bucket = self.open(&req, Action::PutBucketCORS).await?;
         let rules: Vec<CorsRule> = req.input.cors_configuration.cors_rules.into_iter().map(cors_rule).collect();
         crate::cors::validate(&rules).map_err(|e| s3_error!(InvalidRequest, "{e}"))?;
         self.change_bucket(&bucket, |b| b.cors = rules).await?;
         Ok(S3Response::new(PutBucketCorsOutput::default()))
     }
 
-    pub(crate) async fn get_bucket_cors(
-        &self,
-        req: S3Request<GetBucketCorsInput>,
-    ) -> S3Result<S3Response<GetBucketCorsOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetBucketCORS, None).await?;
+    pub(crate) async fn get_bucket_cors(&self, req: S3Request<GetBucketCorsInput>) -> Answer<GetBucketCorsOutput> {
+        let bucket = self.open(&req, Action::GetBucketCORS).await?;
         if bucket.cors.is_empty() {
             return Err(s3_error!(NoSuchCORSConfiguration, "The CORS configuration does not exist"));
         }
@@ -227,9 +195,8 @@ impl ShoalS3 {
     pub(crate) async fn delete_bucket_cors(
         &self,
         req: S3Request<DeleteBucketCorsInput>,
-    ) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketCORS, None).await?;
+    ) -> Answer<DeleteBucketCorsOutput> {
+        let bucket = self.open(&req, Action::PutBucketCORS).await?;
         self.change_bucket(&bucket, |b| b.cors = Vec::new()).await?;
         Ok(S3Response::new(DeleteBucketCorsOutput::default()))
     }
@@ -237,30 +204,29 @@ impl ShoalS3 {
     pub(crate) async fn put_bucket_encryption(
         &self,
         req: S3Request<PutBucketEncryptionInput>,
-    ) -> S3Result<S3Response<PutBucketEncryptionOutput>> {
+    ) -> Answer<PutBucketEncryptionOutput> {
         self.put_encryption(req).await
     }
 
     pub(crate) async fn get_bucket_encryption(
         &self,
         req: S3Request<GetBucketEncryptionInput>,
-    ) -> S3Result<S3Response<GetBucketEncryptionOutput>> {
+    ) -> Answer<GetBucketEncryptionOutput> {
         self.get_encryption(req).await
     }
 
     pub(crate) async fn delete_bucket_encryption(
         &self,
         req: S3Request<DeleteBucketEncryptionInput>,
-    ) -> S3Result<S3Response<DeleteBucketEncryptionOutput>> {
+    ) -> Answer<DeleteBucketEncryptionOutput> {
         self.delete_encryption(req).await
     }
 
     pub(crate) async fn put_public_access_block(
         &self,
         req: S3Request<PutPublicAccessBlockInput>,
-    ) -> S3Result<S3Response<PutPublicAccessBlockOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketPublicAccessBlock, None).await?;
+    ) -> Answer<PutPublicAccessBlockOutput> {
+        let bucket = self.open(&req, Action::PutBucketPublicAccessBlock).await?;
         self.set_public_access_block(&bucket, req.input.public_access_block_configuration).await?;
         Ok(S3Response::new(PutPublicAccessBlockOutput::default()))
     }
@@ -268,9 +234,8 @@ impl ShoalS3 {
     pub(crate) async fn get_public_access_block(
         &self,
         req: S3Request<GetPublicAccessBlockInput>,
-    ) -> S3Result<S3Response<GetPublicAccessBlockOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetBucketPublicAccessBlock, None).await?;
+    ) -> Answer<GetPublicAccessBlockOutput> {
+        let bucket = self.open(&req, Action::GetBucketPublicAccessBlock).await?;
         let config = super::access::shown_public_access_block(&bucket)?;
         Ok(S3Response::new(GetPublicAccessBlockOutput { public_access_block_configuration: Some(config) }))
     }
@@ -278,9 +243,8 @@ impl ShoalS3 {
     pub(crate) async fn delete_public_access_block(
         &self,
         req: S3Request<DeletePublicAccessBlockInput>,
-    ) -> S3Result<S3Response<DeletePublicAccessBlockOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketPublicAccessBlock, None).await?;
+    ) -> Answer<DeletePublicAccessBlockOutput> {
+        let bucket = self.open(&req, Action::PutBucketPublicAccessBlock).await?;
         self.change_bucket(&bucket, |b| b.public_access_block = None).await?;
         Ok(S3Response::new(DeletePublicAccessBlockOutput::default()))
     }
@@ -288,10 +252,9 @@ impl ShoalS3 {
     pub(crate) async fn put_bucket_tagging(
         &self,
         req: S3Request<PutBucketTaggingInput>,
-    ) -> S3Result<S3Response<PutBucketTaggingOutput>> {
-        let caller = self.caller(&req).await?;
+    ) -> Answer<PutBucketTaggingOutput> {
+        let bucket = self.open(&req, Action::PutBucketTagging).await?;
         let input = req.input;
-        let bucket = self.bucket_for(&input.bucket, &caller, Action::PutBucketTagging, None).await?;
         let tags = tag_pairs(input.tagging.tag_set);
         check_tags(&tags, 50)?;
         self.meta.update_bucket(&BucketInfo { tags, ..(*bucket).clone() }).await.map_err(rados_error)?;
@@ -301,9 +264,8 @@ impl ShoalS3 {
     pub(crate) async fn get_bucket_tagging(
         &self,
         req: S3Request<GetBucketTaggingInput>,
-    ) -> S3Result<S3Response<GetBucketTaggingOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetBucketTagging, None).await?;
+    ) -> Answer<GetBucketTaggingOutput> {
+        let bucket = self.open(&req, Action::GetBucketTagging).await?;
         if bucket.tags.is_empty() {
             return Err(s3_error!(NoSuchTagSet));
         }
@@ -313,9 +275,8 @@ impl ShoalS3 {
     pub(crate) async fn delete_bucket_tagging(
         &self,
         req: S3Request<DeleteBucketTaggingInput>,
-    ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutBucketTagging, None).await?;
+    ) -> Answer<DeleteBucketTaggingOutput> {
+        let bucket = self.open(&req, Action::PutBucketTagging).await?;
         self.change_bucket(&bucket, |b| b.tags.clear()).await?;
         Ok(S3Response::new(DeleteBucketTaggingOutput::default()))
     }

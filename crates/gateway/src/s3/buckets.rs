@@ -67,10 +67,7 @@ impl ShoalS3 {
 }
 
 impl ShoalS3 {
-    pub(crate) async fn list_buckets(
-        &self,
-        req: S3Request<ListBucketsInput>,
-    ) -> S3Result<S3Response<ListBucketsOutput>> {
+    pub(crate) async fn list_buckets(&self, req: S3Request<ListBucketsInput>) -> Answer<ListBucketsOutput> {
         let caller = self.caller(&req).await?;
         let who = caller.user.clone().ok_or_else(|| s3_error!(AccessDenied))?;
         let mut buckets = Vec::new();
@@ -90,10 +87,7 @@ impl ShoalS3 {
         }))
     }
 
-    pub(crate) async fn create_bucket(
-        &self,
-        req: S3Request<CreateBucketInput>,
-    ) -> S3Result<S3Response<CreateBucketOutput>> {
+    pub(crate) async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> Answer<CreateBucketOutput> {
         let caller = self.caller(&req).await?;
         let who = caller.user.clone().ok_or_else(|| s3_error!(AccessDenied))?;
         let input = req.input;
@@ -154,18 +148,13 @@ impl ShoalS3 {
         Ok(S3Response::new(CreateBucketOutput { location: Some(format!("/{}", input.bucket)) }))
     }
 
-    pub(crate) async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
-        let caller = self.caller(&req).await?;
-        self.bucket_for(&req.input.bucket, &caller, Action::ListBucket, None).await?;
+    pub(crate) async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> Answer<HeadBucketOutput> {
+        self.open(&req, Action::ListBucket).await?;
         Ok(S3Response::new(HeadBucketOutput::default()))
     }
 
-    pub(crate) async fn delete_bucket(
-        &self,
-        req: S3Request<DeleteBucketInput>,
-    ) -> S3Result<S3Response<DeleteBucketOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::DeleteBucket, None).await?;
+    pub(crate) async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> Answer<DeleteBucketOutput> {
+        let bucket = self.open(&req, Action::DeleteBucket).await?;
         let stats = self.objects.bucket_stats(&bucket).await.map_err(rados_error)?;
         if !stats.is_empty() {
             return Err(s3_error!(BucketNotEmpty));
@@ -177,22 +166,17 @@ impl ShoalS3 {
     pub(crate) async fn get_bucket_location(
         &self,
         req: S3Request<GetBucketLocationInput>,
-    ) -> S3Result<S3Response<GetBucketLocationOutput>> {
-        let caller = self.caller(&req).await?;
-        self.bucket_for(&req.input.bucket, &caller, Action::GetBucketLocation, None).await?;
+    ) -> Answer<GetBucketLocationOutput> {
+        self.open(&req, Action::GetBucketLocation).await?;
         let zonegroup = self.config.notify.zonegroup.clone();
         Ok(S3Response::new(GetBucketLocationOutput {
             location_constraint: Some(BucketLocationConstraint::from(zonegroup)),
         }))
     }
 
-    pub(crate) async fn list_objects(
-        &self,
-        req: S3Request<ListObjectsInput>,
-    ) -> S3Result<S3Response<ListObjectsOutput>> {
-        let caller = self.caller(&req).await?;
+    pub(crate) async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> Answer<ListObjectsOutput> {
+        let bucket = self.open(&req, Action::ListBucket).await?;
         let input = req.input;
-        let bucket = self.bucket_for(&input.bucket, &caller, Action::ListBucket, None).await?;
         let url = url_encoding(input.encoding_type.as_ref())?;
         let (prefix, delimiter) =
             (input.prefix.clone().unwrap_or_default(), input.delimiter.clone().unwrap_or_default());
@@ -220,15 +204,11 @@ impl ShoalS3 {
         }))
     }
 
-    pub(crate) async fn list_objects_v2(
-        &self,
-        req: S3Request<ListObjectsV2Input>,
-    ) -> S3Result<S3Response<ListObjectsV2Output>> {
+    pub(crate) async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> Answer<ListObjectsV2Output> {
         use base64::Engine;
         let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-        let caller = self.caller(&req).await?;
+        let bucket = self.open(&req, Action::ListBucket).await?;
         let input = req.input;
-        let bucket = self.bucket_for(&input.bucket, &caller, Action::ListBucket, None).await?;
         let url = url_encoding(input.encoding_type.as_ref())?;
         let after = match &input.continuation_token {
             Some(token) => b64
@@ -275,9 +255,8 @@ impl ShoalS3 {
     pub(crate) async fn list_object_versions(
         &self,
         req: S3Request<ListObjectVersionsInput>,
-    ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::ListBucketVersions, None).await?;
+    ) -> Answer<ListObjectVersionsOutput> {
+        let bucket = self.open(&req, Action::ListBucketVersions).await?;
         Ok(S3Response::new(self.list_versions_page(&bucket, &req.input).await?))
     }
 }

@@ -22,6 +22,9 @@ pub struct ShoalS3 {
     pub service: Arc<Service>,
 }
 
+/// What an S3 operation answers.
+pub(super) type Answer<T> = S3Result<S3Response<T>>;
+
 impl std::ops::Deref for ShoalS3 {
     type Target = Service;
 

@@ -262,9 +262,8 @@ impl ShoalS3 {
         &self,
         req: S3Request<PutBucketEncryptionInput>,
     ) -> S3Result<S3Response<PutBucketEncryptionOutput>> {
-        let caller = self.caller(&req).await?;
+        let bucket = self.open(&req, Action::PutEncryptionConfiguration).await?;
         let input = req.input;
-        let bucket = self.bucket_for(&input.bucket, &caller, Action::PutEncryptionConfiguration, None).await?;
         let rules = input.server_side_encryption_configuration.rules;
         let [rule] = &rules[..] else {
             return Err(s3_error!(MalformedXML, "the configuration must hold exactly one rule"));
@@ -287,8 +286,7 @@ impl ShoalS3 {
         &self,
         req: S3Request<GetBucketEncryptionInput>,
     ) -> S3Result<S3Response<GetBucketEncryptionOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::GetEncryptionConfiguration, None).await?;
+        let bucket = self.open(&req, Action::GetEncryptionConfiguration).await?;
         let Some(default) = &bucket.encryption else {
             return Err(custom_error(
                 "ServerSideEncryptionConfigurationNotFoundError",
@@ -311,8 +309,7 @@ impl ShoalS3 {
         &self,
         req: S3Request<DeleteBucketEncryptionInput>,
     ) -> S3Result<S3Response<DeleteBucketEncryptionOutput>> {
-        let caller = self.caller(&req).await?;
-        let bucket = self.bucket_for(&req.input.bucket, &caller, Action::PutEncryptionConfiguration, None).await?;
+        let bucket = self.open(&req, Action::PutEncryptionConfiguration).await?;
         self.change_bucket(&bucket, |b| b.encryption = None).await?;
         Ok(S3Response::new(DeleteBucketEncryptionOutput::default()))
     }

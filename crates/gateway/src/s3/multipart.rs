@@ -24,7 +24,7 @@ impl ShoalS3 {
     pub(crate) async fn create_multipart_upload(
         &self,
         req: S3Request<CreateMultipartUploadInput>,
-    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+    ) -> Answer<CreateMultipartUploadOutput> {
         let caller = self.caller(&req).await?;
         let input = req.input;
         let bucket = self.bucket_for(&input.bucket, &caller, Action::PutObject, Some(&input.key)).await?;
@@ -55,10 +55,7 @@ impl ShoalS3 {
         Ok(S3Response::new(out))
     }
 
-    pub(crate) async fn upload_part(
-        &self,
-        mut req: S3Request<UploadPartInput>,
-    ) -> S3Result<S3Response<UploadPartOutput>> {
+    pub(crate) async fn upload_part(&self, mut req: S3Request<UploadPartInput>) -> Answer<UploadPartOutput> {
         let caller = self.caller(&req).await?;
         let content_md5 = req.input.content_md5.take();
         let integrity = Integrity::of(&mut req, content_md5)?;
@@ -81,10 +78,7 @@ impl ShoalS3 {
         Ok(S3Response::new(out))
     }
 
-    pub(crate) async fn upload_part_copy(
-        &self,
-        req: S3Request<UploadPartCopyInput>,
-    ) -> S3Result<S3Response<UploadPartCopyOutput>> {
+    pub(crate) async fn upload_part_copy(&self, req: S3Request<UploadPartCopyInput>) -> Answer<UploadPartCopyOutput> {
         let caller = self.caller(&req).await?;
         let secure = origin_of(&req.extensions).secure;
         let input = req.input;
@@ -120,7 +114,7 @@ impl ShoalS3 {
         Ok(S3Response::new(out))
     }
 
-    pub(crate) async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
+    pub(crate) async fn list_parts(&self, req: S3Request<ListPartsInput>) -> Answer<ListPartsOutput> {
         let caller = self.caller(&req).await?;
         let input = req.input;
         let bucket =
@@ -171,10 +165,9 @@ impl ShoalS3 {
     pub(crate) async fn list_multipart_uploads(
         &self,
         req: S3Request<ListMultipartUploadsInput>,
-    ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
-        let caller = self.caller(&req).await?;
+    ) -> Answer<ListMultipartUploadsOutput> {
+        let bucket = self.open(&req, Action::ListBucketMultipartUploads).await?;
         let input = req.input;
-        let bucket = self.bucket_for(&input.bucket, &caller, Action::ListBucketMultipartUploads, None).await?;
         let max = input.max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
         let after = match (&input.key_marker, &input.upload_id_marker) {
             (Some(k), Some(u)) => layout::upload_key(k, u) + "\u{1}",
@@ -216,7 +209,7 @@ impl ShoalS3 {
     pub(crate) async fn complete_multipart_upload(
         &self,
         req: S3Request<CompleteMultipartUploadInput>,
-    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+    ) -> Answer<CompleteMultipartUploadOutput> {
         let caller = self.caller(&req).await?;
         let input = req.input;
         let bucket = self.bucket_for(&input.bucket, &caller, Action::PutObject, Some(&input.key)).await?;
@@ -288,7 +281,7 @@ impl ShoalS3 {
     pub(crate) async fn abort_multipart_upload(
         &self,
         req: S3Request<AbortMultipartUploadInput>,
-    ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+    ) -> Answer<AbortMultipartUploadOutput> {
         let caller = self.caller(&req).await?;
         let input = req.input;
         let bucket = self.bucket_for(&input.bucket, &caller, Action::AbortMultipartUpload, Some(&input.key)).await?;

@@ -20,8 +20,25 @@ use futures::StreamExt;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 
+/// The answer to a GET or HEAD: `out` completed with the version's lock, the stored
+/// object's standard fields, its checksum (for whole objects), encryption and stored headers.
+macro_rules! answer_object {
+    ($out:expr, $meta:expr, $lock:expr, $checksum_mode:expr, $customer:expr) => {{
+        let mut out = $out;
+        let meta: &ObjectMeta = $meta;
+        (out.object_lock_mode, out.object_lock_retain_until_date, out.object_lock_legal_hold_status) =
+            shown_lock($lock);
+        describe_object!(out, meta);
+        if out.content_range.is_none() {
+            show_checksum!(out, meta.checksum.as_ref(), $checksum_mode);
+        }
+        show_encryption!(out, meta.sealed.as_ref(), $customer);
+        Ok(with_stored_headers(S3Response::new(out), meta))
+    }};
+}
+
 impl ShoalS3 {
-    pub(crate) async fn put_object(&self, mut req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+    pub(crate) async fn put_object(&self, mut req: S3Request<PutObjectInput>) -> Answer<PutObjectOutput> {
         let caller = self.caller(&req).await?;
         let content_md5 = req.input.content_md5.take();
         let integrity = Integrity::of(&mut req, content_md5)?;
@@ -75,7 +92,7 @@ impl ShoalS3 {
         Ok(S3Response::new(out))
     }
 
-    pub(crate) async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+    pub(crate) async fn get_object(&self, req: S3Request<GetObjectInput>) -> Answer<GetObjectOutput> {
         let caller = self.caller(&req).await?;
         let customer = self.customer_key(customer_headers!(req.input), origin_of(&req.extensions).secure)?;
         let input = req.input;
@@ -101,7 +118,7 @@ impl ShoalS3 {
         };
         let span = range.clone().unwrap_or(0..meta.size);
         let stream = self.objects.read_range(&meta, inline, span.clone(), data_key);
-        let mut out = GetObjectOutput {
+        let out = GetObjectOutput {
             body: Some(StreamingBlob::wrap(crate::objects::detach(stream))),
             content_length: Some((span.end - span.start) as i64),
             content_range: range.map(|r| format!("bytes {}-{}/{}", r.start, r.end.saturating_sub(1), meta.size)),
@@ -109,17 +126,10 @@ impl ShoalS3 {
             version_id,
             ..Default::default()
         };
-        (out.object_lock_mode, out.object_lock_retain_until_date, out.object_lock_legal_hold_status) =
-            shown_lock(&lock);
-        describe_object!(out, &meta);
-        if out.content_range.is_none() {
-            show_checksum!(out, meta.checksum.as_ref(), input.checksum_mode);
-        }
-        show_encryption!(out, meta.sealed.as_ref(), customer.as_ref());
-        Ok(with_stored_headers(S3Response::new(out), &meta))
+        answer_object!(out, &meta, &lock, input.checksum_mode, customer.as_ref())
     }
 
-    pub(crate) async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
+    pub(crate) async fn head_object(&self, req: S3Request<HeadObjectInput>) -> Answer<HeadObjectOutput> {
         let caller = self.caller(&req).await?;
         let customer = self.customer_key(customer_headers!(req.input), origin_of(&req.extensions).secure)?;
         let input = req.input;
@@ -140,26 +150,16 @@ impl ShoalS3 {
             Some(n) => part_range(&meta, n)?,
             None => None,
         };
-        let mut out = HeadObjectOutput {
+        let out = HeadObjectOutput {
             content_length: Some(part.as_ref().map_or(meta.size, |r| r.end - r.start) as i64),
             content_range: part.map(|r| format!("bytes {}-{}/{}", r.start, r.end - 1, meta.size)),
             version_id,
             ..Default::default()
         };
-        (out.object_lock_mode, out.object_lock_retain_until_date, out.object_lock_legal_hold_status) =
-            shown_lock(&lock);
-        describe_object!(out, &meta);
-        if out.content_range.is_none() {
-            show_checksum!(out, meta.checksum.as_ref(), input.checksum_mode);
-        }
-        show_encryption!(out, meta.sealed.as_ref(), customer.as_ref());
-        Ok(with_stored_headers(S3Response::new(out), &meta))
+        answer_object!(out, &meta, &lock, input.checksum_mode, customer.as_ref())
     }
 
-    pub(crate) async fn delete_object(
-        &self,
-        req: S3Request<DeleteObjectInput>,
-    ) -> S3Result<S3Response<DeleteObjectOutput>> {
+    pub(crate) async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> Answer<DeleteObjectOutput> {
         let caller = self.caller(&req).await?;
         let input = req.input;
         let bucket = self
@@ -182,10 +182,7 @@ impl ShoalS3 {
         }))
     }
 
-    pub(crate) async fn delete_objects(
-        &self,
-        req: S3Request<DeleteObjectsInput>,
-    ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+    pub(crate) async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> Answer<DeleteObjectsOutput> {
         let caller = self.caller(&req).await?;
         let input = req.input;
         let bucket = self.named_bucket(&input.bucket).await?;
@@ -237,7 +234,7 @@ impl ShoalS3 {
         Ok(S3Response::new(DeleteObjectsOutput { deleted: Some(deleted), errors: Some(errors), ..Default::default() }))
     }
 
-    pub(crate) async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+    pub(crate) async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> Answer<CopyObjectOutput> {
         let caller = self.caller(&req).await?;
         let origin = origin_of(&req.extensions);
         let input = req.input;
@@ -327,7 +324,7 @@ impl ShoalS3 {
     pub(crate) async fn get_object_attributes(
         &self,
         req: S3Request<GetObjectAttributesInput>,
-    ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
+    ) -> Answer<GetObjectAttributesOutput> {
         let caller = self.caller(&req).await?;
         let customer = self.customer_key(customer_headers!(req.input), origin_of(&req.extensions).secure)?;
         let input = req.input;
@@ -388,10 +385,7 @@ impl ShoalS3 {
         }))
     }
 
-    pub(crate) async fn get_object_acl(
-        &self,
-        req: S3Request<GetObjectAclInput>,
-    ) -> S3Result<S3Response<GetObjectAclOutput>> {
+    pub(crate) async fn get_object_acl(&self, req: S3Request<GetObjectAclInput>) -> Answer<GetObjectAclOutput> {
         let caller = self.caller(&req).await?;
         let input = req.input;
         let action = Action::GetObjectAcl;
@@ -408,10 +402,7 @@ impl ShoalS3 {
         }))
     }
 
-    pub(crate) async fn put_object_acl(
-        &self,
-        req: S3Request<PutObjectAclInput>,
-    ) -> S3Result<S3Response<PutObjectAclOutput>> {
+    pub(crate) async fn put_object_acl(&self, req: S3Request<PutObjectAclInput>) -> Answer<PutObjectAclOutput> {
         let caller = self.caller(&req).await?;
         let mut input = req.input;
         let action = Action::PutObjectAcl;
@@ -426,7 +417,7 @@ impl ShoalS3 {
     pub(crate) async fn get_object_tagging(
         &self,
         req: S3Request<GetObjectTaggingInput>,
-    ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
+    ) -> Answer<GetObjectTaggingOutput> {
         let caller = self.caller(&req).await?;
         let input = req.input;
         let Found { meta, version_id, .. } = self
@@ -438,7 +429,7 @@ impl ShoalS3 {
     pub(crate) async fn put_object_tagging(
         &self,
         req: S3Request<PutObjectTaggingInput>,
-    ) -> S3Result<S3Response<PutObjectTaggingOutput>> {
+    ) -> Answer<PutObjectTaggingOutput> {
         let caller = self.caller(&req).await?;
         let input = req.input;
         let tags = tag_pairs(input.tagging.tag_set);
@@ -455,7 +446,7 @@ impl ShoalS3 {
     pub(crate) async fn delete_object_tagging(
         &self,
         req: S3Request<DeleteObjectTaggingInput>,
-    ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
+    ) -> Answer<DeleteObjectTaggingOutput> {
         let caller = self.caller(&req).await?;
         let input = req.input;
         let version = input.version_id.as_deref();
@@ -470,7 +461,7 @@ impl ShoalS3 {
     pub(crate) async fn get_object_retention(
         &self,
         req: S3Request<GetObjectRetentionInput>,
-    ) -> S3Result<S3Response<GetObjectRetentionOutput>> {
+    ) -> Answer<GetObjectRetentionOutput> {
         let caller = self.caller(&req).await?;
         let input = req.input;
         let lock = self
@@ -491,7 +482,7 @@ impl ShoalS3 {
     pub(crate) async fn put_object_retention(
         &self,
         req: S3Request<PutObjectRetentionInput>,
-    ) -> S3Result<S3Response<PutObjectRetentionOutput>> {
+    ) -> Answer<PutObjectRetentionOutput> {
         let caller = self.caller(&req).await?;
         let input = req.input;
         let retention = Self::requested_retention(input.retention)?;
@@ -505,7 +496,7 @@ impl ShoalS3 {
     pub(crate) async fn get_object_legal_hold(
         &self,
         req: S3Request<GetObjectLegalHoldInput>,
-    ) -> S3Result<S3Response<GetObjectLegalHoldOutput>> {
+    ) -> Answer<GetObjectLegalHoldOutput> {
         let caller = self.caller(&req).await?;
         let input = req.input;
         let lock = self
@@ -520,7 +511,7 @@ impl ShoalS3 {
     pub(crate) async fn put_object_legal_hold(
         &self,
         req: S3Request<PutObjectLegalHoldInput>,
-    ) -> S3Result<S3Response<PutObjectLegalHoldOutput>> {
+    ) -> Answer<PutObjectLegalHoldOutput> {
         let caller = self.caller(&req).await?;
         let input = req.input;
         let hold = match input.legal_hold.and_then(|h| h.status).as_ref().map(|s| s.as_str()) {
