@@ -14,6 +14,7 @@
 //! replica and [`Action::WhenDurable`] for the local sync → once every replica and the
 //! local store have it, [`Action::Reply`] (in PG order).
 
+pub mod action;
 pub mod damage;
 pub mod ec;
 pub mod exec;
@@ -25,15 +26,8 @@ pub mod scrub;
 pub mod shard;
 pub mod view;
 
+pub use action::{Action, Awaiting, Counted, Durable, Input, Registration, Timer};
+pub use limits::Flaws;
 pub use limits::{Limits, ScrubLimits};
 pub use scrub::{ScrubBoard, ScrubReport};
-pub use shard::{Action, Awaiting, Config, Counted, Durable, Input, Registration, Shard, Timer, shard_of};
-
-/// Deliberate protocol bugs, each off unless set: a simulator run switches one on to show
-/// that its invariants catch it. Only a build with the `flaws` feature can set them
-/// ([`Shard::set_flaws`]).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Flaws {
-    /// Answer a write once the local store has it, without waiting for the replicas.
-    pub reply_before_replica_commit: bool,
-}
+pub use shard::{Config, Shard, shard_of};

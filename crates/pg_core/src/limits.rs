@@ -137,3 +137,17 @@ impl Limits {
         Ok(())
     }
 }
+
+/// Deliberate protocol bugs, each off unless set: a simulator run switches one on to show
+/// that its invariants catch it. Only a build with the `flaws` feature can set them
+/// ([`Shard::set_flaws`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Flaws {
+    /// Answer a write once the local store has it, without waiting for the replicas.
+    pub reply_before_replica_commit: bool,
+}
+
+/// Bytes of object data and omap per push or pulled part (Ceph's
+/// `osd_recovery_max_chunk`): a larger object goes in parts, so no message nears the
+/// messenger's frame limit.
+pub(crate) const COPY_PART_BYTES: usize = 8 << 20;

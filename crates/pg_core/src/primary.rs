@@ -3,47 +3,43 @@
 //! replicas that are behind. The decisions come from [`crate::peering::plan`]; this module
 //! emits the messages as actions and keeps the state between their replies.
 
-mod erasure;
+pub(crate) mod erasure;
 
-use crate::peering::{self, PeerPlan, Plan, Recovery};
+use erasure::{Purpose, Serving};
+
+pub(crate) use crate::limits::COPY_PART_BYTES;
+use crate::peering::{Plan, Recovery};
 use crate::scrub::{Requested, Scrub};
-use crate::shard::{Action, Awaiting, Counted, Durable, Registration, Shard, Timer, TimerKind};
 use bytes::Bytes;
-use shoal_store::{CopyResume, ObjectKey, Transaction};
-use shoal_types::msg::{Activate, OsdOp, PeerRequest, RepOp, Reply, ScrubObject};
-use shoal_types::pg::{EVersion, PgLogEntry, PgStat, PgStateFlag, PgSummary};
-use shoal_types::{
-    ActiveInterval, ClientId, Errno, ObjectName, OsdId, OsdMap, PgId, RadosError, Result, Versioned, err,
-};
+use shoal_store::{CopyResume, ObjectKey};
+use shoal_types::msg::{OsdOp, Reply};
+use shoal_types::pg::{EVersion, PgStat, PgStateFlag, PgSummary};
+use shoal_types::{ClientId, ObjectName, OsdId, OsdMap, PgId, Result};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 /// Objects copied per push or pull message.
-const OBJECTS_PER_COPY: usize = 8;
-/// Bytes of object data and omap per push or pulled part (Ceph's
-/// `osd_recovery_max_chunk`): a larger object goes in parts, so no message nears the
-/// messenger's frame limit.
-pub(crate) const COPY_PART_BYTES: usize = 8 << 20;
+pub(crate) const OBJECTS_PER_COPY: usize = 8;
 /// How long a blocked or failed peering waits before trying again.
-const RETRY_DELAY: Duration = Duration::from_secs(1);
+pub(crate) const RETRY_DELAY: Duration = Duration::from_secs(1);
 /// Client operations queued per PG while it peers; later ones are answered EAGAIN (the
 /// client resends after a pause).
-const MAX_WAITING_OPS: usize = 1024;
+pub(crate) const MAX_WAITING_OPS: usize = 1024;
 /// A shard that received a client operation this recently serves clients: its recovery
 /// takes fewer slots.
-const CLIENTS_RECENT: Duration = Duration::from_secs(1);
+pub(crate) const CLIENTS_RECENT: Duration = Duration::from_secs(1);
 /// How long a primary that handed its PG back waits for the map that ends its lead
 /// before it asks again.
-const HAND_BACK_RETRY: Duration = Duration::from_secs(5);
+pub(crate) const HAND_BACK_RETRY: Duration = Duration::from_secs(5);
 /// How long peering may take before it starts over (a peer that never answers).
-const PEERING_TIMEOUT: Duration = Duration::from_secs(15);
+pub(crate) const PEERING_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Recovery operations op shard `index` of `shards` may run at `now_ns`: its part of
 /// `recovery_max_active`, or of `recovery_max_active_with_clients` if a client operation
 /// arrived within [`CLIENTS_RECENT`] (a clock that jumped counts as no recent operation).
 /// The parts add up to the OSD's limit (the first shards take the remainder), except that
 /// every shard may run at least one.
-fn recovery_slots(
+pub(crate) fn recovery_slots(
     limits: &crate::Limits,
     (index, shards): (usize, usize),
     last_client_op_ns: Option<u64>,
@@ -58,145 +54,7 @@ fn recovery_slots(
     (active / shards + usize::from(index % shards < active % shards)).max(1)
 }
 
-/// What a recovery push carries: the objects it completes (an object sent in parts counts
-/// with its last) and the bytes of its store transaction.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PushSize {
-    pub(crate) objects: u32,
-    pub(crate) bytes: u64,
-}
-
-/// The outcome of something a primary started.
-pub(crate) enum Event<R> {
-    /// A peer's PG summary.
-    Summary(OsdId, Result<PgSummary>),
-    /// The authority's log entries, for the primary's own recovery.
-    AuthLog(Result<Vec<PgLogEntry>>),
-    /// A part of an object pulled from the authority, and where its next part starts.
-    Pulled(Result<(Bytes, Option<Bytes>)>),
-    /// Keys of the authority's objects, and whether more follow.
-    Listed(Result<(Vec<Bytes>, bool)>),
-    /// A replica applied (or failed) the write at this position.
-    Acked(OsdId, EVersion, Result<()>),
-    /// The local store made the write at this position durable.
-    LocalDurable(EVersion, Result<()>),
-    /// The local store made the primary's activation record durable.
-    ActivationDurable(Result<()>),
-    /// The monitor recorded the activation (or did not).
-    Registered(bool),
-    /// A replica applied an activation.
-    Activated(OsdId, Result<()>),
-    /// A replica applied a push.
-    Pushed(OsdId, PushSize, Result<()>),
-    /// A shard applied the last push of its copy of an object, rebuilt (of this many bytes).
-    Rebuilt(OsdId, ObjectName, u64, Result<()>),
-    /// A replica is complete again.
-    Recovered(OsdId, Result<()>),
-    /// A stray copy was deleted (or could not be).
-    StrayRemoved(OsdId, Result<()>),
-    /// Time to peer again, unless peering restarted since (the round it was set in).
-    Retry(u64),
-    /// Time to ask again that placement's primary lead, if the map still names this one
-    /// (the round it was set in): the request or the map that answers it may be lost.
-    HandBack(u64),
-    /// A recovery operation's `osd_recovery_sleep` is over: its slot is free (the round
-    /// it was set in).
-    RecoverySlept(u64),
-    /// A replica's copy (an encoded store transaction) of an object whose local copy
-    /// failed its checksum, for the operation waiting on it.
-    RepairCopy(Box<Repairing<R>>, Result<Bytes>),
-    /// A replica's scrub entries for the page, and whether it has more.
-    ScrubMap(OsdId, Result<(Vec<ScrubObject>, bool)>),
-    /// The authority's copy for a scrub repair, pulled when the log was at this position.
-    ScrubPulled(EVersion, Result<Bytes>),
-    /// A bad replica took a scrub repair's push (or did not).
-    ScrubPushed(Result<()>),
-    /// Time for the scrub's next page (the peering round it was set in).
-    ScrubStep(u64),
-    /// A shard's chunks of an object being gathered (the gather's id, the shard): its
-    /// copy's metadata and the store chunks asked for.
-    Chunks(ObjectName, u64, usize, Result<crate::ec::ShardRead>),
-}
-
-/// What a request to a peer was for: turns its answer into an [`Event`].
-pub(crate) enum Expect<R> {
-    Summary(OsdId),
-    AuthLog,
-    Pulled,
-    Listed,
-    Acked(OsdId, EVersion),
-    Activated(OsdId),
-    Pushed(OsdId, PushSize),
-    /// The last push of a shard rebuilt for an object, of this many bytes.
-    Rebuilt(OsdId, ObjectName, u64),
-    Recovered(OsdId),
-    StrayRemoved(OsdId),
-    /// A replica's copy for the operation waiting on a repair.
-    RepairCopy(Box<Repairing<R>>),
-    ScrubMap(OsdId),
-    ScrubPulled(EVersion),
-    ScrubPushed,
-    Chunks(ObjectName, u64, usize),
-}
-
-impl<R> Expect<R> {
-    pub(crate) fn into_event(self, reply: Result<Reply>) -> Event<R> {
-        let unexpected = |other: Reply| err::io(format!("unexpected reply {other:?}"));
-        let done = |r: Result<Reply>| r.map(|_| ());
-        match self {
-            Expect::Summary(osd) => Event::Summary(
-                osd,
-                reply.and_then(|r| match r {
-                    Reply::Summary(s) => Ok(s),
-                    other => Err(unexpected(other)),
-                }),
-            ),
-            Expect::AuthLog => Event::AuthLog(reply.and_then(|r| match r {
-                Reply::Log(entries) => Ok(entries),
-                other => Err(unexpected(other)),
-            })),
-            Expect::Pulled => Event::Pulled(reply.and_then(copies)),
-            Expect::Listed => Event::Listed(reply.and_then(|r| match r {
-                Reply::Keys { keys, more } => Ok((keys, more)),
-                other => Err(unexpected(other)),
-            })),
-            Expect::Acked(osd, at) => Event::Acked(osd, at, done(reply)),
-            Expect::Activated(osd) => Event::Activated(osd, done(reply)),
-            Expect::Pushed(osd, size) => Event::Pushed(osd, size, done(reply)),
-            Expect::Rebuilt(osd, object, bytes) => Event::Rebuilt(osd, object, bytes, done(reply)),
-            Expect::Recovered(osd) => Event::Recovered(osd, done(reply)),
-            Expect::StrayRemoved(osd) => Event::StrayRemoved(osd, done(reply)),
-            Expect::RepairCopy(waiting) => Event::RepairCopy(waiting, reply.and_then(copies).map(|(txn, _)| txn)),
-            Expect::ScrubMap(osd) => Event::ScrubMap(
-                osd,
-                reply.and_then(|r| match r {
-                    Reply::ScrubMap { objects, more } => Ok((objects, more)),
-                    other => Err(unexpected(other)),
-                }),
-            ),
-            Expect::ScrubPulled(at) => Event::ScrubPulled(at, reply.and_then(copies).map(|(txn, _)| txn)),
-            Expect::ScrubPushed => Event::ScrubPushed(done(reply)),
-            Expect::Chunks(object, gather, shard) => Event::Chunks(
-                object,
-                gather,
-                shard,
-                reply.and_then(|r| match r {
-                    Reply::Chunks { onode, chunks } => Ok((onode, chunks)),
-                    other => Err(unexpected(other)),
-                }),
-            ),
-        }
-    }
-}
-
-/// A client operation waiting for its object's local copy to be repaired.
-pub(crate) struct Repairing<R> {
-    op: OsdOp,
-    caller: ClientId,
-    reply: R,
-}
-
-enum Phase {
+pub(crate) enum Phase {
     /// Waiting for summaries from the OSDs still outstanding.
     Peering { summaries: BTreeMap<OsdId, PgSummary>, outstanding: BTreeSet<OsdId> },
     /// Copying what this primary lacks from the authority; for an erasure-coded PG only
@@ -220,7 +78,7 @@ enum Phase {
 
 /// Why a PG cannot serve, as its state shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Stall {
+pub(crate) enum Stall {
     /// Fewer replicas up than `min_size` (`inactive+undersized`).
     Undersized,
     /// No authoritative copy among the replicas that answered (`inactive+incomplete`).
@@ -234,7 +92,7 @@ enum Stall {
     HandingOver,
 }
 
-enum Pull {
+pub(crate) enum Pull {
     /// Waiting for the authority's log.
     Log { missing: Recovery },
     /// Pulling named objects in parts, the first from `resume` (the start: `None`); then,
@@ -242,34 +100,34 @@ enum Pull {
     Objects { queue: VecDeque<ObjectName>, resume: Option<Bytes>, listing: Option<Option<Bytes>> },
 }
 
-struct InFlight<R> {
+pub(crate) struct InFlight<R> {
     /// Replicas yet to acknowledge, and whether the local sync is still pending.
-    waiting: BTreeSet<OsdId>,
-    local_pending: bool,
-    replies: Vec<(R, Result<Reply>)>,
+    pub(crate) waiting: BTreeSet<OsdId>,
+    pub(crate) local_pending: bool,
+    pub(crate) replies: Vec<(R, Result<Reply>)>,
     /// The object written.
-    object: ObjectName,
+    pub(crate) object: ObjectName,
     /// Shards being recovered that lacked the object and take it whole with this write
     /// (erasure-coded): once one acknowledges it, it no longer lacks the object.
-    taking_whole: BTreeSet<OsdId>,
+    pub(crate) taking_whole: BTreeSet<OsdId>,
 }
 
-struct PeerRecovery {
-    objects: VecDeque<ObjectName>,
+pub(crate) struct PeerRecovery {
+    pub(crate) objects: VecDeque<ObjectName>,
     /// Objects whose rebuilt shard was sent and not acknowledged yet: the shard still
     /// lacks them (reads go elsewhere, writes wait).
-    pushing: BTreeSet<ObjectName>,
+    pub(crate) pushing: BTreeSet<ObjectName>,
     /// An object pushed in parts, and where its next part starts.
-    partial: Option<(ObjectKey, CopyResume)>,
+    pub(crate) partial: Option<(ObjectKey, CopyResume)>,
     /// For a backfill: the last key pushed, and whether the PG is exhausted.
-    backfill: Option<(Option<ObjectKey>, bool)>,
-    in_flight: usize,
-    done_sent: bool,
+    pub(crate) backfill: Option<(Option<ObjectKey>, bool)>,
+    pub(crate) in_flight: usize,
+    pub(crate) done_sent: bool,
 }
 
 impl PeerRecovery {
     /// Copying `objects` (a recovery by log).
-    fn log(objects: VecDeque<ObjectName>) -> PeerRecovery {
+    pub(crate) fn log(objects: VecDeque<ObjectName>) -> PeerRecovery {
         PeerRecovery {
             objects,
             pushing: BTreeSet::new(),
@@ -282,11 +140,11 @@ impl PeerRecovery {
 
     /// Whether `object` is listed to rebuild on this OSD or its rebuilt copy is not
     /// acknowledged yet (a backfill's uncopied keys aside).
-    fn lacks_listed(&self, object: &ObjectName) -> bool {
+    pub(crate) fn lacks_listed(&self, object: &ObjectName) -> bool {
         self.objects.contains(object) || self.pushing.contains(object)
     }
 
-    fn has_work(&self) -> bool {
+    pub(crate) fn has_work(&self) -> bool {
         !self.objects.is_empty()
             || self.partial.is_some()
             || self.backfill.as_ref().is_some_and(|(_, exhausted)| !exhausted)
@@ -295,29 +153,29 @@ impl PeerRecovery {
 
 /// A PG this OSD is primary of.
 pub struct Primary<R> {
-    interval: u64,
+    pub(crate) interval: u64,
     /// The acting set, primary first; for an erasure-coded PG one entry per shard, with
     /// [`OsdId::NONE`] where no OSD serves it.
     pub(crate) acting: Vec<OsdId>,
-    phase: Phase,
-    waiting: Vec<(OsdOp, ClientId, R)>,
-    inflight: BTreeMap<EVersion, InFlight<R>>,
-    recovery: BTreeMap<OsdId, PeerRecovery>,
-    pushes_in_flight: usize,
+    pub(crate) phase: Phase,
+    pub(crate) waiting: Vec<(OsdOp, ClientId, R)>,
+    pub(crate) inflight: BTreeMap<EVersion, InFlight<R>>,
+    pub(crate) recovery: BTreeMap<OsdId, PeerRecovery>,
+    pub(crate) pushes_in_flight: usize,
     /// Increases each time peering starts; timers of earlier rounds are ignored.
     pub(crate) round: u64,
     /// Client operations served.
-    client_ops: u64,
+    pub(crate) client_ops: u64,
     /// OSDs outside the acting set that held a copy at peering: deleted once clean.
-    strays: BTreeSet<OsdId>,
+    pub(crate) strays: BTreeSet<OsdId>,
     /// The scrub running, if any.
     pub(crate) scrub: Option<Scrub>,
     /// A scrub an operator asked for, to start once the PG is active and clean.
     pub(crate) scrub_requested: Option<Requested>,
     /// The newest write every acting OSD has acknowledged.
-    committed_to: EVersion,
+    pub(crate) committed_to: EVersion,
     /// For an erasure-coded PG: its code and the operations gathering stripes.
-    ec: Option<erasure::EcPrimary<R>>,
+    pub(crate) ec: Option<erasure::EcPrimary<R>>,
 }
 
 impl<R> Primary<R> {
@@ -334,9 +192,9 @@ impl<R> Primary<R> {
     /// Whether an operation on `object` must wait for this primary's own copy: on an
     /// erasure-coded PG while its shard of that object is still to be rebuilt, on a
     /// replicated one while any of its own recovery runs.
-    pub(super) fn lacks_own_copy(&self, me: OsdId, pg: PgId, object: &ObjectName) -> bool {
+    pub(crate) fn lacks_own_copy(&self, me: OsdId, pg: PgId, object: &ObjectName) -> bool {
         match (self.is_erasure(), ObjectKey::new(pg.pool, object)) {
-            (true, Ok(key)) => erasure::awaits_own_shard(self, me, object, &key),
+            (true, Ok(key)) => awaits_own_shard(self, me, object, &key),
             (true, Err(_)) => false,
             (false, _) => self.recovery.contains_key(&me),
         }
@@ -344,7 +202,7 @@ impl<R> Primary<R> {
 
     /// The OSDs whose recovery work is all acknowledged and not yet told so: they are to
     /// be told they are complete (marked as told).
-    fn take_finished(&mut self) -> Vec<OsdId> {
+    pub(crate) fn take_finished(&mut self) -> Vec<OsdId> {
         let finished = self.recovery.iter_mut().filter(|(_, r)| !r.has_work() && r.in_flight == 0 && !r.done_sent);
         finished
             .map(|(osd, r)| {
@@ -355,7 +213,7 @@ impl<R> Primary<R> {
     }
 
     /// How many OSDs act.
-    fn up_count(&self) -> usize {
+    pub(crate) fn up_count(&self) -> usize {
         self.members().count()
     }
 
@@ -394,11 +252,7 @@ impl<R> Primary<R> {
             }
             Phase::Active => {
                 // Recovering before it serves: active for recovery only.
-                state.insert(if erasure::serves_after_recovery(self) {
-                    PgStateFlag::Inactive
-                } else {
-                    PgStateFlag::Active
-                });
+                state.insert(if serves_after_recovery(self) { PgStateFlag::Inactive } else { PgStateFlag::Active });
                 if self.up_count() < size {
                     state.extend([PgStateFlag::Undersized, PgStateFlag::Degraded]);
                 }
@@ -439,1177 +293,50 @@ impl<R> Primary<R> {
     }
 }
 
-impl<R> Shard<R> {
-    /// Re-examines every PG of this shard under a new map: new intervals start peering,
-    /// PGs that left this OSD are dropped, blocked PGs try again.
-    pub(crate) fn on_new_map(&mut self) {
-        let map = self.map.clone();
-        let me = self.config.me;
-        let mut live = BTreeSet::new();
-        for pool in map.pools.values() {
-            for seed in 0..pool.pg_num {
-                let pg = PgId { pool: pool.id, seed };
-                if crate::shard::shard_of(pg, self.config.shards) != self.config.index {
-                    continue;
-                }
-                let up = shoal_placement::pg_acting(&map, pool, pg);
-                if !up.contains(&me) {
-                    if self.intervals.remove(&pg).is_some() {
-                        self.drop_primary(pg, "this OSD no longer serves the PG");
-                        self.pgs.remove(&pg);
-                    }
-                    continue;
-                }
-                live.insert(pg);
-                let primary = shoal_placement::acting_primary(&map, pg, &up);
-                let changed = self.intervals.get(&pg).is_none_or(|(_, old, led)| (old, *led) != (&up, primary));
-                if changed {
-                    self.intervals.insert(pg, (map.epoch, up.clone(), primary));
-                    self.drop_primary(pg, "the PG's acting set changed");
-                    self.pgs.remove(&pg);
-                    self.clear_class_cache();
-                    if primary == Some(me) {
-                        let ec = match &pool.erasure {
-                            Some(erasure) => match erasure::EcPrimary::new(erasure, self.config.store.chunk_size()) {
-                                Ok(ec) => Some(ec),
-                                Err(e) => {
-                                    tracing::error!(%pg, error = %e, "the pool's erasure code is unusable");
-                                    continue;
-                                }
-                            },
-                            None => None,
-                        };
-                        let primary = Primary {
-                            interval: map.epoch,
-                            acting: up,
-                            phase: Phase::Blocked { reason: "not peered yet".into(), stall: Stall::Retrying },
-                            waiting: Vec::new(),
-                            inflight: BTreeMap::new(),
-                            recovery: BTreeMap::new(),
-                            pushes_in_flight: 0,
-                            round: 0,
-                            client_ops: 0,
-                            strays: BTreeSet::new(),
-                            scrub: None,
-                            scrub_requested: None,
-                            committed_to: EVersion::default(),
-                            ec,
-                        };
-                        self.primaries.insert(pg, primary);
-                        self.start_peering(pg);
-                    }
-                } else if self.primaries.get(&pg).is_some_and(|p| {
-                    // Blocked (but not waiting for its handover), or peering with a query out
-                    // to an OSD the map now marks down (a partitioned OSD never answers;
-                    // waiting would last the whole timeout).
-                    matches!(&p.phase, Phase::Blocked { stall, .. } if *stall != Stall::HandingOver)
-                        || matches!(&p.phase, Phase::Peering { outstanding, .. }
-                            if outstanding.iter().any(|osd| !map.osds.get(osd).is_some_and(|o| o.up)))
-                }) {
-                    self.start_peering(pg);
-                }
-            }
-        }
-        let gone: Vec<PgId> = self.intervals.keys().filter(|pg| !live.contains(pg)).copied().collect();
-        for pg in gone {
-            self.intervals.remove(&pg);
-            self.drop_primary(pg, "the pool was deleted");
-            self.pgs.remove(&pg);
-        }
-    }
-
-    /// Stops being primary of `pg`: queued and in-flight operations get EAGAIN, so their
-    /// clients resend to whoever serves the PG now.
-    fn drop_primary(&mut self, pg: PgId, why: &str) {
-        if let Some(mut p) = self.primaries.remove(&pg) {
-            fail_all(&mut p, pg, why, &mut self.out);
-            if p.pushes_in_flight > 0 {
-                self.pump_waiting_recoveries(pg);
-            }
-        }
-    }
-
-    /// Sends a request to a peer; its answer comes back as the event `expect` makes of it.
-    pub(crate) fn ask(&mut self, pg: PgId, interval: u64, to: OsdId, request: PeerRequest, expect: Expect<R>) {
-        self.emit(Action::Send { to, request, awaiting: Awaiting { pg, interval, expect } });
-    }
-
-    /// Peers again after `delay` unless peering restarts or completes before.
-    pub(crate) fn schedule_retry(&mut self, pg: PgId, delay: Duration) {
-        let Some(p) = self.primaries.get(&pg) else { return };
-        let timer = Timer { pg, interval: p.interval, round: p.round, kind: TimerKind::Retry };
-        self.emit(Action::Timer { after: delay, timer });
-    }
-
-    /// Starts (or restarts) peering: asks every up OSD for its copy of the PG's history;
-    /// OSDs outside the acting set may hold the newest copy from an earlier interval.
-    fn start_peering(&mut self, pg: PgId) {
-        let me = self.config.me;
-        let Some(pool) = self.map.pools.get(&pg.pool).cloned() else { return };
-        let summary = match self.pg(pg) {
-            Ok(state) => state.summary(),
-            Err(e) => {
-                tracing::error!(%pg, error = %e, "cannot read the PG's record");
-                return;
-            }
-        };
-        let Some(p) = self.primaries.get_mut(&pg) else { return };
-        fail_in_flight(p, "the PG is peering again", &mut self.out);
-        p.recovery.clear();
-        if std::mem::take(&mut p.pushes_in_flight) > 0 {
-            self.pump_waiting_recoveries(pg);
-        }
-        let Some(p) = self.primaries.get_mut(&pg) else { return };
-        p.scrub = None;
-        p.round += 1;
-        // Each round is an interval of its own, numbered by the newest map: a primary whose
-        // map skipped an interval that others saw (and whose queries fenced the replicas at
-        // that interval) gets past the fence once its map catches up.
-        p.interval = p.interval.max(self.map.epoch);
-        if p.up_count() < pool.min_size as usize {
-            let reason = format!("{} of min_size {} replicas up", p.up_count(), pool.min_size);
-            p.phase = Phase::Blocked { reason, stall: Stall::Undersized };
-            return;
-        }
-        let interval = p.interval;
-        let others: BTreeSet<OsdId> =
-            self.map.osds.iter().filter(|(id, o)| o.up && **id != me).map(|(id, _)| *id).collect();
-        p.phase = Phase::Peering { summaries: BTreeMap::from([(me, summary)]), outstanding: others.clone() };
-        // Fenced like the replicas it queries: a write of the previous primary still on
-        // its way here is refused, not applied behind the summary just read.
-        self.fence(pg, interval);
-        self.schedule_retry(pg, PEERING_TIMEOUT);
-        for osd in others {
-            self.ask(pg, interval, osd, PeerRequest::Query { pg, interval }, Expect::Summary(osd));
-        }
-        self.maybe_decide(pg);
-    }
-
-    /// Handles an event of one of this shard's primaries.
-    pub(crate) fn primary_event(&mut self, pg: PgId, interval: u64, event: Event<R>) {
-        if self.primaries.get(&pg).is_none_or(|p| p.interval != interval) {
-            // From an interval that is over; a client waiting on it resends.
-            if let Event::RepairCopy(repair, _) = event {
-                let value = Err(err::again(format!("pg {pg} changed interval during a repair")));
-                self.emit(Action::Reply { to: repair.reply, after: 0, value });
-            }
-            return;
-        }
-        match event {
-            Event::Summary(osd, result) => match result {
-                Ok(summary) => self.summary_received(pg, osd, summary),
-                Err(e) => {
-                    tracing::info!(%pg, %osd, error = %e, "peering query failed; retrying");
-                    self.restart_later(pg);
-                }
-            },
-            Event::AuthLog(result) => match result {
-                Ok(entries) => self.adopt_auth_log(pg, entries),
-                Err(e) => self.peer_failed(pg, "fetching the authoritative log", e),
-            },
-            Event::Pulled(result) => match result {
-                Ok((txn, next)) => self.pulled(pg, &txn, next),
-                Err(e) => self.peer_failed(pg, "pulling objects", e),
-            },
-            Event::Listed(result) => match result {
-                Ok((keys, more)) => self.listed(pg, keys, more),
-                Err(e) => self.peer_failed(pg, "listing the authority's objects", e),
-            },
-            Event::Acked(osd, at, result) => match result {
-                Ok(()) => {
-                    if let Some(p) = self.primaries.get_mut(&pg)
-                        && let Some(f) = p.inflight.get_mut(&at)
-                    {
-                        f.waiting.remove(&osd);
-                        if f.taking_whole.remove(&osd)
-                            && let Some(r) = p.recovery.get_mut(&osd)
-                        {
-                            r.objects.retain(|o| *o != f.object);
-                        }
-                    }
-                    self.complete_writes(pg);
-                }
-                Err(e) => self.peer_failed(pg, "replicating a write", e),
-            },
-            Event::LocalDurable(at, result) => {
-                if let Some(f) = self.primaries.get_mut(&pg).and_then(|p| p.inflight.get_mut(&at)) {
-                    f.local_pending = false;
-                    if let Err(e) = result {
-                        for (_, reply) in &mut f.replies {
-                            *reply = Err(e.clone());
-                        }
-                    }
-                }
-                self.complete_writes(pg);
-            }
-            Event::Activated(osd, result) => match result {
-                Ok(()) => {
-                    if let Some(Primary { phase: Phase::Activating { replicas, .. }, .. }) = self.primaries.get_mut(&pg)
-                    {
-                        replicas.remove(&osd);
-                    }
-                    self.register_when_activated(pg);
-                }
-                Err(e) => self.peer_failed(pg, &format!("activating replica {osd}"), e),
-            },
-            Event::ActivationDurable(result) => match result {
-                Ok(()) => {
-                    if let Some(Primary { phase: Phase::Activating { local, .. }, .. }) = self.primaries.get_mut(&pg) {
-                        *local = true;
-                    }
-                    self.register_when_activated(pg);
-                    self.record_when_synced(pg);
-                }
-                Err(e) => self.peer_failed(pg, "recording the activation", e),
-            },
-            // Either the activation's record, or one asked for after recovery.
-            Event::Registered(true) => {
-                self.go_active(pg);
-                self.serve_recorded(pg);
-            }
-            Event::Registered(false) => {
-                tracing::info!(%pg, "the monitor did not record the activation; peering again");
-                self.restart_later(pg);
-            }
-            Event::Pushed(osd, size, result) => self.pushed(pg, osd, size, result),
-            Event::Rebuilt(osd, object, bytes, result) => {
-                if result.is_ok()
-                    && let Some(r) = self.primaries.get_mut(&pg).and_then(|p| p.recovery.get_mut(&osd))
-                {
-                    r.pushing.remove(&object);
-                }
-                self.pushed(pg, osd, PushSize { objects: 1, bytes }, result);
-                // Operations waiting for the object on that shard may go on.
-                self.resume_erasure(pg);
-            }
-            Event::RecoverySlept(round) => {
-                if self.primaries.get(&pg).is_some_and(|p| p.round == round) {
-                    self.release_recovery_slot(pg);
-                }
-            }
-            Event::Recovered(osd, result) => match result {
-                Ok(()) => {
-                    if let Some(p) = self.primaries.get_mut(&pg) {
-                        p.recovery.remove(&osd);
-                        if p.recovery.is_empty() {
-                            tracing::info!(%pg, "recovery finished");
-                        }
-                    }
-                    if osd == self.config.me {
-                        // The primary's own shard is whole: serve what waited for it.
-                        self.serve_waiting(pg);
-                    }
-                    self.record_when_recovered(pg);
-                    self.pump_recovery(pg);
-                    self.remove_strays_if_clean(pg);
-                    self.release_lead_if_recovered(pg);
-                }
-                Err(e) => self.peer_failed(pg, "finishing recovery", e),
-            },
-            Event::StrayRemoved(osd, result) => {
-                if let Err(e) = result {
-                    tracing::info!(%pg, %osd, error = %e, "a stray copy was not removed");
-                }
-            }
-            Event::RepairCopy(repair, copy) => self.repair_with(pg, *repair, copy),
-            Event::ScrubMap(osd, result) => self.scrub_map_received(pg, osd, result),
-            Event::ScrubPulled(at, result) => self.scrub_pulled(pg, at, result),
-            Event::ScrubPushed(result) => self.scrub_pushed(pg, result),
-            Event::Chunks(object, gather, shard, result) => self.chunks_received(pg, object, gather, shard, result),
-            Event::ScrubStep(round) => {
-                if self.primaries.get(&pg).is_some_and(|p| p.round == round && p.scrub.is_some()) {
-                    self.scrub_page(pg);
-                }
-            }
-            Event::HandBack(round) => {
-                if self.primaries.get(&pg).is_some_and(|p| p.round == round) {
-                    self.release_lead_if_recovered(pg);
-                }
-            }
-            Event::Retry(round) => {
-                let stalled = |p: &Primary<R>| {
-                    matches!(p.phase, Phase::Peering { .. } | Phase::Blocked { .. } | Phase::Activating { .. })
-                        || erasure::recording(p)
-                };
-                if self.primaries.get(&pg).is_some_and(|p| p.round == round && stalled(p)) {
-                    self.start_peering(pg);
-                }
-            }
-        }
-    }
-
-    /// A push of `size` was applied (its recovery slot is free, after
-    /// `osd_recovery_sleep`), or not.
-    fn pushed(&mut self, pg: PgId, osd: OsdId, size: PushSize, result: Result<()>) {
-        if let Err(e) = result {
-            return self.peer_failed(pg, "pushing objects", e);
-        }
-        self.emit(Action::Count(Counted::Recovered { objects: size.objects, bytes: size.bytes }));
-        let sleep = self.limits.recovery_sleep;
-        let Some(p) = self.primaries.get_mut(&pg) else { return };
-        if let Some(r) = p.recovery.get_mut(&osd) {
-            r.in_flight = r.in_flight.saturating_sub(1);
-        }
-        if sleep.is_zero() {
-            self.release_recovery_slot(pg);
-        } else {
-            // The slot stays taken while the OSD sleeps.
-            let timer = Timer { pg, interval: p.interval, round: p.round, kind: TimerKind::RecoverySleep };
-            self.emit(Action::Timer { after: sleep, timer });
-            self.pump_recovery(pg);
-        }
-    }
-
-    pub(crate) fn restart_later(&mut self, pg: PgId) {
-        if let Some(p) = self.primaries.get_mut(&pg) {
-            fail_in_flight(p, "the PG is peering again", &mut self.out);
-            p.phase = Phase::Blocked { reason: "waiting for peers to answer".into(), stall: Stall::Retrying };
-        }
-        self.schedule_retry(pg, RETRY_DELAY);
-    }
-
-    fn peer_failed(&mut self, pg: PgId, what: &str, e: RadosError) {
-        tracing::info!(%pg, error = %e, "{what} failed; peering again");
-        self.restart_later(pg);
-    }
-
-    fn summary_received(&mut self, pg: PgId, from: OsdId, summary: PgSummary) {
-        let Some(p) = self.primaries.get_mut(&pg) else { return };
-        if let Phase::Peering { summaries, outstanding } = &mut p.phase
-            && outstanding.remove(&from)
-        {
-            summaries.insert(from, summary);
-        }
-        self.maybe_decide(pg);
-    }
-
-    fn maybe_decide(&mut self, pg: PgId) {
-        let Some(p) = self.primaries.get_mut(&pg) else { return };
-        let Phase::Peering { summaries, outstanding } = &p.phase else { return };
-        if !outstanding.is_empty() {
-            return;
-        }
-        let acting: BTreeSet<OsdId> = p.acting.iter().copied().collect();
-        // OSDs outside the acting set count only if they hold something of the PG.
-        let considered: BTreeMap<OsdId, PgSummary> = summaries
-            .iter()
-            .filter(|(osd, s)| {
-                acting.contains(osd)
-                    || s.info.last_update != EVersion::default()
-                    || !s.info.complete
-                    || s.info.last_epoch_started > 0
+/// Whether `osd` lacks its shard of `key` while it is being recovered.
+pub(crate) fn lacks(p: &Primary<impl Sized>, osd: OsdId, object: &ObjectName, key: &ObjectKey) -> bool {
+    p.recovery.get(&osd).is_some_and(|r| {
+        r.lacks_listed(object)
+            || r.backfill.as_ref().is_some_and(|(cursor, exhausted)| {
+                !exhausted && cursor.as_ref().is_none_or(|c| key.as_bytes() > c.as_bytes())
             })
-            .map(|(o, s)| (*o, s.clone()))
-            .collect();
-        tracing::debug!(
-            %pg,
-            acting = ?p.acting,
-            summaries = ?considered.iter().map(|(o, s)| (o.0, s.info.last_epoch_started, s.info.last_update.to_string(), s.info.complete, &s.info.last_acting)).collect::<Vec<_>>(),
-            "deciding"
-        );
-        let recorded = self.map.pg_active.get(&pg);
-        let decided = match &p.ec {
-            Some(ec) => erasure::plan(ec.k(), &p.acting, &considered, recorded).map(|(plan, head)| (plan, Some(head))),
-            None => peering::plan(self.config.me, &considered, recorded).map(|plan| (plan, None)),
-        };
-        match decided {
-            Err(blocked) => {
-                let reason = format!("{blocked:?}");
-                tracing::info!(%pg, reason, "peering blocked");
-                p.phase = Phase::Blocked { reason, stall: Stall::Incomplete };
-                self.schedule_retry(pg, RETRY_DELAY);
-            }
-            Ok((plan, Some(head))) => self.peered_erasure(pg, plan, head, &considered),
-            Ok((plan, None)) => self.peered(pg, plan, &considered),
-        }
-    }
-
-    fn peered(&mut self, pg: PgId, plan: Plan, summaries: &BTreeMap<OsdId, PgSummary>) {
-        let me = self.config.me;
-        let Some(mine) = plan.peers.get(&me).cloned() else { return };
-        let auth_update = summaries.get(&plan.auth).map(|s| s.info.last_update).unwrap_or_default();
-        if mine.recovery != Recovery::None || mine.keep_until != Some(auth_update) {
-            if self.hand_over(pg, &plan, summaries, auth_update) {
-                return;
-            }
-            let Some(p) = self.primaries.get_mut(&pg) else { return };
-            let interval = p.interval;
-            tracing::info!(%pg, auth = %plan.auth, "primary is behind; recovering from the authority");
-            let log_tail = summaries.get(&plan.auth).map(|s| s.info.log_tail).unwrap_or_default();
-            p.phase = Phase::SelfRecovery {
-                auth: plan.auth,
-                pull: Pull::Log { missing: mine.recovery },
-                keep_until: mine.keep_until,
-                log_tail,
-                erasure: None,
-            };
-            let after = mine.keep_until.unwrap_or_default();
-            self.ask(pg, interval, plan.auth, PeerRequest::Log { pg, after }, Expect::AuthLog);
-            return;
-        }
-        if let Err(e) = self.activate(pg, &plan) {
-            tracing::error!(%pg, error = %e, "activation failed");
-            self.restart_later(pg);
-        }
-    }
-
-    /// This primary is behind `head`: if its copy lacks objects (not only divergent
-    /// entries to undo) and another member of the acting set is complete and at `head`,
-    /// asks the monitors to let that one lead (`primary_temp`, as Ceph's peering does), so
-    /// that the PG serves while this copy is recovered rather than after. Whether it asked.
-    fn hand_over(&mut self, pg: PgId, plan: &Plan, summaries: &BTreeMap<OsdId, PgSummary>, head: EVersion) -> bool {
-        let me = self.config.me;
-        if plan.peers.get(&me).is_none_or(|mine| mine.recovery == Recovery::None) {
-            return false;
-        }
-        let Some(p) = self.primaries.get_mut(&pg) else { return false };
-        let up_to_date = PeerPlan { keep_until: Some(head), recovery: Recovery::None };
-        let lead = p.acting.iter().copied().find(|osd| {
-            *osd != me
-                && *osd != OsdId::NONE
-                && plan.peers.get(osd) == Some(&up_to_date)
-                && summaries.get(osd).is_some_and(|s| s.info.complete && s.info.last_update == head)
-        });
-        let Some(lead) = lead.filter(|_| plan.stray_sources.is_empty() && !plan.serve_after_recovery) else {
-            return false;
-        };
-        tracing::info!(%pg, %lead, "primary is behind; asking the monitors to let an up-to-date copy lead");
-        p.phase = Phase::Blocked { reason: format!("handing over to {lead}"), stall: Stall::HandingOver };
-        self.emit(Action::PrimaryTemp { pg, lead: Some(lead) });
-        self.schedule_retry(pg, RETRY_DELAY);
-        true
-    }
-
-    /// First step of the primary's own recovery: adopt the authority's log, marked
-    /// incomplete until every missing object is here.
-    fn adopt_auth_log(&mut self, pg: PgId, entries: Vec<PgLogEntry>) {
-        let Some(p) = self.primaries.get(&pg) else { return };
-        let Phase::SelfRecovery { keep_until, log_tail, erasure, .. } = &p.phase else { return };
-        let (keep_until, log_tail, head) = (*keep_until, *log_tail, erasure.as_ref().map(|(_, head)| *head));
-        // The PG keeps its own last activation: this is not one.
-        let outcome = match head {
-            Some(head) => self.adopt_erasure(pg, keep_until, head, entries, log_tail),
-            None => self.adopt_locally(pg, keep_until, entries, log_tail),
-        };
-        if let Err(e) = outcome {
-            tracing::error!(%pg, error = %e, "adopting the authoritative log failed");
-            self.restart_later(pg);
-            return;
-        }
-        let Some(p) = self.primaries.get_mut(&pg) else { return };
-        if let Phase::SelfRecovery { pull, .. } = &mut p.phase {
-            let (queue, listing) = match std::mem::replace(pull, Pull::Log { missing: Recovery::None }) {
-                Pull::Log { missing: Recovery::Log(objects) } => (objects.into_iter().collect(), None),
-                Pull::Log { missing: Recovery::None } => (VecDeque::new(), None),
-                _ => (VecDeque::new(), Some(None)),
-            };
-            *pull = Pull::Objects { queue, resume: None, listing };
-        }
-        self.pull_next(pg);
-    }
-
-    /// An erasure-coded primary pulls no objects: once their names are known it activates
-    /// and rebuilds them. Whether that is so (and it did).
-    fn names_known(&mut self, pg: PgId) -> bool {
-        let Some(p) = self.primaries.get_mut(&pg) else { return false };
-        let Phase::SelfRecovery { pull: Pull::Objects { queue, listing: None, .. }, erasure: Some(_), .. } =
-            &mut p.phase
-        else {
-            return false;
-        };
-        let missing = std::mem::take(queue).into_iter().collect();
-        self.activate_behind(pg, missing);
-        true
-    }
-
-    fn adopt_locally(
-        &mut self,
-        pg: PgId,
-        keep_until: Option<EVersion>,
-        entries: Vec<PgLogEntry>,
-        log_tail: EVersion,
-    ) -> Result<()> {
-        let pg_num = self.map.pool(pg.pool)?.pg_num;
-        let state = self.pg(pg)?;
-        let activate = Activate {
-            pg,
-            interval: state.info.last_epoch_started,
-            acting: state.info.last_acting.clone(),
-            keep_until,
-            entries,
-            log_tail,
-            complete: false,
-        };
-        let mut txn = Transaction::new();
-        state.adopt(&mut txn, &activate, pg_num)?;
-        self.commit(pg, txn)?;
-        self.pgs.remove(&pg);
-        Ok(())
-    }
-
-    fn pull_next(&mut self, pg: PgId) {
-        if self.names_known(pg) {
-            return;
-        }
-        let Some(p) = self.primaries.get_mut(&pg) else { return };
-        let interval = p.interval;
-        let Phase::SelfRecovery { auth, pull: Pull::Objects { queue, resume, listing }, erasure, .. } = &mut p.phase
-        else {
-            return;
-        };
-        let auth = *auth;
-        // An erasure-coded primary only lists the names (a backfill): it rebuilds them later.
-        if let Some(object) = queue.front().filter(|_| erasure.is_none()) {
-            let request = PeerRequest::PullPart { pg, object: object.clone(), resume: resume.clone() };
-            self.ask(pg, interval, auth, request, Expect::Pulled);
-        } else if let Some(after) = listing {
-            let request = PeerRequest::ListRange { pg, after: after.clone(), max: OBJECTS_PER_COPY as u32 };
-            self.ask(pg, interval, auth, request, Expect::Listed);
-        } else {
-            self.self_recovered(pg);
-        }
-    }
-
-    /// Applies a pulled part; the next request continues the object or starts the next.
-    fn pulled(&mut self, pg: PgId, txn: &[u8], next: Option<Bytes>) {
-        let applied = Transaction::decode(txn).and_then(|t| {
-            let bytes = t.bytes() as u64;
-            self.commit(pg, t).map(|_| bytes)
-        });
-        let bytes = match applied {
-            Ok(bytes) => bytes,
-            Err(e) => {
-                tracing::error!(%pg, error = %e, "applying pulled objects failed");
-                self.restart_later(pg);
-                return;
-            }
-        };
-        if let Some(Primary { phase: Phase::SelfRecovery { pull: Pull::Objects { queue, resume, .. }, .. }, .. }) =
-            self.primaries.get_mut(&pg)
-        {
-            let objects = u32::from(next.is_none());
-            if next.is_none() {
-                queue.pop_front();
-            }
-            *resume = next;
-            self.out.push(Action::Count(Counted::Recovered { objects, bytes }));
-        }
-        self.pull_next(pg);
-    }
-
-    /// Queues the listed objects for pulling, and lists again after them if more follow.
-    fn listed(&mut self, pg: PgId, keys: Vec<Bytes>, more: bool) {
-        let names: Result<Vec<ObjectName>> =
-            keys.iter().map(|k| ObjectKey::from_bytes(k.to_vec())?.decode().map(|(_, name)| name)).collect();
-        let names = match names {
-            Ok(names) => names,
-            Err(e) => return self.peer_failed(pg, "reading the authority's object keys", e),
-        };
-        if let Some(Primary { phase: Phase::SelfRecovery { pull: Pull::Objects { queue, listing, .. }, .. }, .. }) =
-            self.primaries.get_mut(&pg)
-        {
-            queue.extend(names);
-            *listing = keys.last().filter(|_| more).map(|last| Some(last.clone()));
-        }
-        self.pull_next(pg);
-    }
-
-    /// Every missing object is here: mark the copy complete and peer again, now as an
-    /// up-to-date primary.
-    fn self_recovered(&mut self, pg: PgId) {
-        match self.mark_own_copy_complete(pg) {
-            Ok(_) => {
-                tracing::info!(%pg, "primary recovered; peering again");
-                self.start_peering(pg);
-            }
-            Err(e) => {
-                tracing::error!(%pg, error = %e, "recording recovery failed");
-                self.restart_later(pg);
-            }
-        }
-    }
-
-    /// Records that this OSD's copy of `pg` holds every object again.
-    pub(crate) fn mark_own_copy_complete(&mut self, pg: PgId) -> Result<u64> {
-        let mut txn = Transaction::new();
-        self.pg(pg)?.mark_complete(&mut txn)?;
-        self.commit(pg, txn)
-    }
-
-    /// The primary is up to date: tell every replica what to keep, start serving, and
-    /// start recovering the replicas that are behind.
-    fn activate(&mut self, pg: PgId, plan: &Plan) -> Result<()> {
-        let Some(p) = self.primaries.get(&pg) else { return Ok(()) };
-        let (interval, acting) = (p.interval, p.acting.clone());
-        let me = self.config.me;
-        let store = self.config.store.clone();
-        let state = self.pg(pg)?;
-        let (last_update, log_tail) = (state.info.last_update, state.info.log_tail);
-        let mut recovery = BTreeMap::new();
-        if let Some(Recovery::Log(objects)) = plan.peers.get(&me).map(|mine| &mine.recovery) {
-            // An erasure-coded primary rebuilds its own shard first.
-            recovery.insert(me, PeerRecovery::log(objects.iter().cloned().collect()));
-        }
-        let mut activations = Vec::new();
-        for osd in acting.iter().copied().filter(|o| *o != me && *o != OsdId::NONE) {
-            let peer = plan
-                .peers
-                .get(&osd)
-                .cloned()
-                .unwrap_or(peering::PeerPlan { keep_until: None, recovery: Recovery::Backfill });
-            let entries = match peer.keep_until {
-                Some(k) if k == last_update => Vec::new(),
-                keep => state.entries_after(&store, keep.unwrap_or_default())?,
-            };
-            let complete = peer.recovery == Recovery::None;
-            activations.push((
-                osd,
-                Activate {
-                    pg,
-                    interval,
-                    acting: acting.clone(),
-                    keep_until: peer.keep_until,
-                    entries,
-                    log_tail,
-                    complete,
-                },
-            ));
-            let work = match peer.recovery {
-                Recovery::None => None,
-                Recovery::Log(objects) => Some(PeerRecovery::log(objects.into_iter().collect())),
-                Recovery::Backfill => Some(PeerRecovery {
-                    objects: VecDeque::new(),
-                    pushing: BTreeSet::new(),
-                    partial: None,
-                    backfill: Some((None, false)),
-                    in_flight: 0,
-                    done_sent: false,
-                }),
-            };
-            if let Some(work) = work {
-                recovery.insert(osd, work);
-            }
-        }
-        state.info.last_epoch_started = interval;
-        state.info.last_acting = acting.clone();
-        let mut txn = Transaction::new();
-        state.put_info(&mut txn);
-        let seq = self.commit(pg, txn)?;
-        let mut replicas: BTreeSet<OsdId> = activations.iter().map(|(osd, _)| *osd).collect();
-        for (osd, activate) in activations {
-            self.ask(pg, interval, osd, PeerRequest::Activate(activate), Expect::Activated(osd));
-        }
-        // Strays read in place of backfilled shards first undo their divergent writes.
-        for stray in plan.stray_sources.values() {
-            if let Some(to) = stray.roll_back_to {
-                replicas.insert(stray.osd);
-                let request = PeerRequest::RollBack { pg, interval, to };
-                self.ask(pg, interval, stray.osd, request, Expect::Activated(stray.osd));
-            }
-        }
-        self.emit(Action::WhenDurable { seq, awaiting: Durable { pg, interval, at: None } });
-        let Some(p) = self.primaries.get_mut(&pg) else { return Ok(()) };
-        p.phase = Phase::Activating { replicas, local: false, registering: false };
-        p.recovery = recovery;
-        p.committed_to = last_update;
-        p.strays = plan.peers.keys().filter(|o| !acting.contains(o)).copied().collect();
-        if let Some(ec) = p.ec.as_mut() {
-            ec.activated(plan);
-        }
-        Ok(())
-    }
-
-    /// Once every replica applied its activation and the local record is durable, asks the
-    /// monitor to record the activation: from then on, peering needs a copy this recent.
-    fn register_when_activated(&mut self, pg: PgId) {
-        let Some(p) = self.primaries.get_mut(&pg) else { return };
-        let Phase::Activating { replicas, local: true, registering } = &mut p.phase else { return };
-        if !replicas.is_empty() || *registering {
-            return;
-        }
-        *registering = true;
-        if erasure::serves_after_recovery(p) {
-            // Recorded once recovery is done (`record_when_recovered`).
-            return self.go_active(pg);
-        }
-        let active = ActiveInterval { interval: p.interval, acting: p.acting.clone() };
-        let registration = Registration { pg, active };
-        self.emit(Action::Register(registration));
-    }
-
-    /// The activation is recorded: serve the queued operations and start recovering the
-    /// replicas that are behind.
-    fn go_active(&mut self, pg: PgId) {
-        let Some(p) = self.primaries.get_mut(&pg) else { return };
-        if !matches!(p.phase, Phase::Activating { registering: true, .. }) {
-            return;
-        }
-        p.phase = Phase::Active;
-        tracing::info!(%pg, interval = p.interval, acting = ?p.acting, recovering = p.recovery.len(), "pg active");
-        if !erasure::serves_after_recovery(p) {
-            self.serve_waiting(pg);
-        }
-        self.pump_recovery(pg);
-        self.record_when_recovered(pg);
-        self.remove_strays_if_clean(pg);
-        self.release_lead_if_recovered(pg);
-    }
-
-    /// Runs the operations that waited for the PG, in order; those that must still wait
-    /// queue again.
-    pub(crate) fn serve_waiting(&mut self, pg: PgId) {
-        let Some(p) = self.primaries.get_mut(&pg) else { return };
-        for (op, caller, reply) in std::mem::take(&mut p.waiting) {
-            self.client_op(op, caller, reply);
-        }
-    }
-
-    /// Once the PG is clean with a full acting set, tells OSDs that still hold an old copy
-    /// of it to delete that copy.
-    fn remove_strays_if_clean(&mut self, pg: PgId) {
-        let size = self.map.pools.get(&pg.pool).map_or(usize::MAX, |p| p.size as usize);
-        let Some(p) = self.primaries.get_mut(&pg) else { return };
-        if !matches!(p.phase, Phase::Active) || !p.recovery.is_empty() || p.up_count() < size {
-            return;
-        }
-        let (interval, strays) = (p.interval, std::mem::take(&mut p.strays));
-        for osd in strays {
-            self.ask(pg, interval, osd, PeerRequest::RemovePg { pg, interval }, Expect::StrayRemoved(osd));
-        }
-    }
-
-    /// Once every member of the acting set is recovered, placement's primary can lead
-    /// again: asks the monitors to drop the PG's `primary_temp`, if it has one.
-    fn release_lead_if_recovered(&mut self, pg: PgId) {
-        let Some(p) = self.primaries.get(&pg) else { return };
-        if matches!(p.phase, Phase::Active) && p.recovery.is_empty() && self.map.primary_temp.contains_key(&pg) {
-            let timer = Timer { pg, interval: p.interval, round: p.round, kind: TimerKind::HandBack };
-            tracing::info!(%pg, "recovered; handing the PG back to placement's primary");
-            self.emit(Action::PrimaryTemp { pg, lead: None });
-            self.emit(Action::Timer { after: HAND_BACK_RETRY, timer });
-        }
-    }
-
-    /// Whether this OSD serves `pg` now (its active primary); EAGAIN otherwise.
-    pub(crate) fn check_serving(&self, pg: PgId) -> Result<()> {
-        match self.primaries.get(&pg) {
-            Some(Primary { phase: Phase::Active, .. }) => Ok(()),
-            Some(_) => Err(err::again(format!("pg {pg} is not active yet"))),
-            None => {
-                Err(err::again(format!("{} is not the primary of pg {pg} at epoch {}", self.config.me, self.map.epoch)))
-            }
-        }
-    }
-
-    /// Runs a client operation on an active primary; queues it while the PG peers.
-    pub(crate) fn client_op(&mut self, op: OsdOp, caller: ClientId, reply: R) {
-        self.last_client_op_ns = Some(self.now_ns);
-        self.serve_op(op, caller, reply, false);
-    }
-
-    /// Runs a client operation; `repaired` once its object's copy was repaired for it (a
-    /// second bad read is then answered with EIO).
-    fn serve_op(&mut self, op: OsdOp, caller: ClientId, reply: R, repaired: bool) {
-        let pg = match self.map.pool(op.pool) {
-            Ok(pool) => shoal_placement::pg_of(pool, &op.object),
-            Err(e) => return self.respond(Err(e), reply),
-        };
-        let me = self.config.me;
-        match self.primaries.get_mut(&pg) {
-            None => return self.respond(self.check_serving(pg).map(|()| (0, Reply::Done)), reply),
-            // An erasure-coded primary serves the objects its own shard holds; an
-            // operation on one it lacks waits for that object's rebuild, started now.
-            Some(p)
-                if !matches!(p.phase, Phase::Active)
-                    || erasure::serves_after_recovery(p)
-                    || p.lacks_own_copy(me, pg, &op.object) =>
-            {
-                if p.waiting.len() >= MAX_WAITING_OPS {
-                    let busy = format!("pg {pg} is not active and {MAX_WAITING_OPS} operations wait for it already");
-                    return self.respond(Err(err::again(busy)), reply);
-                }
-                let rebuild_now = matches!(p.phase, Phase::Active).then(|| op.object.clone());
-                p.waiting.push((op, caller, reply));
-                if let Some(object) = rebuild_now {
-                    self.rebuild_own_now(pg, object);
-                }
-                return;
-            }
-            Some(p) => {
-                p.client_ops += 1;
-                if p.ec.is_some() {
-                    return self.serve_erasure(pg, op, caller, reply);
-                }
-            }
-        }
-        let outcome = self.run_op(pg, &op, caller);
-        let served =
-            matches!(outcome, Ok(OpOutcome::Done(..) | OpOutcome::AfterWrites(_) | OpOutcome::Replicating { .. }));
-        if served && self.config.damage.contains(pg, &op.object) {
-            self.forget_damage_if_readable(pg, &op.object);
-        }
-        match outcome {
-            Err(e) => self.respond(Err(e), reply),
-            Ok(OpOutcome::Unreadable(e)) if !repaired => self.repair_then_serve(pg, op, caller, reply, e),
-            Ok(OpOutcome::Unreadable(e)) => {
-                self.config.damage.add(pg, &op.object);
-                self.respond(Err(e), reply)
-            }
-            Ok(OpOutcome::Done(seq, r)) => self.respond(Ok((seq, Reply::Op(r))), reply),
-            Ok(OpOutcome::AfterWrites(r)) => self.attach_to_last_write(pg, reply, Ok(Reply::Op(r))),
-            Ok(OpOutcome::Replicating { at, seq, reply: r, prev, entry, shipped }) => {
-                self.replicate(pg, at, seq, prev, entry, shipped, reply, r);
-            }
-        }
-    }
-
-    /// The local copy of the operation's object could not be read (a bad checksum): marks
-    /// it damaged and asks a complete replica for its copy; the operation runs again once
-    /// the copy is here. Without such a replica the client gets the error.
-    fn repair_then_serve(&mut self, pg: PgId, op: OsdOp, caller: ClientId, reply: R, e: RadosError) {
-        self.emit(Action::Count(Counted::ChecksumError));
-        self.config.damage.add(pg, &op.object);
-        let me = self.config.me;
-        let Some(p) = self.primaries.get(&pg) else { return self.respond(Err(e), reply) };
-        let source = p.members().find(|o| *o != me && !p.recovery.contains_key(o));
-        let Some(source) = source else {
-            tracing::error!(%pg, object = %op.object, error = %e, "bad copy and no replica to repair it from");
-            return self.respond(Err(e), reply);
-        };
-        tracing::error!(%pg, object = %op.object, error = %e, %source, "bad copy; repairing it from a replica");
-        let request = PeerRequest::Pull { pg, objects: vec![op.object.clone()] };
-        let interval = p.interval;
-        self.ask(pg, interval, source, request, Expect::RepairCopy(Box::new(Repairing { op, caller, reply })));
-    }
-
-    /// Applies a replica's copy if it is of the same version as the local one (a write
-    /// since may have changed either), then runs the waiting operation again.
-    fn repair_with(&mut self, pg: PgId, repair: Repairing<R>, copy: Result<Bytes>) {
-        let Repairing { op, caller, reply } = repair;
-        let applied: Result<bool> = (|| {
-            let txn = Transaction::decode(&copy?)?;
-            let key = ObjectKey::new(self.map.pool(op.pool)?.id, &op.object)?;
-            if txn.onode(&key)? != self.config.store.onode(&key)? {
-                return Ok(false);
-            }
-            self.commit(pg, txn)?;
-            Ok(true)
-        })();
-        match applied {
-            Ok(true) => {
-                self.emit(Action::Count(Counted::ReadRepaired));
-                self.config.damage.remove(pg, &op.object);
-                tracing::info!(%pg, object = %op.object, "repaired the local copy from a replica");
-            }
-            Ok(false) => tracing::info!(%pg, object = %op.object, "the replica's copy is of another version; not used"),
-            Err(e) => tracing::error!(%pg, object = %op.object, error = %e, "repairing the local copy failed"),
-        }
-        self.serve_op(op, caller, reply, true);
-    }
-
-    /// Forgets a damaged object once every chunk of its local copy reads back (a client
-    /// rewrote or removed it).
-    fn forget_damage_if_readable(&mut self, pg: PgId, object: &ObjectName) {
-        let readable = self
-            .map
-            .pool(pg.pool)
-            .and_then(|pool| ObjectKey::new(pool.id, object))
-            .and_then(|key| self.config.store.chunks(&key, 0, u32::MAX));
-        if readable.is_ok() {
-            self.config.damage.remove(pg, object);
-            tracing::info!(%pg, %object, "a damaged object reads back whole again");
-        }
-    }
-
-    fn run_op(&mut self, pg: PgId, op: &OsdOp, caller: ClientId) -> Result<OpOutcome> {
-        let p = self.primaries.get(&pg).ok_or_else(|| err::again(format!("not the primary of pg {pg}")))?;
-        let (interval, replicated, pending_writes) = (p.interval, p.acting.len() > 1, !p.inflight.is_empty());
-        // A reply that changes nothing still waits for the writes in flight before it.
-        let unchanged = |seq, r| if pending_writes { OpOutcome::AfterWrites(r) } else { OpOutcome::Done(seq, r) };
-        let state = self.pg(pg)?;
-        if let Some(r) = state.applied(&op.reqid) {
-            // A resend of a write already applied: answer as the first time.
-            return Ok(unchanged(self.last_seq, r));
-        }
-        let prev = state.info.last_update;
-        let at = EVersion { epoch: interval, version: prev.version + 1 };
-        let executed = match self.execute(op, caller, at) {
-            // A store read failed: the local copy is damaged (nothing was applied).
-            Err(e) if e.errno == Errno::Io => return Ok(OpOutcome::Unreadable(e)),
-            other => other?,
-        };
-        let Some((mut txn, entry)) = executed.write else {
-            return Ok(unchanged(self.last_seq, executed.reply));
-        };
-        let shipped: Option<Bytes> = replicated.then(|| txn.encode().into());
-        self.pg(pg)?.append(&mut txn, &entry);
-        let seq = self.commit(pg, txn)?;
-        self.publish_class_state(executed.key, at.version, executed.states);
-        Ok(match shipped {
-            None => OpOutcome::Done(seq, executed.reply),
-            Some(shipped) => OpOutcome::Replicating { at, seq, reply: executed.reply, prev, entry, shipped },
-        })
-    }
-
-    fn attach_to_last_write(&mut self, pg: PgId, reply: R, value: Result<Reply>) {
-        match self.primaries.get_mut(&pg).and_then(|p| p.inflight.values_mut().next_back()) {
-            Some(last) => last.replies.push((reply, value)),
-            None => self.emit(Action::Reply { to: reply, after: 0, value }),
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn replicate(
-        &mut self,
-        pg: PgId,
-        at: EVersion,
-        seq: u64,
-        prev: EVersion,
-        entry: PgLogEntry,
-        shipped: Bytes,
-        reply: R,
-        value: shoal_types::msg::OpReply,
-    ) {
-        let me = self.config.me;
-        let Some(p) = self.primaries.get_mut(&pg) else { return };
-        let interval = p.interval;
-        let replicas: Vec<OsdId> = p.members().filter(|o| *o != me).collect();
-        p.inflight.insert(
-            at,
-            InFlight {
-                waiting: replicas.iter().copied().collect(),
-                local_pending: true,
-                replies: vec![(reply, Ok(Reply::Op(value)))],
-                object: entry.object.clone(),
-                taking_whole: BTreeSet::new(),
-            },
-        );
-        for osd in replicas {
-            let rep = RepOp { pg, interval, prev, entry: entry.clone(), txn: shipped.clone() };
-            self.ask(pg, interval, osd, PeerRequest::RepOp(rep), Expect::Acked(osd, at));
-        }
-        self.emit(Action::WhenDurable { seq, awaiting: Durable { pg, interval, at: Some(at) } });
-    }
-
-    /// Answers the writes at the head of the queue that every replica has made durable
-    /// (in PG order: a later write is never answered before an earlier one).
-    fn complete_writes(&mut self, pg: PgId) {
-        let replicas_needed = !self.flaws.reply_before_replica_commit;
-        let Some(p) = self.primaries.get_mut(&pg) else { return };
-        let mut completed = false;
-        while let Some(entry) = p.inflight.first_entry() {
-            if entry.get().local_pending || (replicas_needed && !entry.get().waiting.is_empty()) {
-                break;
-            }
-            p.committed_to = *entry.key();
-            completed = true;
-            for (to, value) in entry.remove().replies {
-                self.out.push(Action::Reply { to, after: 0, value });
-            }
-        }
-        if completed && p.ec.is_some() {
-            // Operations waiting for these writes to their objects may go on.
-            self.resume_erasure(pg);
-        }
-    }
-
-    /// Whether this shard runs as many recovery operations as it may: its part of the
-    /// OSD's `osd_recovery_max_active`, shared by all its PGs, or of
-    /// `osd_recovery_max_active_with_clients` while clients use it.
-    pub(crate) fn recovery_slots_taken(&self) -> bool {
-        let shard = (self.config.index, self.config.shards);
-        let slots = recovery_slots(&self.limits, shard, self.last_client_op_ns, self.now_ns);
-        self.primaries.values().map(|p| p.pushes_in_flight).sum::<usize>() >= slots
-    }
-
-    /// A recovery operation of `pg` is over: its slot goes to `pg`, then to the other
-    /// PGs waiting for one, in turn from the next.
-    fn release_recovery_slot(&mut self, pg: PgId) {
-        if let Some(p) = self.primaries.get_mut(&pg) {
-            p.pushes_in_flight = p.pushes_in_flight.saturating_sub(1);
-        }
-        self.pump_recovery(pg);
-        self.pump_waiting_recoveries(pg);
-    }
-
-    /// Gives free recovery slots to the PGs with recovery waiting, in turn after `after`.
-    fn pump_waiting_recoveries(&mut self, after: PgId) {
-        use std::ops::Bound::{Excluded, Unbounded};
-        let waiting = |p: &Primary<R>| p.recovery.values().any(PeerRecovery::has_work);
-        let next = self.primaries.range((Excluded(after), Unbounded)).chain(self.primaries.range(..after));
-        let turns: Vec<PgId> = next.filter(|(_, p)| waiting(p)).map(|(pg, _)| *pg).collect();
-        for pg in turns {
-            if self.recovery_slots_taken() {
-                return;
-            }
-            self.pump_recovery(pg);
-        }
-    }
-
-    /// Sends pushes to replicas that are behind, as far as the recovery slots allow.
-    fn pump_recovery(&mut self, pg: PgId) {
-        if self.primaries.get(&pg).is_some_and(|p| p.ec.is_some()) {
-            return self.pump_erasure_recovery(pg);
-        }
-        let Some(pool) = self.map.pools.get(&pg.pool).cloned() else { return };
-        loop {
-            let slots_taken = self.recovery_slots_taken();
-            let Some(p) = self.primaries.get_mut(&pg) else { return };
-            let interval = p.interval;
-            let finished = p.take_finished();
-            if slots_taken {
-                self.send_recovered(pg, interval, finished);
-                return;
-            }
-            let next = p.recovery.iter().find(|(_, r)| r.has_work());
-            let Some((osd, backfill)) = next.map(|(osd, r)| (*osd, r.backfill.as_ref().map(|(c, _)| c.clone()))) else {
-                self.send_recovered(pg, interval, finished);
-                return;
-            };
-            self.send_recovered(pg, interval, finished);
-            let txn = self.next_push(pg, pool.pg_num, osd, backfill);
-            match txn {
-                Ok(None) => continue,
-                Ok(Some((txn, objects))) => {
-                    if let Some(p) = self.primaries.get_mut(&pg) {
-                        p.pushes_in_flight += 1;
-                        if let Some(r) = p.recovery.get_mut(&osd) {
-                            r.in_flight += 1;
-                        }
-                    }
-                    let at = self.pg(pg).map(|state| state.info.last_update).unwrap_or_default();
-                    let size = PushSize { objects, bytes: txn.bytes() as u64 };
-                    let push = PeerRequest::PushAt { pg, interval, at, txn: txn.encode().into() };
-                    self.ask(pg, interval, osd, push, Expect::Pushed(osd, size));
-                }
-                Err(e) => {
-                    tracing::error!(%pg, error = %e, "reading objects to push failed");
-                    self.restart_later(pg);
-                    return;
-                }
-            }
-        }
-    }
-
-    /// The next push for `osd`: the rest of a partly pushed object, or the next objects
-    /// of its log recovery or of its backfill (after `backfill`'s cursor), up to
-    /// [`COPY_PART_BYTES`]; an object that does not fit is continued by the next push. With
-    /// the push, how many objects it completes; `None` when the objects listed were none.
-    fn next_push(
-        &mut self,
-        pg: PgId,
-        pg_num: u32,
-        osd: OsdId,
-        backfill: Option<Option<ObjectKey>>,
-    ) -> Result<Option<(Transaction, u32)>> {
-        let r = self.peer_recovery(pg, osd)?;
-        // What this push may copy, in order; for a log recovery its names leave the
-        // replica's list only once started (a partial object is continued by the next push).
-        let (queue, from_list, listed_all) = match (r.partial.take(), backfill) {
-            (Some((key, resume)), _) => (vec![(key, Some(resume))], false, false),
-            (None, Some(cursor)) => {
-                let (keys, more) = self.list_keys(pg, pg_num, cursor.as_ref(), OBJECTS_PER_COPY)?;
-                (keys.into_iter().map(|k| (k, None)).collect(), false, !more)
-            }
-            (None, None) => {
-                let names = r.objects.iter().take(OBJECTS_PER_COPY);
-                let keys: Result<Vec<_>> = names.map(|name| Ok((ObjectKey::new(pg.pool, name)?, None))).collect();
-                (keys?, true, false)
-            }
-        };
-        let listed = queue.len();
-        let (mut txn, mut budget, mut last, mut started, mut completed) =
-            (Transaction::new(), COPY_PART_BYTES, None, 0, 0);
-        for (key, resume) in queue {
-            if budget == 0 {
-                break;
-            }
-            let (part, next) = self.config.store.copy_object_part(&key, resume.as_ref(), budget)?;
-            budget = budget.saturating_sub(part.bytes());
-            txn.extend(part);
-            started += 1;
-            last = Some(key.clone());
-            if let Some(next) = next {
-                self.peer_recovery(pg, osd)?.partial = Some((key, next));
-                break;
-            }
-            completed += 1;
-        }
-        let r = self.peer_recovery(pg, osd)?;
-        if from_list {
-            r.objects.drain(..started);
-        }
-        if let Some(cursor) = &mut r.backfill {
-            // Objects listed but not started are listed again after the last one started.
-            *cursor = (last.clone().or(cursor.0.take()), listed_all && started == listed);
-        }
-        Ok(last.map(|_| (txn, completed)))
-    }
-
-    fn peer_recovery(&mut self, pg: PgId, osd: OsdId) -> Result<&mut PeerRecovery> {
-        let recovery = self.primaries.get_mut(&pg).and_then(|p| p.recovery.get_mut(&osd));
-        recovery.ok_or_else(|| err::again(format!("pg {pg}: the recovery of {osd} ended")))
-    }
-
-    fn send_recovered(&mut self, pg: PgId, interval: u64, osds: Vec<OsdId>) {
-        for osd in osds {
-            if osd == self.config.me {
-                // The primary's own shard was rebuilt: its copy is complete again.
-                let recorded = self.mark_own_copy_complete(pg).map(|_| ());
-                self.primary_event(pg, interval, Event::Recovered(osd, recorded));
-                continue;
-            }
-            self.ask(pg, interval, osd, PeerRequest::RecoveryDone { pg, interval }, Expect::Recovered(osd));
-        }
-    }
+    })
 }
 
-/// What running an operation on the primary led to.
-enum OpOutcome {
-    /// Reading the object's local copy failed.
-    Unreadable(RadosError),
-    /// Answer once the store is durable up to the sequence number.
-    Done(u64, shoal_types::msg::OpReply),
-    /// Answer after the writes in flight (a read must not see what may still be lost).
-    AfterWrites(shoal_types::msg::OpReply),
-    /// A write committed locally, to be replicated.
-    Replicating {
-        at: EVersion,
-        seq: u64,
-        reply: shoal_types::msg::OpReply,
-        prev: EVersion,
-        entry: PgLogEntry,
-        shipped: Bytes,
-    },
+/// The OSD to read shard `shard` of `object` from, other than `exclude` (a shard being
+/// rebuilt): its acting OSD unless that lacks the object, else the stray read in its place.
+pub(crate) fn source<R>(
+    p: &Primary<R>,
+    shard: usize,
+    object: &ObjectName,
+    key: &ObjectKey,
+    exclude: Option<OsdId>,
+) -> Option<OsdId> {
+    let osd = p.acting.get(shard).copied().filter(|o| *o != OsdId::NONE && Some(*o) != exclude);
+    // A stray is never in the acting set, so never the shard being rebuilt.
+    osd.filter(|o| !lacks(p, *o, object, key)).or_else(|| {
+        let stray = p.ec.as_ref()?.stray_sources.get(&shard)?;
+        (!stray.lacks.contains(object)).then_some(stray.osd)
+    })
 }
 
-/// The transaction and resume point of a [`Reply::Copies`].
-fn copies(reply: Reply) -> Result<(Bytes, Option<Bytes>)> {
-    match reply {
-        Reply::Copies { txn, next } => Ok((txn, next)),
-        other => Err(err::io(format!("unexpected reply {other:?}"))),
-    }
+/// Whether client operations wait for recovery to finish (see [`Serving`]).
+pub(crate) fn serves_after_recovery<R>(p: &Primary<R>) -> bool {
+    p.ec.as_ref().is_some_and(|ec| ec.serving != Serving::Now)
 }
 
-/// Answers every write in flight, and every operation an erasure-coded PG holds, with
-/// EAGAIN (its client resends).
-fn fail_in_flight<R>(p: &mut Primary<R>, why: &str, out: &mut Vec<Action<R>>) {
-    if let Some(ec) = &mut p.ec {
-        ec.fail_all(why, out);
-    }
-    for (_, f) in std::mem::take(&mut p.inflight) {
-        for (to, _) in f.replies {
-            out.push(Action::Reply { to, after: 0, value: Err(err::again(why.to_owned())) });
-        }
-    }
+/// Whether the PG recovered and waits to be recorded: peering starts again if that takes
+/// too long (a lost request).
+pub(crate) fn recording<R>(p: &Primary<R>) -> bool {
+    p.ec.as_ref().is_some_and(|ec| matches!(ec.serving, Serving::Syncing | Serving::Recording))
 }
 
-/// Answers every write in flight and every queued operation with EAGAIN.
-fn fail_all<R>(p: &mut Primary<R>, pg: PgId, why: &str, out: &mut Vec<Action<R>>) {
-    fail_in_flight(p, why, out);
-    for (_, _, to) in p.waiting.drain(..) {
-        out.push(Action::Reply { to, after: 0, value: Err(err::again(format!("pg {pg}: {why}"))) });
-    }
+/// Whether the primary `me` lacks its shard of `object` or is rebuilding it now: its
+/// operations wait, in order, until the shard is whole.
+pub(crate) fn awaits_own_shard<R>(p: &Primary<R>, me: OsdId, object: &ObjectName, key: &ObjectKey) -> bool {
+    let rebuilding = p.ec.as_ref().and_then(|ec| ec.gathers.get(object));
+    lacks(p, me, object, key)
+        || rebuilding.is_some_and(|g| matches!(g.purpose, Purpose::Rebuild { target } if target == me))
 }
 
 #[cfg(test)]

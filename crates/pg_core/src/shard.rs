@@ -5,11 +5,12 @@
 //! once the store is durable, timers to set. `R` is the driver's handle for a pending
 //! reply (a channel in the OSD, an id in the simulator).
 
+use crate::action::{Action, Awaiting, Counted, Event, Input, Registration, TimerKind};
 use crate::damage::Damage;
 use crate::exec::{ExecEnv, execute};
 use crate::limits::Limits;
 use crate::pglog::{PgState, RolledBack};
-use crate::primary::{Event, Expect, Primary};
+use crate::primary::Primary;
 use crate::scrub::ScrubBoard;
 use crate::view::{ObjectView, StoreObject};
 use bytes::Bytes;
@@ -18,10 +19,13 @@ use shoal_store::{CopyResume, ObjectKey, ObjectStore, Transaction};
 use shoal_types::erasure::Touched;
 use shoal_types::msg::{EcWrite, OpReply, OsdOp, PeerRequest, PgListReply, PgListRequest, Reply};
 use shoal_types::pg::{EVersion, PgStat};
-use shoal_types::{ActiveInterval, ClientId, ObjectName, OsdId, OsdMap, PgId, Result, Versioned, err};
+use shoal_types::{ClientId, ObjectName, OsdId, OsdMap, PgId, Result, Versioned, err};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+
+mod erasure;
+mod primary;
+mod scrub;
 
 /// What a shard is given once.
 #[derive(Clone)]
@@ -45,194 +49,6 @@ pub struct Config {
     pub damage: Arc<Damage>,
     /// The OSD's scrubs: slots, stamps and findings (shared likewise).
     pub scrubs: Arc<ScrubBoard>,
-}
-
-/// Something that happened to the shard.
-pub enum Input<R> {
-    /// A compound operation from a client.
-    Op {
-        /// The operation.
-        op: OsdOp,
-        /// The client it came from.
-        caller: ClientId,
-        /// Where the reply goes.
-        reply: R,
-    },
-    /// A page of a PG listing.
-    List {
-        /// The request.
-        req: PgListRequest,
-        /// Where the reply goes.
-        reply: R,
-    },
-    /// A request from another OSD about one of this shard's PGs.
-    Peer {
-        /// The request.
-        request: PeerRequest,
-        /// Where the reply goes.
-        reply: R,
-    },
-    /// A newer cluster map.
-    Map(Arc<OsdMap>),
-    /// A peer answered (or failed to answer) a request of an [`Action::Send`].
-    Answered {
-        /// What the request was for.
-        awaiting: Awaiting<R>,
-        /// The answer.
-        reply: Result<Reply>,
-    },
-    /// The store became durable up to an [`Action::WhenDurable`]'s sequence number (or
-    /// could not).
-    Durable {
-        /// What was waiting.
-        awaiting: Durable,
-        /// The sync's outcome.
-        result: Result<()>,
-    },
-    /// A timer of an [`Action::Timer`] fired.
-    Timer(Timer),
-    /// An operator asks for a scrub of a PG (`deep` reads every byte; `repair` is deep and
-    /// fixes what it finds).
-    Scrub {
-        /// The PG.
-        pg: PgId,
-        /// Read every byte.
-        deep: bool,
-        /// Rewrite bad copies.
-        repair: bool,
-    },
-    /// Time to start the scrubs that are due (the driver sends it every second or so).
-    ScrubTick {
-        /// The host's load average per CPU: scheduled scrubs wait while it is above
-        /// `osd_scrub_load_threshold`.
-        host_load: f64,
-    },
-    /// The monitor answered an [`Action::Register`]: whether its map records the
-    /// activation (an error counts as not recorded).
-    Registered {
-        /// What was asked.
-        registration: Registration,
-        /// Recorded.
-        recorded: bool,
-    },
-}
-
-/// Something the driver must do.
-pub enum Action<R> {
-    /// Send a request to another OSD, and feed its answer back as [`Input::Answered`].
-    Send {
-        /// The peer.
-        to: OsdId,
-        /// The request.
-        request: PeerRequest,
-        /// What the answer is for.
-        awaiting: Awaiting<R>,
-    },
-    /// Deliver a reply once the store is durable up to `after` (0: at once); if that sync
-    /// fails, deliver its error instead.
-    Reply {
-        /// Where it goes.
-        to: R,
-        /// The store sequence number the reply depends on.
-        after: u64,
-        /// The reply.
-        value: Result<Reply>,
-    },
-    /// Feed [`Input::Durable`] back once the store is durable up to `seq`.
-    WhenDurable {
-        /// The store sequence number.
-        seq: u64,
-        /// What waits for it.
-        awaiting: Durable,
-    },
-    /// Feed [`Input::Timer`] back after `after`.
-    Timer {
-        /// How long from now.
-        after: Duration,
-        /// What fires.
-        timer: Timer,
-    },
-    /// Ask the monitor to record an activation; feed its answer back as
-    /// [`Input::Registered`].
-    Register(Registration),
-    /// Ask the monitor that `lead` lead the PG in place of placement's primary while that
-    /// one is brought up to date (`None`: placement's primary again). The answer is a
-    /// newer map, or none: the primary asks again when it peers again.
-    PrimaryTemp {
-        /// The PG.
-        pg: PgId,
-        /// Who should lead it.
-        lead: Option<OsdId>,
-    },
-    /// Count something in the OSD's counters.
-    Count(Counted),
-}
-
-/// Counters the core moves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Counted {
-    /// A local copy failed its checksum.
-    ChecksumError,
-    /// A local copy was repaired from a replica.
-    ReadRepaired,
-    /// Recovery wrote `bytes` (keys and values of its store transactions) to copies that
-    /// lacked objects and brought `objects` of them up to date (log recovery, backfill,
-    /// shard rebuilds), as their primary saw it applied.
-    Recovered {
-        /// Objects completed.
-        objects: u32,
-        /// Bytes written.
-        bytes: u64,
-    },
-}
-
-/// The request an answer belongs to (opaque to the driver).
-pub struct Awaiting<R> {
-    pub(crate) pg: PgId,
-    pub(crate) interval: u64,
-    pub(crate) expect: Expect<R>,
-}
-
-/// What of a primary waits for durability.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Durable {
-    pub(crate) pg: PgId,
-    pub(crate) interval: u64,
-    /// The write at this position; `None`: the primary's own activation record.
-    pub(crate) at: Option<EVersion>,
-}
-
-/// A primary's request to record that it activated a PG in an interval, before it serves
-/// writes there (carried to the monitor by the driver, answered with [`Input::Registered`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Registration {
-    /// The PG.
-    pub pg: PgId,
-    /// The interval it was activated in, and its acting set.
-    pub active: ActiveInterval,
-}
-
-/// A primary's retry timer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Timer {
-    pub(crate) pg: PgId,
-    pub(crate) interval: u64,
-    pub(crate) round: u64,
-    pub(crate) kind: TimerKind,
-}
-
-/// What a [`Timer`] is for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum TimerKind {
-    /// Peering again, unless it restarted or completed since.
-    Retry,
-    /// A scrub's pause between pages.
-    ScrubStep,
-    /// Asking again that placement's primary lead the PG.
-    HandBack,
-    /// The pause after a recovery operation (`osd_recovery_sleep`) before its slot is
-    /// free again.
-    RecoverySleep,
 }
 
 /// The shard a PG's operations run on.
@@ -266,7 +82,7 @@ pub struct Shard<R> {
     /// Actions of the input being handled.
     pub(crate) out: Vec<Action<R>>,
     /// Deliberate bugs; only a simulator build can switch them on.
-    pub(crate) flaws: crate::Flaws,
+    pub(crate) flaws: crate::limits::Flaws,
 }
 
 /// The outcome of executing one operation on the primary.
@@ -294,13 +110,13 @@ impl<R> Shard<R> {
             now_ns: 0,
             last_client_op_ns: None,
             out: Vec::new(),
-            flaws: crate::Flaws::default(),
+            flaws: crate::limits::Flaws::default(),
         }
     }
 
     /// Switches deliberate protocol bugs on (simulator runs only).
     #[cfg(feature = "flaws")]
-    pub fn set_flaws(&mut self, flaws: crate::Flaws) {
+    pub fn set_flaws(&mut self, flaws: crate::limits::Flaws) {
         self.flaws = flaws;
     }
 
@@ -596,7 +412,7 @@ impl<R> Shard<R> {
             PeerRequest::PullPart { pg, object, resume } => {
                 let resume = resume.map(|b| CopyResume::decode(&b)).transpose()?;
                 let key = ObjectKey::new(pg.pool, &object)?;
-                let (txn, next) = store.copy_object_part(&key, resume.as_ref(), crate::primary::COPY_PART_BYTES)?;
+                let (txn, next) = store.copy_object_part(&key, resume.as_ref(), crate::limits::COPY_PART_BYTES)?;
                 let next = next.map(|n| Bytes::from(n.encode()));
                 Ok((self.last_seq, Reply::Copies { txn: txn.encode().into(), next }))
             }

@@ -98,7 +98,7 @@ impl Restarted {
     /// recovery steps, unless `RUST_LOG` says otherwise).
     pub fn restart(&mut self, cluster: &Vstart, name: &str, args: &[String]) {
         let log = std::fs::File::create(cluster.path().join(format!("{name}.restarted.log"))).unwrap();
-        let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn,shoal_pg_core::primary=info".into());
+        let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn,shoal_pg_core::shard::primary=info".into());
         let child = Command::new(&args[0])
             .args(&args[1..])
             .env("RUST_LOG", filter)
