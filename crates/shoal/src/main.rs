@@ -1,10 +1,8 @@
 //! `shoal`: one binary for Shoal's daemons and tools.
 
 use clap::{Parser, Subcommand};
-use shoal::{
-    admin_cmd, config_cmd, daemon, debug, ec_bench, gateway_cmd, guarded_append, rados_cmd, recovery_bench,
-    scrub_bench, sim_cmd, thrash, vstart,
-};
+use shoal_bench::{ec_bench, guarded_append, recovery_bench, scrub_bench, thrash};
+use shoal_node::{admin_cmd, config_cmd, daemon, debug, gateway_cmd, rados_cmd, sim_cmd, vstart};
 
 /// Shoal: a distributed object store in the lineage of Ceph.
 #[derive(Parser, Debug)]
@@ -62,14 +60,14 @@ enum BenchCommand {
     /// Kills an OSD of a vstart cluster under load and measures degraded running and recovery.
     Recovery(recovery_bench::RecoveryBenchArgs),
     /// S3 load generator (warp-like): put, get, delete or mixed against any endpoint.
-    S3(shoal::s3_bench::S3BenchArgs),
+    S3(shoal_bench::s3_bench::S3BenchArgs),
     /// Client throughput on a vstart cluster with and without deep scrubs, alternated.
     Scrub(scrub_bench::ScrubBenchArgs),
     /// Random faults against a vstart cluster under RADOS and S3 load, then checks.
     Thrash(thrash::ThrashArgs),
     /// The Reef article's S3 cycle on a vstart cluster: fill, hybrid new and aged, hosts
     /// lost and recovered.
-    Reef(shoal::s3_bench::reef::ReefArgs),
+    Reef(shoal_bench::s3_bench::reef::ReefArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -100,8 +98,8 @@ fn main() -> std::process::ExitCode {
             Command::Bench(BenchCommand::Recovery(args)) => recovery_bench::run(args).await,
             Command::Bench(BenchCommand::Scrub(args)) => scrub_bench::run(args).await,
             Command::Bench(BenchCommand::Thrash(args)) => thrash::run(args).await,
-            Command::Bench(BenchCommand::S3(args)) => shoal::s3_bench::run(args).await,
-            Command::Bench(BenchCommand::Reef(args)) => shoal::s3_bench::reef::run(args).await,
+            Command::Bench(BenchCommand::S3(args)) => shoal_bench::s3_bench::run(args).await,
+            Command::Bench(BenchCommand::Reef(args)) => shoal_bench::s3_bench::reef::run(args).await,
             Command::Config(command) => config_cmd::run(command).await,
             Command::Debug(command) => debug::run(command).await,
             Command::Sim(args) => sim_cmd::run_sim(args),

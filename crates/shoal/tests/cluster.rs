@@ -187,7 +187,7 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
 
 /// Opens the store of a stopped OSD in `dir`, with the default options.
 fn open_store(dir: &std::path::Path) -> Arc<ObjectStore> {
-    shoal::embedded::open_store(dir, &shoal::config::Config::from_settings(&[]).unwrap()).unwrap().1
+    shoal_node::embedded::open_store(dir, &shoal_node::config::Config::from_settings(&[]).unwrap()).unwrap().1
 }
 
 /// Opens every OSD's store (the cluster must be stopped) and checks that each object has

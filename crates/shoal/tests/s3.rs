@@ -78,9 +78,10 @@ fn start_server(dir: &Path, options: &[&str]) -> (Daemon, u16, serde_json::Value
 }
 
 /// A client of `shoal server` on `port` with the admin `keys` it wrote.
-fn admin_client(port: u16, keys: &serde_json::Value) -> shoal::s3client::S3Client {
+fn admin_client(port: u16, keys: &serde_json::Value) -> shoal_bench::s3client::S3Client {
     let key = |name: &str| keys[name].as_str().unwrap().to_owned();
-    shoal::s3client::S3Client::new(&format!("http://127.0.0.1:{port}"), &key("access_key"), &key("secret_key")).unwrap()
+    shoal_bench::s3client::S3Client::new(&format!("http://127.0.0.1:{port}"), &key("access_key"), &key("secret_key"))
+        .unwrap()
 }
 
 fn wait_listening(port: u16) {

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use common::{Restarted, SHOAL, Vstart, cmdline, kill9, ok, wait_for};
 use http::Method;
 use md5::Digest;
-use shoal::s3client::S3Client;
+use shoal_bench::s3client::S3Client;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 

@@ -3,9 +3,9 @@
 //! parity), read with every data shard present (join, no decoding), and a degraded read
 //! with `m` data shards lost (rebuild them, then join). Throughput counts object bytes.
 
-use crate::bench::{print_rows, round, run_for};
 use clap::Args;
 use shoal_erasure::{ErasureCoder, StripeLayout};
+use shoal_node::bench::{print_rows, round, run_for};
 use shoal_types::{Result, err};
 use std::sync::Arc;
 use std::time::Duration;

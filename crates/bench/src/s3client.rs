@@ -35,7 +35,7 @@ pub struct S3Response {
 /// `(YYYYMMDD, YYYYMMDDTHHMMSSZ)` for seconds since the Unix epoch (UTC).
 pub fn amz_dates(unix_secs: u64) -> (String, String) {
     let (days, rem) = (unix_secs / 86_400, unix_secs % 86_400);
-    let (year, month, day) = crate::rados_cmd::civil_date(days);
+    let (year, month, day) = shoal_node::rados_cmd::civil_date(days);
     let date = format!("{year:04}{month:02}{day:02}");
     let stamp = format!("{date}T{:02}{:02}{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60);
     (date, stamp)

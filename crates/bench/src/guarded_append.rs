@@ -2,12 +2,12 @@
 //! N clients append 4 KiB to one object, plainly, through the `guard` object class (epoch
 //! check + append), and as a compound op (`omap_cmp` on the epoch + append).
 
-use crate::bench::{RunStats, print_rows, round, run_for};
-use crate::session::{ClusterArgs, Session};
 use bytes::Bytes;
 use clap::Args;
 use serde_json::Value;
 use shoal_client::{IoCtx, OpBuilder, WriteOp};
+use shoal_node::bench::{RunStats, print_rows, round, run_for};
+use shoal_node::session::{ClusterArgs, Session};
 use shoal_objclass::guard::{AppendRequest, Epoch};
 use shoal_types::{CmpMode, CmpOp, Errno, PoolSpec, Result, Versioned};
 use std::collections::BTreeMap;

@@ -6,7 +6,7 @@
 //! the order of its writes, with sequencers in that order (a redelivery repeats earlier
 //! events, under the same event id).
 
-use super::BUCKET;
+use super::workload::{BUCKET, payload};
 use crate::s3client::S3Client;
 use http::Method;
 use md5::{Digest, Md5};
@@ -80,7 +80,7 @@ impl Events {
             .map_err(|e| err::io(format!("the event receiver cannot listen: {e}")))?;
         let url = format!("http://{}", listener.local_addr().map_err(|e| err::io(e.to_string()))?);
         let events = self.clone();
-        crate::metrics::spawn_http(listener, move |request| {
+        shoal_node::metrics::spawn_http(listener, move |request| {
             let events = events.clone();
             async move {
                 use http_body_util::BodyExt;
@@ -123,7 +123,7 @@ impl Events {
                 ));
                 continue;
             };
-            if object.size != super::payload(&key, seq).len() as u64 {
+            if object.size != payload(&key, seq).len() as u64 {
                 lock(&self.strays).push(format!("{key}: the event of PUT {seq} gives size {}", object.size));
             }
             let delivery = Delivery {
@@ -273,7 +273,7 @@ mod tests {
 
     /// The message a gateway pushes for PUT `seq` of `key`, with sequencer `order`.
     fn push(events: &Events, key: &str, seq: u64, order: u64) -> http::StatusCode {
-        let body = super::super::payload(key, seq);
+        let body = payload(key, seq);
         let mut record = EventRecord { event_name: "ObjectCreated:Put".into(), ..Default::default() };
         record.s3.bucket.name = BUCKET.into();
         record.s3.object =
@@ -287,7 +287,7 @@ mod tests {
     fn written(keys_and_seqs: &[(&str, u64)]) -> Events {
         let events = Events::default();
         for (key, seq) in keys_and_seqs {
-            events.attempt(key, *seq, &super::super::payload(key, *seq));
+            events.attempt(key, *seq, &payload(key, *seq));
             events.ack(key, *seq);
         }
         events

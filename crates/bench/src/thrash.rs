@@ -11,23 +11,28 @@
 //! second) and a summary.
 
 mod events;
+mod workload;
 
-use crate::admin_cmd::last_scrub;
-use crate::bench::print_rows;
+/// The pool the object part of the thrasher writes.
+const POOL: &str = "thrash";
+
 use crate::recovery_bench::wait_clean;
 use crate::s3client::S3Client;
-use crate::session::ClusterArgs;
-use crate::vstart;
 use clap::Args;
 use http::Method;
 use rand::{Rng, SeedableRng};
 use shoal_client::{IoCtx, Rados};
+use shoal_node::admin_cmd::last_scrub;
+use shoal_node::bench::print_rows;
+use shoal_node::session::ClusterArgs;
+use shoal_node::vstart;
 use shoal_types::{OsdId, PgId, PoolSpec, Result, err};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use workload::{BUCKET, payload};
 
 /// Arguments of `shoal bench thrash`.
 #[derive(Args, Debug)]
@@ -53,8 +58,6 @@ pub struct ThrashArgs {
     json: bool,
 }
 
-const POOL: &str = "thrash";
-const BUCKET: &str = "thrash";
 const OBJECTS_PER_WRITER: u64 = 8;
 /// Heartbeat settings the run uses, so that a fault is noticed within seconds.
 const HEARTBEAT_INTERVAL: &str = "0.5";
@@ -231,14 +234,14 @@ pub async fn run(args: ThrashArgs) -> Result<()> {
     let lags = logs.events.lags();
     let lag = |q: f64| {
         let at = ((lags.len() as f64 * q) as usize).min(lags.len().saturating_sub(1));
-        crate::bench::round(lags.get(at).map_or(0.0, Duration::as_secs_f64), 2)
+        shoal_node::bench::round(lags.get(at).map_or(0.0, Duration::as_secs_f64), 2)
     };
     let summary = vec![
         ("seed", serde_json::Value::from(seed)),
         ("faults", serde_json::Value::from(args.faults)),
         ("by_kind", serde_json::Value::from(format!("{counts:?}"))),
-        ("fault_seconds", crate::bench::round(faults_done.as_secs_f64(), 1)),
-        ("seconds_to_clean_after", crate::bench::round(to_clean.as_secs_f64(), 1)),
+        ("fault_seconds", shoal_node::bench::round(faults_done.as_secs_f64(), 1)),
+        ("seconds_to_clean_after", shoal_node::bench::round(to_clean.as_secs_f64(), 1)),
         ("rados_acked", serde_json::Value::from(rados_log.ops.load(Ordering::Relaxed))),
         ("rados_objects", serde_json::Value::from(count(rados_log))),
         ("rados_errors", serde_json::Value::from(rados_log.errors.load(Ordering::Relaxed))),
@@ -251,7 +254,7 @@ pub async fn run(args: ThrashArgs) -> Result<()> {
         ("event_lag_p50_s", lag(0.5)),
         ("event_lag_p99_s", lag(0.99)),
         ("event_lag_max_s", lag(1.0)),
-        ("seconds_to_deliver_after", crate::bench::round(to_deliver.as_secs_f64(), 1)),
+        ("seconds_to_deliver_after", shoal_node::bench::round(to_deliver.as_secs_f64(), 1)),
         ("problems", serde_json::Value::from(problems.len())),
     ];
     print_rows(&[summary], args.json);
@@ -311,10 +314,6 @@ async fn create_bucket(client: &S3Client) -> Result<()> {
         return Ok(());
     }
     Err(err::io(format!("creating bucket {BUCKET}: {}", response.status)))
-}
-
-fn payload(key: &str, seq: u64) -> bytes::Bytes {
-    bytes::Bytes::from(format!("{key} {seq} ").repeat(1 + (seq % 5) as usize * 40))
 }
 
 /// The sequence number a payload was written with, if it is one of this key's.

@@ -4,12 +4,12 @@
 //! once as `osd_max_scrubs` lets each OSD). The table gives client throughput per phase
 //! and the scrubbing phases' share of the idle ones', round by round and overall.
 
-use crate::admin_cmd::scrub_reports;
-use crate::bench::{RunStats, print_rows, round, run_until};
 use crate::recovery_bench::{fresh_pool, wait_clean};
 use clap::Args;
 use rand::Rng;
 use shoal_client::{IoCtx, Rados};
+use shoal_node::admin_cmd::scrub_reports;
+use shoal_node::bench::{RunStats, print_rows, round, run_until};
 use shoal_types::{PgId, Result, err};
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,9 +1,9 @@
 //! The object layer end to end in one process: client → messenger → OSD → RocksDB.
 
 use bytes::Bytes;
-use shoal::config::Config;
-use shoal::embedded::Embedded;
 use shoal_client::{IoCtx, ListCursor, OpBuilder, ReadOp, WatchEvent, WriteOp};
+use shoal_node::config::Config;
+use shoal_node::embedded::Embedded;
 use shoal_objclass::guard::{AppendRequest, Epoch};
 use shoal_objclass::lock::{AssertRequest, LockRequest, LockType};
 use shoal_objclass::queue2pc::{

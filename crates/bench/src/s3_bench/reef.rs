@@ -12,15 +12,15 @@
 
 use super::timeline::{OPS, Second, Timeline};
 use super::{Load, Op, Shared, mixed, parse_duration, parse_size};
-use crate::bench::{RunStats, print_rows, round};
-use crate::gateway_cmd::EcShape;
 use crate::s3client::S3Client;
-use crate::session::ClusterArgs;
-use crate::vstart;
 use clap::Args;
 use rand::Rng;
 use serde_json::{Value, json};
 use shoal_client::Rados;
+use shoal_node::bench::{RunStats, print_rows, round};
+use shoal_node::gateway_cmd::EcShape;
+use shoal_node::session::ClusterArgs;
+use shoal_node::vstart;
 use shoal_types::{OsdId, Result, err};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -4,12 +4,12 @@
 //! client throughput before, while degraded and while recovering, the time from the
 //! restart to every PG active+clean, and the objects recovered per second.
 
-use crate::bench::{RunStats, print_rows, round, run_until};
-use crate::session::{ClusterArgs, Session};
-use crate::vstart;
 use clap::Args;
 use rand::Rng;
 use shoal_client::{IoCtx, Rados};
+use shoal_node::bench::{RunStats, print_rows, round, run_until};
+use shoal_node::session::{ClusterArgs, Session};
+use shoal_node::vstart;
 use shoal_types::{OsdId, PgId, PoolSpec, Result, err};
 use std::collections::BTreeSet;
 use std::path::PathBuf;

@@ -1,10 +1,32 @@
 //! Completed operations counted per second of a run, so that phases of a long run (and
 //! what a failure does to throughput) can be told apart afterwards.
 
-use super::Op;
-use crate::bench::RunStats;
+use shoal_node::bench::RunStats;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// An S3 operation of a workload.
+pub(super) enum Op {
+    Get,
+    Put,
+    Stat,
+    Delete,
+    List,
+}
+
+impl Op {
+    /// Its HTTP method as the tables show it.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Op::Get => "GET",
+            Op::Put => "PUT",
+            Op::Stat => "HEAD",
+            Op::Delete => "DELETE",
+            Op::List => "LIST",
+        }
+    }
+}
 
 /// The operations a timeline tells apart, in column order.
 pub const OPS: [Op; 4] = [Op::Get, Op::Put, Op::Stat, Op::Delete];

@@ -285,13 +285,13 @@ async fn damaged_on(rados: &shoal_client::Rados, osd: OsdId) -> Vec<String> {
 }
 
 /// The last scrub report of every PG `osd` scrubbed, as its `scrub-status` gives them.
-pub(crate) async fn scrub_reports(rados: &shoal_client::Rados, osd: OsdId) -> Result<Vec<serde_json::Value>> {
+pub async fn scrub_reports(rados: &shoal_client::Rados, osd: OsdId) -> Result<Vec<serde_json::Value>> {
     let answer = rados.tell_osd(osd, "scrub-status").await?;
     serde_json::from_str(&answer).map_err(|e| err::io(format!("{osd}'s scrub-status: {e}")))
 }
 
 /// `osd`'s report of the last scrub of `pg` (`None` before the first).
-pub(crate) async fn last_scrub(rados: &shoal_client::Rados, osd: OsdId, pg: PgId) -> Result<Option<serde_json::Value>> {
+pub async fn last_scrub(rados: &shoal_client::Rados, osd: OsdId, pg: PgId) -> Result<Option<serde_json::Value>> {
     let reports = scrub_reports(rados, osd).await?;
     Ok(reports.into_iter().find(|r| r["pg"].as_str() == Some(pg.to_string().as_str())))
 }
