@@ -430,8 +430,8 @@ pub enum UserCommand {
         /// Access key to use instead of a generated one.
         #[arg(long, requires = "secret_key")]
         access_key: Option<String>,
-        /// Secret key to use instead of a generated one.
-        #[arg(long, requires = "access_key")]
+        /// Secret key to use instead of a generated one (also `--secret`, as radosgw-admin).
+        #[arg(long, alias = "secret", requires = "access_key")]
         secret_key: Option<String>,
     },
     /// Shows a user as JSON.
@@ -489,8 +489,8 @@ pub enum KeyCommand {
         /// Access key (S3).
         #[arg(long, requires = "secret_key")]
         access_key: Option<String>,
-        /// Secret key.
-        #[arg(long)]
+        /// Secret key (also `--secret`, as radosgw-admin).
+        #[arg(long, alias = "secret")]
         secret_key: Option<String>,
     },
     /// Removes a user's S3 key pair, or a subuser's Swift key.
@@ -836,7 +836,34 @@ async fn notification(gateway: &Gateway, command: NotificationCommand) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
     use std::os::unix::fs::PermissionsExt;
+
+    /// `shoal admin …` as the binary parses it.
+    #[derive(Parser, Debug)]
+    struct Admin {
+        #[command(flatten)]
+        args: AdminArgs,
+    }
+
+    #[test]
+    fn keys_take_secret_as_radosgw_admin_does() {
+        for (command, flag) in
+            [("key", "--secret"), ("key", "--secret-key"), ("user", "--secret"), ("user", "--secret-key")]
+        {
+            let mut argv = vec!["admin", command, "create", "--uid", "u", "--access-key", "A", flag, "S"];
+            if command == "user" {
+                argv.extend(["--display-name", "U"]);
+            }
+            let parsed = Admin::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+            let secret = match parsed.args.command {
+                AdminCommand::Key(KeyCommand::Create { secret_key, .. }) => secret_key,
+                AdminCommand::User(UserCommand::Create { secret_key, .. }) => secret_key,
+                other => panic!("{argv:?} parsed as {other:?}"),
+            };
+            assert_eq!(secret.as_deref(), Some("S"), "{argv:?}");
+        }
+    }
 
     #[test]
     fn a_server_makes_its_sse_key_file_once_and_private() {
