@@ -2,8 +2,11 @@
 //! objects stored in the object layer, served over HTTP with s3s doing the S3 protocol
 //! (routing, XML, SigV4 in headers, presigned URLs and aws-chunked streams).
 //!
-//! Layers: [`server`] (HTTP, limits) → [`s3`] (operations, permissions) → [`meta`] (users,
-//! buckets, cache) and [`objects`] / [`multipart`] (data path) → [`gc`] → the client library.
+//! Layers, each using only those below it: [`server`] (HTTP, limits) → front ends ([`s3`],
+//! [`swift`], [`sns`]) → services ([`service`], [`notifications`], [`lifecycle`], [`gc`]) →
+//! data path ([`objects`], [`multipart`], [`events`]) → records ([`meta`], [`head`],
+//! [`layout`]) → foundations ([`clock`], [`config`], [`error`], [`request`], …). See
+//! docs/ARCHITECTURE.md, "The gateway's layers".
 
 pub mod access;
 pub mod checksum;
