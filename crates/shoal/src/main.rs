@@ -70,12 +70,39 @@ enum BenchCommand {
     Reef(shoal_bench::s3_bench::reef::ReefArgs),
 }
 
+impl Command {
+    /// Whether the command prints and ends (`shoal … | head` should then end it as it ends
+    /// `ls`), rather than serving: daemons keep Rust's ignored SIGPIPE.
+    fn prints_and_ends(&self) -> bool {
+        match self {
+            Command::Rados(_)
+            | Command::Status(_)
+            | Command::Pg(_)
+            | Command::Pool(_)
+            | Command::Tell(_)
+            | Command::Config(_)
+            | Command::Admin(_)
+            | Command::Sim(_) => true,
+            Command::Osd(command) => !matches!(command, admin_cmd::OsdCommand::Run(_)),
+            Command::Mon(_)
+            | Command::Vstart(_)
+            | Command::Bench(_)
+            | Command::Server(_)
+            | Command::Gateway(_)
+            | Command::Debug(_) => false,
+        }
+    }
+}
+
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if cli.command.prints_and_ends() {
+        sigpipe::reset();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

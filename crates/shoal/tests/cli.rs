@@ -58,3 +58,15 @@ fn config_help_lists_every_option_with_its_default() {
     }
     assert!(text.contains("default: 30; takes effect at the daemon's next start"), "{text}");
 }
+
+/// `shoal … | head` ends as `ls | head` does: killed by SIGPIPE, without a panic on stderr.
+#[test]
+fn a_closed_pipe_ends_a_command_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(SHOAL).args(["config", "help"]).stdout(writer).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.signal(), Some(13), "{:?}: {err}", out.status);
+}
