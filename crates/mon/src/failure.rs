@@ -1,5 +1,6 @@
 //! The monitor's failure policy as a pure function of failure reports, boots and `now`:
-//! an OSD reported silent by enough distinct peers is marked down, and so is one whose
+//! an OSD reported silent by enough distinct peers (each report counting for
+//! `osd_heartbeat_grace`) is marked down, and so is one whose
 //! address refused a peer's connection (one report: its process is gone); one down for
 //! `mon_osd_down_out_interval` is marked out; one the monitor marked out comes back in
 //! when it boots.
@@ -20,19 +21,26 @@ pub struct FailurePolicy {
     pub min_down_reporters: usize,
     /// How long an OSD stays down before it is marked out.
     pub down_out_interval: Duration,
+    /// How long a report counts (`osd_heartbeat_grace`): reporters repeat theirs every
+    /// heartbeat interval while the target stays silent.
+    pub report_lifetime: Duration,
 }
 
 impl Default for FailurePolicy {
     fn default() -> Self {
-        FailurePolicy { min_down_reporters: 2, down_out_interval: Duration::from_secs(600) }
+        FailurePolicy {
+            min_down_reporters: 2,
+            down_out_interval: Duration::from_secs(600),
+            report_lifetime: Duration::from_secs(20),
+        }
     }
 }
 
 /// What the leader remembers between map changes to apply a [`FailurePolicy`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FailureTracker {
-    /// Per silent OSD, the up OSDs that reported it.
-    reports: BTreeMap<OsdId, BTreeSet<OsdId>>,
+    /// Per silent OSD, the up OSDs that reported it and when they last did.
+    reports: BTreeMap<OsdId, BTreeMap<OsdId, Duration>>,
     /// When each down OSD was first seen down.
     down_since: BTreeMap<OsdId, Duration>,
     /// OSDs the monitor marked out itself: they come back in when they boot.
@@ -92,7 +100,8 @@ impl FailureTracker {
         let others_up = map.osds.values().filter(|o| o.up).count().saturating_sub(1);
         let needed = policy.min_down_reporters.min(others_up).max(1);
         let reporters = self.reports.entry(target).or_default();
-        reporters.insert(reporter);
+        reporters.insert(reporter, now);
+        reporters.retain(|_, at| now.saturating_sub(*at) < policy.report_lifetime);
         let count = reporters.len();
         if count < needed {
             return Verdict::Counted { count, needed };
@@ -160,7 +169,7 @@ mod tests {
 
     #[test]
     fn reports_mark_down_once_enough_distinct_up_reporters_agree() {
-        let policy = FailurePolicy { min_down_reporters: 2, down_out_interval: secs(600) };
+        let policy = FailurePolicy { min_down_reporters: 2, ..FailurePolicy::default() };
         // (osds (id, up, in), reports (target, reporter) in order, verdict of the last one)
         type Case = (&'static [(u32, bool, bool)], &'static [(u32, u32)], Verdict);
         let cases: &[Case] = &[
@@ -200,7 +209,7 @@ mod tests {
 
     #[test]
     fn a_down_osd_goes_out_after_the_interval_and_back_in_when_it_boots() {
-        let policy = FailurePolicy { min_down_reporters: 1, down_out_interval: secs(600) };
+        let policy = FailurePolicy { min_down_reporters: 1, ..FailurePolicy::default() };
         let up = map(&[(0, true, true), (1, true, true)]);
         let mut tracker = FailureTracker::default();
         assert_eq!(
@@ -223,7 +232,7 @@ mod tests {
 
     #[test]
     fn an_osd_found_down_counts_from_when_it_was_first_seen() {
-        let policy = FailurePolicy { min_down_reporters: 2, down_out_interval: secs(10) };
+        let policy = FailurePolicy { down_out_interval: secs(10), ..FailurePolicy::default() };
         let down = map(&[(0, false, true), (1, true, true)]);
         let mut tracker = FailureTracker::default();
         assert!(tracker.due_out(&policy, &down, secs(50)).is_empty());
@@ -260,6 +269,24 @@ mod tests {
         let down = map(&[(0, false, true), (1, true, true), (2, true, true)]);
         assert!(tracker.due_out(&policy, &down, secs(601)).is_empty());
         assert_eq!(tracker.due_out(&policy, &down, secs(602)), vec![OsdId(0)]);
+    }
+
+    #[test]
+    fn a_report_older_than_its_lifetime_no_longer_counts() {
+        let policy = FailurePolicy { report_lifetime: secs(20), ..FailurePolicy::default() };
+        let up = map(&[(0, true, true), (1, true, true), (2, true, true)]);
+        let mut tracker = FailureTracker::default();
+        // osd.1 lost touch with osd.0 for a moment long ago; osd.2 does now.
+        tracker.reported(&policy, &up, OsdId(0), OsdId(1), Report::Silent, secs(100));
+        assert_eq!(
+            tracker.reported(&policy, &up, OsdId(0), OsdId(2), Report::Silent, secs(121)),
+            Verdict::Counted { count: 1, needed: 2 }
+        );
+        // osd.1 reports again while osd.2's report is fresh: two reporters agree.
+        assert_eq!(
+            tracker.reported(&policy, &up, OsdId(0), OsdId(1), Report::Silent, secs(140)),
+            Verdict::Down(MapChange::MarkDown(OsdId(0)))
+        );
     }
 
     #[test]

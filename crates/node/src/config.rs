@@ -162,7 +162,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "osd_heartbeat_grace",
         default: "20",
-        help: "seconds without a ping reply before an OSD reports its peer failed",
+        help: "seconds without a ping reply before an OSD reports its peer failed; how long the monitor counts a report",
     },
     OptionSpec {
         name: "osd_fast_fail_on_connection_refused",
@@ -495,6 +495,7 @@ impl Config {
         Ok(shoal_mon::FailurePolicy {
             down_out_interval: self.seconds("mon_osd_down_out_interval")?,
             min_down_reporters: self.u64("mon_osd_min_down_reporters")?.max(1) as usize,
+            report_lifetime: self.seconds("osd_heartbeat_grace")?,
         })
     }
 

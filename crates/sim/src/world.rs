@@ -271,7 +271,11 @@ impl World {
             osds: BTreeMap::new(),
             map,
             tracker: FailureTracker::default(),
-            policy: FailurePolicy { min_down_reporters: 2, down_out_interval: Duration::from_secs(10) },
+            policy: FailurePolicy {
+                min_down_reporters: 2,
+                down_out_interval: Duration::from_secs(10),
+                report_lifetime: Duration::from_micros(u64::from(GRACE_BEATS) * HEARTBEAT),
+            },
             pool: pool.unwrap_or(PoolId(0)),
             awaiting: BTreeMap::new(),
             clients,
