@@ -522,6 +522,25 @@ def test_x_delete_after_expires_objects_and_bad_times_are_refused(subuser, conta
     assert [o["name"] for o in swift.get_container(url, token, container)[1]] == ["cancelled", "later"]
 
 
+def test_expired_objects_are_removed_unread_and_deleting_one_answers_404(subuser, container):
+    """The expirer (rgw_objexp_gc_interval, 1 s here) removes objects nobody reads; an
+    expired object is absent to DELETE as to GET."""
+    import time
+    url, token = login(subuser)
+    for name in ["unread", "deleted"]:
+        swift.put_object(url, token, container, name, b"short-lived", headers={"X-Delete-After": "1"})
+    swift.put_object(url, token, container, "kept", b"stays")
+    time.sleep(2.5)
+    with pytest.raises(ClientException) as e:
+        swift.delete_object(url, token, container, "deleted")
+    assert e.value.http_status == 404
+    deadline = time.time() + 15
+    names = lambda: [o["name"] for o in swift.get_container(url, token, container)[1]]
+    while names() != ["kept"] and time.time() < deadline:
+        time.sleep(0.3)
+    assert names() == ["kept"]
+
+
 def test_bulk_delete_info_and_bad_names(subuser, container):
     url, token = login(subuser)
     for n in ["x1", "x2", "dir/x3"]:

@@ -26,6 +26,8 @@ pub struct GatewayConfig {
     pub gc_min_wait: Duration,
     /// How often the garbage collector runs (`rgw_gc_processor_period`).
     pub gc_period: Duration,
+    /// How often the Swift object expirer runs (`rgw_objexp_gc_interval`).
+    pub objexp_period: Duration,
     /// Queue entries the garbage collector deletes at once (`rgw_gc_max_concurrent_io`).
     pub gc_max_concurrent_io: usize,
     /// Replicas of the gateway's pools when it creates them; 0 = min(3, OSDs in the map).
@@ -132,6 +134,7 @@ impl Default for GatewayConfig {
             gc_min_wait: Duration::from_secs(7200),
             gc_period: Duration::from_secs(60),
             gc_max_concurrent_io: 10,
+            objexp_period: Duration::from_secs(600),
             pool_size: 0,
             data_pool_erasure_profile: None,
             max_header_size: 16 << 10,

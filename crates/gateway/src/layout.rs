@@ -26,6 +26,8 @@ pub const NS_UPLOADS: &str = "uploads";
 pub const NS_GC: &str = "gc";
 /// Namespace of topic records (`<topic key>` → JSON).
 pub const NS_TOPICS: &str = "topics";
+/// Namespace of the Swift expirer's hint objects (in the log pool).
+pub const NS_OBJEXP: &str = "objexp";
 /// Namespace of the cache control object that gateways watch.
 pub const NS_CONTROL: &str = "control";
 
@@ -35,6 +37,11 @@ pub const GC_OBJECT: &str = "gc.0";
 pub const CONTROL_OBJECT: &str = "notify.0";
 /// The key Swift tokens are signed with (namespace `control`, 32 bytes).
 pub const SWIFT_TOKEN_KEY_OBJECT: &str = "swift.token_key";
+
+/// Hint object `shard` of the Swift expirer.
+pub fn objexp_hint_object(shard: u32) -> String {
+    format!("obj_delete_at_hint.{shard}")
+}
 
 /// The index shard object `shard` of bucket `bucket_id`.
 pub fn index_shard(bucket_id: &str, shard: u32) -> String {

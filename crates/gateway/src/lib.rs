@@ -16,6 +16,7 @@ pub mod cors;
 pub mod crypt;
 pub mod error;
 pub mod events;
+pub mod expirer;
 pub mod form;
 pub mod gc;
 pub mod head;
@@ -26,6 +27,7 @@ pub mod meta;
 pub mod multipart;
 pub mod notifications;
 pub mod objects;
+pub mod objexp;
 pub mod request;
 pub mod s3;
 pub mod server;
@@ -73,6 +75,8 @@ pub struct Gateway {
     pub manager: Arc<Manager>,
     /// The lifecycle worker.
     pub lifecycle: Arc<lifecycle::worker::Lifecycle>,
+    /// The Swift object expirer.
+    pub expirer: Arc<expirer::Expirer>,
     /// Options.
     pub config: GatewayConfig,
 }
@@ -144,7 +148,7 @@ impl Gateway {
         let meta = Meta::new(meta_pool, config.cache_enabled, config.cache_lru_size);
         let log_pool = first.ioctx(layout::LOG_POOL).await?;
         let queues = Queues::new(log_pool.clone());
-        let logs = EventLogs::new(first.ioctx(layout::INDEX_POOL).await?, log_pool);
+        let logs = EventLogs::new(first.ioctx(layout::INDEX_POOL).await?, log_pool.clone());
         let publisher = Arc::new(Publisher::new(
             queues.clone(),
             logs.clone(),
@@ -161,11 +165,21 @@ impl Gateway {
             Some(path) => Some(crypt::Keyring::load(path).map_err(|e| err::invalid(e.to_string()))?),
             None => None,
         };
-        let service =
-            Arc::new(Service { meta, objects, uploads, notifier, lifecycle, keyring, config: config.clone() });
+        let expiry_hints = objexp::Hints::new(log_pool.clone());
+        let service = Arc::new(Service {
+            meta,
+            objects,
+            uploads,
+            notifier,
+            lifecycle,
+            expiry_hints,
+            keyring,
+            config: config.clone(),
+        });
         let lifecycle = lifecycle::worker::Lifecycle::new(service.clone(), config.lifecycle.clone());
+        let expirer = expirer::Expirer::new(service.clone(), config.objexp_period);
         let s3 = Arc::new(ShoalS3 { service });
-        Ok(Gateway { s3, gc, routes, manager, lifecycle, config })
+        Ok(Gateway { s3, gc, routes, manager, lifecycle, expirer, config })
     }
 
     /// Starts the background work (cache coherence, garbage collection) and returns the
@@ -175,6 +189,7 @@ impl Gateway {
         tokio::spawn(self.gc.clone().run(self.config.gc_period));
         tokio::spawn(self.manager.clone().run());
         tokio::spawn(self.lifecycle.clone().run());
+        tokio::spawn(self.expirer.clone().run());
         let mut builder = s3s::service::S3ServiceBuilder::new((*self.s3).clone());
         builder.set_route(RouteHandle(self.routes.clone()));
         builder.set_auth(Auth(self.s3.meta.clone()));

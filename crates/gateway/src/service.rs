@@ -16,6 +16,7 @@ use crate::lifecycle::registry::Registry;
 use crate::meta::{BucketInfo, Meta, UserInfo, Versioning};
 use crate::notifications::Notifier;
 use crate::objects::{Objects, WriteTerms};
+use crate::objexp::{Hints, delete_at};
 use crate::request::Origin;
 use crate::sigv4::hex;
 use bytes::Bytes;
@@ -41,6 +42,8 @@ pub struct Service {
     pub notifier: Arc<Notifier>,
     /// Buckets with lifecycle configurations.
     pub lifecycle: Registry,
+    /// Where writes leave the times their objects expire (Swift's `X-Delete-At`).
+    pub expiry_hints: Hints,
     /// Master keys of SSE-S3 and SSE-KMS (none without a key file).
     pub keyring: Option<Keyring>,
     /// Options.
@@ -90,7 +93,7 @@ impl Service {
 
     /// Writes the head and links the index entry with the persistent `events` if the
     /// condition of `terms` holds (else 412 PreconditionFailed, the data discarded), then
-    /// forgets the writer's GC intent.
+    /// forgets the writer's GC intent. An object that expires leaves its hint first.
     #[allow(clippy::too_many_arguments)]
     pub async fn commit(
         &self,
@@ -103,6 +106,9 @@ impl Service {
         terms: WriteTerms,
     ) -> S3Result<()> {
         let objects = &self.objects;
+        if let Some(at) = delete_at(&meta.headers) {
+            self.expiry_hints.add(at, &bucket.name, key).await.map_err(rados_error)?;
+        }
         let installed = objects.install(bucket, key, meta, data, events, terms).await;
         let refused = matches!(&installed, Err(e) if e.errno == Errno::Canceled);
         match installed {
@@ -334,5 +340,27 @@ impl Service {
         };
         self.with_events(&op, origin, who, work, |_| done()).await?;
         Ok(deleted)
+    }
+
+    /// Removes `key` of bucket `bucket_name` if its current version expires (Swift's
+    /// `X-Delete-At`) at or before `now` (seconds since the epoch): a lifecycle-style
+    /// removal of the version read, which notifications see as any other.
+    pub async fn expire(&self, bucket_name: &str, key: &str, now: u64) -> shoal_types::Result<()> {
+        let Some(bucket) = self.meta.bucket(bucket_name).await? else { return Ok(()) };
+        let Some(entry) = self.objects.version(&bucket, key, Which::Current).await?.entry else { return Ok(()) };
+        if entry.delete_marker {
+            return Ok(());
+        }
+        let head = Objects::head_of(&bucket, key, &entry.order, entry.own_head);
+        let meta = read_meta(self.objects.pools.data(), &head).await?;
+        if meta.and_then(|m| delete_at(&m.headers)).is_none_or(|at| at > now) {
+            return Ok(());
+        }
+        let origin = Origin { request_id: "swift-expirer".into(), ..Default::default() };
+        let remover = Remover::Lifecycle { planned_order: &entry.order };
+        match self.delete_key(&bucket, key, None, remover, &origin, &None).await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(shoal_types::err::io(format!("expiring '{key}': {}", e.message().unwrap_or("")))),
+        }
     }
 }

@@ -5,6 +5,7 @@
 
 use super::{Call, Need, Requester, Swift, bad_request, refused, tempurl, text, updated_meta};
 use crate::meta::UserInfo;
+use crate::objexp::DELETE_AT;
 use crate::request::StoredHeaders;
 use http::{HeaderMap, HeaderValue, Method, Response, StatusCode};
 use s3s::Body;
@@ -17,8 +18,6 @@ use std::sync::Arc;
 
 /// The prefix of object metadata headers.
 pub(super) const META: &str = "x-object-meta-";
-/// Stored headers: when the object expires (seconds since the epoch).
-pub(super) const DELETE_AT: &str = "x-delete-at";
 /// Stored headers: a dynamic large object's `<container>/<prefix>`.
 pub(super) const OBJECT_MANIFEST: &str = "x-object-manifest";
 /// Stored headers: the object is a static large object's manifest.
@@ -164,12 +163,7 @@ impl Swift {
             other => other,
         }
         .map_err(|e| refused(&e))?;
-        let expired =
-            headers.get(DELETE_AT).and_then(|v| v.to_str().ok()?.parse::<u64>().ok()).is_some_and(|at| at <= call.now);
-        if expired {
-            self.expire(container, key);
-            return Err(text(StatusCode::NOT_FOUND, "404 Not Found"));
-        }
+        self.unexpired(call, container, key, &headers)?;
         Ok(Found { headers, status, body, user })
     }
 
@@ -220,14 +214,26 @@ impl Swift {
         Ok((headers, body, status))
     }
 
-    /// Removes an expired object in the background, unless it was rewritten meanwhile.
-    fn expire(&self, container: &str, key: &str) {
-        let (s3, container, key) = (self.s3.clone(), container.to_owned(), key.to_owned());
+    /// 404 if the object whose Swift `headers` these are has expired (it is removed in
+    /// the background then, unless it was rewritten meanwhile).
+    fn unexpired(
+        &self,
+        call: &Call<'_>,
+        container: &str,
+        key: &str,
+        headers: &HeaderMap,
+    ) -> Result<(), Response<Body>> {
+        let at = headers.get(DELETE_AT).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if at.is_none_or(|at| at > call.now) {
+            return Ok(());
+        }
+        let (service, container, key, now) = (self.s3.service.clone(), container.to_owned(), key.to_owned(), call.now);
         tokio::spawn(async move {
-            if let Err(e) = expire(&s3, &container, &key).await {
+            if let Err(e) = service.expire(&container, &key, now).await {
                 tracing::warn!(%container, %key, error = %e, "removing an expired Swift object failed");
             }
         });
+        Err(text(StatusCode::NOT_FOUND, "404 Not Found"))
     }
 
     /// POST: replaces the object's metadata (`X-Object-Meta-*`, and `Content-Type` when
@@ -343,9 +349,12 @@ impl Swift {
             Ok(user) => user,
             Err(response) => return response,
         };
-        let head = HeadObjectInput { bucket: container.to_owned(), key: key.to_owned(), ..Default::default() };
-        if let Err(e) = self.s3.head_object(Self::on_behalf(&user, call.req, head)).await {
-            return refused(&e);
+        let headers = match self.read(call, &user, container, key, true, None).await {
+            Ok((headers, _, _)) => headers,
+            Err(e) => return refused(&e),
+        };
+        if let Err(response) = self.unexpired(call, container, key, &headers) {
+            return response;
         }
         let input = DeleteObjectInput { bucket: container.to_owned(), key: key.to_owned(), ..Default::default() };
         match self.s3.delete_object(Self::on_behalf(&user, call.req, input)).await {
@@ -353,31 +362,6 @@ impl Swift {
             Err(e) => refused(&e),
         }
     }
-}
-
-/// Removes an expired object if its current version still has the passed `X-Delete-At`
-/// (a lifecycle-style removal: notifications see it as any other).
-async fn expire(s3: &crate::service::Service, container: &str, key: &str) -> shoal_types::Result<()> {
-    let Some(bucket) = s3.meta.bucket(container).await? else { return Ok(()) };
-    let objects = &s3.objects;
-    let Some(entry) = objects.version(&bucket, key, shoal_objclass::bucket_index::Which::Current).await?.entry else {
-        return Ok(());
-    };
-    if entry.delete_marker {
-        return Ok(());
-    }
-    let head = crate::objects::Objects::head_of(&bucket, key, &entry.order, entry.own_head);
-    let meta = crate::head::read_meta(objects.pools.data(), &head).await?;
-    let now = crate::clock::now_ns() / 1_000_000_000;
-    let due = meta.and_then(|m| m.headers.get(DELETE_AT)?.parse::<u64>().ok()).is_some_and(|at| at <= now);
-    if due {
-        let origin = crate::request::Origin { request_id: "swift-expirer".into(), ..Default::default() };
-        let remover = crate::service::Remover::Lifecycle { planned_order: &entry.order };
-        s3.delete_key(&bucket, key, None, remover, &origin, &None)
-            .await
-            .map_err(|e| shoal_types::err::io(format!("expiring '{key}': {}", e.message().unwrap_or(""))))?;
-    }
-    Ok(())
 }
 
 /// The headers to store with a write: those of `current` kept (for POST and COPY), then
