@@ -469,3 +469,53 @@ def subprocess_admin_fails(*args):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     return out.stderr
+
+
+def test_concurrent_changes_of_different_bucket_settings_all_survive(s3):
+    """Each bucket setting is a read-modify-write of the bucket record: changes of
+    different settings at the same moment must not undo each other."""
+    import concurrent.futures
+    import json
+    import uuid
+    from conftest import purge
+    policy = json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::*"}]})
+    changes = {
+        "cors": lambda b: s3.put_bucket_cors(Bucket=b, CORSConfiguration={"CORSRules": [
+            {"AllowedOrigins": ["https://a.example"], "AllowedMethods": ["GET"]}]}),
+        "tags": lambda b: s3.put_bucket_tagging(Bucket=b, Tagging={"TagSet": [{"Key": "k", "Value": "v"}]}),
+        "encryption": lambda b: s3.put_bucket_encryption(Bucket=b, ServerSideEncryptionConfiguration={
+            "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}),
+        "lifecycle": lambda b: s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [
+            {"ID": "r", "Status": "Enabled", "Filter": {"Prefix": "tmp/"}, "Expiration": {"Days": 1}}]}),
+        "versioning": lambda b: s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"}),
+        "policy": lambda b: s3.put_bucket_policy(Bucket=b, Policy=policy.replace("*\"}", b + "/*\"}")),
+    }
+    checks = {
+        "cors": lambda b: s3.get_bucket_cors(Bucket=b)["CORSRules"],
+        "tags": lambda b: s3.get_bucket_tagging(Bucket=b)["TagSet"],
+        "encryption": lambda b: s3.get_bucket_encryption(Bucket=b)["ServerSideEncryptionConfiguration"],
+        "lifecycle": lambda b: s3.get_bucket_lifecycle_configuration(Bucket=b)["Rules"],
+        "versioning": lambda b: s3.get_bucket_versioning(Bucket=b).get("Status") == "Enabled",
+        "policy": lambda b: s3.get_bucket_policy(Bucket=b)["Policy"],
+    }
+    buckets = ["t-" + uuid.uuid4().hex[:12] for _ in range(8)]
+    for b in buckets:
+        s3.create_bucket(Bucket=b)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(len(changes) * 2) as pool:
+            for b in buckets:
+                list(pool.map(lambda change: change(b), changes.values()))
+        lost = []
+        for b in buckets:
+            for name, check in checks.items():
+                try:
+                    if not check(b):
+                        lost.append((b, name))
+                except botocore.exceptions.ClientError:
+                    lost.append((b, name))
+        assert lost == []
+    finally:
+        for b in buckets:
+            s3.delete_bucket_policy(Bucket=b)
+            purge(s3, b)

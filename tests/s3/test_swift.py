@@ -394,6 +394,22 @@ def test_metadata_is_posted_to_account_container_and_object_within_swifts_limits
     assert len([h for h in swift.head_object(url, token, container, "m") if h.startswith("x-object-meta-")]) == 15
 
 
+def test_concurrent_metadata_posts_to_a_container_and_its_account_all_survive(subuser, container):
+    import concurrent.futures
+    url, token = login(subuser)
+    names = [f"k{i}" for i in range(12)]
+    with concurrent.futures.ThreadPoolExecutor(len(names)) as pool:
+        list(pool.map(lambda n: swift.post_container(url, token, container, {"X-Container-Meta-" + n: n}), names))
+        list(pool.map(lambda n: swift.post_account(url, token, {"X-Account-Meta-" + n: n}), names))
+    try:
+        container_meta = swift.head_container(url, token, container)
+        account_meta = swift.head_account(url, token)
+        assert [n for n in names if container_meta.get("x-container-meta-" + n) != n] == []
+        assert [n for n in names if account_meta.get("x-account-meta-" + n) != n] == []
+    finally:
+        swift.post_account(url, token, {"X-Remove-Account-Meta-" + n: "x" for n in names})
+
+
 def test_copy_and_x_copy_from_keep_bytes_and_merge_metadata(subuser, container):
     url, token = login(subuser)
     swift.put_object(url, token, container, "src", b"source bytes", content_type="text/x-src",

@@ -9,18 +9,22 @@ use crate::layout::{
     CONTROL_OBJECT, NS_BUCKETS, NS_CONTROL, NS_KEYS, NS_TOPICS, NS_USER_BUCKETS, NS_USERS, SWIFT_TOKEN_KEY_OBJECT,
 };
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use lru::LruCache;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use shoal_client::{IoCtx, WatchEvent, WriteOp};
+use shoal_client::{IoCtx, OpBuilder, ReadOp, WatchEvent, WriteOp};
 use shoal_notify::filter::NotificationConfig;
 use shoal_notify::topic::Topic;
-use shoal_types::{Errno, Result, err};
+use shoal_types::{Errno, Result, StepOutput, err};
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// Reads and compare-and-swaps of one change of a bucket record before giving up.
+const MODIFY_ATTEMPTS: usize = 32;
 
 /// One access key and its secret.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -158,6 +162,32 @@ impl CannedAcl {
 
 /// A bucket record written before grant ACLs names its canned ACL as a string: turn it
 /// into the grants it stood for.
+/// What [`Meta::modify_record`] did.
+enum Modified<T, E> {
+    /// The change left the record as it was.
+    Unchanged(T),
+    /// The record was changed from `old` to `new`.
+    Stored { old: T, new: T },
+    /// The change refused.
+    Refused(E),
+}
+
+impl<T, E> Modified<T, E> {
+    /// The record as it is now, or the refusal.
+    fn outcome(self) -> std::result::Result<T, E> {
+        match self {
+            Modified::Unchanged(record) | Modified::Stored { new: record, .. } => Ok(record),
+            Modified::Refused(e) => Err(e),
+        }
+    }
+}
+
+/// The bucket record `name` as stored (older forms upgraded).
+fn bucket_of_record(name: &str, mut record: serde_json::Value) -> Result<BucketInfo> {
+    upgrade_bucket_record(&mut record);
+    serde_json::from_value(record).map_err(|e| err::io(format!("corrupt record {NS_BUCKETS}/{name}: {e}")))
+}
+
 fn upgrade_bucket_record(record: &mut serde_json::Value) {
     let legacy = record.get("acl").and_then(|acl| serde_json::from_value::<CannedAcl>(acl.clone()).ok());
     if let (Some(canned), Some(owner)) = (legacy, record.get("owner").and_then(|o| o.as_str())) {
@@ -524,19 +554,43 @@ impl Meta {
         })
     }
 
-    /// Stores a changed user record (and its new keys) and invalidates caches.
-    pub async fn update_user(&self, old: &UserInfo, new: &UserInfo) -> Result<()> {
-        for key in new.keys.iter().filter(|k| !old.keys.contains(k)) {
-            self.claim_key(&new.uid, key).await?;
+    /// Applies `change` to user `uid`'s stored record and stores it if that changed it,
+    /// without undoing concurrent changes ([`Meta::modify_record`]): keys it adds are
+    /// claimed first (EEXIST if another user holds one), keys it drops released after.
+    /// Returns the record as it is now, or the change's refusal; ENOENT without the user.
+    pub async fn modify_user<E>(
+        &self,
+        uid: &str,
+        change: impl Fn(&mut UserInfo) -> std::result::Result<(), E>,
+    ) -> Result<std::result::Result<UserInfo, E>> {
+        let parse = |record| {
+            serde_json::from_value(record).map_err(|e| err::io(format!("corrupt record {NS_USERS}/{uid}: {e}")))
+        };
+        let claim_new_keys = |old: &UserInfo, new: &UserInfo| -> BoxFuture<'_, Result<()>> {
+            let added: Vec<AccessKey> = new.keys.iter().filter(|k| !old.keys.contains(k)).cloned().collect();
+            Box::pin(async move {
+                for key in &added {
+                    match self.claim_key(uid, key).await {
+                        // Claimed by an earlier attempt of this change.
+                        Err(e)
+                            if e.errno == Errno::Exists
+                                && self.ns(NS_KEYS).read_full(&key.access_key).await? == uid => {}
+                        other => other?,
+                    }
+                }
+                Ok(())
+            })
+        };
+        let modified = self.modify_record(NS_USERS, uid, parse, |user| Ok(change(user)), claim_new_keys).await?;
+        if let Modified::Stored { old, new } = &modified {
+            let mut stale = vec![user_key(uid)];
+            for key in old.keys.iter().filter(|k| !new.keys.contains(k)) {
+                remove_ignoring_missing(&self.ns(NS_KEYS), &key.access_key).await?;
+                stale.push(access_key_key(&key.access_key));
+            }
+            self.invalidate(stale).await;
         }
-        self.write_json(NS_USERS, &new.uid, new, false).await?;
-        let mut stale = vec![user_key(&new.uid)];
-        for key in old.keys.iter().filter(|k| !new.keys.contains(k)) {
-            remove_ignoring_missing(&self.ns(NS_KEYS), &key.access_key).await?;
-            stale.push(access_key_key(&key.access_key));
-        }
-        self.invalidate(stale).await;
-        Ok(())
+        Ok(modified.outcome())
     }
 
     /// Removes a user and its keys; refused while it owns buckets.
@@ -571,12 +625,7 @@ impl Meta {
             return Ok(Some(b));
         }
         let bucket = match self.read_json::<serde_json::Value>(NS_BUCKETS, name).await? {
-            Some(mut record) => {
-                upgrade_bucket_record(&mut record);
-                let info = serde_json::from_value::<BucketInfo>(record)
-                    .map_err(|e| err::io(format!("corrupt record {NS_BUCKETS}/{name}: {e}")))?;
-                Some(Arc::new(info))
-            }
+            Some(record) => Some(Arc::new(bucket_of_record(name, record)?)),
             None => None,
         };
         if let Some(b) = &bucket {
@@ -595,11 +644,69 @@ impl Meta {
         Ok(())
     }
 
-    /// Replaces a bucket record (e.g. its ACL).
-    pub async fn update_bucket(&self, bucket: &BucketInfo) -> Result<()> {
-        self.write_json(NS_BUCKETS, &bucket.name, bucket, false).await?;
-        self.invalidate(vec![bucket_key(&bucket.name)]).await;
-        Ok(())
+    /// Applies `change` to the stored record of bucket `name`, incarnation `id`, and
+    /// stores it if that changed it, without undoing concurrent changes (see
+    /// [`Meta::modify_record`]). `Ok(Err(e))`: `change` refused with `e`; ENOENT: that
+    /// incarnation of the bucket is gone.
+    pub async fn modify_bucket<E>(
+        &self,
+        name: &str,
+        id: &str,
+        change: impl Fn(&mut BucketInfo) -> std::result::Result<(), E>,
+    ) -> Result<std::result::Result<(), E>> {
+        let parse = |record| bucket_of_record(name, record);
+        let apply = |bucket: &mut BucketInfo| match bucket.id == id {
+            true => Ok(change(bucket)),
+            false => Err(err::not_found(format!("bucket '{name}' was removed and created again"))),
+        };
+        let modified = self.modify_record(NS_BUCKETS, name, parse, apply, |_, _| Box::pin(async { Ok(()) })).await?;
+        if let Modified::Stored { .. } = modified {
+            self.invalidate(vec![bucket_key(name)]).await;
+        }
+        Ok(modified.outcome().map(|_| ()))
+    }
+
+    /// Reads record `namespace/name`, applies `change` to a copy and, if that changed it,
+    /// runs `before_store` (old, new) and stores the copy guarded by the record object's
+    /// version: when another writer got there first the record is read and changed again,
+    /// so concurrent changes of different fields all survive. ENOENT without a record,
+    /// EAGAIN when others kept winning.
+    async fn modify_record<'a, T: Clone + PartialEq + Serialize, E>(
+        &'a self,
+        namespace: &str,
+        name: &str,
+        parse: impl Fn(serde_json::Value) -> Result<T>,
+        change: impl Fn(&mut T) -> Result<std::result::Result<(), E>>,
+        before_store: impl Fn(&T, &T) -> BoxFuture<'a, Result<()>>,
+    ) -> Result<Modified<T, E>> {
+        let io = self.ns(namespace);
+        for _ in 0..MODIFY_ATTEMPTS {
+            let reply = match io.read(name, ReadOp::new().read(0, 0)).await {
+                Err(e) if e.errno == Errno::NotFound => return Err(err::not_found(format!("no record '{name}'"))),
+                other => other?,
+            };
+            let Some(StepOutput::Data(bytes)) = reply.outputs.into_iter().next() else {
+                return Err(err::io(format!("no data read from {namespace}/{name}")));
+            };
+            let record = serde_json::from_slice(&bytes)
+                .map_err(|e| err::io(format!("corrupt record {namespace}/{name}: {e}")))?;
+            let old = parse(record)?;
+            let mut new = old.clone();
+            if let Err(refused) = change(&mut new)? {
+                return Ok(Modified::Refused(refused));
+            }
+            if new == old {
+                return Ok(Modified::Unchanged(old));
+            }
+            before_store(&old, &new).await?;
+            let bytes = serde_json::to_vec_pretty(&new).map_err(|e| err::invalid(e.to_string()))?;
+            match io.operate(name, WriteOp::new().assert_version(reply.version).write_full(bytes)).await {
+                Err(e) if matches!(e.errno, Errno::Range | Errno::Overflow) => continue,
+                other => other?,
+            };
+            return Ok(Modified::Stored { old, new });
+        }
+        Err(err::again(format!("{namespace}/{name} kept changing while it was being changed")))
     }
 
     /// Removes a bucket record and its entry in the owner's list.

@@ -59,6 +59,19 @@ pub struct Deleted {
     pub delete_marker: bool,
 }
 
+/// [`Service::try_change_bucket`] for front ends holding only the records.
+pub async fn change_bucket_record(
+    meta: &Meta,
+    bucket: &BucketInfo,
+    change: impl Fn(&mut BucketInfo) -> S3Result<()>,
+) -> S3Result<()> {
+    match meta.modify_bucket(&bucket.name, &bucket.id, change).await {
+        Ok(changed) => changed,
+        Err(e) if e.errno == Errno::NotFound => Err(s3_error!(NoSuchBucket, "{}", e.message)),
+        Err(e) => Err(rados_error(e)),
+    }
+}
+
 /// Who removes an object: a request (which may bypass governance retention), or the
 /// lifecycle worker acting on what it read (an object rewritten since is kept).
 #[derive(Clone, Copy, Debug)]
@@ -81,14 +94,24 @@ impl Service {
         self.meta.bucket(name).await.map_err(rados_error)?.ok_or_else(|| s3_error!(NoSuchBucket))
     }
 
-    /// Applies `change` to a copy of the bucket record and stores it if that changed it.
-    pub async fn change_bucket(&self, bucket: &BucketInfo, change: impl FnOnce(&mut BucketInfo)) -> S3Result<()> {
-        let mut updated = bucket.clone();
-        change(&mut updated);
-        if updated != *bucket {
-            self.meta.update_bucket(&updated).await.map_err(rados_error)?;
-        }
-        Ok(())
+    /// Applies `change` to the bucket's stored record and stores it if that changed it,
+    /// without undoing concurrent changes ([`Meta::modify_bucket`]); NoSuchBucket once
+    /// the bucket is gone.
+    pub async fn change_bucket(&self, bucket: &BucketInfo, change: impl Fn(&mut BucketInfo)) -> S3Result<()> {
+        self.try_change_bucket(bucket, |b| {
+            change(b);
+            Ok(())
+        })
+        .await
+    }
+
+    /// [`Service::change_bucket`] with a change that may refuse (given the stored record).
+    pub async fn try_change_bucket(
+        &self,
+        bucket: &BucketInfo,
+        change: impl Fn(&mut BucketInfo) -> S3Result<()>,
+    ) -> S3Result<()> {
+        change_bucket_record(&self.meta, bucket, change).await
     }
 
     /// Writes the head and links the index entry with the persistent `events` if the

@@ -10,6 +10,7 @@ use crate::config::GatewayConfig;
 use crate::error::rados_error;
 use crate::meta::{Meta, UserInfo};
 use crate::request::Origin;
+use crate::service::change_bucket_record;
 use crate::xml::xml_escape;
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode, Uri};
@@ -578,23 +579,25 @@ impl Routes {
                         Some(_) => {}
                     }
                 }
-                let mut updated = (*info).clone();
-                if parsed.is_empty() {
-                    updated.notifications.clear();
-                } else {
-                    updated.notifications.retain(|c| !parsed.iter().any(|p| p.id == c.id));
-                    updated.notifications.extend(parsed);
+                if !parsed.is_empty() {
                     // Movers must know the bucket's logs before any write logs an event.
                     self.logs.register(&crate::objects::Objects::index_shards(&info)).await.map_err(rados_error)?;
                     self.manager.wake();
                 }
-                self.meta.update_bucket(&updated).await.map_err(rados_error)?;
+                change_bucket_record(&self.meta, &info, |b| {
+                    b.notifications.retain(|c| !parsed.is_empty() && !parsed.iter().any(|p| p.id == c.id));
+                    b.notifications.extend(parsed.iter().cloned());
+                    Ok(())
+                })
+                .await?;
                 Ok(S3Response::new(Body::empty()))
             }
             _ => {
-                let mut updated = (*info).clone();
-                updated.notifications.retain(|c| id.is_some_and(|i| c.id != i));
-                self.meta.update_bucket(&updated).await.map_err(rados_error)?;
+                change_bucket_record(&self.meta, &info, |b| {
+                    b.notifications.retain(|c| id.is_some_and(|i| c.id != i));
+                    Ok(())
+                })
+                .await?;
                 Ok(S3Response::with_status(Body::empty(), StatusCode::NO_CONTENT))
             }
         }

@@ -610,25 +610,30 @@ async fn user_of(gateway: &Gateway, uid: &str) -> Result<Arc<UserInfo>> {
     gateway.s3.meta.user(uid).await?.ok_or_else(|| err::not_found(format!("no user '{uid}'")))
 }
 
-/// The parent user of an existing subuser `<uid>:<name>`, and a copy to change.
-async fn subuser_parent(gateway: &Gateway, subuser: &str) -> Result<(Arc<UserInfo>, UserInfo)> {
-    let uid = subuser
+/// The uid of subuser `<uid>:<name>`.
+fn parent_of(subuser: &str) -> Result<&str> {
+    subuser
         .split_once(':')
         .map(|(uid, _)| uid)
-        .ok_or_else(|| err::invalid(format!("bad subuser '{subuser}': use UID:NAME")))?;
-    let user = user_of(gateway, uid).await?;
-    if user.subuser(subuser).is_none() {
-        return Err(err::not_found(format!("user '{uid}' has no subuser '{subuser}'")));
-    }
-    let copy = (*user).clone();
-    Ok((user, copy))
+        .ok_or_else(|| err::invalid(format!("bad subuser '{subuser}': use UID:NAME")))
 }
 
-async fn set_suspended(gateway: &Gateway, uid: &str, suspended: bool) -> Result<()> {
-    let old = user_of(gateway, uid).await?;
-    let new = UserInfo { suspended, ..(*old).clone() };
-    gateway.s3.meta.update_user(&old, &new).await?;
-    print_json(&new)
+/// Applies `change` to user `uid` as stored (concurrent changes survive) and prints the
+/// result; a refusal of `change` is the command's error.
+async fn change_user(gateway: &Gateway, uid: &str, change: impl Fn(&mut UserInfo) -> Result<()>) -> Result<()> {
+    let changed = gateway.s3.meta.modify_user(uid, change).await.map_err(|e| match e.errno {
+        shoal_types::Errno::NotFound => err::not_found(format!("no user '{uid}'")),
+        _ => e,
+    })?;
+    print_json(&changed?)
+}
+
+/// A change that fails unless the user has subuser `subuser`.
+fn has_subuser(user: &UserInfo, subuser: &str) -> Result<()> {
+    match user.subuser(subuser) {
+        Some(_) => Ok(()),
+        None => Err(err::not_found(format!("user '{}' has no subuser '{subuser}'", user.uid))),
+    }
 }
 
 async fn admin(gateway: &Gateway, command: AdminCommand) -> Result<()> {
@@ -642,77 +647,94 @@ async fn admin(gateway: &Gateway, command: AdminCommand) -> Result<()> {
         AdminCommand::User(UserCommand::Info { uid }) => print_json(&*user_of(gateway, &uid).await?),
         AdminCommand::User(UserCommand::List) => print_json(&meta.list_users().await?),
         AdminCommand::User(UserCommand::Rm { uid }) => meta.remove_user(&uid).await,
-        AdminCommand::User(UserCommand::Suspend { uid }) => set_suspended(gateway, &uid, true).await,
-        AdminCommand::User(UserCommand::Enable { uid }) => set_suspended(gateway, &uid, false).await,
+        AdminCommand::User(UserCommand::Suspend { uid }) => {
+            change_user(gateway, &uid, |u| {
+                u.suspended = true;
+                Ok(())
+            })
+            .await
+        }
+        AdminCommand::User(UserCommand::Enable { uid }) => {
+            change_user(gateway, &uid, |u| {
+                u.suspended = false;
+                Ok(())
+            })
+            .await
+        }
         AdminCommand::Key(KeyCommand::Create { uid, subuser, key_type, access_key, secret_key }) => {
-            let (old, new) = match (uid, subuser, key_type) {
+            match (uid, subuser, key_type) {
                 (Some(uid), None, KeyType::S3) => {
                     if access_key.is_none() && secret_key.is_some() {
                         return Err(err::invalid("an S3 key pair needs --access-key with --secret-key"));
                     }
-                    let old = user_of(gateway, &uid).await?;
-                    let mut new = (*old).clone();
-                    new.keys.push(key_from(access_key, secret_key));
-                    (old, new)
+                    let key = key_from(access_key, secret_key);
+                    change_user(gateway, &uid, |u| {
+                        u.keys.push(key.clone());
+                        Ok(())
+                    })
+                    .await
                 }
                 (None, Some(subuser), KeyType::Swift) => {
                     if access_key.is_some() {
                         return Err(err::invalid("a Swift key has no access key: give --secret-key only"));
                     }
-                    let (old, mut new) = subuser_parent(gateway, &subuser).await?;
                     let secret_key = secret_key.unwrap_or_else(|| generate_key().secret_key);
-                    new.swift_keys.retain(|k| k.user != subuser);
-                    new.swift_keys.push(SwiftKey { user: subuser, secret_key });
-                    (old, new)
+                    change_user(gateway, parent_of(&subuser)?, |u| {
+                        has_subuser(u, &subuser)?;
+                        u.swift_keys.retain(|k| k.user != subuser);
+                        u.swift_keys.push(SwiftKey { user: subuser.clone(), secret_key: secret_key.clone() });
+                        Ok(())
+                    })
+                    .await
                 }
-                (Some(_), _, KeyType::Swift) => {
-                    return Err(err::invalid("Swift keys belong to subusers: give --subuser"));
-                }
-                _ => return Err(err::invalid("S3 keys belong to users: give --uid, or --key-type swift")),
-            };
-            meta.update_user(&old, &new).await?;
-            print_json(&new)
+                (Some(_), _, KeyType::Swift) => Err(err::invalid("Swift keys belong to subusers: give --subuser")),
+                _ => Err(err::invalid("S3 keys belong to users: give --uid, or --key-type swift")),
+            }
         }
-        AdminCommand::Key(KeyCommand::Rm { uid, subuser, access_key }) => {
-            let (old, new) = match (uid, subuser) {
-                (Some(uid), _) => {
-                    let access_key = access_key.unwrap_or_default();
-                    let old = user_of(gateway, &uid).await?;
-                    let mut new = (*old).clone();
-                    new.keys.retain(|k| k.access_key != access_key);
-                    if new.keys.len() == old.keys.len() {
-                        return Err(err::not_found(format!("user '{uid}' has no access key '{access_key}'")));
+        AdminCommand::Key(KeyCommand::Rm { uid, subuser, access_key }) => match (uid, subuser) {
+            (Some(uid), _) => {
+                let access_key = access_key.unwrap_or_default();
+                change_user(gateway, &uid, |u| {
+                    let before = u.keys.len();
+                    u.keys.retain(|k| k.access_key != access_key);
+                    match u.keys.len() < before {
+                        true => Ok(()),
+                        false => Err(err::not_found(format!("user '{uid}' has no access key '{access_key}'"))),
                     }
-                    (old, new)
-                }
-                (None, Some(subuser)) => {
-                    let (old, mut new) = subuser_parent(gateway, &subuser).await?;
-                    new.swift_keys.retain(|k| k.user != subuser);
-                    if new.swift_keys.len() == old.swift_keys.len() {
-                        return Err(err::not_found(format!("subuser '{subuser}' has no Swift key")));
+                })
+                .await
+            }
+            (None, Some(subuser)) => {
+                change_user(gateway, parent_of(&subuser)?, |u| {
+                    has_subuser(u, &subuser)?;
+                    let before = u.swift_keys.len();
+                    u.swift_keys.retain(|k| k.user != subuser);
+                    match u.swift_keys.len() < before {
+                        true => Ok(()),
+                        false => Err(err::not_found(format!("subuser '{subuser}' has no Swift key"))),
                     }
-                    (old, new)
-                }
-                (None, None) => return Err(err::invalid("give --uid and --access-key, or --subuser")),
-            };
-            meta.update_user(&old, &new).await?;
-            print_json(&new)
-        }
+                })
+                .await
+            }
+            (None, None) => Err(err::invalid("give --uid and --access-key, or --subuser")),
+        },
         AdminCommand::Subuser(SubuserCommand::Create { uid, subuser, access }) => {
             validate_subuser(&uid, &subuser)?;
-            let old = user_of(gateway, &uid).await?;
-            let mut new = (*old).clone();
-            new.subusers.retain(|s| s.id != subuser);
-            new.subusers.push(Subuser { id: subuser, permissions: access });
-            meta.update_user(&old, &new).await?;
-            print_json(&new)
+            change_user(gateway, &uid, |u| {
+                u.subusers.retain(|s| s.id != subuser);
+                u.subusers.push(Subuser { id: subuser.clone(), permissions: access });
+                Ok(())
+            })
+            .await
         }
         AdminCommand::Subuser(SubuserCommand::Rm { subuser }) => {
-            let (old, mut new) = subuser_parent(gateway, &subuser).await?;
-            new.subusers.retain(|s| s.id != subuser);
-            new.swift_keys.retain(|k| k.user != subuser);
-            meta.update_user(&old, &new).await?;
-            print_json(&new)
+            change_user(gateway, parent_of(&subuser)?, |u| {
+                has_subuser(u, &subuser)?;
+                u.subusers.retain(|s| s.id != subuser);
+                u.swift_keys.retain(|k| k.user != subuser);
+                Ok(())
+            })
+            .await
         }
         AdminCommand::Bucket(BucketCommand::List { uid }) => match uid {
             Some(uid) => print_json(&meta.user_buckets(&uid).await?),
@@ -826,9 +848,12 @@ async fn notification(gateway: &Gateway, command: NotificationCommand) -> Result
             print_json(config.ok_or_else(|| err::not_found(format!("no notification '{notification_id}'")))?)
         }
         NotificationCommand::Rm { bucket, notification_id } => {
-            let mut updated = (*bucket_of(bucket).await?).clone();
-            updated.notifications.retain(|c| notification_id.as_ref().is_some_and(|id| &c.id != id));
-            meta.update_bucket(&updated).await
+            let bucket = bucket_of(bucket).await?;
+            let removed = meta.modify_bucket(&bucket.name, &bucket.id, |b| {
+                b.notifications.retain(|c| notification_id.as_ref().is_some_and(|id| &c.id != id));
+                Ok::<(), std::convert::Infallible>(())
+            });
+            removed.await.map(|_| ())
         }
     }
 }

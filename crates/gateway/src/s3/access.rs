@@ -411,7 +411,7 @@ impl ShoalS3 {
         if acl.is_public() && bucket.public_access_block.is_some_and(|b| b.block_public_acls) {
             return Err(s3_error!(AccessDenied, "the bucket's public access block refuses public ACLs"));
         }
-        self.change_bucket(bucket, |b| b.acl = acl).await
+        self.change_bucket(bucket, |b| b.acl = acl.clone()).await
     }
 
     /// The ACL PutObjectAcl sets on an object of `bucket` owned by `owner`.
@@ -446,7 +446,7 @@ impl ShoalS3 {
         if policy.is_public() && bucket.public_access_block.is_some_and(|b| b.block_public_policy) {
             return Err(s3_error!(AccessDenied, "the bucket's public access block refuses public policies"));
         }
-        self.change_bucket(bucket, |b| b.policy = Some(policy)).await
+        self.change_bucket(bucket, |b| b.policy = Some(policy.clone())).await
     }
 
     /// PutBucketOwnershipControls.

@@ -4,8 +4,7 @@
 use super::common::*;
 use crate::access::Action;
 use crate::cors::CorsRule;
-use crate::error::rados_error;
-use crate::meta::{BucketInfo, Versioning};
+use crate::meta::Versioning;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, s3_error};
 
@@ -179,7 +178,7 @@ impl ShoalS3 {
         let bucket = self.open(&req, Action::PutBucketCORS).await?;
         let rules: Vec<CorsRule> = req.input.cors_configuration.cors_rules.into_iter().map(cors_rule).collect();
         crate::cors::validate(&rules).map_err(|e| s3_error!(InvalidRequest, "{e}"))?;
-        self.change_bucket(&bucket, |b| b.cors = rules).await?;
+        self.change_bucket(&bucket, |b| b.cors = rules.clone()).await?;
         Ok(S3Response::new(PutBucketCorsOutput::default()))
     }
 
@@ -257,7 +256,7 @@ impl ShoalS3 {
         let input = req.input;
         let tags = tag_pairs(input.tagging.tag_set);
         check_tags(&tags, 50)?;
-        self.meta.update_bucket(&BucketInfo { tags, ..(*bucket).clone() }).await.map_err(rados_error)?;
+        self.change_bucket(&bucket, |b| b.tags = tags.clone()).await?;
         Ok(S3Response::new(PutBucketTaggingOutput::default()))
     }
 

@@ -278,7 +278,7 @@ impl ShoalS3 {
             bucket_key_enabled: rule.bucket_key_enabled.unwrap_or(false),
         };
         self.check_default(&default)?;
-        self.change_bucket(&bucket, |b| b.encryption = Some(default)).await?;
+        self.change_bucket(&bucket, |b| b.encryption = Some(default.clone())).await?;
         Ok(S3Response::new(PutBucketEncryptionOutput::default()))
     }
 

@@ -165,8 +165,7 @@ impl ShoalS3 {
     ) -> S3Result<()> {
         let rules = parse(config.ok_or_else(|| s3_error!(MalformedXML, "no LifecycleConfiguration"))?)?;
         self.lifecycle.register(&bucket.name).await.map_err(rados_error)?;
-        let updated = BucketInfo { lifecycle: rules, ..bucket.clone() };
-        self.meta.update_bucket(&updated).await.map_err(rados_error)
+        self.change_bucket(bucket, |b| b.lifecycle = rules.clone()).await
     }
 
     pub(super) fn lifecycle_rules(bucket: &BucketInfo) -> S3Result<Vec<LifecycleRule>> {
@@ -177,10 +176,7 @@ impl ShoalS3 {
     }
 
     pub(super) async fn delete_lifecycle(&self, bucket: &BucketInfo) -> S3Result<()> {
-        if !bucket.lifecycle.is_empty() {
-            let updated = BucketInfo { lifecycle: Vec::new(), ..bucket.clone() };
-            self.meta.update_bucket(&updated).await.map_err(rados_error)?;
-        }
+        self.change_bucket(bucket, |b| b.lifecycle.clear()).await?;
         self.lifecycle.unregister(&bucket.name).await.map_err(rados_error)
     }
 }

@@ -110,8 +110,7 @@ impl ShoalS3 {
                 Some(DefaultLock { mode: mode_of(mode.as_str())?, days, years })
             }
         };
-        let updated = BucketInfo { object_lock: Some(LockConfig { default_retention }), ..bucket.clone() };
-        self.meta.update_bucket(&updated).await.map_err(rados_error)
+        self.change_bucket(bucket, |b| b.object_lock = Some(LockConfig { default_retention })).await
     }
 
     pub(super) fn lock_configuration(bucket: &BucketInfo) -> S3Result<ObjectLockConfiguration> {

@@ -3,7 +3,6 @@
 
 use super::listing::{ContainerEntry, Format, ListingQuery, account_listing};
 use super::{Call, Identity, Swift, bad_request, limits, show_meta, text, unavailable, updated_meta};
-use crate::meta::UserInfo;
 use http::{HeaderValue, Method, Response, StatusCode};
 use http_body_util::BodyExt;
 use s3s::Body;
@@ -96,20 +95,15 @@ impl Swift {
     /// POST: sets and removes account metadata (`X-Account-Meta-*`,
     /// `X-Remove-Account-Meta-*`): 204.
     async fn post_account(&self, call: &Call<'_>, identity: &Identity) -> Response<Body> {
-        let meta = &self.s3.meta;
-        // Read afresh: the cached record may be behind another gateway's change.
-        let old = match meta.user(&identity.user.uid).await {
-            Ok(Some(user)) => user,
-            Ok(None) => return text(StatusCode::NOT_FOUND, "404 Not Found"),
-            Err(e) => return unavailable(e),
-        };
-        let account_meta = match updated_meta(&old.account_meta, call.req.headers(), META) {
-            Ok(account_meta) => account_meta,
-            Err(response) => return response,
-        };
-        let new = UserInfo { account_meta, ..(*old).clone() };
-        match meta.update_user(&old, &new).await {
-            Ok(()) => text(StatusCode::NO_CONTENT, ""),
+        // Applied to the stored record, not the cached one another gateway may have changed.
+        let changed = self.s3.meta.modify_user(&identity.user.uid, |user| {
+            user.account_meta = updated_meta(&user.account_meta, call.req.headers(), META)?;
+            Ok(())
+        });
+        match changed.await {
+            Ok(Ok(_)) => text(StatusCode::NO_CONTENT, ""),
+            Ok(Err(response)) => response,
+            Err(e) if e.errno == shoal_types::Errno::NotFound => text(StatusCode::NOT_FOUND, "404 Not Found"),
             Err(e) => unavailable(e),
         }
     }

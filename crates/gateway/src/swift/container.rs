@@ -79,12 +79,13 @@ impl Swift {
 
     /// Applies the request's metadata and ACL headers to a container.
     async fn update_container(&self, call: &Call<'_>, bucket: &BucketInfo) -> Result<(), Response<Body>> {
-        let swift = updated_swift(&bucket.swift, call)?;
-        if swift == bucket.swift {
-            return Ok(());
-        }
-        let updated = BucketInfo { swift, ..bucket.clone() };
-        self.s3.meta.update_bucket(&updated).await.map_err(unavailable)
+        // Checked against the record read, then applied to the stored one.
+        updated_swift(&bucket.swift, call)?;
+        let changed = self.s3.meta.modify_bucket(&bucket.name, &bucket.id, |b| {
+            b.swift = updated_swift(&b.swift, call)?;
+            Ok(())
+        });
+        changed.await.map_err(unavailable)?
     }
 
     /// The container, if the requester owns it: 401 without a token, 403 for another
