@@ -324,6 +324,21 @@ def test_sync_http_events_for_put_copy_multipart_and_deletes(s3, bucket, receive
     assert h["ce-subject"] == "a.txt" and h["ce-source"] == "ceph:s3.default." + bucket
 
 
+def test_a_repeated_completion_answers_as_the_first_without_a_second_event(s3, bucket, receiver):
+    arn = create_topic({"push-endpoint": receiver.url})
+    notify(s3, bucket, arn)
+    mpu = s3.create_multipart_upload(Bucket=bucket, Key="big")
+    part = s3.upload_part(Bucket=bucket, Key="big", UploadId=mpu["UploadId"], PartNumber=1, Body=b"p" * 1000)
+    parts = {"Parts": [{"ETag": part["ETag"], "PartNumber": 1}]}
+    first = s3.complete_multipart_upload(Bucket=bucket, Key="big", UploadId=mpu["UploadId"], MultipartUpload=parts)
+    again = s3.complete_multipart_upload(Bucket=bucket, Key="big", UploadId=mpu["UploadId"], MultipartUpload=parts)
+    assert again["ETag"] == first["ETag"]
+    s3.put_object(Bucket=bucket, Key="after", Body=b"x")
+    # Synchronous: both events (and any third) are in when the PUT returns.
+    names = [(e["eventName"], e["s3"]["object"]["key"]) for e in receiver.wait(2)]
+    assert names == [("ObjectCreated:CompleteMultipartUpload", "big"), ("ObjectCreated:Put", "after")]
+
+
 def test_versioned_events_carry_version_ids_and_markers(s3, bucket, receiver):
     s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
     arn = create_topic({"push-endpoint": receiver.url, "persistent": "true"})

@@ -393,10 +393,11 @@ impl Objects {
     }
 
     /// Completes an upload from the listed (number, etag) parts, logging the events
-    /// `events` gives for the completed object; returns the object's metadata. The first
-    /// attempt fixes the write's time and tag in the upload record, so a retry (after a
-    /// lost answer or a crash) writes the same version or answers as the first did; a
-    /// different part list is refused.
+    /// `events` gives for the completed object; returns the object's metadata and whether
+    /// this attempt wrote it (false: it answers as an earlier, completed one did, and its
+    /// events are not sent again). The first attempt fixes the write's time and tag in the
+    /// upload record, so a retry (after a lost answer or a crash) writes the same version
+    /// or answers as the first did; a different part list is refused.
     #[allow(clippy::too_many_arguments)]
     pub async fn complete_upload(
         &self,
@@ -408,7 +409,7 @@ impl Objects {
         tag: &str,
         events: &Pending,
         condition: Option<shoal_objclass::bucket_index::Condition>,
-    ) -> std::result::Result<ObjectMeta, CompleteError> {
+    ) -> std::result::Result<(ObjectMeta, bool), CompleteError> {
         if listed.is_empty() {
             return Err(CompleteError::InvalidPart(0));
         }
@@ -433,7 +434,7 @@ impl Objects {
             let meta = self.completed_meta(&info, &parts, &completion)?;
             if completion.done {
                 // Completed before: answer as then.
-                return Ok(meta);
+                return Ok((meta, false));
             }
             let claimed = UploadInfo { completion: Some(completion.clone()), ..info.clone() };
             if info.completion.is_none() {
@@ -467,7 +468,7 @@ impl Objects {
                 }
                 Err(e) => return Err(e.into()),
             }
-            return Ok(meta);
+            return Ok((meta, true));
         }
         Err(CompleteError::Rados(err::again("the upload is being completed by another request; retry")))
     }

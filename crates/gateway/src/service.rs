@@ -204,19 +204,20 @@ impl Service {
     }
 
     /// Admits the events of `op`, runs `work` (which logs the persistent ones in its
-    /// bucket index change), then pushes the synchronous ones if it succeeded.
+    /// bucket index change), then pushes the synchronous ones if it succeeded and `done`
+    /// describes what it did (`None`: it changed nothing, as a repeated completion).
     pub async fn with_events<T>(
         &self,
         op: &Operation<'_>,
         origin: &Origin,
         who: &Option<Arc<UserInfo>>,
         work: impl AsyncFnOnce(&Pending) -> S3Result<T>,
-        done: impl FnOnce(&T) -> Done,
+        done: impl FnOnce(&T) -> Option<Done>,
     ) -> S3Result<T> {
         let pending = self.notifier.prepare(op, origin, who).await?;
         match work(&pending).await {
             Ok(value) => {
-                self.notifier.finish(pending, Some(done(&value))).await;
+                self.notifier.finish(pending, done(&value)).await;
                 Ok(value)
             }
             Err(e) => {
@@ -361,7 +362,7 @@ impl Service {
             }
             .map_err(rados_error)
         };
-        self.with_events(&op, origin, who, work, |_| done()).await?;
+        self.with_events(&op, origin, who, work, |_| Some(done())).await?;
         Ok(deleted)
     }
 

@@ -265,7 +265,8 @@ impl ShoalS3 {
                 CompleteError::Rados(e) => rados_error(e),
             })
         };
-        let meta = self.with_events(&op, &origin_of(&req.extensions), &caller.user, work, Done::of).await?;
+        let done = |(meta, wrote): &(ObjectMeta, bool)| wrote.then(|| Done::of(meta));
+        let (meta, _) = self.with_events(&op, &origin_of(&req.extensions), &caller.user, work, done).await?;
         let mut out = CompleteMultipartUploadOutput {
             bucket: Some(input.bucket.clone()),
             key: Some(input.key.clone()),

@@ -78,7 +78,7 @@ impl ShoalS3 {
             self.store_object(&bucket, &input.key, meta, body, protection.clone(), &integrity, &tag, events, terms)
                 .await
         };
-        let meta = self.with_events(&op, &origin, &caller.user, work, Done::of).await?;
+        let meta = self.with_events(&op, &origin, &caller.user, work, |meta| Some(Done::of(meta))).await?;
         if input.content_length.is_some_and(|l| l as u64 != meta.size) {
             tracing::warn!(key = %input.key, "body length differs from Content-Length");
         }
@@ -304,7 +304,7 @@ impl ShoalS3 {
             )
             .await
         };
-        let meta = self.with_events(&op, &origin, &caller.user, work, Done::of).await?;
+        let meta = self.with_events(&op, &origin, &caller.user, work, |meta| Some(Done::of(meta))).await?;
         let mut result = CopyObjectResult {
             e_tag: Some(etag(&meta.etag)),
             last_modified: Some(timestamp(meta.mtime_ns)),
