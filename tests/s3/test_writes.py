@@ -105,6 +105,36 @@ def test_a_repeated_completion_answers_as_the_first(s3, bucket, versioning):
     assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
 
 
+def upload_records(key):
+    """The omap keys of every bucket's upload object that name `key`."""
+    import subprocess
+    rados = [os.environ["SHOAL_BIN"], "rados", "-c", os.environ["SHOAL_CONF"], "-p", ".rgw.meta", "-N", "uploads"]
+    found = []
+    for obj in subprocess.run(rados + ["ls"], capture_output=True, check=True).stdout.split():
+        keys = subprocess.run(rados + ["listomapkeys", obj], capture_output=True, check=True).stdout
+        found += [k for k in keys.split(b"\n") if key.encode() in k]
+    return found
+
+
+def test_completed_upload_records_expire(s3, bucket):
+    """A completed upload's record answers retries for rgw_multipart_completion_keep
+    (3 s in the suite) and is removed after it."""
+    import time
+    import uuid
+    key = "mp-" + uuid.uuid4().hex
+    upload_id, parts, _ = upload(s3, bucket, key, [1000])
+    s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload=parts)
+    assert len(upload_records(key)) >= 1, "kept to answer retries"
+    time.sleep(4)
+    # Completions go on elsewhere; the record of this one is gone.
+    upload_id, parts, _ = upload(s3, bucket, "other", [1000])
+    s3.complete_multipart_upload(Bucket=bucket, Key="other", UploadId=upload_id, MultipartUpload=parts)
+    deadline = time.time() + 10
+    while upload_records(key) and time.time() < deadline:
+        time.sleep(0.5)
+    assert upload_records(key) == []
+
+
 def test_parts_of_a_multipart_object_read_by_number(s3, bucket):
     sizes = [5 << 20, 5 << 20, 1024]
     upload_id, parts, blobs = upload(s3, bucket, "mp", sizes)

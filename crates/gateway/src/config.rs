@@ -26,6 +26,9 @@ pub struct GatewayConfig {
     pub gc_min_wait: Duration,
     /// How often the garbage collector runs (`rgw_gc_processor_period`).
     pub gc_period: Duration,
+    /// How long a completed upload's record answers retries of its completion
+    /// (`rgw_multipart_completion_keep`).
+    pub multipart_completion_keep: Duration,
     /// How often the Swift object expirer runs (`rgw_objexp_gc_interval`).
     pub objexp_period: Duration,
     /// Queue entries the garbage collector deletes at once (`rgw_gc_max_concurrent_io`).
@@ -135,6 +138,7 @@ impl Default for GatewayConfig {
             gc_period: Duration::from_secs(60),
             gc_max_concurrent_io: 10,
             objexp_period: Duration::from_secs(600),
+            multipart_completion_keep: Duration::from_secs(3600),
             pool_size: 0,
             data_pool_erasure_profile: None,
             max_header_size: 16 << 10,

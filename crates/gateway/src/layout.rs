@@ -86,6 +86,19 @@ pub fn upload_key(key: &str, upload_id: &str) -> String {
     format!("{key}\0{upload_id}")
 }
 
+/// The omap key that lists a completed upload's record (`upload_key`) for removal once
+/// `rgw_multipart_completion_keep` has passed since `done_ns`: `0xff` (which starts no
+/// UTF-8 key, so these sort after every upload), `completed`, NUL, the time (20 digits),
+/// NUL, the upload's key.
+pub fn completed_upload_key(done_ns: u64, key: &str, upload_id: &str) -> Vec<u8> {
+    let mut out = COMPLETED_UPLOADS.to_vec();
+    out.extend_from_slice(format!("{done_ns:020}\0{}", upload_key(key, upload_id)).as_bytes());
+    out
+}
+
+/// The start of every [`completed_upload_key`].
+pub const COMPLETED_UPLOADS: &[u8] = b"\xffcompleted\0";
+
 /// The omap key of a part record: the upload's key, NUL, the part number (5 digits, so
 /// parts list in order).
 pub fn part_key(key: &str, upload_id: &str, part: u32) -> String {

@@ -142,6 +142,7 @@ impl Gateway {
             stripe: config.stripe_size,
             max_size: config.max_put_size,
             clock: Default::default(),
+            completion_keep: config.multipart_completion_keep,
         });
         let mut uploads = meta_pool.clone();
         uploads.set_namespace(layout::NS_UPLOADS);

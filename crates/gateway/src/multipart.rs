@@ -16,6 +16,9 @@ use shoal_objclass::bucket_index::{ObjectLock, Segment};
 use shoal_types::{CmpMode, CmpOp, Errno, Result, Versioned, err};
 use std::collections::BTreeMap;
 
+/// Completed uploads whose records one completion removes at most.
+const FORGET_BATCH: u32 = 100;
+
 /// An upload in progress.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UploadInfo {
@@ -335,8 +338,8 @@ impl Objects {
         }
     }
 
-    /// Deletes the upload's records (leaving `completed` as its record, if given) and
-    /// queues its parts (but `keep`) for GC.
+    /// Deletes the upload's records (leaving `completed` as its record, listed for removal
+    /// after `completion_keep`, if given) and queues its parts (but `keep`) for GC.
     async fn drop_upload(
         &self,
         uploads: &IoCtx,
@@ -351,7 +354,9 @@ impl Objects {
         end.push(1);
         let mut op = WriteOp::new().omap_rm_range(Bytes::from(start.clone()), Bytes::from(end));
         if let Some(completed) = completed {
-            op = op.omap_set([(Bytes::from(start), Bytes::from(completed.encode()))]);
+            let listed = layout::completed_upload_key(now_ns(), &info.key, &info.upload_id);
+            op = op
+                .omap_set([(Bytes::from(start), Bytes::from(completed.encode())), (Bytes::from(listed), Bytes::new())]);
         }
         uploads.operate(&Self::uploads_object(bucket), op).await?;
         let garbage: Vec<Segment> =
@@ -460,6 +465,9 @@ impl Objects {
                     let done = Completion { done: true, ..completion };
                     let completed = UploadInfo { completion: Some(done), ..info.clone() };
                     self.drop_upload(uploads, bucket, &info, &kept, Some(&completed)).await?;
+                    if let Err(e) = self.forget_completed(uploads, bucket).await {
+                        tracing::warn!(bucket = %bucket.name, error = %e, "removing old completed uploads failed");
+                    }
                 }
                 Ok(false) => {
                     // A newer write of the key won: this upload's data is garbage.
@@ -471,6 +479,30 @@ impl Objects {
             return Ok((meta, true));
         }
         Err(CompleteError::Rados(err::again("the upload is being completed by another request; retry")))
+    }
+
+    /// Removes the records of uploads of `bucket` completed longer than `completion_keep`
+    /// ago (at most [`FORGET_BATCH`] per call; every completion calls it).
+    async fn forget_completed(&self, uploads: &IoCtx, bucket: &BucketInfo) -> Result<()> {
+        let object = Self::uploads_object(bucket);
+        let (listed, _) = uploads.omap_vals(&object, b"", layout::COMPLETED_UPLOADS, FORGET_BATCH).await?;
+        let before = now_ns().saturating_sub(self.completion_keep.as_nanos() as u64);
+        let mut forgotten = Vec::new();
+        for (listed, _) in listed {
+            let rest = &listed[layout::COMPLETED_UPLOADS.len()..];
+            let Some((done_ns, record)) = std::str::from_utf8(rest).ok().and_then(|r| r.split_once('\0')) else {
+                continue;
+            };
+            if done_ns.parse::<u64>().is_ok_and(|t| t >= before) {
+                break;
+            }
+            forgotten.push(Bytes::copy_from_slice(record.as_bytes()));
+            forgotten.push(listed);
+        }
+        if forgotten.is_empty() {
+            return Ok(());
+        }
+        uploads.operate(&object, WriteOp::new().omap_rm_keys(forgotten)).await.map(|_| ())
     }
 
     /// Replaces an upload record.

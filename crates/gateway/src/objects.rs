@@ -116,6 +116,8 @@ pub struct Objects {
     pub max_size: u64,
     /// Where write orders come from.
     pub clock: OrderClock,
+    /// How long a completed upload's record answers retries (`rgw_multipart_completion_keep`).
+    pub completion_keep: std::time::Duration,
 }
 
 impl Objects {
