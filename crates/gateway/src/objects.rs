@@ -235,6 +235,10 @@ impl Objects {
                     }
                     WriteOp::new().cmp_xattr(ORDER_XATTR, CmpOp::Eq, CmpMode::Bytes, stored.order)
                 }
+                // Replace exactly the write at that order.
+                Some(Condition::Order(order)) => {
+                    WriteOp::new().cmp_xattr(ORDER_XATTR, CmpOp::Eq, CmpMode::Bytes, order.clone())
+                }
             };
             let op = op
                 .write_full(data.clone())
@@ -609,7 +613,9 @@ impl Objects {
 
     /// Adds a delete marker for `key` written at `mtime_ns` with `order` by `owner`:
     /// version `version`, or (`None`) the null version, replacing the stored null
-    /// version, whose head and tail go to GC.
+    /// version, whose head and tail go to GC. With `over`, only while the key's current
+    /// object is the one written at that order (a lifecycle rule's marker must not hide a
+    /// newer write): returns whether the marker was added.
     #[allow(clippy::too_many_arguments)]
     pub async fn add_delete_marker(
         &self,
@@ -620,7 +626,8 @@ impl Objects {
         version: Option<String>,
         owner: &str,
         events: Vec<Bytes>,
-    ) -> Result<()> {
+        over: Option<&str>,
+    ) -> Result<bool> {
         let null = version.is_none();
         if null {
             self.retire_null(bucket, key).await?;
@@ -634,15 +641,19 @@ impl Objects {
             delete_marker: true,
             ..IndexEntry::default()
         };
-        let input = LinkInput { key: key.to_owned(), entry, events, condition: None };
-        let out = self.index_call(bucket, key, "link", input.encode()).await?;
+        let condition = over.map(|order| Condition::Order(order.to_owned()));
+        let input = LinkInput { key: key.to_owned(), entry, events, condition };
+        let out = match self.index_call(bucket, key, "link", input.encode()).await {
+            Err(e) if e.errno == Errno::Canceled && over.is_some() => return Ok(false),
+            other => other?,
+        };
         if null
             && out.applied
             && let Some(replaced) = out.previous.filter(|p| !p.own_head)
         {
             self.remove_null_head(bucket, key, &replaced).await?;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Removes the key's plain head if it still holds the null version `replaced` (written

@@ -353,17 +353,20 @@ impl Service {
             let logged = events.logged(&done());
             let objects = &self.objects;
             match (&target, bucket.versioning) {
-                (Some(entry), _) => objects.remove_version(bucket, key, entry, logged, bypass).await.map(|_| ()),
-                (None, Versioning::Off) => objects.delete(bucket, key, &delete_order, logged).await.map(|_| ()),
+                (Some(entry), _) => objects.remove_version(bucket, key, entry, logged, bypass).await.map(|_| true),
+                (None, Versioning::Off) => objects.delete(bucket, key, &delete_order, logged).await.map(|_| true),
                 (None, _) => {
                     let version = marker_version.clone();
-                    objects.add_delete_marker(bucket, key, order_ns, &order, version, &owner, logged).await
+                    let marker =
+                        objects.add_delete_marker(bucket, key, order_ns, &order, version, &owner, logged, lifecycle);
+                    marker.await
                 }
             }
             .map_err(rados_error)
         };
-        self.with_events(&op, origin, who, work, |_| Some(done())).await?;
-        Ok(deleted)
+        // A lifecycle marker refused (the key was written since the rule read it) did nothing.
+        let added = self.with_events(&op, origin, who, work, |added| added.then(done)).await?;
+        Ok(if added { deleted } else { Deleted::default() })
     }
 
     /// Removes `key` of bucket `bucket_name` if its current version expires (Swift's

@@ -328,12 +328,8 @@ fn s3_over_https_with_a_test_ca() {
 }
 
 /// Gateway options for the S3 suite: a lifecycle day lasts two seconds.
-const S3_OPTIONS: &[&str] = &[
-    "rgw_lc_debug_interval=2",
-    "rgw_objexp_gc_interval=1",
-    "rgw_multipart_completion_keep=3",
-    "rgw_dns_name=s3.test",
-];
+const S3_OPTIONS: &[&str] =
+    &["rgw_lc_debug_interval=2", "rgw_objexp_gc_interval=1", "rgw_multipart_completion_keep=3", "rgw_dns_name=s3.test"];
 
 /// Gateway options for the notification suite: short leases and polls so
 /// takeovers and crash recovery happen within seconds.

@@ -175,6 +175,7 @@ fn link(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
         let holds = match &condition {
             Condition::Absent => current.is_none(),
             Condition::ETag(etag) => current.is_some_and(|c| c.etag == *etag),
+            Condition::Order(order) => current.is_some_and(|c| c.order == *order),
         };
         if !holds {
             return Err(err::canceled(format!("bucket_index.link: the current object of '{key}' fails {condition:?}")));

@@ -308,6 +308,9 @@ pub enum Condition {
     Absent,
     /// A current object with this ETag: `If-Match`.
     ETag(String),
+    /// A current object written at this order: the version a lifecycle rule acted on
+    /// (its delete marker must not hide a newer write).
+    Order(String),
 }
 
 impl Versioned for LinkInput {

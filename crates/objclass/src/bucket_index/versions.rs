@@ -932,6 +932,20 @@ mod tests {
         // A delete marker makes the key absent again.
         link(&mut o, "k", version(&order(5, 5), 0, true, true));
         conditional(&mut o, &order(6, 6), "f", true, Condition::Absent).unwrap();
+        // A lifecycle marker for the version it read: refused once a newer one is current.
+        let marker = |o: &mut MemObject, at: &str, read: &str| {
+            let input = LinkInput {
+                key: "k".into(),
+                entry: version(at, 0, true, true),
+                events: Vec::new(),
+                condition: Some(Condition::Order(read.to_owned())),
+            };
+            o.call(CLASS, "link", 1, 0, &input.encode()).map(|_| ())
+        };
+        conditional(&mut o, &order(7, 7), "g", true, Condition::ETag("f".into())).unwrap();
+        assert_eq!(marker(&mut o, &order(8, 8), &order(6, 6)).unwrap_err().errno, shoal_types::Errno::Canceled);
+        marker(&mut o, &order(9, 9), &order(7, 7)).unwrap();
+        assert_eq!(marker(&mut o, &order(10, 10), &order(7, 7)).unwrap_err().errno, shoal_types::Errno::Canceled);
     }
 
     #[test]
