@@ -637,6 +637,31 @@ def test_100_mib_large_objects_in_5_mib_segments_through_the_swift_cli(subuser, 
     swift_cli(subuser, "delete", container + "_segments")
 
 
+def test_a_static_large_object_reads_whole_through_s3(subuser, container, user):
+    """S3 GET of a static large object's manifest answers with its segments laid end to
+    end (as RGW does), ranges included; Swift still reads the manifest itself on request."""
+    import json
+    from conftest import client
+    url, token = login(subuser)
+    blobs = [os.urandom(1000), os.urandom(3000), os.urandom(10)]
+    for i, blob in enumerate(blobs):
+        swift.put_object(url, token, container, f"seg/{i}", blob)
+    manifest = json.dumps([{"path": f"/{container}/seg/{i}"} for i in range(len(blobs))])
+    r = requests.put(f"{url}/{container}/slo?multipart-manifest=put", data=manifest, headers={"X-Auth-Token": token})
+    assert r.status_code == 201, r.text
+    whole = b"".join(blobs)
+    s3 = client(access_key=user[1], secret_key=user[2])
+    got = s3.get_object(Bucket=container, Key="slo")
+    assert got["Body"].read() == whole and got["ContentLength"] == len(whole)
+    assert got["ETag"] == swift.head_object(url, token, container, "slo")["etag"]
+    head = s3.head_object(Bucket=container, Key="slo")
+    assert (head["ContentLength"], head["ETag"]) == (len(whole), got["ETag"])
+    part = s3.get_object(Bucket=container, Key="slo", Range="bytes=900-1099")
+    assert part["Body"].read() == whole[900:1100] and part["ContentRange"] == f"bytes 900-1099/{len(whole)}"
+    stored = requests.get(f"{url}/{container}/slo?multipart-manifest=get", headers={"X-Auth-Token": token})
+    assert [s["bytes"] for s in stored.json()] == [len(b) for b in blobs]
+
+
 def test_malformed_manifests_and_bad_segments_are_refused(subuser, container):
     import json
     url, token = login(subuser)

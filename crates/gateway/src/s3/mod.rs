@@ -6,13 +6,15 @@
 //! Modules, each using only those listed before it: [`common`] (the [`ShoalS3`] front,
 //! conversions), [`access`] (callers, permissions, ACLs), [`encryption`], [`lock`],
 //! [`lifecycle`] and [`versions`] (their configurations and records in S3 terms), then the
-//! resources: [`buckets`], [`bucket_config`], [`objects`], [`multipart`].
+//! resources: [`buckets`], [`bucket_config`], [`large`] (Swift's static large objects),
+//! [`objects`], [`multipart`].
 
 mod access;
 mod bucket_config;
 mod buckets;
 mod common;
 mod encryption;
+mod large;
 mod lifecycle;
 mod lock;
 mod multipart;
@@ -20,6 +22,9 @@ mod objects;
 mod versions;
 
 pub use common::ShoalS3;
+pub(crate) use large::{
+    SLO_ETAG, SLO_SIZE, STATIC_LARGE_OBJECT, Segment, StoredSegment, pieces, segment_path, stored_segments,
+};
 use s3s::dto::*;
 use s3s::{S3, S3Request, S3Response, S3Result};
 

@@ -4,6 +4,7 @@
 use super::access::{Caller, requested_acl};
 use super::common::*;
 use super::encryption::{customer_headers, requested_encryption, show_encryption};
+use super::large::large_whole;
 use super::lock::{requested_lock, shown_lock};
 use super::versions::{Found, shown_version};
 use crate::access::Action;
@@ -14,11 +15,13 @@ use crate::events::{Done, Operation, Pending};
 use crate::head::ObjectMeta;
 use crate::integrity::Integrity;
 use crate::objects::WriteTerms;
+use crate::request::SwiftCaller;
 use crate::service::Deleted;
 use crate::service::Remover;
 use futures::StreamExt;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
+use std::sync::Arc;
 
 /// The answer to a GET or HEAD: `out` completed with the version's lock, the stored
 /// object's standard fields, its checksum (for whole objects), encryption and stored headers.
@@ -95,11 +98,24 @@ impl ShoalS3 {
     pub(crate) async fn get_object(&self, req: S3Request<GetObjectInput>) -> Answer<GetObjectOutput> {
         let caller = self.caller(&req).await?;
         let customer = self.customer_key(customer_headers!(req.input), origin_of(&req.extensions).secure)?;
+        // Swift assembles large objects itself, from their manifests.
+        let swift = req.extensions.get::<SwiftCaller>().is_some();
         let input = req.input;
         let Found { meta, inline, version_id, lock, .. } = self
             .readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &caller, Action::GetObject)
             .await?;
         let data_key = self.data_key(meta.sealed.as_ref(), customer.as_ref())?;
+        let large = match swift {
+            true => None,
+            false => {
+                let manifest = self.objects.read_range(&meta, inline.clone(), 0..meta.size, data_key.clone());
+                self.static_large(&meta, manifest).await?
+            }
+        };
+        let (meta, segments) = match large {
+            Some((whole, segments)) => (whole, Some(segments)),
+            None => (meta, None),
+        };
         check_conditions(
             &meta,
             input.if_match.as_ref(),
@@ -117,7 +133,10 @@ impl ShoalS3 {
             (None, None) => None,
         };
         let span = range.clone().unwrap_or(0..meta.size);
-        let stream = self.objects.read_range(&meta, inline, span.clone(), data_key);
+        let stream = match segments {
+            Some(segments) => self.segments_stream(Arc::new(caller), segments, span.clone()),
+            None => self.objects.read_range(&meta, inline, span.clone(), data_key),
+        };
         let out = GetObjectOutput {
             body: Some(StreamingBlob::wrap(crate::objects::detach(stream))),
             content_length: Some((span.end - span.start) as i64),
@@ -132,12 +151,15 @@ impl ShoalS3 {
     pub(crate) async fn head_object(&self, req: S3Request<HeadObjectInput>) -> Answer<HeadObjectOutput> {
         let caller = self.caller(&req).await?;
         let customer = self.customer_key(customer_headers!(req.input), origin_of(&req.extensions).secure)?;
+        let swift = req.extensions.get::<SwiftCaller>().is_some();
         let input = req.input;
         let Found { meta, version_id, lock, .. } = self
             .readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &caller, Action::GetObject)
             .await?;
         // An SSE-C object is described only to the holder of its key.
         self.data_key(meta.sealed.as_ref(), customer.as_ref())?;
+        // A static large object is shown whole, as GET reads it (Swift shows it itself).
+        let meta = large_whole(&meta).filter(|_| !swift).unwrap_or(meta);
         check_conditions(
             &meta,
             input.if_match.as_ref(),

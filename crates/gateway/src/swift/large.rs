@@ -9,12 +9,13 @@
 //! The ETag of either is the MD5 of its segments' ETags, quoted, as Swift's.
 
 use super::account::Outcome;
-use super::object::{
-    Found, META, OBJECT_MANIFEST, SLO_ETAG, SLO_SIZE, STATIC_LARGE_OBJECT, answer, created, formatted,
-};
+use super::object::{Found, META, OBJECT_MANIFEST, answer, created, formatted};
 use super::{Call, Need, Swift, bad_request, limits, refused, text, unavailable, updated_meta};
 use crate::meta::UserInfo;
 use crate::request::StoredHeaders;
+use crate::s3::{
+    SLO_ETAG, SLO_SIZE, STATIC_LARGE_OBJECT, Segment, StoredSegment, pieces, segment_path, stored_segments,
+};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use http::{HeaderValue, Response, StatusCode};
@@ -22,18 +23,9 @@ use http_body_util::BodyExt;
 use md5::{Digest, Md5};
 use s3s::Body;
 use s3s::dto::{GetObjectInput, HeadObjectInput, PutObjectInput, StreamingBlob};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use shoal_objclass::bucket_index::ListItem;
 use std::sync::Arc;
-
-/// One segment of a large object.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Segment {
-    pub container: String,
-    pub object: String,
-    pub size: u64,
-    pub etag: String,
-}
 
 /// A segment as the client lists it in a manifest it PUTs.
 #[derive(Deserialize)]
@@ -44,18 +36,6 @@ struct GivenSegment {
     etag: Option<String>,
     #[serde(default)]
     size_bytes: Option<u64>,
-}
-
-/// A segment as the stored manifest holds it (Swift's stored form).
-#[derive(Serialize, Deserialize)]
-struct StoredSegment {
-    name: String,
-    hash: String,
-    bytes: u64,
-    #[serde(default)]
-    content_type: String,
-    #[serde(default)]
-    last_modified: String,
 }
 
 /// The ETag of a large object: the MD5 of its segments' ETags, hex.
@@ -81,12 +61,6 @@ fn parse_manifest(bytes: &[u8]) -> Result<Vec<GivenSegment>, String> {
     }
 }
 
-/// The `(container, object)` of a segment path (`/container/object`).
-fn segment_path(path: &str) -> Option<(&str, &str)> {
-    let (container, object) = path.strip_prefix('/').unwrap_or(path).split_once('/')?;
-    (!container.is_empty() && !object.is_empty()).then_some((container, object))
-}
-
 /// The segments of a stored manifest (what GET found of a static large object).
 pub(super) async fn stored_manifest(found: Found) -> Result<Vec<Segment>, Response<Body>> {
     let body = found.body.unwrap_or_else(Body::empty);
@@ -97,18 +71,9 @@ pub(super) async fn stored_manifest(found: Found) -> Result<Vec<Segment>, Respon
             text(StatusCode::INTERNAL_SERVER_ERROR, "500 Internal Server Error: the manifest could not be read")
         })?
         .to_bytes();
-    let stored: Vec<StoredSegment> = serde_json::from_slice(&bytes).map_err(|_| {
+    stored_segments(&bytes).ok_or_else(|| {
         text(StatusCode::INTERNAL_SERVER_ERROR, "500 Internal Server Error: the stored manifest is damaged")
-    })?;
-    stored
-        .into_iter()
-        .map(|s| {
-            let (container, object) = segment_path(&s.name).ok_or_else(|| {
-                text(StatusCode::INTERNAL_SERVER_ERROR, "500 Internal Server Error: the stored manifest is damaged")
-            })?;
-            Ok(Segment { container: container.to_owned(), object: object.to_owned(), size: s.bytes, etag: s.hash })
-        })
-        .collect()
+    })
 }
 
 impl Swift {
@@ -348,17 +313,7 @@ impl Swift {
         segments: Vec<Segment>,
         span: std::ops::Range<u64>,
     ) -> Body {
-        let mut parts = Vec::new();
-        let mut offset = 0;
-        for segment in segments {
-            let (start, end) = (offset, offset + segment.size);
-            offset = end;
-            if end <= span.start || start >= span.end {
-                continue;
-            }
-            let (from, to) = (span.start.max(start) - start, span.end.min(end) - start);
-            parts.push((segment, from..to));
-        }
+        let parts = pieces(segments, span);
         let s3 = self.s3.clone();
         let origin = call.req.extensions().get::<crate::request::Origin>().cloned();
         let stream = futures::stream::iter(parts)

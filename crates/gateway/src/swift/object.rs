@@ -7,6 +7,7 @@ use super::{Call, Need, Requester, Swift, bad_request, refused, tempurl, text, u
 use crate::meta::UserInfo;
 use crate::objexp::DELETE_AT;
 use crate::request::StoredHeaders;
+use crate::s3::{SLO_ETAG, SLO_SIZE, STATIC_LARGE_OBJECT};
 use http::{HeaderMap, HeaderValue, Method, Response, StatusCode};
 use s3s::Body;
 use s3s::dto::{
@@ -20,11 +21,6 @@ use std::sync::Arc;
 pub(super) const META: &str = "x-object-meta-";
 /// Stored headers: a dynamic large object's `<container>/<prefix>`.
 pub(super) const OBJECT_MANIFEST: &str = "x-object-manifest";
-/// Stored headers: the object is a static large object's manifest.
-pub(super) const STATIC_LARGE_OBJECT: &str = "x-static-large-object";
-/// Stored headers kept for the gateway, never shown: a static large object's ETag and size.
-pub(super) const SLO_ETAG: &str = "x-slo-etag";
-pub(super) const SLO_SIZE: &str = "x-slo-size";
 
 /// What a GET or HEAD found, before large objects are assembled.
 pub(super) struct Found {
