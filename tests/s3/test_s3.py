@@ -240,6 +240,10 @@ def test_multipart_100_mib_in_5_mib_parts(s3, bucket):
         etags.append(s3.upload_part(Bucket=bucket, Key="mp", UploadId=upload, PartNumber=i, Body=data)["ETag"])
     listed = s3.list_parts(Bucket=bucket, Key="mp", UploadId=upload, MaxParts=15)
     assert [p["PartNumber"] for p in listed["Parts"]] == list(range(1, 16)) and listed["IsTruncated"]
+    rest = s3.list_parts(Bucket=bucket, Key="mp", UploadId=upload, MaxParts=15,
+                         PartNumberMarker=listed["NextPartNumberMarker"])
+    assert [p["PartNumber"] for p in rest["Parts"]] == list(range(16, len(parts_data) + 1))
+    assert not rest["IsTruncated"] and rest["Parts"][0]["ETag"] == etags[15]
     wrong = [{"PartNumber": 1, "ETag": '"' + "0" * 32 + '"'}]
     assert code_of(s3.complete_multipart_upload, Bucket=bucket, Key="mp", UploadId=upload,
                    MultipartUpload={"Parts": wrong}) == "InvalidPart"

@@ -302,6 +302,28 @@ impl Objects {
         entries.iter().map(|(_, v)| PartInfo::decode(v).map(|p| (p.number, p))).collect()
     }
 
+    /// Up to `max` of the upload's parts numbered above `after`, in order, and whether
+    /// more follow: one omap read from that part on, whatever the upload's size.
+    pub async fn parts_page(
+        &self,
+        uploads: &IoCtx,
+        bucket: &BucketInfo,
+        key: &str,
+        upload_id: &str,
+        after: u32,
+        max: u32,
+    ) -> Result<(Vec<PartInfo>, bool)> {
+        let prefix = format!("{}\0", layout::upload_key(key, upload_id));
+        let start = match after {
+            0 => prefix.clone(),
+            n => layout::part_key(key, upload_id, n),
+        };
+        let page = uploads.omap_vals(&Self::uploads_object(bucket), start.as_bytes(), prefix.as_bytes(), max).await;
+        let (entries, more) = absent_as_empty(page)?;
+        let parts = entries.iter().map(|(_, v)| PartInfo::decode(v)).collect::<Result<_>>()?;
+        Ok((parts, more))
+    }
+
     /// Uploads of the bucket whose keys start with `prefix`, in key then upload-id order,
     /// after `after` (an omap key); at most `max`, and whether more follow.
     pub async fn list_uploads(

@@ -124,15 +124,15 @@ impl ShoalS3 {
         else {
             return Err(s3_error!(NoSuchUpload));
         };
-        let parts =
-            self.objects.parts(&self.uploads, &bucket, &input.key, &input.upload_id).await.map_err(rados_error)?;
-        let marker = input.part_number_marker.unwrap_or(0).max(0) as u32;
-        let max = input.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
-        let after: Vec<_> = parts.values().filter(|p| p.number > marker).collect();
-        let truncated = after.len() > max;
-        let page: Vec<Part> = after
+        let marker = input.part_number_marker.unwrap_or(0).clamp(0, 10_000) as u32;
+        let max = input.max_parts.unwrap_or(1000).clamp(0, 1000) as u32;
+        let (parts, truncated) = self
+            .objects
+            .parts_page(&self.uploads, &bucket, &input.key, &input.upload_id, marker, max)
+            .await
+            .map_err(rados_error)?;
+        let page: Vec<Part> = parts
             .iter()
-            .take(max)
             .map(|p| {
                 let mut part = Part {
                     part_number: Some(p.number as i32),
