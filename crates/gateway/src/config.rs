@@ -29,6 +29,9 @@ pub struct GatewayConfig {
     /// How long a completed upload's record answers retries of its completion
     /// (`rgw_multipart_completion_keep`).
     pub multipart_completion_keep: Duration,
+    /// Test only: abort the process after writing a version's head, before linking it
+    /// (`rgw_debug_abort_before_link`), to test what a crash there leaves.
+    pub debug_abort_before_link: bool,
     /// How often the Swift object expirer runs (`rgw_objexp_gc_interval`).
     pub objexp_period: Duration,
     /// Queue entries the garbage collector deletes at once (`rgw_gc_max_concurrent_io`).
@@ -138,6 +141,7 @@ impl Default for GatewayConfig {
             gc_period: Duration::from_secs(60),
             gc_max_concurrent_io: 10,
             objexp_period: Duration::from_secs(600),
+            debug_abort_before_link: false,
             multipart_completion_keep: Duration::from_secs(3600),
             pool_size: 0,
             data_pool_erasure_profile: None,

@@ -1,6 +1,7 @@
-//! The garbage collector: a queue of data chunks to delete, kept as omap entries of one
-//! object in the metadata pool (key: due time and a tag), processed by whichever gateway
-//! holds the queue's lease (the `lock` class).
+//! The garbage collector: a queue of data chunks to delete, kept as omap entries of
+//! [`GC_SHARDS`] objects in the metadata pool (key: due time and a tag; the object by the
+//! hash of the entry's head), each processed by whichever gateway holds its lease (the
+//! `lock` class).
 //!
 //! Two kinds of entry:
 //! - *garbage*: the tail of a replaced or deleted object, deleted once due (`gc_min_wait`
@@ -16,13 +17,14 @@
 
 use crate::clock::{new_tag, now_ns};
 use crate::head::{ObjectMeta, read_meta};
-use crate::layout::{self, GC_OBJECT};
+use crate::layout::{self, GC_SHARDS, gc_object};
 use crate::meta::absent_as_empty;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use shoal_client::{IoCtx, WriteOp};
 use shoal_objclass::bucket_index::{self, GetVersionInput, GetVersionOutput, Segment, Which};
 use shoal_objclass::lock::{LockRequest, LockType, UnlockRequest};
+use shoal_placement::hash::str_hash;
 use shoal_types::{Errno, Result, Versioned};
 use std::time::Duration;
 
@@ -102,6 +104,15 @@ impl std::ops::AddAssign for GcReport {
     }
 }
 
+/// Where a queued entry is: its queue object and omap key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Queued {
+    /// The queue object.
+    pub object: String,
+    /// The entry's key.
+    pub key: String,
+}
+
 /// The GC queue and its processor.
 pub struct Gc {
     queue: IoCtx,
@@ -128,21 +139,24 @@ impl Gc {
         }
     }
 
-    async fn enqueue(&self, entry: &GcEntry, wait: Duration) -> Result<String> {
+    /// Queues `entry` in the queue object of its head, due after `wait`.
+    async fn enqueue(&self, entry: &GcEntry, wait: Duration) -> Result<Queued> {
+        let object = gc_object(str_hash(entry.head.as_bytes()) % GC_SHARDS);
         let key = format!("{:020}.{}", now_ns() + wait.as_nanos() as u64, new_tag());
         let op = WriteOp::new().create(false).omap_set([(Bytes::from(key.clone()), Bytes::from(entry.encode()))]);
-        self.queue.operate(GC_OBJECT, op).await?;
-        Ok(key)
+        self.queue.operate(&object, op).await?;
+        Ok(Queued { object, key })
     }
 
-    /// Records a writer's intent; returns the entry's key for [`Gc::forget`].
-    pub async fn record_intent(&self, entry: &GcEntry) -> Result<String> {
+    /// Records a writer's intent; returns where it is for [`Gc::forget`].
+    pub async fn record_intent(&self, entry: &GcEntry) -> Result<Queued> {
         self.enqueue(entry, self.min_wait).await
     }
 
     /// Drops an intent once its data is linked (or handed to the upload's records).
-    pub async fn forget(&self, key: &str) -> Result<()> {
-        self.queue.operate(GC_OBJECT, WriteOp::new().omap_rm_keys([Bytes::from(key.to_owned())])).await.map(|_| ())
+    pub async fn forget(&self, intent: &Queued) -> Result<()> {
+        let op = WriteOp::new().omap_rm_keys([Bytes::from(intent.key.clone())]);
+        self.queue.operate(&intent.object, op).await.map(|_| ())
     }
 
     /// Queues the tail of a replaced object.
@@ -183,9 +197,18 @@ impl Gc {
         }
     }
 
-    /// Processes due entries (all entries with `include_all`) while holding the queue's
-    /// lease; another gateway's pass in progress makes this one return at once.
+    /// Processes due entries (all entries with `include_all`) of each queue object whose
+    /// lease this gateway can take; another gateway's pass in progress on an object makes
+    /// this one skip it.
     pub async fn process(&self, include_all: bool) -> Result<GcReport> {
+        let mut report = GcReport::default();
+        for shard in 0..GC_SHARDS {
+            report += self.process_object(&gc_object(shard), include_all).await?;
+        }
+        Ok(report)
+    }
+
+    async fn process_object(&self, object: &str, include_all: bool) -> Result<GcReport> {
         let cookie = new_tag();
         let lock = LockRequest {
             name: LOCK_NAME.into(),
@@ -197,34 +220,34 @@ impl Gc {
             may_renew: false,
             must_renew: false,
         };
-        self.queue.operate(GC_OBJECT, WriteOp::new().create(false)).await?;
-        match self.queue.exec(GC_OBJECT, shoal_objclass::lock::CLASS, "lock", lock.encode()).await {
+        self.queue.operate(object, WriteOp::new().create(false)).await?;
+        match self.queue.exec(object, shoal_objclass::lock::CLASS, "lock", lock.encode()).await {
             Err(e) if matches!(e.errno, Errno::Busy | Errno::Exists) => return Ok(GcReport::default()),
             other => other?,
         };
-        let result = self.process_locked(include_all).await;
+        let result = self.process_locked(object, include_all).await;
         let unlock = UnlockRequest { name: LOCK_NAME.into(), cookie };
-        if let Err(e) = self.queue.exec(GC_OBJECT, shoal_objclass::lock::CLASS, "unlock", unlock.encode()).await {
-            tracing::warn!(error = %e, "releasing the GC lease failed");
+        if let Err(e) = self.queue.exec(object, shoal_objclass::lock::CLASS, "unlock", unlock.encode()).await {
+            tracing::warn!(error = %e, %object, "releasing the GC lease failed");
         }
         result
     }
 
-    /// Deletes due entries, `concurrency` at a time, until none is due or half the lease
-    /// has passed.
-    async fn process_locked(&self, include_all: bool) -> Result<GcReport> {
+    /// Deletes due entries of `object`, `concurrency` at a time, until none is due or half
+    /// the lease has passed.
+    async fn process_locked(&self, object: &str, include_all: bool) -> Result<GcReport> {
         use futures::StreamExt as _;
         let started = tokio::time::Instant::now();
         let mut report = GcReport::default();
         let cutoff = if include_all { u64::MAX.to_string() } else { format!("{:020}", now_ns()) };
         while started.elapsed() < LEASE / 2 {
-            let (entries, _) = self.queue.omap_vals(GC_OBJECT, b"", b"", BATCH).await?;
+            let (entries, _) = self.queue.omap_vals(object, b"", b"", BATCH).await?;
             let due: Vec<_> = entries.into_iter().filter(|(k, _)| k.as_ref() < cutoff.as_bytes()).collect();
             if due.is_empty() {
                 break;
             }
             let mut done = futures::stream::iter(due)
-                .map(|(key, value)| self.handle_queued(key, value))
+                .map(|(key, value)| self.handle_queued(object, key, value))
                 .buffer_unordered(self.concurrency);
             while let Some(handled) = done.next().await {
                 report += handled?;
@@ -234,13 +257,13 @@ impl Gc {
     }
 
     /// Handles one queue entry and removes it from the queue.
-    async fn handle_queued(&self, key: Bytes, value: Bytes) -> Result<GcReport> {
+    async fn handle_queued(&self, object: &str, key: Bytes, value: Bytes) -> Result<GcReport> {
         let mut report = GcReport { entries: 1, ..GcReport::default() };
         match GcEntry::decode(&value) {
             Ok(entry) => self.handle(&entry, &mut report).await?,
             Err(e) => tracing::error!(error = %e, "dropping an unreadable gc entry"),
         }
-        self.queue.operate(GC_OBJECT, WriteOp::new().omap_rm_keys([key])).await?;
+        self.queue.operate(object, WriteOp::new().omap_rm_keys([key])).await?;
         Ok(report)
     }
 
@@ -288,7 +311,11 @@ impl Gc {
 
     /// Entries waiting in the queue (due or not).
     pub async fn pending(&self) -> Result<u64> {
-        Ok(absent_as_empty(self.queue.omap_vals_all(GC_OBJECT, b"").await)?.len() as u64)
+        let mut pending = 0;
+        for shard in 0..GC_SHARDS {
+            pending += absent_as_empty(self.queue.omap_vals_all(&gc_object(shard), b"").await)?.len() as u64;
+        }
+        Ok(pending)
     }
 
     /// Runs a pass every `period` until the process ends.

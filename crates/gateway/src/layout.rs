@@ -31,8 +31,14 @@ pub const NS_OBJEXP: &str = "objexp";
 /// Namespace of the cache control object that gateways watch.
 pub const NS_CONTROL: &str = "control";
 
-/// The GC queue object.
-pub const GC_OBJECT: &str = "gc.0";
+/// Objects the GC queue is spread over (`gc.0` … `gc.7`), so that writers queueing and
+/// dropping intents do not all wait on one object.
+pub const GC_SHARDS: u32 = 8;
+
+/// GC queue object `shard`.
+pub fn gc_object(shard: u32) -> String {
+    format!("gc.{shard}")
+}
 /// The object every gateway watches for cache invalidations.
 pub const CONTROL_OBJECT: &str = "notify.0";
 /// The key Swift tokens are signed with (namespace `control`, 32 bytes).

@@ -99,7 +99,7 @@ pub struct Written {
     /// The chunk segment written, if any.
     pub segment: Option<Segment>,
     /// The GC intent covering the chunks; forget it once they are linked.
-    pub intent: Option<String>,
+    pub intent: Option<crate::gc::Queued>,
     /// The salt of the sealed segment, when the data was encrypted.
     pub salt: Option<u64>,
 }
@@ -118,12 +118,15 @@ pub struct Objects {
     pub clock: OrderClock,
     /// How long a completed upload's record answers retries (`rgw_multipart_completion_keep`).
     pub completion_keep: std::time::Duration,
+    /// Test only: abort after writing a version's head, before linking it.
+    pub abort_before_link: bool,
 }
 
 impl Objects {
     /// Streams `body` into chunk objects under `prefix` (recording a GC intent for `head`,
     /// a version's head if `version` says where its key is indexed, first), or keeps it
-    /// for the head when it fits (and `allow_inline`); sealed by `sealer` if given.
+    /// for the head when it fits (and `allow_inline`; a version's head gets its intent
+    /// then too); sealed by `sealer` if given.
     pub async fn write_data<S, E>(
         &self,
         mut body: S,
@@ -163,12 +166,18 @@ impl Objects {
                 sealer.finish(&mut buffer);
             }
             if finished && chunks == 0 && allow_inline && buffer.len() <= stripe {
+                // A version's head has a name of its own, which only the index link makes
+                // reachable: its intent covers a crash before that link.
+                let intent = match &version {
+                    Some(_) => Some(self.gc.record_intent(&GcEntry::intent(head, prefix, version.clone())).await?),
+                    None => None,
+                };
                 return Ok(Written {
                     size,
                     md5: md5.finalize().into(),
                     inline: Some(buffer.freeze()),
                     segment: None,
-                    intent: None,
+                    intent,
                     salt: sealer.as_ref().map(Sealer::salt),
                 });
             }
@@ -535,6 +544,10 @@ impl Objects {
         }
         let head = Self::head_of(bucket, key, &meta.order, true);
         self.write_version_head(&head, meta, data).await?;
+        if self.abort_before_link {
+            tracing::error!(%head, "rgw_debug_abort_before_link: aborting before the index link");
+            std::process::abort();
+        }
         let logged = events.logged(&Done::of(meta));
         match self.link(bucket, key, meta, logged, terms).await {
             Err(e) if e.errno == Errno::Canceled => {

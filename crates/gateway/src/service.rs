@@ -116,7 +116,7 @@ impl Service {
 
     /// Writes the head and links the index entry with the persistent `events` if the
     /// condition of `terms` holds (else 412 PreconditionFailed, the data discarded), then
-    /// forgets the writer's GC intent. An object that expires leaves its hint first.
+    /// forgets the writer's GC intent (in the background). An object that expires leaves its hint first.
     #[allow(clippy::too_many_arguments)]
     pub async fn commit(
         &self,
@@ -124,7 +124,7 @@ impl Service {
         key: &str,
         meta: &mut ObjectMeta,
         data: Bytes,
-        intent: Option<String>,
+        intent: Option<crate::gc::Queued>,
         events: &Pending,
         terms: WriteTerms,
     ) -> S3Result<()> {
@@ -144,7 +144,14 @@ impl Service {
             Err(e) => return Err(rados_error(e)),
         }
         if let Some(intent) = intent {
-            objects.gc.forget(&intent).await.map_err(rados_error)?;
+            // Off the request's path: an intent left behind costs GC a check, never data
+            // (what the head or the index refers to is kept).
+            let gc = objects.gc.clone();
+            tokio::spawn(async move {
+                if let Err(e) = gc.forget(&intent).await {
+                    tracing::warn!(error = %e, "dropping a write's GC intent failed; GC will find its data in use");
+                }
+            });
         }
         match refused {
             true => Err(s3_error!(PreconditionFailed, "the object does not meet the write's If-Match / If-None-Match")),

@@ -207,6 +207,11 @@ pub const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec { name: "rgw_gc_processor_period", default: "60", help: "seconds between garbage collection passes" },
     OptionSpec {
+        name: "rgw_debug_abort_before_link",
+        default: "false",
+        help: "for crash tests only: the gateway aborts after writing a version's head, before linking it in the index",
+    },
+    OptionSpec {
         name: "rgw_multipart_completion_keep",
         default: "3600",
         help: "seconds a completed multipart upload answers retries of its completion before its record is removed",
@@ -525,6 +530,7 @@ impl Config {
             gc_period: self.seconds("rgw_gc_processor_period")?.max(std::time::Duration::from_millis(100)),
             gc_max_concurrent_io: usize_of("rgw_gc_max_concurrent_io")?.clamp(1, 256),
             multipart_completion_keep: self.seconds("rgw_multipart_completion_keep")?,
+            debug_abort_before_link: self.bool("rgw_debug_abort_before_link")?,
             objexp_period: self.seconds("rgw_objexp_gc_interval")?.max(std::time::Duration::from_millis(100)),
             pool_size: self.u64("rgw_pool_size")?.min(16) as u32,
             data_pool_erasure_profile: Some(self.get("rgw_data_pool_erasure_profile"))

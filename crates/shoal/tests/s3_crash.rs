@@ -453,3 +453,29 @@ async fn an_overwrite_through_a_gateway_whose_clock_is_behind_is_not_lost() {
         }
     }
 }
+
+/// A small object's version head written by a gateway that dies before linking it (the
+/// test option `rgw_debug_abort_before_link` aborts the gateway there) is unreachable;
+/// garbage collection removes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_version_head_never_linked_is_collected() {
+    let cluster = Vstart::start("3", "3");
+    let conf = cluster.conf();
+    let (mut gateway, port) = start_gateway_with(&cluster, 0, &["rgw_debug_abort_before_link=true"]);
+    let s3 = user_client(&cluster, "leak", port);
+    s3.expect_ok(Method::PUT, "/leak", &[], Bytes::new()).await.unwrap();
+    let versioning = Bytes::from_static(b"<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>");
+    s3.expect_ok(Method::PUT, "/leak", &[("versioning", "")], versioning).await.unwrap();
+    let before = data_objects(&conf);
+    let put = s3.send(Method::PUT, "/leak/small", &[], random(1000)).await;
+    assert!(!matches!(put, Ok(r) if r.status.is_success()), "the gateway died before answering");
+    let _ = gateway.0.wait();
+    let leaked: Vec<String> = data_objects(&conf).into_iter().filter(|o| !before.contains(o)).collect();
+    assert_eq!(leaked.len(), 1, "the version's head was written: {leaked:?}");
+    let (_gateway, port) = start_gateway(&cluster, 1);
+    let s3 = s3.at_port(port);
+    let listed = s3.expect_ok(Method::GET, "/leak", &[("versions", "")], Bytes::new()).await.unwrap();
+    assert!(!String::from_utf8_lossy(&listed.body).contains("<Key>small</Key>"), "never linked, never listed");
+    ok(&conf, &["admin", "gc", "process", "--include-all"]);
+    assert_eq!(data_objects(&conf), before, "the unlinked head is collected");
+}
