@@ -33,10 +33,10 @@ pub fn graph(files: &[(String, String)]) -> Graph {
     for (module, text) in &sources {
         let mut named = BTreeSet::new();
         for path in paths(module, text, &modules) {
-            if let Some(target) = landing(&path, &modules, &imports, 0) {
-                if target != *module {
-                    named.insert(target);
-                }
+            if let Some(target) = landing(&path, &modules, &imports, 0)
+                && target != *module
+            {
+                named.insert(target);
             }
         }
         graph.insert(module.clone(), named);
