@@ -507,6 +507,13 @@ def test_concurrent_changes_of_different_bucket_settings_all_survive(s3):
     for b in buckets:
         s3.create_bucket(Bucket=b)
     try:
+        # Default encryption needs the gateway's key file (shoal server has one, a vstart
+        # gateway not unless given).
+        try:
+            changes["encryption"](buckets[0])
+        except botocore.exceptions.ClientError as e:
+            assert e.response["Error"]["Code"] == "NotImplemented"
+            del changes["encryption"], checks["encryption"]
         with concurrent.futures.ThreadPoolExecutor(len(changes) * 2) as pool:
             for b in buckets:
                 list(pool.map(lambda change: change(b), changes.values()))
