@@ -105,6 +105,11 @@ pub fn completed_upload_key(done_ns: u64, key: &str, upload_id: &str) -> Vec<u8>
 /// The start of every [`completed_upload_key`].
 pub const COMPLETED_UPLOADS: &[u8] = b"\xffcompleted\0";
 
+/// The start of the omap keys of an upload's part records.
+pub fn parts_prefix(key: &str, upload_id: &str) -> String {
+    format!("{}\0", upload_key(key, upload_id))
+}
+
 /// The omap key of a part record: the upload's key, NUL, the part number (5 digits, so
 /// parts list in order).
 pub fn part_key(key: &str, upload_id: &str, part: u32) -> String {

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Reads and compare-and-swaps of one change of a bucket record before giving up.
+/// Reads and compare-and-swaps of one change of a record before giving up.
 const MODIFY_ATTEMPTS: usize = 32;
 
 /// One access key and its secret.
@@ -160,8 +160,6 @@ impl CannedAcl {
     }
 }
 
-/// A bucket record written before grant ACLs names its canned ACL as a string: turn it
-/// into the grants it stood for.
 /// What [`Meta::modify_record`] did.
 enum Modified<T, E> {
     /// The change left the record as it was.
@@ -188,6 +186,8 @@ fn bucket_of_record(name: &str, mut record: serde_json::Value) -> Result<BucketI
     serde_json::from_value(record).map_err(|e| err::io(format!("corrupt record {NS_BUCKETS}/{name}: {e}")))
 }
 
+/// A bucket record written before grant ACLs names its canned ACL as a string: turn it
+/// into the grants it stood for.
 fn upgrade_bucket_record(record: &mut serde_json::Value) {
     let legacy = record.get("acl").and_then(|acl| serde_json::from_value::<CannedAcl>(acl.clone()).ok());
     if let (Some(canned), Some(owner)) = (legacy, record.get("owner").and_then(|o| o.as_str())) {

@@ -297,7 +297,7 @@ impl Objects {
         key: &str,
         upload_id: &str,
     ) -> Result<BTreeMap<u32, PartInfo>> {
-        let prefix = format!("{}\0", layout::upload_key(key, upload_id));
+        let prefix = layout::parts_prefix(key, upload_id);
         let entries = absent_as_empty(uploads.omap_vals_all(&Self::uploads_object(bucket), prefix.as_bytes()).await)?;
         entries.iter().map(|(_, v)| PartInfo::decode(v).map(|p| (p.number, p))).collect()
     }
@@ -313,7 +313,7 @@ impl Objects {
         after: u32,
         max: u32,
     ) -> Result<(Vec<PartInfo>, bool)> {
-        let prefix = format!("{}\0", layout::upload_key(key, upload_id));
+        let prefix = layout::parts_prefix(key, upload_id);
         let start = match after {
             0 => prefix.clone(),
             n => layout::part_key(key, upload_id, n),

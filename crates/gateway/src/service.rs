@@ -59,7 +59,8 @@ pub struct Deleted {
     pub delete_marker: bool,
 }
 
-/// [`Service::try_change_bucket`] for front ends holding only the records.
+/// Applies `change`, which may refuse, to the bucket's stored record
+/// ([`Meta::modify_bucket`]); NoSuchBucket once the bucket is gone.
 pub async fn change_bucket_record(
     meta: &Meta,
     bucket: &BucketInfo,
@@ -98,25 +99,17 @@ impl Service {
     /// without undoing concurrent changes ([`Meta::modify_bucket`]); NoSuchBucket once
     /// the bucket is gone.
     pub async fn change_bucket(&self, bucket: &BucketInfo, change: impl Fn(&mut BucketInfo)) -> S3Result<()> {
-        self.try_change_bucket(bucket, |b| {
+        change_bucket_record(&self.meta, bucket, |b| {
             change(b);
             Ok(())
         })
         .await
     }
 
-    /// [`Service::change_bucket`] with a change that may refuse (given the stored record).
-    pub async fn try_change_bucket(
-        &self,
-        bucket: &BucketInfo,
-        change: impl Fn(&mut BucketInfo) -> S3Result<()>,
-    ) -> S3Result<()> {
-        change_bucket_record(&self.meta, bucket, change).await
-    }
-
     /// Writes the head and links the index entry with the persistent `events` if the
     /// condition of `terms` holds (else 412 PreconditionFailed, the data discarded), then
-    /// forgets the writer's GC intent (in the background). An object that expires leaves its hint first.
+    /// forgets the writer's GC intent (in the background). An object that expires leaves
+    /// its hint first.
     #[allow(clippy::too_many_arguments)]
     pub async fn commit(
         &self,

@@ -87,23 +87,19 @@ pub(super) fn large_whole(meta: &ObjectMeta) -> Option<ObjectMeta> {
     })
 }
 
-impl ShoalS3 {
-    /// The segments of `meta`'s object if it is a static large object's manifest, with
-    /// what an S3 GET shows of the whole ([`large_whole`]); the manifest is read from
-    /// `manifest`.
-    pub(super) async fn static_large(
-        &self,
-        meta: &ObjectMeta,
-        manifest: BoxStream<'static, shoal_types::Result<Bytes>>,
-    ) -> s3s::S3Result<Option<(ObjectMeta, Vec<Segment>)>> {
-        let Some(whole) = large_whole(meta) else { return Ok(None) };
-        let bytes: Vec<Bytes> = manifest.try_collect().await.map_err(crate::error::rados_error)?;
-        let segments = stored_segments(&bytes.concat())
-            .filter(|segments| segments.iter().map(|s| s.size).sum::<u64>() == whole.size)
-            .ok_or_else(|| s3s::s3_error!(InternalError, "the stored manifest of a static large object is damaged"))?;
-        Ok(Some((whole, segments)))
-    }
+/// The segments of a static large object of `size` bytes whose stored manifest
+/// `manifest` streams.
+pub(super) async fn manifest_segments(
+    manifest: BoxStream<'static, shoal_types::Result<Bytes>>,
+    size: u64,
+) -> s3s::S3Result<Vec<Segment>> {
+    let bytes: Vec<Bytes> = manifest.try_collect().await.map_err(crate::error::rados_error)?;
+    stored_segments(&bytes.concat())
+        .filter(|segments| segments.iter().map(|s| s.size).sum::<u64>() == size)
+        .ok_or_else(|| s3s::s3_error!(InternalError, "the stored manifest of a static large object is damaged"))
+}
 
+impl ShoalS3 {
     /// The bytes `span` of `segments` laid end to end, each segment read as `caller` when
     /// the previous one is done; one that changed size since the manifest was written
     /// ends the stream with an error.

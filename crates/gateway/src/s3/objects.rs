@@ -4,7 +4,7 @@
 use super::access::{Caller, requested_acl};
 use super::common::*;
 use super::encryption::{customer_headers, requested_encryption, show_encryption};
-use super::large::large_whole;
+use super::large::{large_whole, manifest_segments};
 use super::lock::{requested_lock, shown_lock};
 use super::versions::{Found, shown_version};
 use crate::access::Action;
@@ -105,15 +105,12 @@ impl ShoalS3 {
             .readable_object(&input.bucket, &input.key, input.version_id.as_deref(), &caller, Action::GetObject)
             .await?;
         let data_key = self.data_key(meta.sealed.as_ref(), customer.as_ref())?;
-        let large = match swift {
-            true => None,
-            false => {
+        let (meta, segments) = match large_whole(&meta).filter(|_| !swift) {
+            Some(whole) => {
                 let manifest = self.objects.read_range(&meta, inline.clone(), 0..meta.size, data_key.clone());
-                self.static_large(&meta, manifest).await?
+                let segments = manifest_segments(manifest, whole.size).await?;
+                (whole, Some(segments))
             }
-        };
-        let (meta, segments) = match large {
-            Some((whole, segments)) => (whole, Some(segments)),
             None => (meta, None),
         };
         check_conditions(

@@ -79,8 +79,6 @@ impl Swift {
 
     /// Applies the request's metadata and ACL headers to a container.
     async fn update_container(&self, call: &Call<'_>, bucket: &BucketInfo) -> Result<(), Response<Body>> {
-        // Checked against the record read, then applied to the stored one.
-        updated_swift(&bucket.swift, call)?;
         let changed = self.s3.meta.modify_bucket(&bucket.name, &bucket.id, |b| {
             b.swift = updated_swift(&b.swift, call)?;
             Ok(())
