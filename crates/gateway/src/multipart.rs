@@ -452,7 +452,8 @@ impl Objects {
                 Some(c) if c.parts != listed => return Err(CompleteError::OtherParts),
                 Some(c) => c.clone(),
                 None => {
-                    let mtime_ns = now_ns();
+                    self.observe_newest(bucket, key).await?;
+                    let mtime_ns = self.clock.now_ns();
                     let version = self.version_of(bucket, mtime_ns, tag)?;
                     Completion { mtime_ns, tag: tag.to_owned(), version, parts: listed.to_vec(), done: false }
                 }

@@ -477,7 +477,8 @@ impl Objects {
             content_type: meta.content_type.clone(),
         };
         let head = layout::head_object(&bucket.id, key);
-        let input = LinkInput { key: key.to_owned(), entry, events, condition: terms.condition };
+        let fresh = terms.fresh && own_head;
+        let input = LinkInput { key: key.to_owned(), entry, events, condition: terms.condition, fresh };
         let out = self.index_call(bucket, key, "link", input.encode()).await?;
         match (out.applied, out.previous) {
             (true, Some(previous)) if !own_head => self.gc.retire(&head, &previous.tail).await?,
@@ -548,15 +549,40 @@ impl Objects {
             tracing::error!(%head, "rgw_debug_abort_before_link: aborting before the index link");
             std::process::abort();
         }
-        let logged = events.logged(&Done::of(meta));
-        match self.link(bucket, key, meta, logged, terms).await {
-            Err(e) if e.errno == Errno::Canceled => {
-                // Never linked: no reader can be on it.
-                remove_ignoring_missing(self.pools.data(), &head).await?;
-                Err(e)
+        loop {
+            let logged = events.logged(&Done::of(meta));
+            match self.link(bucket, key, meta, logged, terms.clone()).await {
+                Err(e) if e.errno == Errno::StaleEpoch => self.reorder_version(bucket, key, &head, meta).await?,
+                Err(e) if e.errno == Errno::Canceled => {
+                    // Never linked: no reader can be on it.
+                    remove_ignoring_missing(self.pools.data(), &head).await?;
+                    return Err(e);
+                }
+                other => return other,
             }
-            other => other,
         }
+    }
+
+    /// Moves the order clock past `key`'s newest version, so that a write ordered next
+    /// comes after every write acknowledged before it, whatever this gateway's clock says.
+    pub async fn observe_newest(&self, bucket: &BucketInfo, key: &str) -> Result<()> {
+        if let Some(newest) = self.version(bucket, key, Which::Current).await?.entry {
+            self.clock.observe(&newest.order);
+        }
+        Ok(())
+    }
+
+    /// Gives the unlinked version `meta` of `key` (its head `head`) an order past the
+    /// key's newest version, which the index found newer than it (see
+    /// [`WriteTerms::fresh`]): a new version id, and its head rewritten to match.
+    async fn reorder_version(&self, bucket: &BucketInfo, key: &str, head: &str, meta: &mut ObjectMeta) -> Result<()> {
+        let newest = self.version(bucket, key, Which::Current).await?.entry;
+        meta.reorder_past(&self.clock, &newest.map_or_else(String::new, |e| e.order));
+        if meta.version.is_some() {
+            meta.version = Some(bucket_index::version_id_of(&meta.order)?);
+        }
+        let op = WriteOp::new().set_xattr(META_XATTR, meta.encode()).set_xattr(ORDER_XATTR, meta.order.clone());
+        self.pools.data().operate(head, op).await.map(|_| ())
     }
 
     /// Logs `events` in `key`'s index shard without linking anything.
@@ -655,7 +681,7 @@ impl Objects {
             ..IndexEntry::default()
         };
         let condition = over.map(|order| Condition::Order(order.to_owned()));
-        let input = LinkInput { key: key.to_owned(), entry, events, condition };
+        let input = LinkInput { key: key.to_owned(), entry, events, condition, fresh: false };
         let out = match self.index_call(bucket, key, "link", input.encode()).await {
             Err(e) if e.errno == Errno::Canceled && over.is_some() => return Ok(false),
             other => other?,

@@ -2,7 +2,7 @@
 //! written, committed and removed with their notifications. The S3 and Swift front ends
 //! and the background workers (lifecycle, the Swift expirer) act through [`Service`].
 
-use crate::clock::{new_tag, now_ns, order_of};
+use crate::clock::{new_tag, order_of};
 use crate::config::GatewayConfig;
 use crate::crypt::Keyring;
 use crate::crypt::{Protection, Sealed, Sealer};
@@ -283,13 +283,20 @@ impl Service {
         origin: &Origin,
         who: &Option<Arc<UserInfo>>,
     ) -> S3Result<Deleted> {
-        let tag = new_tag();
-        let order_ns = now_ns();
-        let order = order_of(order_ns, &tag);
         let (bypass, lifecycle) = match remover {
             Remover::User { bypass } => (bypass, None),
             Remover::Lifecycle { planned_order } => (false, Some(planned_order)),
         };
+        // A removal or a marker is ordered past the object it acts on, whatever this
+        // gateway's clock says: the one lifecycle read, or the key's newest version.
+        match (lifecycle, version_id) {
+            (Some(planned), _) => self.objects.clock.observe(planned),
+            (None, None) => self.objects.observe_newest(bucket, key).await.map_err(rados_error)?,
+            (None, Some(_)) => {}
+        }
+        let tag = new_tag();
+        let order_ns = self.objects.clock.now_ns();
+        let order = order_of(order_ns, &tag);
         let owner = who.as_ref().map_or_else(|| bucket.owner.clone(), |u| u.uid.clone());
         // The version the request removes (for its events and answer), if it names one.
         let target = match (version_id, bucket.versioning) {

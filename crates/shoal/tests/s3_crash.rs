@@ -4,8 +4,8 @@
 //! same during versioned overwrites and a lifecycle pass: every acknowledged version
 //! exists, none exists that was neither acknowledged nor in flight, no locked version is
 //! removed, and GC leaves no orphan tail. A gateway whose cluster is gone still stops on
-//! SIGTERM. An overwrite through a gateway whose clock is minutes behind another's is not
-//! lost.
+//! SIGTERM. An overwrite, a delete marker or a multipart completion through a gateway
+//! whose clock is minutes behind another's is not lost.
 
 mod common;
 
@@ -465,6 +465,77 @@ async fn an_overwrite_through_a_gateway_whose_clock_is_behind_is_not_lost() {
                 assert_eq!(got.body, body, "round {round}: after the {name} gateway's PUT");
             }
         }
+    }
+}
+
+/// In a versioned bucket, PUTs, a DELETE (its marker) and a multipart completion through a
+/// gateway whose clock is five minutes behind the other's are ordered after the writes
+/// acknowledged before them: each becomes the current version, version ids sort newest
+/// first, and a DELETE of a never-versioned key through it removes the key.
+#[tokio::test(flavor = "multi_thread")]
+async fn versioned_writes_through_a_gateway_whose_clock_is_behind_keep_their_order() {
+    let cluster = Vstart::start("3", "3");
+    let (_fast, fast_port) = start_gateway(&cluster, 0);
+    let (_slow, slow_port) = start_skewed_gateway(&cluster, 1, "-300");
+    let clients = user_clients(&cluster, "skew", &[fast_port, slow_port]);
+    let (fast, slow) = (&clients[0], &clients[1]);
+    fast.expect_ok(Method::PUT, "/skew", &[], Bytes::new()).await.unwrap();
+    let versioning = Bytes::from_static(b"<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>");
+    fast.expect_ok(Method::PUT, "/skew", &[("versioning", "")], versioning).await.unwrap();
+    let current = async |expected: Option<&Bytes>, after: &str| {
+        for reader in [fast, slow] {
+            let got = reader.send(Method::GET, "/skew/k", &[], Bytes::new()).await.unwrap();
+            match expected {
+                Some(body) => assert_eq!((got.status, &got.body), (StatusCode::OK, body), "after {after}"),
+                None => assert_eq!(got.status, StatusCode::NOT_FOUND, "after {after}"),
+            }
+        }
+    };
+    // Version ids in the order their writes were acknowledged.
+    let mut written = Vec::new();
+    for (writer, name) in [(fast, "fast"), (slow, "slow"), (fast, "fast again"), (slow, "slow again")] {
+        let body = Bytes::from(format!("{name}"));
+        let r = writer.expect_ok(Method::PUT, "/skew/k", &[], body.clone()).await.unwrap();
+        written.push(r.headers["x-amz-version-id"].to_str().unwrap().to_owned());
+        current(Some(&body), &format!("the {name} gateway's PUT")).await;
+    }
+    let fast_body = Bytes::from_static(b"fast before the marker");
+    let r = fast.expect_ok(Method::PUT, "/skew/k", &[], fast_body).await.unwrap();
+    written.push(r.headers["x-amz-version-id"].to_str().unwrap().to_owned());
+    let r = slow.expect_ok(Method::DELETE, "/skew/k", &[], Bytes::new()).await.unwrap();
+    assert_eq!(r.headers.get("x-amz-delete-marker").map(|v| v.to_str().unwrap()), Some("true"));
+    written.push(r.headers["x-amz-version-id"].to_str().unwrap().to_owned());
+    current(None, "the slow gateway's DELETE").await;
+    let r = fast.expect_ok(Method::PUT, "/skew/k", &[], Bytes::from_static(b"fast again")).await.unwrap();
+    written.push(r.headers["x-amz-version-id"].to_str().unwrap().to_owned());
+    // A multipart upload completed through the slow gateway.
+    let created = slow.expect_ok(Method::POST, "/skew/k", &[("uploads", "")], Bytes::new()).await.unwrap();
+    let text = String::from_utf8_lossy(&created.body).into_owned();
+    let upload_id = xml_field(&text, "UploadId").unwrap().to_owned();
+    let part = Bytes::from_static(b"one part, completed through the slow gateway");
+    let query = [("partNumber", "1"), ("uploadId", upload_id.as_str())];
+    let r = slow.expect_ok(Method::PUT, "/skew/k", &query, part.clone()).await.unwrap();
+    let etag = r.headers["etag"].to_str().unwrap().to_owned();
+    let listing = format!("<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag></Part></CompleteMultipartUpload>");
+    let r = slow.expect_ok(Method::POST, "/skew/k", &[("uploadId", upload_id.as_str())], Bytes::from(listing)).await.unwrap();
+    written.push(r.headers["x-amz-version-id"].to_str().unwrap().to_owned());
+    current(Some(&part), "the slow gateway's multipart completion").await;
+    // Version ids sort newest first: in the reverse of the order of acknowledgement.
+    let versions = all_versions(fast, "skew").await;
+    let mut listed: Vec<String> = versions.iter().map(|v| v.version.clone()).collect();
+    listed.sort();
+    let newest_first: Vec<String> = written.iter().rev().cloned().collect();
+    assert_eq!(listed, newest_first, "version ids sort in the order their writes were acknowledged, newest first");
+    let latest: Vec<&str> = versions.iter().filter(|v| v.latest).map(|v| v.version.as_str()).collect();
+    assert_eq!(latest, [written.last().unwrap().as_str()], "the last write is the latest version");
+
+    // A never-versioned key deleted through the slow gateway.
+    fast.expect_ok(Method::PUT, "/plain", &[], Bytes::new()).await.unwrap();
+    fast.expect_ok(Method::PUT, "/plain/k", &[], Bytes::from_static(b"fast")).await.unwrap();
+    slow.expect_ok(Method::DELETE, "/plain/k", &[], Bytes::new()).await.unwrap();
+    for reader in [fast, slow] {
+        let got = reader.send(Method::GET, "/plain/k", &[], Bytes::new()).await.unwrap();
+        assert_eq!(got.status, StatusCode::NOT_FOUND, "after the slow gateway's DELETE");
     }
 }
 

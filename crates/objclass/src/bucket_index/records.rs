@@ -165,7 +165,7 @@ mod v1 {
 
     impl From<LinkInput> for super::LinkInput {
         fn from(l: LinkInput) -> Self {
-            super::LinkInput { key: l.key, entry: l.entry.into(), events: l.events, condition: None }
+            super::LinkInput { key: l.key, entry: l.entry.into(), events: l.events, condition: None, fresh: false }
         }
     }
 }
@@ -221,7 +221,13 @@ mod v2 {
 
     impl From<LinkInput> for super::LinkInput {
         fn from(l: LinkInput) -> Self {
-            super::LinkInput { key: l.key, entry: l.entry.into(), events: l.events, condition: l.condition }
+            super::LinkInput {
+                key: l.key,
+                entry: l.entry.into(),
+                events: l.events,
+                condition: l.condition,
+                fresh: false,
+            }
         }
     }
 }
@@ -299,6 +305,11 @@ pub struct LinkInput {
     /// What the key's current object must be for the change to apply (ECANCELED, and
     /// nothing changed or logged, if it is not).
     pub condition: Option<Condition>,
+    /// A write a client waits for: it must be at least as new as every version of the key
+    /// (ESTALE, nothing changed or logged, if not; the writer takes an order past the
+    /// newest and links again), so a writer whose clock is behind cannot slip under a
+    /// version acknowledged before it.
+    pub fresh: bool,
 }
 
 /// A condition on a key's current object (S3's conditional writes).
@@ -315,12 +326,14 @@ pub enum Condition {
 
 impl Versioned for LinkInput {
     const NAME: &'static str = "bucket_index.link input";
-    /// Version 3: entries of version 3.
-    const VERSION: u8 = 3;
+    /// Version 4 added `fresh`; version 3: entries of version 3.
+    const VERSION: u8 = 4;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
         use shoal_types::encoding::decode_body;
         match version {
+            // Version 3 is version 4 without its last field: a `false` appended reads as it.
+            3 => Some(decode_body::<LinkInput>("bucket_index.link input v3", &[body, &[0]].concat())),
             1 => Some(decode_body::<v1::LinkInput>("bucket_index.link input v1", body).map(Into::into)),
             2 => Some(decode_body::<v2::LinkInput>("bucket_index.link input v2", body).map(Into::into)),
             _ => None,

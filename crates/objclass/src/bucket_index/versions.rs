@@ -92,6 +92,15 @@ fn newest(ctx: &mut MethodContext<'_>, key: &str) -> Result<Option<(String, Inde
     }
 }
 
+/// The order of the key's newest version (a delete marker included), if it has one.
+pub(super) fn newest_order(ctx: &mut MethodContext<'_>, key: &str) -> Result<Option<String>> {
+    let newest = match newest(ctx, key)? {
+        Some((_, entry)) => Some(entry),
+        None => load_entry(ctx, key)?,
+    };
+    Ok(newest.map(|e| e.order))
+}
+
 fn record(ctx: &mut MethodContext<'_>, key: &str, sort: &str) -> Result<Option<IndexEntry>> {
     ctx.object.omap_get(&record_key(key, sort))?.map(|v| decode_stored("version record", &v)).transpose()
 }
@@ -674,7 +683,7 @@ mod tests {
     }
 
     fn link(o: &mut MemObject, key: &str, entry: IndexEntry) -> ChangeOutput {
-        let input = LinkInput { key: key.into(), entry, events: Vec::new(), condition: None };
+        let input = LinkInput { key: key.into(), entry, ..Default::default() };
         ChangeOutput::decode(&o.call(CLASS, "link", 1, 0, &input.encode()).unwrap()).unwrap()
     }
 
@@ -798,8 +807,15 @@ mod tests {
             entry: IndexEntry { content_type: None, ..entry.clone() },
             events: vec![],
             condition: Some(Condition::Absent),
+            fresh: false,
         };
         assert_eq!(LinkInput::decode(&link_v2).unwrap(), expect_link);
+        // Link inputs of version 3 are those of version 4 without `fresh`.
+        let link_v3 = [&[3, 1, b'k'][..], &golden[1..], &[0, 1, 0]].concat();
+        let expect_v3 = LinkInput { entry: entry.clone(), ..expect_link.clone() };
+        assert_eq!(LinkInput::decode(&link_v3).unwrap(), expect_v3);
+        let link_v4 = LinkInput { fresh: true, ..expect_v3 };
+        assert_eq!(link_v4.encode(), [&[4], &link_v3[1..], &[1]].concat());
         // Version 1: the same fields without version and delete marker.
         let v1 = [1, 5, 1, b'e', 7, 1, b'o', 1, b'S', 1, b'r', 1, 1, b'p', 9];
         let old = IndexEntry::decode(&v1).unwrap();
@@ -814,7 +830,7 @@ mod tests {
         };
         assert_eq!(old, expect_old);
         let link_v1 = [&[1, 1, b'k'][..], &v1[1..], &[0]].concat();
-        let expect_link = LinkInput { key: "k".into(), entry: old, events: vec![], condition: None };
+        let expect_link = LinkInput { key: "k".into(), entry: old, ..Default::default() };
         assert_eq!(LinkInput::decode(&link_v1).unwrap(), expect_link);
         let stats_v2 = [2, 3, 4, 5];
         let expect = IndexStats { entries: 3, bytes: 4, next_event: 5, ..Default::default() };
@@ -914,6 +930,7 @@ mod tests {
                 entry,
                 events: vec![Bytes::from_static(b"e")],
                 condition: Some(condition),
+                fresh: false,
             };
             o.call(CLASS, "link", 1, 0, &input.encode()).map(|_| ())
         };
@@ -939,6 +956,7 @@ mod tests {
                 entry: version(at, 0, true, true),
                 events: Vec::new(),
                 condition: Some(Condition::Order(read.to_owned())),
+                fresh: false,
             };
             o.call(CLASS, "link", 1, 0, &input.encode()).map(|_| ())
         };
@@ -946,6 +964,34 @@ mod tests {
         assert_eq!(marker(&mut o, &order(8, 8), &order(6, 6)).unwrap_err().errno, shoal_types::Errno::Canceled);
         marker(&mut o, &order(9, 9), &order(7, 7)).unwrap();
         assert_eq!(marker(&mut o, &order(10, 10), &order(7, 7)).unwrap_err().errno, shoal_types::Errno::Canceled);
+    }
+
+    #[test]
+    fn a_fresh_link_older_than_a_version_of_its_key_is_stale_and_changes_nothing() {
+        let mut o = shard();
+        let fresh = |o: &mut MemObject, entry: IndexEntry| {
+            let input = LinkInput { key: "k".into(), entry, events: vec![Bytes::from_static(b"e")], condition: None, fresh: true };
+            o.call(CLASS, "link", 1, 0, &input.encode()).map(|_| ())
+        };
+        // The plain entry of a never-versioned key, then versions and a marker.
+        fresh(&mut o, version(&order(5, 5), 1, false, false)).unwrap();
+        let stale = fresh(&mut o, version(&order(4, 4), 1, true, false)).unwrap_err();
+        assert_eq!(stale.errno, shoal_types::Errno::StaleEpoch);
+        fresh(&mut o, version(&order(6, 6), 1, true, false)).unwrap();
+        fresh(&mut o, version(&order(7, 7), 0, true, true)).unwrap();
+        for (at, versioned, marker) in [(6, true, false), (3, false, false), (2, true, true)] {
+            let refused = fresh(&mut o, version(&order(at, at), 1, versioned, marker)).unwrap_err();
+            assert_eq!(refused.errno, shoal_types::Errno::StaleEpoch, "older than the marker at 7: {at}");
+        }
+        // The same write again (a retry) is not older than itself.
+        fresh(&mut o, version(&order(7, 7), 0, true, true)).unwrap();
+        assert_eq!(list_all(&mut o, "", "", 10).len(), 3, "refused links added nothing");
+        let log =
+            o.call(CLASS, "log_list", 1, 0, &super::super::LogListInput { after: None, max: 10 }.encode()).unwrap();
+        assert_eq!(super::super::LogListOutput::decode(&log).unwrap().events.len(), 4, "nor logged anything");
+        // Writes that are not fresh (replays of earlier ones) still go in beside newer ones.
+        link(&mut o, "k", version(&order(1, 1), 1, true, false));
+        assert_eq!(list_all(&mut o, "", "", 10).len(), 4);
     }
 
     #[test]
