@@ -224,6 +224,10 @@ impl Osd {
         // The shard and committer threads end when the last handle to this OSD is dropped
         // (their queues close); the process exits without waiting for them.
         let committer = committer::start(store.clone(), durability.clone());
+        let damage = shoal_pg_core::damage::Damage::load(&store).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "reading the damaged objects recorded before failed; a scrub finds them again");
+            Default::default()
+        });
         let (limits, limits_rx) = watch::channel(Arc::new(config.limits.clone()));
         let (mon_requests, mon_request_rx) = mpsc::unbounded_channel();
         let ctx = ShardContext {
@@ -241,7 +245,7 @@ impl Osd {
             class_cache_entries: config.class_cache_entries,
             pg_log_entries: config.pg_log_entries,
             counters: Arc::default(),
-            damage: Arc::default(),
+            damage: Arc::new(damage),
             scrubs: Arc::default(),
         };
         let count = config.op_shards.max(1);

@@ -10,8 +10,8 @@
 
 use serde::{Deserialize, Serialize};
 use shoal_store::{
-    ObjectKey, ObjectStore, Transaction, pg_log_key, pg_meta_key, pg_missing_key, pg_missing_object_key,
-    pg_missing_objects, pg_rollback_key,
+    ObjectKey, ObjectStore, Transaction, pg_damage_rows, pg_log_key, pg_meta_key, pg_missing_key, pg_missing_object_key,
+    pg_missing_objects, pg_rollback_key, pg_scrub_key,
 };
 use shoal_types::msg::{Activate, OpReply};
 use shoal_types::pg::{EVersion, LogPoint, PgInfo, PgLogEntry, PgMissing, PgSummary};
@@ -365,6 +365,9 @@ pub fn delete_pg(txn: &mut Transaction, pg: PgId, pg_num: u32) {
     txn.delete_meta(&pg_missing_key(pg));
     let (from, to, _) = pg_missing_objects(pg);
     txn.delete_meta_range(&from, &to);
+    let (from, to) = pg_damage_rows(Some(pg));
+    txn.delete_meta_range(&from, &to);
+    txn.delete_meta(&pg_scrub_key(pg));
     let record = pg_meta_key(pg);
     txn.delete_meta_range(&record, &[record.as_slice(), &[0]].concat());
 }

@@ -11,9 +11,10 @@
 //! replicas. Findings go to the OSD's [`ScrubBoard`], which `shoal status` reads.
 
 use bytes::Bytes;
-use shoal_store::{ObjectKey, ObjectStore};
+use serde::{Deserialize, Serialize};
+use shoal_store::{ObjectKey, ObjectStore, Transaction, pg_scrub_key};
 use shoal_types::msg::ScrubObject;
-use shoal_types::{Errno, ObjectName, OsdId, PgId, Result};
+use shoal_types::{Errno, ObjectName, OsdId, PgId, Result, Versioned};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -59,6 +60,19 @@ pub(crate) struct PgScrubs {
     pub(crate) report: Option<ScrubReport>,
 }
 
+/// When a PG's copy here was last scrubbed, and last deep-scrubbed (ns since the epoch):
+/// the `S` ‖ PG row of the store, so a restart does not put every PG's scrubs off again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct ScrubStamps {
+    last_ns: u64,
+    last_deep_ns: u64,
+}
+
+impl Versioned for ScrubStamps {
+    const NAME: &'static str = "pg scrub stamps";
+    const VERSION: u8 = 1;
+}
+
 /// A running scrub's place among the OSD's `osd_max_scrubs`; freed when dropped.
 #[derive(Debug)]
 pub(crate) struct ScrubSlot(Arc<ScrubBoard>);
@@ -86,20 +100,25 @@ impl ScrubBoard {
     }
 
     /// Whether `pg` is due a scrub at `now_ns`, and whether a deep one: a PG first seen
-    /// now counts as scrubbed now. Before `max_interval`, only while the load allows.
+    /// since the OSD started was scrubbed when `store` says, or counts as scrubbed now if
+    /// it never was here. Before `max_interval`, only while the load allows.
     pub(crate) fn due(
         &self,
+        store: &ObjectStore,
         pg: PgId,
         now_ns: u64,
         limits: &crate::limits::ScrubLimits,
         load_ok: bool,
     ) -> Option<bool> {
         let mut pgs = self.pgs();
-        let s = pgs.entry(pg).or_insert_with(|| PgScrubs {
-            last_ns: now_ns,
-            last_deep_ns: now_ns,
-            deep_scrubs: 0,
-            report: None,
+        let s = pgs.entry(pg).or_insert_with(|| {
+            let stored = store.meta(&pg_scrub_key(pg)).and_then(|v| v.map(|v| ScrubStamps::decode(&v)).transpose());
+            let stamps = stored.unwrap_or_else(|e| {
+                tracing::warn!(%pg, error = %e, "reading the PG's scrub stamps failed; counting it as scrubbed now");
+                None
+            });
+            let stamps = stamps.unwrap_or(ScrubStamps { last_ns: now_ns, last_deep_ns: now_ns });
+            PgScrubs { last_ns: stamps.last_ns, last_deep_ns: stamps.last_deep_ns, deep_scrubs: 0, report: None }
         });
         let since = |at: u64| std::time::Duration::from_nanos(now_ns.saturating_sub(at));
         let deep = since(s.last_deep_ns) >= limits.deep_interval;
@@ -108,7 +127,8 @@ impl ScrubBoard {
         due.then_some(deep)
     }
 
-    pub(crate) fn finished(&self, pg: PgId, mut report: ScrubReport) {
+    /// Records a finished scrub of `pg`; its stamps go to `store` too.
+    pub(crate) fn finished(&self, store: &ObjectStore, pg: PgId, mut report: ScrubReport) {
         let mut pgs = self.pgs();
         let s = pgs.entry(pg).or_default();
         s.last_ns = report.finished_ns;
@@ -118,6 +138,16 @@ impl ScrubBoard {
         }
         report.deep_scrubs = s.deep_scrubs;
         s.report = Some(report);
+        let mut txn = Transaction::new();
+        txn.put_meta(&pg_scrub_key(pg), ScrubStamps { last_ns: s.last_ns, last_deep_ns: s.last_deep_ns }.encode());
+        if let Err(e) = store.commit(txn) {
+            tracing::warn!(%pg, error = %e, "recording the PG's scrub stamps failed");
+        }
+    }
+
+    /// Forgets `pg`, whose copy this OSD no longer holds.
+    pub(crate) fn remove_pg(&self, pg: PgId) {
+        self.pgs().remove(&pg);
     }
 
     /// Objects the last scrub of `pg` found inconsistent and did not repair.
@@ -317,6 +347,7 @@ pub(crate) struct Requested {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shoal_store::{StoreFormat, StoreOptions};
 
     fn object(key: &str, size: u64, version: u64, data: Option<u32>) -> ScrubObject {
         ScrubObject {
@@ -395,6 +426,7 @@ mod tests {
 
     #[test]
     fn a_pg_is_due_after_the_min_interval_only_when_the_load_allows() {
+        let store = ObjectStore::in_memory(StoreFormat::default(), StoreOptions::default()).unwrap();
         let board = ScrubBoard::default();
         let limits = crate::limits::ScrubLimits {
             min_interval: std::time::Duration::from_secs(10),
@@ -404,13 +436,29 @@ mod tests {
         };
         let pg = PgId { pool: shoal_types::PoolId(1), seed: 0 };
         let s = 1_000_000_000u64;
-        assert_eq!(board.due(pg, 0, &limits, true), None, "first seen counts as scrubbed");
-        assert_eq!(board.due(pg, 11 * s, &limits, false), None, "the load is too high");
-        assert_eq!(board.due(pg, 11 * s, &limits, true), Some(false));
-        assert_eq!(board.due(pg, 51 * s, &limits, false), None, "deep scrubs wait for the load too");
-        assert_eq!(board.due(pg, 51 * s, &limits, true), Some(true));
-        assert_eq!(board.due(pg, 101 * s, &limits, false), Some(true), "past the max interval, whatever the load");
-        board.finished(pg, ScrubReport { deep: true, finished_ns: 51 * s, ..Default::default() });
-        assert_eq!(board.due(pg, 52 * s, &limits, true), None);
+        assert_eq!(board.due(&store, pg, 0, &limits, true), None, "first seen counts as scrubbed");
+        assert_eq!(board.due(&store, pg, 11 * s, &limits, false), None, "the load is too high");
+        assert_eq!(board.due(&store, pg, 11 * s, &limits, true), Some(false));
+        assert_eq!(board.due(&store, pg, 51 * s, &limits, false), None, "deep scrubs wait for the load too");
+        assert_eq!(board.due(&store, pg, 51 * s, &limits, true), Some(true));
+        assert_eq!(board.due(&store, pg, 101 * s, &limits, false), Some(true), "past the max interval, whatever the load");
+        board.finished(&store, pg, ScrubReport { deep: true, finished_ns: 51 * s, ..Default::default() });
+        assert_eq!(board.due(&store, pg, 52 * s, &limits, true), None);
+        // A restarted OSD goes by the stamps in its store, not by when it first sees the PG.
+        let restarted = ScrubBoard::default();
+        assert_eq!(restarted.due(&store, pg, 62 * s, &limits, true), Some(false), "scrubbed at 51, due at 61");
+        assert_eq!(restarted.due(&store, pg, 102 * s, &limits, true), Some(true), "deep-scrubbed at 51, due at 101");
+        let never = PgId { pool: shoal_types::PoolId(1), seed: 1 };
+        assert_eq!(restarted.due(&store, never, 102 * s, &limits, true), None, "never scrubbed here: counts as now");
+        restarted.remove_pg(pg);
+        assert_eq!(restarted.due(&store, pg, 62 * s, &limits, true), Some(false), "stamps are reread");
+    }
+
+    #[test]
+    fn scrub_stamps_keep_their_golden_bytes() {
+        let stamps = ScrubStamps { last_ns: 3, last_deep_ns: 300 };
+        let golden = [1, 3, 0xac, 0x02];
+        assert_eq!(stamps.encode(), golden);
+        assert_eq!(ScrubStamps::decode(&golden).unwrap(), stamps);
     }
 }

@@ -466,6 +466,8 @@ impl<R> Shard<R> {
                 let mut txn = Transaction::new();
                 crate::pglog::delete_pg(&mut txn, pg, pg_num);
                 self.pgs.remove(&pg);
+                self.config.damage.remove_pg(pg);
+                self.config.scrubs.remove_pg(pg);
                 Ok((self.commit(pg, txn)?, Reply::Done))
             }
             PeerRequest::RepOp(rep) => {

@@ -461,6 +461,17 @@ fn a_bad_checksum_is_repaired_from_a_replica_or_reported_on_a_single_copy() {
     });
     let status = reported.expect("shoal status reports the damaged object");
     assert!(status.contains("object 'big'") && status.contains("inconsistent"), "{status}");
+    // The OSD keeps the report across a restart.
+    let holder = out.split_whitespace().find(|w| w.starts_with("osd.")).unwrap().to_owned();
+    let args = cmdline(cluster.pid(&holder));
+    kill9(cluster.pid(&holder));
+    let mut restarted = Restarted::default();
+    restarted.restart(&cluster, &holder, &args);
+    let reported = wait_for(|| {
+        let status = ok(&conf, &["status"]);
+        (status.contains("HEALTH_ERR") && status.contains("object 'big'")).then_some(status)
+    });
+    assert!(reported.is_some(), "the restarted {holder} still reports the damage: {}", ok(&conf, &["status"]));
     ok(&conf, &["rados", "-p", "one", "put", "big", file]);
     assert_eq!(read_back("one").1.as_ref(), Some(&data));
     let healthy = wait_for(|| ok(&conf, &["status"]).contains("HEALTH_OK").then_some(()));

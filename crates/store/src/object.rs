@@ -193,6 +193,8 @@ const PG_META_PREFIX: u8 = b'P';
 const PG_LOG_PREFIX: u8 = b'L';
 const PG_ROLLBACK_PREFIX: u8 = b'R';
 const PG_MISSING_PREFIX: u8 = b'M';
+const PG_DAMAGE_PREFIX: u8 = b'D';
+const PG_SCRUB_PREFIX: u8 = b'S';
 
 /// The `meta` key of a PG log entry: `L` ‖ pool (u64 BE) ‖ seed (u32 BE) ‖ version (u64 BE).
 pub fn pg_log_key(pg: PgId, version: u64) -> Vec<u8> {
@@ -233,6 +235,33 @@ pub fn pg_missing_object_key(pg: PgId, object: &ObjectKey) -> Vec<u8> {
 pub fn pg_missing_objects(pg: PgId) -> (Vec<u8>, Vec<u8>, usize) {
     let record = pg_missing_key(pg);
     ([record.as_slice(), &[0]].concat(), prefix_end(&record), record.len())
+}
+
+/// The `meta` key of one object whose local copy failed its checksum and is not repaired
+/// yet: `D` ‖ pool (u64 BE) ‖ seed (u32 BE) ‖ the object key.
+pub fn pg_damage_key(pg: PgId, object: &ObjectKey) -> Vec<u8> {
+    [pg_key(PG_DAMAGE_PREFIX, pg).as_slice(), object.as_bytes()].concat()
+}
+
+/// The `meta` keys `[from, to)` of the damaged-object rows of `pg` (of every PG if `None`).
+pub fn pg_damage_rows(pg: Option<PgId>) -> (Vec<u8>, Vec<u8>) {
+    let prefix = pg.map_or_else(|| vec![PG_DAMAGE_PREFIX], |pg| pg_key(PG_DAMAGE_PREFIX, pg));
+    let end = prefix_end(&prefix);
+    (prefix, end)
+}
+
+/// The PG and the object key of a [`pg_damage_key`].
+pub fn split_damage_key(key: &[u8]) -> Option<(PgId, &[u8])> {
+    let (&prefix, rest) = key.split_first()?;
+    let (pool, rest) = rest.split_first_chunk::<8>()?;
+    let (seed, object) = rest.split_first_chunk::<4>()?;
+    let pg = PgId { pool: PoolId(u64::from_be_bytes(*pool)), seed: u32::from_be_bytes(*seed) };
+    (prefix == PG_DAMAGE_PREFIX).then_some((pg, object))
+}
+
+/// The `meta` key of when a PG's copy here was last scrubbed: `S` ‖ pool (u64 BE) ‖ seed (u32 BE).
+pub fn pg_scrub_key(pg: PgId) -> Vec<u8> {
+    pg_key(PG_SCRUB_PREFIX, pg)
 }
 
 fn pg_key(prefix: u8, pg: PgId) -> Vec<u8> {

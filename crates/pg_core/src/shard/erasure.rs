@@ -706,7 +706,7 @@ impl<R> Shard<R> {
                 return self.restart_later(pg);
             }
             if !more {
-                self.config.damage.remove(pg, &object);
+                self.config.damage.remove(&self.config.store, pg, &object);
                 self.serve_own_shard_ready(pg);
             }
         } else {

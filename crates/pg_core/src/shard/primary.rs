@@ -832,7 +832,7 @@ impl<R> Shard<R> {
             Err(e) => self.respond(Err(e), reply),
             Ok(OpOutcome::Unreadable(e)) if !repaired => self.repair_then_serve(pg, op, caller, reply, e),
             Ok(OpOutcome::Unreadable(e)) => {
-                self.config.damage.add(pg, &op.object);
+                self.config.damage.add(&self.config.store, pg, &op.object);
                 self.respond(Err(e), reply)
             }
             Ok(OpOutcome::Done(seq, r)) => self.respond(Ok((seq, Reply::Op(r))), reply),
@@ -848,7 +848,7 @@ impl<R> Shard<R> {
     /// the copy is here. Without such a replica the client gets the error.
     pub(crate) fn repair_then_serve(&mut self, pg: PgId, op: OsdOp, caller: ClientId, reply: R, e: RadosError) {
         self.emit(Action::Count(Counted::ChecksumError));
-        self.config.damage.add(pg, &op.object);
+        self.config.damage.add(&self.config.store, pg, &op.object);
         let me = self.config.me;
         let Some(p) = self.primaries.get(&pg) else { return self.respond(Err(e), reply) };
         let source = p.members().find(|o| *o != me && !p.recovery.contains_key(o));
@@ -878,7 +878,7 @@ impl<R> Shard<R> {
         match applied {
             Ok(true) => {
                 self.emit(Action::Count(Counted::ReadRepaired));
-                self.config.damage.remove(pg, &op.object);
+                self.config.damage.remove(&self.config.store, pg, &op.object);
                 tracing::info!(%pg, object = %op.object, "repaired the local copy from a replica");
             }
             Ok(false) => tracing::info!(%pg, object = %op.object, "the replica's copy is of another version; not used"),
@@ -896,7 +896,7 @@ impl<R> Shard<R> {
             .and_then(|pool| ObjectKey::new(pool.id, object))
             .and_then(|key| self.config.store.chunks(&key, 0, u32::MAX));
         if readable.is_ok() {
-            self.config.damage.remove(pg, object);
+            self.config.damage.remove(&self.config.store, pg, object);
             tracing::info!(%pg, %object, "a damaged object reads back whole again");
         }
     }

@@ -50,7 +50,7 @@ impl<R> Shard<R> {
             if !p.scrubbable(pg, &self.map) {
                 continue;
             }
-            let Some(deep) = self.config.scrubs.due(pg, self.now_ns, &limits, load_ok) else { continue };
+            let Some(deep) = self.config.scrubs.due(&self.config.store, pg, self.now_ns, &limits, load_ok) else { continue };
             let Some(slot) = self.config.scrubs.slot(limits.max_scrubs) else { return };
             self.start_scrub(pg, deep, false, slot);
         }
@@ -207,7 +207,7 @@ impl<R> Shard<R> {
         });
         match applied {
             Ok(true) => {
-                self.config.damage.remove(pg, &name);
+                self.config.damage.remove(&self.config.store, pg, &name);
                 let mut rest = verdict;
                 rest.bad.remove(&self.config.me);
                 self.push_repair(pg, &rest);
@@ -359,7 +359,7 @@ impl<R> Shard<R> {
             repaired: scrub.repaired,
             deep_scrubs: 0,
         };
-        self.config.scrubs.finished(pg, report);
+        self.config.scrubs.finished(&self.config.store, pg, report);
     }
 
     /// Ends a scrub that cannot go on; the next tick (or request) starts over.
