@@ -239,6 +239,29 @@ impl Service {
         }
     }
 
+    /// Creates bucket `info`: its index shards, then its record (BucketAlreadyExists if
+    /// another request created it first; the shards go again then).
+    pub async fn create_bucket_record(&self, info: &BucketInfo) -> S3Result<()> {
+        self.objects.init_index(info).await.map_err(rados_error)?;
+        if let Err(e) = self.meta.create_bucket(info).await {
+            let _ = self.objects.remove_index(info).await;
+            return Err(match e.errno {
+                Errno::Exists => s3_error!(BucketAlreadyExists),
+                _ => rados_error(e),
+            });
+        }
+        Ok(())
+    }
+
+    /// Removes `bucket` if it holds no object and no version (BucketNotEmpty otherwise).
+    pub async fn remove_empty_bucket(&self, bucket: &BucketInfo) -> S3Result<()> {
+        let stats = self.objects.bucket_stats(bucket).await.map_err(rados_error)?;
+        if !stats.is_empty() {
+            return Err(s3_error!(BucketNotEmpty));
+        }
+        self.remove_bucket(bucket).await.map_err(rados_error)
+    }
+
     /// Removes an (empty) bucket: aborts its uploads, waits for its logged events to reach
     /// their queues (EAGAIN if they do not within [`LOG_DRAIN_WAIT`]), then removes its
     /// record, index shards and upload object.

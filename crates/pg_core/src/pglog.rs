@@ -10,8 +10,8 @@
 
 use serde::{Deserialize, Serialize};
 use shoal_store::{
-    ObjectKey, ObjectStore, Transaction, pg_damage_rows, pg_log_key, pg_meta_key, pg_missing_key, pg_missing_object_key,
-    pg_missing_objects, pg_rollback_key, pg_scrub_key,
+    ObjectKey, ObjectStore, Transaction, pg_damage_rows, pg_log_key, pg_meta_key, pg_missing_key,
+    pg_missing_object_key, pg_missing_objects, pg_rollback_key, pg_scrub_key,
 };
 use shoal_types::msg::{Activate, OpReply};
 use shoal_types::pg::{EVersion, LogPoint, PgInfo, PgLogEntry, PgMissing, PgSummary};

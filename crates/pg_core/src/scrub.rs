@@ -441,7 +441,11 @@ mod tests {
         assert_eq!(board.due(&store, pg, 11 * s, &limits, true), Some(false));
         assert_eq!(board.due(&store, pg, 51 * s, &limits, false), None, "deep scrubs wait for the load too");
         assert_eq!(board.due(&store, pg, 51 * s, &limits, true), Some(true));
-        assert_eq!(board.due(&store, pg, 101 * s, &limits, false), Some(true), "past the max interval, whatever the load");
+        assert_eq!(
+            board.due(&store, pg, 101 * s, &limits, false),
+            Some(true),
+            "past the max interval, whatever the load"
+        );
         board.finished(&store, pg, ScrubReport { deep: true, finished_ns: 51 * s, ..Default::default() });
         assert_eq!(board.due(&store, pg, 52 * s, &limits, true), None);
         // A restarted OSD goes by the stamps in its store, not by when it first sees the PG.

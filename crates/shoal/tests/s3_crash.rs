@@ -494,7 +494,7 @@ async fn versioned_writes_through_a_gateway_whose_clock_is_behind_keep_their_ord
     // Version ids in the order their writes were acknowledged.
     let mut written = Vec::new();
     for (writer, name) in [(fast, "fast"), (slow, "slow"), (fast, "fast again"), (slow, "slow again")] {
-        let body = Bytes::from(format!("{name}"));
+        let body = Bytes::from(name);
         let r = writer.expect_ok(Method::PUT, "/skew/k", &[], body.clone()).await.unwrap();
         written.push(r.headers["x-amz-version-id"].to_str().unwrap().to_owned());
         current(Some(&body), &format!("the {name} gateway's PUT")).await;
@@ -516,8 +516,13 @@ async fn versioned_writes_through_a_gateway_whose_clock_is_behind_keep_their_ord
     let query = [("partNumber", "1"), ("uploadId", upload_id.as_str())];
     let r = slow.expect_ok(Method::PUT, "/skew/k", &query, part.clone()).await.unwrap();
     let etag = r.headers["etag"].to_str().unwrap().to_owned();
-    let listing = format!("<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag></Part></CompleteMultipartUpload>");
-    let r = slow.expect_ok(Method::POST, "/skew/k", &[("uploadId", upload_id.as_str())], Bytes::from(listing)).await.unwrap();
+    let listing = format!(
+        "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag></Part></CompleteMultipartUpload>"
+    );
+    let r = slow
+        .expect_ok(Method::POST, "/skew/k", &[("uploadId", upload_id.as_str())], Bytes::from(listing))
+        .await
+        .unwrap();
     written.push(r.headers["x-amz-version-id"].to_str().unwrap().to_owned());
     current(Some(&part), "the slow gateway's multipart completion").await;
     // Version ids sort newest first: in the reverse of the order of acknowledgement.

@@ -10,7 +10,6 @@ use crate::meta::{BucketInfo, Versioning};
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 use shoal_objclass::bucket_index::ListItem;
-use shoal_types::Errno;
 
 /// What one listing page asks for.
 pub(super) struct ListPage<'a> {
@@ -137,14 +136,7 @@ impl ShoalS3 {
             // A Swift PUT brings the container's metadata and ACLs.
             swift: req.extensions.get::<crate::meta::SwiftContainer>().cloned().unwrap_or_default(),
         };
-        self.objects.init_index(&info).await.map_err(rados_error)?;
-        if let Err(e) = self.meta.create_bucket(&info).await {
-            let _ = self.objects.remove_index(&info).await;
-            return Err(match e.errno {
-                Errno::Exists => s3_error!(BucketAlreadyExists),
-                _ => rados_error(e),
-            });
-        }
+        self.create_bucket_record(&info).await?;
         Ok(S3Response::new(CreateBucketOutput { location: Some(format!("/{}", input.bucket)) }))
     }
 
@@ -155,11 +147,7 @@ impl ShoalS3 {
 
     pub(crate) async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> Answer<DeleteBucketOutput> {
         let bucket = self.open(&req, Action::DeleteBucket).await?;
-        let stats = self.objects.bucket_stats(&bucket).await.map_err(rados_error)?;
-        if !stats.is_empty() {
-            return Err(s3_error!(BucketNotEmpty));
-        }
-        self.remove_bucket(&bucket).await.map_err(rados_error)?;
+        self.remove_empty_bucket(&bucket).await?;
         Ok(S3Response::new(DeleteBucketOutput::default()))
     }
 

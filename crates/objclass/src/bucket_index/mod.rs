@@ -171,7 +171,10 @@ fn link(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<Vec<u8>> {
     let LinkInput { key, entry, events, condition, fresh } = decode_input("bucket_index.link", input)?;
     versions::check_key(&key, "bucket_index.link")?;
     if fresh && let Some(newest) = versions::newest_order(ctx, &key)?.filter(|newest| *newest > entry.order) {
-        return Err(err::stale_epoch(format!("bucket_index.link: '{key}' has a version at {newest}, newer than {}", entry.order)));
+        return Err(err::stale_epoch(format!(
+            "bucket_index.link: '{key}' has a version at {newest}, newer than {}",
+            entry.order
+        )));
     }
     if let Some(condition) = condition {
         let current = load_entry(ctx, &key)?;
@@ -372,7 +375,8 @@ mod tests {
         o.call(CLASS, "init", 1, 0, &[]).unwrap();
         let events = |names: &[&str]| names.iter().map(|n| Bytes::from(n.to_string())).collect::<Vec<_>>();
         let link = |o: &mut MemObject, order: &str, names: &[&str]| {
-            let input = LinkInput { key: "k".into(), entry: entry(1, order), events: events(names), ..Default::default() };
+            let input =
+                LinkInput { key: "k".into(), entry: entry(1, order), events: events(names), ..Default::default() };
             ChangeOutput::decode(&o.call(CLASS, "link", 1, 0, &input.encode()).unwrap()).unwrap()
         };
         assert!(link(&mut o, "2", &["put2a", "put2b"]).applied);

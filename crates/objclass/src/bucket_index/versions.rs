@@ -970,7 +970,13 @@ mod tests {
     fn a_fresh_link_older_than_a_version_of_its_key_is_stale_and_changes_nothing() {
         let mut o = shard();
         let fresh = |o: &mut MemObject, entry: IndexEntry| {
-            let input = LinkInput { key: "k".into(), entry, events: vec![Bytes::from_static(b"e")], condition: None, fresh: true };
+            let input = LinkInput {
+                key: "k".into(),
+                entry,
+                events: vec![Bytes::from_static(b"e")],
+                condition: None,
+                fresh: true,
+            };
             o.call(CLASS, "link", 1, 0, &input.encode()).map(|_| ())
         };
         // The plain entry of a never-versioned key, then versions and a marker.

@@ -50,7 +50,9 @@ impl<R> Shard<R> {
             if !p.scrubbable(pg, &self.map) {
                 continue;
             }
-            let Some(deep) = self.config.scrubs.due(&self.config.store, pg, self.now_ns, &limits, load_ok) else { continue };
+            let Some(deep) = self.config.scrubs.due(&self.config.store, pg, self.now_ns, &limits, load_ok) else {
+                continue;
+            };
             let Some(slot) = self.config.scrubs.slot(limits.max_scrubs) else { return };
             self.start_scrub(pg, deep, false, slot);
         }
