@@ -97,6 +97,16 @@ fn md5(data: &[u8]) -> [u8; 16] {
     md5::Md5::digest(data).into()
 }
 
+/// Two gateways, the second with its clock five minutes behind, and a client of user
+/// `skew` for each; bucket `skew` is created.
+async fn fast_and_slow_gateways(cluster: &Vstart) -> ([Gateway; 2], Vec<S3Client>) {
+    let (fast, fast_port) = start_gateway(cluster, 0);
+    let (slow, slow_port) = start_skewed_gateway(cluster, 1, "-300");
+    let clients = user_clients(cluster, "skew", &[fast_port, slow_port]);
+    clients[0].expect_ok(Method::PUT, "/skew", &[], Bytes::new()).await.unwrap();
+    ([fast, slow], clients)
+}
+
 /// GETs `key` through gateway `port`, retrying while the cluster settles (an OSD is down).
 async fn get_eventually(client: &S3Client, key: &str) -> Bytes {
     for _ in 0..600 {
@@ -451,11 +461,8 @@ async fn wait_for_port() -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_overwrite_through_a_gateway_whose_clock_is_behind_is_not_lost() {
     let cluster = Vstart::start("3", "3");
-    let (_fast, fast_port) = start_gateway(&cluster, 0);
-    let (_slow, slow_port) = start_skewed_gateway(&cluster, 1, "-300");
-    let clients = user_clients(&cluster, "skew", &[fast_port, slow_port]);
+    let (_gateways, clients) = fast_and_slow_gateways(&cluster).await;
     let (fast, slow) = (&clients[0], &clients[1]);
-    fast.expect_ok(Method::PUT, "/skew", &[], Bytes::new()).await.unwrap();
     for round in 0..3 {
         for (writer, name) in [(fast, "fast"), (slow, "slow"), (fast, "fast again")] {
             let body = Bytes::from(format!("{name} {round}"));
@@ -475,11 +482,8 @@ async fn an_overwrite_through_a_gateway_whose_clock_is_behind_is_not_lost() {
 #[tokio::test(flavor = "multi_thread")]
 async fn versioned_writes_through_a_gateway_whose_clock_is_behind_keep_their_order() {
     let cluster = Vstart::start("3", "3");
-    let (_fast, fast_port) = start_gateway(&cluster, 0);
-    let (_slow, slow_port) = start_skewed_gateway(&cluster, 1, "-300");
-    let clients = user_clients(&cluster, "skew", &[fast_port, slow_port]);
+    let (_gateways, clients) = fast_and_slow_gateways(&cluster).await;
     let (fast, slow) = (&clients[0], &clients[1]);
-    fast.expect_ok(Method::PUT, "/skew", &[], Bytes::new()).await.unwrap();
     let versioning = Bytes::from_static(b"<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>");
     fast.expect_ok(Method::PUT, "/skew", &[("versioning", "")], versioning).await.unwrap();
     let current = async |expected: Option<&Bytes>, after: &str| {
