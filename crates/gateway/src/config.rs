@@ -29,7 +29,7 @@ pub struct GatewayConfig {
     /// How long a completed upload's record answers retries of its completion
     /// (`rgw_multipart_completion_keep`).
     pub multipart_completion_keep: Duration,
-    /// Test only: abort the process after writing a version's head, before linking it
+    /// Test only: abort the process after writing an object's head, before linking it
     /// (`rgw_debug_abort_before_link`), to test what a crash there leaves.
     pub debug_abort_before_link: bool,
     /// How often the Swift object expirer runs (`rgw_objexp_gc_interval`).

@@ -22,7 +22,7 @@ use crate::meta::absent_as_empty;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use shoal_client::{IoCtx, WriteOp};
-use shoal_objclass::bucket_index::{self, GetVersionInput, GetVersionOutput, Segment, Which};
+use shoal_objclass::bucket_index::{self, ChangeOutput, GetVersionInput, GetVersionOutput, LinkInput, Segment, Which};
 use shoal_objclass::lock::{LockRequest, LockType, UnlockRequest};
 use shoal_placement::hash::str_hash;
 use shoal_types::{Errno, Result, Versioned};
@@ -48,6 +48,20 @@ pub struct GcEntry {
     /// the index no longer holds the head's version (`None`: a key's plain head, which
     /// outlives its data).
     pub version: Option<IndexRef>,
+    /// For a writer's intent on a key's plain head: where the key is indexed. A head that
+    /// holds this write but was never linked (its writer died in between) is linked
+    /// when the entry is handled, as RGW's `dir_suggest` does, so listings agree with
+    /// GETs again and the tail it replaced is collected.
+    pub plain: Option<IndexRef>,
+}
+
+/// The key a write's head belongs to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeadOf {
+    /// Where the key is indexed.
+    pub at: IndexRef,
+    /// The head is the version's own (else it is the key's plain head).
+    pub own: bool,
 }
 
 /// A key in a bucket index.
@@ -61,24 +75,34 @@ pub struct IndexRef {
 
 impl Versioned for GcEntry {
     const NAME: &'static str = "gc entry";
-    /// Version 2 adds `version`.
-    const VERSION: u8 = 2;
+    /// Version 3 adds `plain`, version 2 `version`.
+    const VERSION: u8 = 3;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<Result<Self>> {
-        (version == 1).then(|| {
-            let (head, segments, intent) =
-                shoal_types::encoding::decode_body::<(String, Vec<Segment>, bool)>("gc entry v1", body)?;
-            Ok(GcEntry { head, segments, intent, version: None })
-        })
+        use shoal_types::encoding::decode_body;
+        match version {
+            // Version 2 is version 3 without its last field: a `None` appended reads as it.
+            2 => Some(decode_body::<GcEntry>("gc entry v2", &[body, &[0]].concat())),
+            1 => Some(
+                decode_body::<(String, Vec<Segment>, bool)>("gc entry v1", body)
+                    .map(|(head, segments, intent)| GcEntry { head, segments, intent, version: None, plain: None }),
+            ),
+            _ => None,
+        }
     }
 }
 
 impl GcEntry {
-    /// The intent of a writer about to write chunks under `prefix` for `head` (a version's
-    /// head if `version` says where its key is indexed).
-    pub fn intent(head: &str, prefix: &str, version: Option<IndexRef>) -> GcEntry {
+    /// The intent of a writer about to write chunks under `prefix` for `head` (of the key
+    /// `key` says, if any).
+    pub fn intent(head: &str, prefix: &str, key: Option<HeadOf>) -> GcEntry {
         let segments = vec![Segment { prefix: prefix.to_owned(), size: 0 }];
-        GcEntry { head: head.to_owned(), segments, intent: true, version }
+        let (version, plain) = match key {
+            Some(HeadOf { at, own: true }) => (Some(at), None),
+            Some(HeadOf { at, own: false }) => (None, Some(at)),
+            None => (None, None),
+        };
+        GcEntry { head: head.to_owned(), segments, intent: true, version, plain }
     }
 }
 
@@ -172,7 +196,13 @@ impl Gc {
     /// Queues a version's head and tail, deleted once the index no longer holds it (the
     /// caller unlinks it after this returns).
     pub async fn retire_version(&self, head: &str, tail: &[Segment], version: IndexRef) -> Result<()> {
-        let entry = GcEntry { head: head.to_owned(), segments: tail.to_vec(), intent: false, version: Some(version) };
+        let entry = GcEntry {
+            head: head.to_owned(),
+            segments: tail.to_vec(),
+            intent: false,
+            version: Some(version),
+            plain: None,
+        };
         self.enqueue(&entry, self.min_wait).await.map(|_| ())
     }
 
@@ -180,7 +210,8 @@ impl Gc {
         if tail.is_empty() {
             return Ok(());
         }
-        let entry = GcEntry { head: head.to_owned(), segments: tail.to_vec(), intent: false, version: None };
+        let entry =
+            GcEntry { head: head.to_owned(), segments: tail.to_vec(), intent: false, version: None, plain: None };
         self.enqueue(&entry, wait).await.map(|_| ())
     }
 
@@ -194,6 +225,24 @@ impl Gc {
             Ok(out) => Ok(GetVersionOutput::decode(&out)?.entry.is_some_and(|e| e.order == meta.order)),
             Err(e) if e.errno == Errno::NotFound => Ok(false),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Links the plain head `head` of the key at `at`, holding `meta`, unless the index
+    /// holds that write or a newer one; queues the tail of the entry it replaces.
+    async fn link_plain_head(&self, at: &IndexRef, head: &str, meta: &ObjectMeta) -> Result<()> {
+        let input = GetVersionInput { key: at.key.clone(), which: Which::Current };
+        let out = self.index.exec(&at.shard, bucket_index::CLASS, "get_version", input.encode()).await?;
+        if GetVersionOutput::decode(&out)?.entry.is_some_and(|e| e.order >= meta.order) {
+            return Ok(());
+        }
+        tracing::warn!(%head, order = %meta.order, "linking a head its writer wrote but never linked");
+        let entry = meta.index_entry(false, Default::default());
+        let input = LinkInput { key: at.key.clone(), entry, ..Default::default() };
+        let out = self.index.exec(&at.shard, bucket_index::CLASS, "link", input.encode()).await?;
+        match ChangeOutput::decode(&out)? {
+            ChangeOutput { applied: true, previous: Some(previous) } => self.retire(head, &previous.tail).await,
+            _ => Ok(()),
         }
     }
 
@@ -272,6 +321,11 @@ impl Gc {
         // intent that succeeded, or an abort racing a completion that linked the parts);
         // a version's head refers to its data as long as the index holds the version.
         let meta = read_meta(&self.data, &entry.head).await?;
+        if let (Some(at), Some(meta)) = (&entry.plain, &meta)
+            && meta.tail.iter().any(|s| entry.segments.iter().any(|e| e.prefix == s.prefix))
+        {
+            self.link_plain_head(at, &entry.head, meta).await?;
+        }
         let version_linked = match &entry.version {
             Some(at) => self.linked(at, meta.as_ref()).await?,
             None => false,
@@ -328,5 +382,27 @@ impl Gc {
                 Err(e) => tracing::warn!(error = %e, "gc pass failed"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_keep_their_golden_bytes_and_versions_1_and_2_still_decode() {
+        let at = IndexRef { shard: "s".into(), key: "k".into() };
+        let entry = GcEntry::intent("h", "p", Some(HeadOf { at: at.clone(), own: false }));
+        assert_eq!((entry.version.as_ref(), entry.plain.as_ref()), (None, Some(&at)));
+        // head, segments [(prefix, size)], intent, version, plain.
+        let golden = [3, 1, b'h', 1, 1, b'p', 0, 1, 0, 1, 1, b's', 1, b'k'];
+        assert_eq!(entry.encode(), golden);
+        assert_eq!(GcEntry::decode(&golden).unwrap(), entry);
+        let own = GcEntry::intent("h", "p", Some(HeadOf { at: at.clone(), own: true }));
+        assert_eq!((own.version.as_ref(), own.plain.as_ref()), (Some(&at), None));
+        let v2 = [2, 1, b'h', 1, 1, b'p', 0, 1, 1, 1, b's', 1, b'k'];
+        assert_eq!(GcEntry::decode(&v2).unwrap(), own);
+        let v1 = [1, 1, b'h', 1, 1, b'p', 0, 1];
+        assert_eq!(GcEntry::decode(&v1).unwrap(), GcEntry::intent("h", "p", None));
     }
 }

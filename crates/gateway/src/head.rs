@@ -6,7 +6,7 @@ use crate::clock::{OrderClock, order_of, tag_of};
 use crate::meta::CannedAcl;
 use serde::{Deserialize, Serialize};
 use shoal_client::{IoCtx, ReadOp};
-use shoal_objclass::bucket_index::Segment;
+use shoal_objclass::bucket_index::{IndexEntry, ObjectLock, Segment};
 use shoal_types::{Errno, Result, StepOutput, Versioned, err};
 use std::collections::BTreeMap;
 
@@ -57,6 +57,25 @@ impl ObjectMeta {
     pub fn segment_sizes(&self) -> impl Iterator<Item = u64> + Clone + '_ {
         let sealed = self.sealed.is_some();
         self.tail.iter().map(move |s| if sealed { crate::crypt::plain_size(s.size) } else { s.size })
+    }
+
+    /// The index entry of this write: `own_head` if the head is the version's own, with
+    /// the object lock `lock`.
+    pub fn index_entry(&self, own_head: bool, lock: ObjectLock) -> IndexEntry {
+        IndexEntry {
+            size: self.size,
+            etag: self.etag.clone(),
+            mtime_ns: self.mtime_ns,
+            owner: self.owner.clone(),
+            storage_class: "STANDARD".into(),
+            order: self.order.clone(),
+            tail: self.tail.clone(),
+            version: self.version.clone(),
+            delete_marker: false,
+            own_head,
+            lock,
+            content_type: self.content_type.clone(),
+        }
     }
 
     /// Gives the write an order (and mtime) from `clock` past `newer`'s, keeping its tag.

@@ -12,7 +12,7 @@
 use crate::clock::{OrderClock, now_ns, tag_of};
 use crate::crypt::{Key, Opener, Sealer};
 use crate::events::{Done, Pending};
-use crate::gc::{Gc, GcEntry, IndexRef};
+use crate::gc::{Gc, GcEntry, HeadOf, IndexRef};
 use crate::head::{META_XATTR, ORDER_XATTR, ObjectMeta, read_meta};
 use crate::layout;
 use crate::meta::{BucketInfo, Versioning, remove_ignoring_missing};
@@ -26,7 +26,7 @@ use shoal_objclass::bucket_index::{
     ListOutput, ListVersionsInput, ListVersionsOutput, ObjectLock, Segment, UnlinkInput, UnlinkVersionInput,
     VersionItem, Which,
 };
-use shoal_types::{CmpMode, CmpOp, Errno, RadosError, Result, StepOutput, Versioned, err};
+use shoal_types::{CmpMode, CmpOp, Errno, RadosError, Result, Step, StepOutput, Versioned, err};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -118,20 +118,20 @@ pub struct Objects {
     pub clock: OrderClock,
     /// How long a completed upload's record answers retries (`rgw_multipart_completion_keep`).
     pub completion_keep: std::time::Duration,
-    /// Test only: abort after writing a version's head, before linking it.
+    /// Test only: abort after writing a head, before linking it.
     pub abort_before_link: bool,
 }
 
 impl Objects {
     /// Streams `body` into chunk objects under `prefix` (recording a GC intent for `head`,
-    /// a version's head if `version` says where its key is indexed, first), or keeps it
-    /// for the head when it fits (and `allow_inline`; a version's head gets its intent
-    /// then too); sealed by `sealer` if given.
+    /// of the key `key` says, first), or keeps it for the head when it fits (and
+    /// `allow_inline`; a version's own head gets its intent then too); sealed by `sealer`
+    /// if given.
     pub async fn write_data<S, E>(
         &self,
         mut body: S,
         head: &str,
-        version: Option<IndexRef>,
+        key: Option<HeadOf>,
         prefix: &str,
         allow_inline: bool,
         mut sealer: Option<Sealer>,
@@ -168,9 +168,11 @@ impl Objects {
             if finished && chunks == 0 && allow_inline && buffer.len() <= stripe {
                 // A version's head has a name of its own, which only the index link makes
                 // reachable: its intent covers a crash before that link.
-                let intent = match &version {
-                    Some(_) => Some(self.gc.record_intent(&GcEntry::intent(head, prefix, version.clone())).await?),
-                    None => None,
+                let intent = match &key {
+                    Some(HeadOf { own: true, .. }) => {
+                        Some(self.gc.record_intent(&GcEntry::intent(head, prefix, key.clone())).await?)
+                    }
+                    _ => None,
                 };
                 return Ok(Written {
                     size,
@@ -185,7 +187,7 @@ impl Objects {
             let unsealed = sealer.as_ref().map_or(0, Sealer::open_len);
             while buffer.len() - unsealed >= stripe || (finished && !buffer.is_empty()) {
                 if chunks == 0 {
-                    intent = Some(self.gc.record_intent(&GcEntry::intent(head, prefix, version.clone())).await?);
+                    intent = Some(self.gc.record_intent(&GcEntry::intent(head, prefix, key.clone())).await?);
                 }
                 let take = buffer.len().min(stripe);
                 stored += take as u64;
@@ -213,7 +215,7 @@ impl Objects {
     }
 
     /// Replaces the plain head object unless it holds a newer write; returns whether it
-    /// did. With a `condition` on the object it holds, the check is part of the write:
+    /// did, and the metadata of the write it replaced (read in the same operation). With a `condition` on the object it holds, the check is part of the write:
     /// ECANCELED if it fails. A `fresh` write that finds a newer order there takes an
     /// order past it (in `meta`) and writes again.
     async fn write_head(
@@ -223,7 +225,7 @@ impl Objects {
         data: Bytes,
         condition: Option<&Condition>,
         fresh: bool,
-    ) -> Result<bool> {
+    ) -> Result<Option<Option<ObjectMeta>>> {
         let failed = || err::canceled(format!("the object fails the write's condition {condition:?}"));
         loop {
             let op = match condition {
@@ -250,16 +252,23 @@ impl Objects {
                 }
             };
             let op = op
+                .push(Step::GetXattrs)
                 .write_full(data.clone())
                 .set_xattr(META_XATTR, meta.encode())
                 .set_xattr(ORDER_XATTR, meta.order.clone());
             match self.pools.data().operate(head, op).await {
-                Ok(_) => return Ok(true),
+                Ok(reply) => {
+                    let replaced = reply.outputs.into_iter().find_map(|o| match o {
+                        StepOutput::Xattrs(mut xattrs) => xattrs.remove(META_XATTR),
+                        _ => None,
+                    });
+                    return Ok(Some(replaced.map(|m| ObjectMeta::decode(&m)).transpose()?));
+                }
                 Err(e) if e.errno == Errno::Canceled && condition.is_none() => {
                     let newer = read_meta(self.pools.data(), head).await?.map(|m| m.order);
                     match newer.filter(|_| fresh) {
                         Some(newer) => meta.reorder_past(&self.clock, &newer),
-                        None => return Ok(false),
+                        None => return Ok(None),
                     }
                 }
                 Err(e) if matches!(e.errno, Errno::Canceled | Errno::Exists) => return Err(failed()),
@@ -450,9 +459,9 @@ impl Objects {
     }
 
     /// Links the entry for `key` if `condition` holds, logging `events` with it; returns
-    /// whether it applied. Queues a replaced object for GC (a replaced null version with
-    /// a head of its own was queued before); a plain head's write that lost to a newer
-    /// one queues itself.
+    /// whether it applied. Queues a replaced object for GC (but the segments `retired`
+    /// already; a replaced null version with a head of its own was queued before); a plain
+    /// head's write that lost to a newer one queues itself.
     async fn link(
         &self,
         bucket: &BucketInfo,
@@ -460,28 +469,19 @@ impl Objects {
         meta: &ObjectMeta,
         events: Vec<Bytes>,
         terms: WriteTerms,
+        retired: &[Segment],
     ) -> Result<bool> {
         let own_head = Self::own_heads(bucket);
-        let entry = IndexEntry {
-            size: meta.size,
-            etag: meta.etag.clone(),
-            mtime_ns: meta.mtime_ns,
-            owner: meta.owner.clone(),
-            storage_class: "STANDARD".into(),
-            order: meta.order.clone(),
-            tail: meta.tail.clone(),
-            version: meta.version.clone(),
-            delete_marker: false,
-            own_head,
-            lock: terms.lock,
-            content_type: meta.content_type.clone(),
-        };
+        let entry = meta.index_entry(own_head, terms.lock);
         let head = layout::head_object(&bucket.id, key);
         let fresh = terms.fresh && own_head;
         let input = LinkInput { key: key.to_owned(), entry, events, condition: terms.condition, fresh };
         let out = self.index_call(bucket, key, "link", input.encode()).await?;
         match (out.applied, out.previous) {
-            (true, Some(previous)) if !own_head => self.gc.retire(&head, &previous.tail).await?,
+            (true, Some(previous)) if !own_head => {
+                let unretired: Vec<Segment> = previous.tail.into_iter().filter(|s| !retired.contains(s)).collect();
+                self.gc.retire(&head, &unretired).await?
+            }
             (true, Some(previous)) if !previous.own_head => self.remove_null_head(bucket, key, &previous).await?,
             (false, _) if !own_head => self.gc.retire(&head, &meta.tail).await?,
             _ => {}
@@ -532,9 +532,15 @@ impl Objects {
         if !Self::own_heads(bucket) {
             let head = layout::head_object(&bucket.id, key);
             let won = self.write_head(&head, meta, data, terms.condition.as_ref(), terms.fresh).await?;
+            // The tail of the write replaced goes to GC before the link: a crash between
+            // the two leaves it queued, and GC links the head (see `GcEntry::plain`).
+            let (won, replaced) = (won.is_some(), won.flatten());
+            let replaced = replaced.filter(|old| old.order != meta.order).map(|old| old.tail).unwrap_or_default();
+            self.gc.retire(&head, &replaced).await?;
+            self.abort_if_asked(&head);
             let logged = events.logged(&Done::of(meta));
             if won {
-                self.link(bucket, key, meta, logged, WriteTerms { condition: None, ..terms }).await?;
+                self.link(bucket, key, meta, logged, WriteTerms { condition: None, ..terms }, &replaced).await?;
             } else {
                 self.log_events(bucket, key, logged).await?;
             }
@@ -545,13 +551,10 @@ impl Objects {
         }
         let head = Self::head_of(bucket, key, &meta.order, true);
         self.write_version_head(&head, meta, data).await?;
-        if self.abort_before_link {
-            tracing::error!(%head, "rgw_debug_abort_before_link: aborting before the index link");
-            std::process::abort();
-        }
+        self.abort_if_asked(&head);
         loop {
             let logged = events.logged(&Done::of(meta));
-            match self.link(bucket, key, meta, logged, terms.clone()).await {
+            match self.link(bucket, key, meta, logged, terms.clone(), &[]).await {
                 Err(e) if e.errno == Errno::StaleEpoch => self.reorder_version(bucket, key, &head, meta).await?,
                 Err(e) if e.errno == Errno::Canceled => {
                     // Never linked: no reader can be on it.
@@ -560,6 +563,15 @@ impl Objects {
                 }
                 other => return other,
             }
+        }
+    }
+
+    /// Test only (`rgw_debug_abort_before_link`): ends the process after `head` is
+    /// written, before the index link.
+    fn abort_if_asked(&self, head: &str) {
+        if self.abort_before_link {
+            tracing::error!(%head, "rgw_debug_abort_before_link: aborting before the index link");
+            std::process::abort();
         }
     }
 

@@ -8,6 +8,7 @@ use crate::crypt::Keyring;
 use crate::crypt::{Protection, Sealed, Sealer};
 use crate::error::{rados_error, stream_error};
 use crate::events::{Done, Operation, Pending};
+use crate::gc::HeadOf;
 use crate::head::ObjectMeta;
 use crate::head::read_meta;
 use crate::integrity::Integrity;
@@ -172,15 +173,17 @@ impl Service {
         E: std::fmt::Display,
     {
         // A bucket that was ever versioned gives the write a head of its own, named by its tag.
-        let (head, index_ref) = match Objects::own_heads(bucket) {
-            true => (layout::version_head(&bucket.id, key, tag), Some(Objects::index_ref(bucket, key))),
-            false => (layout::head_object(&bucket.id, key), None),
+        let own = Objects::own_heads(bucket);
+        let head = match own {
+            true => layout::version_head(&bucket.id, key, tag),
+            false => layout::head_object(&bucket.id, key),
         };
+        let head_of = HeadOf { at: Objects::index_ref(bucket, key), own };
         let prefix = layout::tail_prefix(&bucket.id, key, tag);
         let (body, running) = integrity.watch(body);
         let sealer = protection.as_ref().map(|p| Sealer::new(p.key.clone()));
         let written =
-            self.objects.write_data(body, &head, index_ref, &prefix, true, sealer).await.map_err(stream_error)?;
+            self.objects.write_data(body, &head, Some(head_of), &prefix, true, sealer).await.map_err(stream_error)?;
         meta.sealed = protection.map(|p| Sealed { salts: written.salt.into_iter().collect(), ..p.sealed });
         match integrity.verify(&written.md5, running.as_ref()) {
             Ok(checksum) => meta.checksum = checksum.or(meta.checksum),

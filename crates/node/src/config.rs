@@ -209,7 +209,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "rgw_debug_abort_before_link",
         default: "false",
-        help: "for crash tests only: the gateway aborts after writing a version's head, before linking it in the index",
+        help: "for crash tests only: the gateway aborts after writing an object's head, before linking it in the index",
     },
     OptionSpec {
         name: "rgw_multipart_completion_keep",

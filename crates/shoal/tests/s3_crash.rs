@@ -548,6 +548,36 @@ async fn versioned_writes_through_a_gateway_whose_clock_is_behind_keep_their_ord
     }
 }
 
+/// A large object's plain head written by a gateway that dies before linking it (RGW's
+/// `dir_suggest` case): GET already returns it while the listing still shows the object it
+/// replaced, until garbage collection handles the writer's intent, links the head and
+/// collects the replaced tail.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plain_head_never_linked_is_linked_by_gc() {
+    let cluster = Vstart::start("3", "3");
+    let conf = cluster.conf();
+    let (_gateway, port) = start_gateway(&cluster, 0);
+    let s3 = user_client(&cluster, "suggest", port);
+    s3.expect_ok(Method::PUT, "/suggest", &[], Bytes::new()).await.unwrap();
+    let (old, new) = (random(5 * MIB), random(9 * MIB));
+    s3.expect_ok(Method::PUT, "/suggest/big", &[], old).await.unwrap();
+    let (mut dying, dying_port) = start_gateway_with(&cluster, 1, &["rgw_debug_abort_before_link=true"]);
+    let put = s3.at_port(dying_port).send(Method::PUT, "/suggest/big", &[], new.clone()).await;
+    assert!(!matches!(put, Ok(r) if r.status.is_success()), "the gateway died before answering");
+    let _ = dying.0.wait();
+    let listed_size = async || {
+        let listed = s3.expect_ok(Method::GET, "/suggest", &[], Bytes::new()).await.unwrap();
+        xml_field(&String::from_utf8_lossy(&listed.body), "Size").unwrap().parse::<usize>().unwrap()
+    };
+    let read = s3.expect_ok(Method::GET, "/suggest/big", &[], Bytes::new()).await.unwrap();
+    assert_eq!(md5(&read.body), md5(&new), "the head holds the new object");
+    assert_eq!(listed_size().await, 5 * MIB, "not linked yet");
+    ok(&conf, &["admin", "gc", "process", "--include-all"]);
+    ok(&conf, &["admin", "gc", "process", "--include-all"]);
+    assert_eq!(listed_size().await, 9 * MIB, "GC linked the head");
+    assert_eq!(data_objects(&conf).len(), 1 + chunks(9 * MIB), "and collected the replaced tail");
+}
+
 /// A small object's version head written by a gateway that dies before linking it (the
 /// test option `rgw_debug_abort_before_link` aborts the gateway there) is unreachable;
 /// garbage collection removes it.
