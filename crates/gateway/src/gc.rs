@@ -220,10 +220,15 @@ impl Gc {
     async fn linked(&self, at: &IndexRef, meta: Option<&ObjectMeta>) -> Result<bool> {
         let Some(meta) = meta else { return Ok(false) };
         let which = meta.version.clone().map_or(Which::Null, Which::Id);
+        Ok(self.indexed(at, which).await?.is_some_and(|e| e.order == meta.order))
+    }
+
+    /// Version `which` of the key at `at`, as its index shard holds it.
+    async fn indexed(&self, at: &IndexRef, which: Which) -> Result<Option<bucket_index::IndexEntry>> {
         let input = GetVersionInput { key: at.key.clone(), which };
         match self.index.exec(&at.shard, bucket_index::CLASS, "get_version", input.encode()).await {
-            Ok(out) => Ok(GetVersionOutput::decode(&out)?.entry.is_some_and(|e| e.order == meta.order)),
-            Err(e) if e.errno == Errno::NotFound => Ok(false),
+            Ok(out) => Ok(GetVersionOutput::decode(&out)?.entry),
+            Err(e) if e.errno == Errno::NotFound => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -231,9 +236,7 @@ impl Gc {
     /// Links the plain head `head` of the key at `at`, holding `meta`, unless the index
     /// holds that write or a newer one; queues the tail of the entry it replaces.
     async fn link_plain_head(&self, at: &IndexRef, head: &str, meta: &ObjectMeta) -> Result<()> {
-        let input = GetVersionInput { key: at.key.clone(), which: Which::Current };
-        let out = self.index.exec(&at.shard, bucket_index::CLASS, "get_version", input.encode()).await?;
-        if GetVersionOutput::decode(&out)?.entry.is_some_and(|e| e.order >= meta.order) {
+        if self.indexed(at, Which::Current).await?.is_some_and(|e| e.order >= meta.order) {
             return Ok(());
         }
         tracing::warn!(%head, order = %meta.order, "linking a head its writer wrote but never linked");

@@ -81,6 +81,11 @@ impl ObjectMeta {
     /// Gives the write an order (and mtime) from `clock` past `newer`'s, keeping its tag.
     pub fn reorder_past(&mut self, clock: &OrderClock, newer: &str) {
         clock.observe(newer);
+        self.retime(clock);
+    }
+
+    /// Gives the write the next order (and mtime) from `clock`, keeping its tag.
+    pub fn retime(&mut self, clock: &OrderClock) {
         self.mtime_ns = clock.now_ns();
         self.order = order_of(self.mtime_ns, tag_of(&self.order));
     }

@@ -214,10 +214,11 @@ impl Objects {
         }
     }
 
-    /// Replaces the plain head object unless it holds a newer write; returns whether it
-    /// did, and the metadata of the write it replaced (read in the same operation). With a `condition` on the object it holds, the check is part of the write:
-    /// ECANCELED if it fails. A `fresh` write that finds a newer order there takes an
-    /// order past it (in `meta`) and writes again.
+    /// Replaces the plain head object unless it holds a newer write: `None` if it does,
+    /// else the metadata of the write replaced, if any (read in the same operation). With
+    /// a `condition` on the object it holds, the check is part of the write: ECANCELED if
+    /// it fails. A `fresh` write that finds a newer order there takes an order past it
+    /// (in `meta`) and writes again.
     async fn write_head(
         &self,
         head: &str,
@@ -588,8 +589,8 @@ impl Objects {
     /// key's newest version, which the index found newer than it (see
     /// [`WriteTerms::fresh`]): a new version id, and its head rewritten to match.
     async fn reorder_version(&self, bucket: &BucketInfo, key: &str, head: &str, meta: &mut ObjectMeta) -> Result<()> {
-        let newest = self.version(bucket, key, Which::Current).await?.entry;
-        meta.reorder_past(&self.clock, &newest.map_or_else(String::new, |e| e.order));
+        self.observe_newest(bucket, key).await?;
+        meta.retime(&self.clock);
         if meta.version.is_some() {
             meta.version = Some(bucket_index::version_id_of(&meta.order)?);
         }

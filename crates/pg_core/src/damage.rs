@@ -29,19 +29,25 @@ impl Damage {
             let corrupt = || err::io(format!("corrupt damaged-object row {row:02x?}"));
             let (pg, key) = split_damage_key(&row).ok_or_else(corrupt)?;
             let (_, object) = ObjectKey::from_bytes(key.to_vec())?.decode()?;
-            if damage.objects().entry(pg).or_default().insert(object) {
-                damage.count.fetch_add(1, Ordering::Relaxed);
-            }
+            damage.insert(pg, object);
         }
         Ok(damage)
     }
 
     /// Records that `object`'s local copy is damaged (in `store` too).
     pub fn add(&self, store: &ObjectStore, pg: PgId, object: &ObjectName) {
-        if self.objects().entry(pg).or_default().insert(object.clone()) {
-            self.count.fetch_add(1, Ordering::Relaxed);
+        if self.insert(pg, object.clone()) {
             Self::record(store, pg, object, true);
         }
+    }
+
+    /// Adds `object` to the set; whether it was not there.
+    fn insert(&self, pg: PgId, object: ObjectName) -> bool {
+        let inserted = self.objects().entry(pg).or_default().insert(object);
+        if inserted {
+            self.count.fetch_add(1, Ordering::Relaxed);
+        }
+        inserted
     }
 
     /// Forgets `object` (repaired, rewritten or removed).
