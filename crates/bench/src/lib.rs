@@ -1,10 +1,11 @@
 //! Shoal's benchmarks and load generators: the S3 benchmark (warp-like workloads, the
 //! Reef cycle), the thrasher, the erasure-code, recovery, scrub and guarded-append
-//! benchmarks, and the small SigV4 S3 client they (and the tests) use. Each prints a table
-//! or `--json`.
+//! benchmarks (each prints a table or `--json`), the small SigV4 S3 client they use, and
+//! the process harness of the tests that run `shoal` daemons.
 
 pub mod ec_bench;
 pub mod guarded_append;
+pub mod harness;
 pub mod recovery_bench;
 pub mod s3_bench;
 pub mod s3client;

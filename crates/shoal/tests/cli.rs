@@ -1,11 +1,9 @@
 //! The command line: errors name the problem and exit non-zero; a round trip works.
 
-use std::process::Command;
-
-const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
+use shoal_bench::harness::shoal as shoal_command;
 
 fn shoal(dir: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(SHOAL).args(["rados", "--data", dir]).args(args).output().unwrap();
+    let out = shoal_command().args(["rados", "--data", dir]).args(args).output().unwrap();
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -50,7 +48,7 @@ fn round_trip_and_clear_errors() {
 
 #[test]
 fn config_help_lists_every_option_with_its_default() {
-    let out = Command::new(SHOAL).args(["config", "help"]).output().unwrap();
+    let out = shoal_command().args(["config", "help"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     for option in ["osd_op_complaint_time", "osd_client_message_cap", "rgw_gc_obj_min_wait"] {
@@ -65,7 +63,7 @@ fn a_closed_pipe_ends_a_command_quietly() {
     use std::os::unix::process::ExitStatusExt;
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
-    let out = Command::new(SHOAL).args(["config", "help"]).stdout(writer).output().unwrap();
+    let out = shoal_command().args(["config", "help"]).stdout(writer).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(out.status.signal(), Some(13), "{:?}: {err}", out.status);

@@ -5,16 +5,12 @@
 //! with a bad checksum is never served: it is repaired from a replica, or (one copy only)
 //! the client gets EIO and `shoal status` names the object.
 
-mod common;
-
 use bytes::Bytes;
-use common::{
-    Restarted, Vstart, cmdline, conf_value, kill9, metrics_url, ok, osd_counters, sample, scrape_checked, shoal_c,
-    wait_for,
+use shoal_bench::harness::{
+    Restarted, Vstart, cmdline, kill9, metrics_url, ok, osd_counters, sample, scrape_checked, shoal, shoal_c, wait_for,
 };
 use shoal_client::{Rados, ReadOp, WriteOp};
 use shoal_store::{ObjectKey, ObjectStore};
-use shoal_transport::TcpNetwork;
 use shoal_types::{ObjectName, OsdMap, StepOutput, Versioned};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,15 +23,6 @@ const OBJECTS_PER_WRITER: u64 = 12;
 
 fn payload(writer: usize, generation: u64) -> Vec<u8> {
     format!("writer {writer} generation {generation} ").repeat(1 + (generation % 7) as usize).into_bytes()
-}
-
-async fn client(cluster: &Vstart) -> Rados {
-    let conf = cluster.path().join("shoal.conf");
-    let secret = std::fs::read_to_string(conf_value(&conf, "secret_file")).unwrap();
-    let network = Arc::new(TcpNetwork::new(secret.trim().as_bytes(), 256 << 20));
-    let rados = Rados::connect(network, &conf_value(&conf, "mon_host")).await.unwrap();
-    rados.set_op_timeout(Duration::from_secs(120));
-    rados
 }
 
 /// One writer: overwrites its objects in turn (data and an omap entry in one operation),
@@ -94,7 +81,7 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
     ok(&conf, &["pool", "create", POOL, "--size", "3", "--min-size", "2", "--pg-num", "32"]);
     let mut restarted = Restarted::default();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let rados = runtime.block_on(client(&cluster));
+    let rados = runtime.block_on(cluster.rados(Duration::from_secs(120)));
     let (stop, acked, errors, ops) = (
         Arc::new(AtomicBool::new(false)),
         Arc::new(Mutex::new(BTreeMap::new())),
@@ -220,7 +207,7 @@ fn an_osd_marked_out_is_backfilled_onto_the_others() {
     ok(&conf, &["config", "set", "mon", "mon_osd_down_out_interval", "3"]);
     ok(&conf, &["pool", "create", POOL, "--size", "3", "--min-size", "2", "--pg-num", "16"]);
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let rados = runtime.block_on(client(&cluster));
+    let rados = runtime.block_on(cluster.rados(Duration::from_secs(120)));
     let io = runtime.block_on(rados.ioctx(POOL)).unwrap();
     let names: Vec<String> = (0..150).map(|i| format!("obj{i}")).collect();
     for (i, name) in names.iter().enumerate() {
@@ -330,7 +317,7 @@ fn large_overwrites_survive_repeated_osd_kills() {
     let conf = cluster.conf();
     ok(&conf, &["pool", "create", "crash", "--size", "3", "--min-size", "2", "--pg-num", "8"]);
     let large = ["--writers", "4", "--object-size", "4194304", "--keys", "3"];
-    let mut writer = std::process::Command::new(common::SHOAL)
+    let mut writer = shoal()
         .args(["debug", "crash-writer", "-c", &conf])
         .args(large)
         .stdout(std::process::Stdio::piped())
@@ -371,11 +358,7 @@ fn large_overwrites_survive_repeated_osd_kills() {
         (pgs.lines().filter(|l| l.contains(" active+clean")).count() >= 8).then_some(())
     });
     assert!(clean.is_some(), "PGs did not become clean:\n{}", ok(&conf, &["pg", "dump"]));
-    let out = std::process::Command::new(common::SHOAL)
-        .args(["debug", "crash-verify", "-c", &conf])
-        .args(large)
-        .output()
-        .unwrap();
+    let out = shoal().args(["debug", "crash-verify", "-c", &conf]).args(large).output().unwrap();
     assert!(out.status.success(), "verify: {}", String::from_utf8_lossy(&out.stderr));
     let acked = acked.lock().unwrap().clone();
     let newest = |w: u64, k: u64| acked.iter().filter(|&&(aw, s)| aw == w && s % KEYS == k).map(|a| a.1).max();
@@ -393,18 +376,14 @@ fn large_overwrites_survive_repeated_osd_kills() {
     }
     assert_eq!(names.len() as u64, LARGE_WRITERS * KEYS, "every object was written");
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let map = runtime.block_on(async { client(&cluster).await.refresh_map().await }).unwrap();
+    let map = runtime.block_on(async { cluster.rados(Duration::from_secs(120)).await.refresh_map().await }).unwrap();
     drop(runtime);
     drop(restarted);
     cluster.stop();
     replicas_agree(&cluster, &map, "crash", names.iter());
     for osd in 0..3 {
         let dir = cluster.path().join(format!("osd.{osd}"));
-        let out = std::process::Command::new(common::SHOAL)
-            .args(["debug", "fsck", "--deep", "--data"])
-            .arg(&dir)
-            .output()
-            .unwrap();
+        let out = shoal().args(["debug", "fsck", "--deep", "--data"]).arg(&dir).output().unwrap();
         let report = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "fsck of osd.{osd}: {report}{}", String::from_utf8_lossy(&out.stderr));
         assert!(report.contains(&format!("referenced {}", 12 * 4194304)), "osd.{osd}: {report}");
@@ -504,7 +483,7 @@ fn a_stopped_primary_does_not_hang_its_clients() {
     let conf = cluster.conf();
     ok(&conf, &["pool", "create", "single", "--size", "1", "--min-size", "1", "--pg-num", "8"]);
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let rados = runtime.block_on(client(&cluster));
+    let rados = runtime.block_on(cluster.rados(Duration::from_secs(120)));
     let (replicated, single) = runtime.block_on(async {
         let replicated = rados.ioctx(POOL).await.unwrap();
         replicated.write_full("obj", &b"before"[..]).await.unwrap();
@@ -566,7 +545,7 @@ fn an_osd_whose_wal_sync_fails_exits_and_its_pgs_move_on() {
     let cluster = three_osds_with_fast_heartbeats("8");
     let conf = cluster.conf();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let rados = runtime.block_on(client(&cluster));
+    let rados = runtime.block_on(cluster.rados(Duration::from_secs(120)));
     let io = runtime.block_on(rados.ioctx(POOL)).unwrap();
     runtime.block_on(io.write_full("obj", &b"before"[..])).unwrap();
     let map = rados.map();
@@ -599,7 +578,7 @@ fn objects_larger_than_a_message_recover_in_parts() {
     let conf = cluster.conf();
     let mut restarted = Restarted::default();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let rados = runtime.block_on(client(&cluster));
+    let rados = runtime.block_on(cluster.rados(Duration::from_secs(120)));
     let io = runtime.block_on(rados.ioctx(POOL)).unwrap();
     let map = rados.map();
     let pool = map.pool_named(POOL).unwrap().clone();
@@ -686,7 +665,7 @@ fn scrub_reports_a_corrupted_replica_and_a_missing_copy_and_repair_rewrites_them
         assert!(put.is_some(), "writing {name}");
     }
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let rados = runtime.block_on(client(&cluster));
+    let rados = runtime.block_on(cluster.rados(Duration::from_secs(120)));
     let map = runtime.block_on(rados.refresh_map()).unwrap();
     let pool = map.pool_named("scrubbed").unwrap().clone();
     let pg = shoal_types::PgId { pool: pool.id, seed: 0 };

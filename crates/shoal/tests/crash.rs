@@ -1,13 +1,13 @@
 //! Kill -9 at random moments: every acknowledged write survives, no half-applied
 //! transaction is ever visible, and the data device's books stay exact.
 
+use shoal_bench::harness::shoal;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
 const WRITERS: u64 = 8;
 const KILLS: usize = 24;
 /// Kills of the large-object writer; `SHOAL_LARGE_CRASH_KILLS` overrides.
@@ -26,7 +26,7 @@ fn write_and_kill(data: &str, args: &[&str], kills: usize) -> Vec<(u64, u64)> {
     };
     let mut acked = Vec::new();
     for round in 0..kills {
-        let mut child = Command::new(SHOAL)
+        let mut child = shoal()
             .args(["debug", "crash-writer", "--data", data, "--writers", &WRITERS.to_string()])
             .args(args)
             .stdout(Stdio::piped())
@@ -65,7 +65,7 @@ fn write_and_kill(data: &str, args: &[&str], kills: usize) -> Vec<(u64, u64)> {
 
 /// Runs `shoal debug crash-verify` and returns its report lines as numbers.
 fn verify(data: &str, args: &[&str]) -> Vec<Vec<u64>> {
-    let out = Command::new(SHOAL)
+    let out = shoal()
         .args(["debug", "crash-verify", "--data", data, "--writers", &WRITERS.to_string()])
         .args(args)
         .output()
@@ -134,7 +134,7 @@ fn large_overwrites_survive_sigkill_without_leaking_space() {
         overwritten += u64::from(seq > KEYS);
     }
     assert!(overwritten > 0, "no object was overwritten: the test checked nothing of overwrites");
-    let out = Command::new(SHOAL).args(["debug", "fsck", "--deep", "--data", &data]).output().unwrap();
+    let out = shoal().args(["debug", "fsck", "--deep", "--data", &data]).output().unwrap();
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "fsck: {report}{}", String::from_utf8_lossy(&out.stderr));
     let figures: Vec<u64> = report.split_whitespace().skip(1).step_by(2).map(|x| x.parse().unwrap()).collect();

@@ -1,24 +1,12 @@
 //! A monitor and an OSD as separate processes over authenticated TCP, driven by the CLI.
 
-mod common;
-
-use common::{SHOAL, Vstart, ok, shoal_c};
+use shoal_bench::harness::{Daemon, Restarted, Vstart, cmdline, kill9, ok, shoal, shoal_c, wait_for};
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-
-/// Kills the daemon when the test ends, however it ends.
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use std::process::Stdio;
 
 /// Starts a daemon and returns it with the address it printed.
 fn start(args: &[&str]) -> (Daemon, String) {
-    let mut child = Command::new(SHOAL).args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+    let mut child = shoal().args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let addr = line.split_whitespace().last().unwrap_or_default().to_owned();
@@ -27,7 +15,7 @@ fn start(args: &[&str]) -> (Daemon, String) {
 }
 
 fn rados(mon: &str, secret: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(SHOAL).args(["rados", "--mon", mon, "--secret-file", secret]).args(args).output().unwrap();
+    let out = shoal().args(["rados", "--mon", mon, "--secret-file", secret]).args(args).output().unwrap();
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -69,7 +57,7 @@ fn separate_daemons_serve_the_cli_and_keep_acknowledged_data_across_kill_9() {
     let (ok, _, err) = rados(&mon, &path("wrong"), &["lspools"]);
     assert!(!ok, "a client with the wrong secret must be refused");
     assert!(err.contains("authentication failed"), "{err}");
-    let intruder = Command::new(SHOAL)
+    let intruder = shoal()
         .args(["osd", "run", "--id", "7", "--data", &path("osd7"), "--bind", "127.0.0.1:0", "--mon", &mon])
         .args(["--secret-file", &path("wrong")])
         .output()
@@ -121,7 +109,7 @@ fn status_tree_and_marking_osds_out() {
     assert!(tree.contains("host host0") && tree.contains("host host1") && tree.contains("osd.1"), "{tree}");
     ok(&conf, &["pool", "create", "three", "--size", "3", "--pg-num", "8"]);
     let undersized = |pgs: &str| pgs.lines().filter(|l| l.contains("active+degraded+undersized")).count();
-    let pgs = common::wait_for(|| Some(ok(&conf, &["pg", "dump"])).filter(|pgs| undersized(pgs) == 8));
+    let pgs = wait_for(|| Some(ok(&conf, &["pg", "dump"])).filter(|pgs| undersized(pgs) == 8));
     assert!(pgs.is_some(), "2 OSDs cannot hold 3 replicas: every PG is active but undersized");
     let status = ok(&conf, &["status"]);
     assert!(status.contains("HEALTH_WARN") && status.contains("wants 3 replicas"), "{status}");
@@ -212,14 +200,14 @@ fn store_options_set_centrally_take_effect_at_the_next_start() {
     }
     assert_eq!(show()["osd_pg_log_entries"], "3000", "not live: the running OSD keeps its start value");
     ok(&conf, &["config", "set", "osd", "osd_max_attr_size", "77"]);
-    let live = common::wait_for(|| (show()["osd_max_attr_size"] == "77").then_some(()));
+    let live = wait_for(|| (show()["osd_max_attr_size"] == "77").then_some(()));
     assert!(live.is_some(), "a live option shows at once: {}", show());
     // Restart osd.0 with its own command line.
-    let args = common::cmdline(cluster.pid("osd.0"));
-    common::kill9(cluster.pid("osd.0"));
-    let mut restarted = common::Restarted::default();
+    let args = cmdline(cluster.pid("osd.0"));
+    kill9(cluster.pid("osd.0"));
+    let mut restarted = Restarted::default();
     restarted.restart(&cluster, "osd.0", &args);
-    let shown = common::wait_for(|| {
+    let shown = wait_for(|| {
         let (success, out, _) = shoal_c(&conf, &["tell", "osd.0", "config", "show"]);
         success.then(|| serde_json::from_str::<serde_json::Value>(&out).unwrap()).filter(|v| v["store_sync"] == "false")
     });

@@ -5,12 +5,9 @@
 //! bytes under a good one, found by the parity check) is found and rebuilt, and a
 //! PG that loses more than `m` shards stops serving rather than answering wrongly.
 
-mod common;
-
 use bytes::Bytes;
-use common::{Restarted, Vstart, cmdline, conf_value, kill9, ok, osd_counters, wait_for};
-use shoal_client::{IoCtx, Rados, WriteOp};
-use shoal_transport::TcpNetwork;
+use shoal_bench::harness::{Restarted, Vstart, cmdline, kill9, ok, osd_counters, wait_for};
+use shoal_client::{IoCtx, WriteOp};
 use shoal_types::{ObjectName, OsdId};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,15 +22,6 @@ const POOL: &str = "ecdata";
 struct Model {
     acked: BTreeMap<String, Vec<u8>>,
     pending: BTreeMap<String, Vec<u8>>,
-}
-
-async fn client(cluster: &Vstart, timeout: Duration) -> Rados {
-    let conf = cluster.path().join("shoal.conf");
-    let secret = std::fs::read_to_string(conf_value(&conf, "secret_file")).unwrap();
-    let network = Arc::new(TcpNetwork::new(secret.trim().as_bytes(), 256 << 20));
-    let rados = Rados::connect(network, &conf_value(&conf, "mon_host")).await.unwrap();
-    rados.set_op_timeout(timeout);
-    rados
 }
 
 /// Deterministic bytes for write `n` of an object.
@@ -155,7 +143,7 @@ fn an_erasure_coded_pool_serves_degraded_rebuilds_lost_shards_and_repairs_a_bad_
     ok(&conf, &["pool", "create", POOL, "--erasure", "ec42", "--allow-ec-overwrites", "--pg-num", "8"]);
     wait_clean(&conf, 8, "a new pool");
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let rados = runtime.block_on(client(&cluster, Duration::from_secs(120)));
+    let rados = runtime.block_on(cluster.rados(Duration::from_secs(120)));
     let io = runtime.block_on(rados.ioctx(POOL)).unwrap();
     let first_map = runtime.block_on(rados.refresh_map()).unwrap();
     let model = Arc::new(Mutex::new(Model::default()));
@@ -281,7 +269,7 @@ fn an_erasure_coded_pool_serves_degraded_rebuilds_lost_shards_and_repairs_a_bad_
         dump.lines().any(|l| l.starts_with(&format!("{pg} ")) && l.contains("inactive")).then_some(())
     });
     assert!(inactive.is_some(), "{pg} stayed active with 3 of 6 shards:\n{}", ok(&conf, &["pg", "dump"]));
-    let impatient = runtime.block_on(client(&cluster, Duration::from_secs(5)));
+    let impatient = runtime.block_on(cluster.rados(Duration::from_secs(5)));
     let read = runtime.block_on(async { impatient.ioctx(POOL).await.unwrap().read_full(&name).await });
     let e = read.expect_err("a PG with 3 of 6 shards answered");
     assert_eq!(e.errno, shoal_types::Errno::TimedOut, "{e}");

@@ -6,18 +6,15 @@
 //! inactive with more than m hosts down, and every PG active+clean after each host is
 //! marked out, after two hosts return and after three do.
 
-mod common;
-
-use common::SHOAL;
 use serde_json::Value;
-use std::process::Command;
+use shoal_bench::harness::shoal;
 
 #[test]
 fn the_quick_reef_cycle_runs_every_phase_and_recovers() {
     let dir = tempfile::tempdir().unwrap();
     let cycle = dir.path().join("reef");
     let timeline = dir.path().join("timeline.json");
-    let out = Command::new(SHOAL)
+    let out = shoal()
         .args(["bench", "reef", "--quick", "--json", "--dir"])
         .arg(&cycle)
         .arg("--timeline")

@@ -2,25 +2,12 @@
 //! vstart cluster behind two gateways. The Python interpreter comes from `SHOAL_PYTHON`
 //! (scripts/test.sh sets it to a venv with boto3, pytest and the aws CLI).
 
-mod common;
-
-use common::{SHOAL, Vstart, wait_for};
+use shoal_bench::harness::{
+    Daemon, Restarted, Vstart, cmdline, exe, free_port, kill9, ok, sample, scrape_checked, shoal, wait_for,
+    wait_listening,
+};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-
-/// A child process killed when dropped.
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use std::process::Command;
 
 /// The files of the suite that run against every setup.
 const FEATURES: &[&str] = &[
@@ -44,16 +31,11 @@ fn python() -> String {
     std::env::var("SHOAL_PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
+/// Runs `shoal ARGS` logging to `log`.
 fn spawn(args: &[&str], log: &Path) -> Daemon {
-    let log = std::fs::File::create(log).unwrap();
-    let child = Command::new(SHOAL)
-        .args(args)
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    Daemon(child)
+    let mut command = shoal();
+    command.args(args);
+    Daemon::spawn(command, log)
 }
 
 fn start_server(dir: &Path, options: &[&str]) -> (Daemon, u16, serde_json::Value) {
@@ -84,11 +66,6 @@ fn admin_client(port: u16, keys: &serde_json::Value) -> shoal_bench::s3client::S
         .unwrap()
 }
 
-fn wait_listening(port: u16) {
-    let up = wait_for(|| std::net::TcpStream::connect(("127.0.0.1", port)).ok());
-    assert!(up.is_some(), "nothing listens on port {port}");
-}
-
 /// Runs the pytest `files` of `tests/s3` with `env`.
 fn run_suite(files: &[&str], env: &[(&str, String)]) {
     let python = python();
@@ -99,7 +76,7 @@ fn run_suite(files: &[&str], env: &[(&str, String)]) {
         .args(files)
         .current_dir(suite_dir())
         .env("PATH", path)
-        .env("SHOAL_BIN", SHOAL)
+        .env("SHOAL_BIN", exe())
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .status()
         .expect("cannot run python: run the suite through scripts/test.sh, which installs it");
@@ -140,7 +117,7 @@ fn s3_suite_against_vstart_with_two_gateways() {
         .collect();
     wait_listening(p1);
     wait_listening(p2);
-    let out = common::ok(&conf, &["admin", "user", "create", "--uid", "tester", "--display-name", "Tester"]);
+    let out = ok(&conf, &["admin", "user", "create", "--uid", "tester", "--display-name", "Tester"]);
     let user: serde_json::Value = serde_json::from_str(&out).unwrap();
     run_suite(
         &[FEATURES, &["test_coherence.py"]].concat(),
@@ -168,11 +145,11 @@ fn s3_on_shoal_server_with_an_erasure_coded_data_pool() {
     let _server = spawn(&args, &dir.path().join("server.log"));
     wait_listening(port);
     let conf = data.join("shoal.conf").to_str().unwrap().to_owned();
-    let pools = common::ok(&conf, &["pool", "ls"]);
+    let pools = ok(&conf, &["pool", "ls"]);
     let pool = |name: &str| pools.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_default().to_owned();
     assert!(pool(".rgw.buckets.data").contains("erasure profile rgw-4-2 (k 4, m 2"), "{pools}");
     assert!(pool(".rgw.buckets.index").contains("replicated size 3"), "{pools}");
-    assert_eq!(common::ok(&conf, &["osd", "tree"]).matches(" up ").count(), 6);
+    assert_eq!(ok(&conf, &["osd", "tree"]).matches(" up ").count(), 6);
     let keys: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(data.join("admin.json")).unwrap()).unwrap();
     run_suite(
@@ -199,19 +176,19 @@ fn s3_on_shoal_server_with_an_erasure_coded_data_pool() {
 fn s3_on_an_erasure_coded_data_pool_reads_degraded_with_two_osds_down() {
     let cluster = Vstart::start_with(&["--osds", "6", "--hosts", "6", "--ec", "4+2"]);
     let conf = cluster.conf();
-    common::ok(&conf, &["config", "set", "global", "osd_heartbeat_interval", "0.5"]);
-    common::ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "3"]);
+    ok(&conf, &["config", "set", "global", "osd_heartbeat_interval", "0.5"]);
+    ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "3"]);
     let data_pool = [".rgw.buckets.data", "--erasure", "rgw-4-2", "--min-size", "4", "--pg-num", "32"];
-    common::ok(&conf, &[&["pool", "create"][..], &data_pool].concat());
+    ok(&conf, &[&["pool", "create"][..], &data_pool].concat());
     let port = free_port();
     let port_text = port.to_string();
     let args = ["gateway", "-c", &conf, "--port", &port_text, "--bind", "127.0.0.1", "-o", "rgw_pool_size=4"];
     let _gateway = spawn(&args, &cluster.path().join("gateway.log"));
     wait_listening(port);
-    let pools = common::ok(&conf, &["pool", "ls"]);
+    let pools = ok(&conf, &["pool", "ls"]);
     let data_pool = pools.lines().find(|l| l.starts_with(".rgw.buckets.data ")).unwrap_or_default();
     assert!(data_pool.contains("erasure profile rgw-4-2 (k 4, m 2") && data_pool.contains("min_size 4"), "{pools}");
-    let out = common::ok(&conf, &["admin", "user", "create", "--uid", "tester", "--display-name", "Tester"]);
+    let out = ok(&conf, &["admin", "user", "create", "--uid", "tester", "--display-name", "Tester"]);
     let user: serde_json::Value = serde_json::from_str(&out).unwrap();
     let env = |phase: &str| {
         vec![
@@ -225,20 +202,20 @@ fn s3_on_an_erasure_coded_data_pool_reads_degraded_with_two_osds_down() {
     };
     run_suite(&["test_erasure.py"], &env("write"));
     let victims = ["osd.1", "osd.4"];
-    let commands: Vec<Vec<String>> = victims.iter().map(|name| common::cmdline(cluster.pid(name))).collect();
+    let commands: Vec<Vec<String>> = victims.iter().map(|name| cmdline(cluster.pid(name))).collect();
     for name in victims {
-        common::kill9(cluster.pid(name));
+        kill9(cluster.pid(name));
     }
     run_suite(&["test_erasure.py"], &env("read"));
-    let mut restarted = common::Restarted::default();
+    let mut restarted = Restarted::default();
     for (name, command) in victims.iter().zip(&commands) {
         restarted.restart(&cluster, name, command);
     }
     let clean = wait_for(|| {
-        let pgs = common::ok(&conf, &["pg", "dump"]);
+        let pgs = ok(&conf, &["pg", "dump"]);
         (pgs.lines().filter(|l| l.contains(" active+clean")).count() == 128).then_some(())
     });
-    assert!(clean.is_some(), "PGs did not all become active+clean:\n{}", common::ok(&conf, &["pg", "dump"]));
+    assert!(clean.is_some(), "PGs did not all become active+clean:\n{}", ok(&conf, &["pg", "dump"]));
 }
 
 /// Makes a test CA and a certificate it signed for 127.0.0.1 and localhost (`<name>.pem`,
@@ -373,7 +350,7 @@ fn notification_suite_against_shoal_server() {
     run_suite(&["test_notify.py"], &env);
     // The Prometheus listener shows the requests and the per-topic counters the suite made,
     // with the embedded monitor's and OSD's, in a text promtool accepts.
-    let text = common::scrape_checked(&format!("http://127.0.0.1:{metrics_port}/metrics"));
+    let text = scrape_checked(&format!("http://127.0.0.1:{metrics_port}/metrics"));
     let total = |series: &str| -> u64 {
         let prefix = format!("{series}{{topic=");
         text.lines().filter(|l| l.starts_with(&prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok()).sum()
@@ -388,8 +365,8 @@ fn notification_suite_against_shoal_server() {
     assert!(
         text.contains("shoal_notify_pending{topic=") && text.contains("shoal_notify_delivery_latency_seconds_bucket")
     );
-    assert_eq!(common::sample(&text, "shoal_mon_osds_up"), Some(1.0), "{text}");
-    let writes = common::sample(&text, "shoal_osd_op_latency_seconds_count{daemon=\"osd.0\",op=\"write\"}");
+    assert_eq!(sample(&text, "shoal_mon_osds_up"), Some(1.0), "{text}");
+    let writes = sample(&text, "shoal_osd_op_latency_seconds_count{daemon=\"osd.0\",op=\"write\"}");
     assert!(writes.is_some_and(|n| n > 0.0), "{text}");
 }
 
@@ -418,7 +395,7 @@ fn notification_suite_against_vstart_with_two_gateways() {
     let second = spawn(&args2.iter().map(String::as_str).collect::<Vec<_>>(), &cluster.path().join("gateway.1.log"));
     wait_listening(p1);
     wait_listening(p2);
-    let out = common::ok(&conf, &["admin", "user", "create", "--uid", "tester", "--display-name", "Tester"]);
+    let out = ok(&conf, &["admin", "user", "create", "--uid", "tester", "--display-name", "Tester"]);
     let user: serde_json::Value = serde_json::from_str(&out).unwrap();
     let mut env = vec![
         ("SHOAL_S3_ENDPOINT", format!("http://127.0.0.1:{p1}")),
@@ -434,7 +411,7 @@ fn notification_suite_against_vstart_with_two_gateways() {
     env.extend(broker_env());
     run_suite(&["test_notify.py", "test_notify_crash.py"], &env);
     // The second gateway's last incarnation belonged to the crash suite, which ended it.
-    let text = common::scrape_checked(&format!("http://127.0.0.1:{m1}/metrics"));
+    let text = scrape_checked(&format!("http://127.0.0.1:{m1}/metrics"));
     assert!(text.contains("shoal_rgw_requests_total ") && text.contains("shoal_notify_owned_shards "), "{text}");
     drop((first, second));
 }

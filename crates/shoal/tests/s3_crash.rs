@@ -7,80 +7,31 @@
 //! SIGTERM. An overwrite, a delete marker or a multipart completion through a gateway
 //! whose clock is minutes behind another's is not lost.
 
-mod common;
-
 use bytes::Bytes;
-use common::{Restarted, SHOAL, Vstart, cmdline, kill9, ok, wait_for};
 use http::{Method, StatusCode};
 use md5::Digest;
+use shoal_bench::harness::{
+    Daemon, Listed, Restarted, Vstart, all_versions, cmdline, kill9, ok, shoal, wait_for, xml_field,
+};
 use shoal_bench::s3client::S3Client;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 const MIB: usize = 1 << 20;
 
-struct Gateway(Child);
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_gateway(cluster: &Vstart, n: u32) -> (Gateway, u16) {
-    start_gateway_with(cluster, n, &[])
-}
-
-/// A gateway with GC passes left to `gc process` and `options` (`-o`).
-fn start_gateway_with(cluster: &Vstart, n: u32, options: &[&str]) -> (Gateway, u16) {
-    spawn_gateway(cluster, n, options, Command::new(SHOAL))
-}
-
 /// A gateway whose wall clock is `offset` off (libfaketime's syntax: `-300` is five
 /// minutes behind). The library is preloaded into the gateway itself: with the `faketime`
 /// wrapper, the wrapper would be the child to kill, and the gateway would keep running.
-fn start_skewed_gateway(cluster: &Vstart, n: u32, offset: &str) -> (Gateway, u16) {
+fn start_skewed_gateway(cluster: &Vstart, n: u32, offset: &str) -> (Daemon, u16) {
     let library = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib"]
         .iter()
         .map(|dir| std::path::Path::new(dir).join("faketime/libfaketime.so.1"))
         .find(|path| path.exists())
         .expect("libfaketime is missing: scripts/test-env.sh installs it (apt package faketime)");
-    let mut command = Command::new(SHOAL);
+    let mut command = shoal();
     // Only the wall clock moves: timers and timeouts keep the real monotonic clock.
     command.env("LD_PRELOAD", library).env("FAKETIME", offset).env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
-    spawn_gateway(cluster, n, &[], command)
-}
-
-fn spawn_gateway(cluster: &Vstart, n: u32, options: &[&str], mut command: Command) -> (Gateway, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let log = std::fs::File::create(cluster.path().join(format!("gateway.{n}.log"))).unwrap();
-    let child = command
-        .args(["gateway", "-c", &cluster.conf(), "--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["-o", "rgw_gc_processor_period=3600"])
-        .args(options.iter().flat_map(|o| ["-o", o]))
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(wait_for(|| std::net::TcpStream::connect(("127.0.0.1", port)).ok()).is_some(), "gateway {n} did not start");
-    (Gateway(child), port)
-}
-
-/// A user of `cluster`'s gateway on `port`: an S3 client signed with its keys.
-fn user_client(cluster: &Vstart, uid: &str, port: u16) -> S3Client {
-    user_clients(cluster, uid, &[port]).pop().unwrap()
-}
-
-/// One S3 client per gateway port, all signed with the keys of a new user `uid`.
-fn user_clients(cluster: &Vstart, uid: &str, ports: &[u16]) -> Vec<S3Client> {
-    let user: serde_json::Value =
-        serde_json::from_str(&ok(&cluster.conf(), &["admin", "user", "create", "--uid", uid, "--display-name", uid]))
-            .unwrap();
-    let keys = &user["keys"][0];
-    let (access, secret) = (keys["access_key"].as_str().unwrap(), keys["secret_key"].as_str().unwrap());
-    ports.iter().map(|port| S3Client::new(&format!("http://127.0.0.1:{port}"), access, secret).unwrap()).collect()
+    cluster.start_gateway(n, &[], command)
 }
 
 fn data_objects(conf: &str) -> Vec<String> {
@@ -99,10 +50,10 @@ fn md5(data: &[u8]) -> [u8; 16] {
 
 /// Two gateways, the second with its clock five minutes behind, and a client of user
 /// `skew` for each; bucket `skew` is created.
-async fn fast_and_slow_gateways(cluster: &Vstart) -> ([Gateway; 2], Vec<S3Client>) {
-    let (fast, fast_port) = start_gateway(cluster, 0);
+async fn fast_and_slow_gateways(cluster: &Vstart) -> ([Daemon; 2], Vec<S3Client>) {
+    let (fast, fast_port) = cluster.start_gateway(0, &[], shoal());
     let (slow, slow_port) = start_skewed_gateway(cluster, 1, "-300");
-    let clients = user_clients(cluster, "skew", &[fast_port, slow_port]);
+    let clients = cluster.user_clients("skew", &[fast_port, slow_port]);
     clients[0].expect_ok(Method::PUT, "/skew", &[], Bytes::new()).await.unwrap();
     ([fast, slow], clients)
 }
@@ -141,8 +92,8 @@ async fn gateway_and_osd_killed_mid_put_and_mid_complete() {
     let conf = cluster.conf();
     ok(&conf, &["config", "set", "global", "osd_heartbeat_interval", "0.3"]);
     ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "2"]);
-    let (mut gateway, port) = start_gateway(&cluster, 0);
-    let s3 = user_client(&cluster, "crash", port);
+    let (mut gateway, port) = cluster.start_gateway(0, &[], shoal());
+    let s3 = cluster.user_clients("crash", &[port]).remove(0);
     s3.expect_ok(Method::PUT, "/crash", &[], Bytes::new()).await.unwrap();
 
     // 1. A large PUT over an existing object; kill the gateway and osd.1 once the new
@@ -164,7 +115,7 @@ async fn gateway_and_osd_killed_mid_put_and_mid_complete() {
     kill9(cluster.pid("osd.1"));
     let put_acknowledged = matches!(put.await.unwrap(), Ok(r) if r.status.is_success());
     let _ = gateway.0.wait();
-    let (mut gateway1, port) = start_gateway(&cluster, 1);
+    let (mut gateway1, port) = cluster.start_gateway(1, &[], shoal());
     let s3 = s3.at_port(port);
     let read = get_eventually(&s3, "big").await;
     let big_is_new = read.len() == new.len() && md5(&read) == md5(&new);
@@ -197,7 +148,7 @@ async fn gateway_and_osd_killed_mid_put_and_mid_complete() {
     kill9(gateway1.0.id());
     let completed = matches!(complete.await.unwrap(), Ok(r) if r.status.is_success());
     let _ = gateway1.0.wait();
-    let (_gateway2, port) = start_gateway(&cluster, 2);
+    let (_gateway2, port) = cluster.start_gateway(2, &[], shoal());
     let s3 = s3.at_port(port);
     let whole: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).collect();
     let read = get_eventually(&s3, "mp").await;
@@ -227,8 +178,8 @@ async fn gateway_and_osd_killed_mid_put_and_mid_complete() {
 async fn gateway_without_its_cluster_stops_on_sigterm() {
     let cluster = Vstart::start("1", "1");
     let conf = cluster.conf();
-    let (mut gateway, port) = start_gateway(&cluster, 0);
-    let s3 = user_client(&cluster, "leases", port);
+    let (mut gateway, port) = cluster.start_gateway(0, &[], shoal());
+    let s3 = cluster.user_clients("leases", &[port]).remove(0);
     let form = "Action=CreateTopic&Name=down&Attributes.entry.1.key=persistent&Attributes.entry.1.value=true\
                 &Attributes.entry.2.key=push-endpoint&Attributes.entry.2.value=http%3A%2F%2F127.0.0.1%3A9";
     let content_type = [("content-type", "application/x-www-form-urlencoded".to_owned())];
@@ -257,52 +208,6 @@ async fn gateway_without_its_cluster_stops_on_sigterm() {
     assert!(stopped.is_some_and(|status| status.success()), "the gateway did not stop on SIGTERM: {stopped:?}");
 }
 
-/// One listed version: key, version id, size, delete marker.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Listed {
-    key: String,
-    version: String,
-    size: usize,
-    marker: bool,
-    latest: bool,
-}
-
-fn xml_field<'a>(text: &'a str, tag: &str) -> Option<&'a str> {
-    text.split(&format!("<{tag}>")).nth(1)?.split(&format!("</{tag}>")).next()
-}
-
-/// Every version of `bucket`, paging through ListObjectVersions.
-async fn all_versions(s3: &S3Client, bucket: &str) -> Vec<Listed> {
-    let mut out = Vec::new();
-    let (mut key_marker, mut version_marker) = (String::new(), String::new());
-    loop {
-        let mut query = vec![("versions", ""), ("max-keys", "100")];
-        if !key_marker.is_empty() {
-            query.push(("key-marker", key_marker.as_str()));
-            query.push(("version-id-marker", version_marker.as_str()));
-        }
-        let r = s3.expect_ok(Method::GET, &format!("/{bucket}"), &query, Bytes::new()).await.unwrap();
-        let text = String::from_utf8_lossy(&r.body).into_owned();
-        for (tag, marker) in [("Version", false), ("DeleteMarker", true)] {
-            for item in text.split(&format!("<{tag}>")).skip(1) {
-                let item = item.split(&format!("</{tag}>")).next().unwrap();
-                out.push(Listed {
-                    key: xml_field(item, "Key").unwrap().to_owned(),
-                    version: xml_field(item, "VersionId").unwrap().to_owned(),
-                    size: xml_field(item, "Size").map_or(0, |s| s.parse().unwrap()),
-                    marker,
-                    latest: xml_field(item, "IsLatest") == Some("true"),
-                });
-            }
-        }
-        if xml_field(&text, "IsTruncated") != Some("true") {
-            return out;
-        }
-        key_marker = xml_field(&text, "NextKeyMarker").unwrap().to_owned();
-        version_marker = xml_field(&text, "NextVersionIdMarker").unwrap_or("").to_owned();
-    }
-}
-
 /// GETs one version through the gateway, retrying while the cluster settles.
 async fn get_version_eventually(s3: &S3Client, bucket: &str, key: &str, version: &str) -> Bytes {
     for _ in 0..600 {
@@ -322,8 +227,8 @@ async fn versioned_overwrites_and_a_lifecycle_pass_survive_kills() {
     ok(&conf, &["config", "set", "global", "osd_heartbeat_interval", "0.3"]);
     ok(&conf, &["config", "set", "global", "osd_heartbeat_grace", "2"]);
     let options = ["rgw_lc_debug_interval=1"];
-    let (mut gateway, port) = start_gateway_with(&cluster, 0, &options);
-    let s3 = user_client(&cluster, "versions", port);
+    let (mut gateway, port) = cluster.start_gateway(0, &options, shoal());
+    let s3 = cluster.user_clients("versions", &[port]).remove(0);
     let versioning = Bytes::from_static(b"<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>");
     s3.expect_ok(Method::PUT, "/ver", &[], Bytes::new()).await.unwrap();
     s3.expect_ok(Method::PUT, "/ver", &[("versioning", "")], versioning).await.unwrap();
@@ -366,7 +271,7 @@ async fn versioned_overwrites_and_a_lifecycle_pass_survive_kills() {
     let _ = gateway.0.wait();
     let mut restarted = Restarted::default();
     restarted.restart(&cluster, "osd.1", &osd1);
-    let (mut gateway1, port) = start_gateway_with(&cluster, 1, &options);
+    let (mut gateway1, port) = cluster.start_gateway(1, &options, shoal());
     publish_port(port);
     let (acknowledged, in_flight) = writer.await.unwrap();
     let s3 = s3.at_port(port);
@@ -411,7 +316,7 @@ async fn versioned_overwrites_and_a_lifecycle_pass_survive_kills() {
     kill9(cluster.pid("osd.2"));
     let _ = gateway1.0.wait();
     eprintln!("lifecycle: killed with {remaining} of {} versions left", 2 * KEYS);
-    let (_gateway2, port) = start_gateway_with(&cluster, 2, &options);
+    let (_gateway2, port) = cluster.start_gateway(2, &options, shoal());
     let s3 = s3.at_port(port);
     let expected = KEYS + held.len();
     let mut versions = Vec::new();
@@ -556,12 +461,12 @@ async fn versioned_writes_through_a_gateway_whose_clock_is_behind_keep_their_ord
 async fn a_plain_head_never_linked_is_linked_by_gc() {
     let cluster = Vstart::start("3", "3");
     let conf = cluster.conf();
-    let (_gateway, port) = start_gateway(&cluster, 0);
-    let s3 = user_client(&cluster, "suggest", port);
+    let (_gateway, port) = cluster.start_gateway(0, &[], shoal());
+    let s3 = cluster.user_clients("suggest", &[port]).remove(0);
     s3.expect_ok(Method::PUT, "/suggest", &[], Bytes::new()).await.unwrap();
     let (old, new) = (random(5 * MIB), random(9 * MIB));
     s3.expect_ok(Method::PUT, "/suggest/big", &[], old).await.unwrap();
-    let (mut dying, dying_port) = start_gateway_with(&cluster, 1, &["rgw_debug_abort_before_link=true"]);
+    let (mut dying, dying_port) = cluster.start_gateway(1, &["rgw_debug_abort_before_link=true"], shoal());
     let put = s3.at_port(dying_port).send(Method::PUT, "/suggest/big", &[], new.clone()).await;
     assert!(!matches!(put, Ok(r) if r.status.is_success()), "the gateway died before answering");
     let _ = dying.0.wait();
@@ -585,8 +490,8 @@ async fn a_plain_head_never_linked_is_linked_by_gc() {
 async fn a_version_head_never_linked_is_collected() {
     let cluster = Vstart::start("3", "3");
     let conf = cluster.conf();
-    let (mut gateway, port) = start_gateway_with(&cluster, 0, &["rgw_debug_abort_before_link=true"]);
-    let s3 = user_client(&cluster, "leak", port);
+    let (mut gateway, port) = cluster.start_gateway(0, &["rgw_debug_abort_before_link=true"], shoal());
+    let s3 = cluster.user_clients("leak", &[port]).remove(0);
     s3.expect_ok(Method::PUT, "/leak", &[], Bytes::new()).await.unwrap();
     let versioning = Bytes::from_static(b"<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>");
     s3.expect_ok(Method::PUT, "/leak", &[("versioning", "")], versioning).await.unwrap();
@@ -596,7 +501,7 @@ async fn a_version_head_never_linked_is_collected() {
     let _ = gateway.0.wait();
     let leaked: Vec<String> = data_objects(&conf).into_iter().filter(|o| !before.contains(o)).collect();
     assert_eq!(leaked.len(), 1, "the version's head was written: {leaked:?}");
-    let (_gateway, port) = start_gateway(&cluster, 1);
+    let (_gateway, port) = cluster.start_gateway(1, &[], shoal());
     let s3 = s3.at_port(port);
     let listed = s3.expect_ok(Method::GET, "/leak", &[("versions", "")], Bytes::new()).await.unwrap();
     assert!(!String::from_utf8_lossy(&listed.body).contains("<Key>small</Key>"), "never linked, never listed");

@@ -8,10 +8,7 @@
 //! and deep-scrubbed clean, and every daemon answers. Where namespaces cannot be made
 //! (not root), it says so and thrashes without partitions.
 
-mod common;
-
-use common::{SHOAL, Vstart};
-use std::process::Command;
+use shoal_bench::harness::{Vstart, shoal};
 
 #[test]
 fn twenty_faults_lose_no_acknowledged_write() {
@@ -23,7 +20,7 @@ fn twenty_faults_lose_no_acknowledged_write() {
             (Vstart::start_with(&args[..args.len() - 1]), false)
         }
     };
-    let out = Command::new(SHOAL)
+    let out = shoal()
         .args(["bench", "thrash", "--faults", "20", "--seed", "18", "--json", "--dir"])
         .arg(cluster.path())
         .output()

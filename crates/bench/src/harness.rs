@@ -1,15 +1,69 @@
-//! Helpers shared by the tests that run `shoal` daemons as separate processes.
-#![allow(dead_code)] // Each test file uses a different subset.
+//! The harness of the tests that run `shoal` daemons as separate processes: a vstart
+//! cluster, gateways and servers killed when dropped, kill -9 and restart, CLI runs,
+//! polling, metrics scrapes and S3 users. Made for tests: a failure panics, naming what
+//! failed.
 
+use crate::s3client::S3Client;
+use bytes::Bytes;
+use http::Method;
+use shoal_client::Rados;
+use shoal_transport::TcpNetwork;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The binary under test.
-pub const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
+/// The `shoal` binary: `$SHOAL_EXE`, the running binary if it is `shoal`, or else the
+/// `shoal` beside the `deps/` directory a cargo test binary runs from.
+pub fn exe() -> PathBuf {
+    if let Some(path) = std::env::var_os("SHOAL_EXE") {
+        return PathBuf::from(path);
+    }
+    let current = std::env::current_exe().expect("the running binary's path");
+    match current.file_stem().is_some_and(|stem| stem == "shoal") {
+        true => current,
+        false => current.parent().and_then(Path::parent).map(|dir| dir.join("shoal")).expect("a target directory"),
+    }
+}
+
+/// A command running the `shoal` binary.
+pub fn shoal() -> Command {
+    Command::new(exe())
+}
+
+/// A child process killed when dropped.
+pub struct Daemon(pub Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Daemon {
+    /// Spawns `command` with its output going to the file `log`.
+    pub fn spawn(mut command: Command, log: &Path) -> Daemon {
+        let log = std::fs::File::create(log).unwrap();
+        let child = command.stdout(log.try_clone().unwrap()).stderr(log).stdin(Stdio::null()).spawn().unwrap();
+        Daemon(child)
+    }
+}
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Waits until something listens on `port` of 127.0.0.1.
+pub fn wait_listening(port: u16) {
+    let up = wait_for(|| std::net::TcpStream::connect(("127.0.0.1", port)).ok());
+    assert!(up.is_some(), "nothing listens on port {port}");
+}
 
 /// A `shoal vstart` cluster in a temporary directory, stopped when dropped.
 pub struct Vstart {
+    /// The temporary directory holding the cluster (in `c/`).
     pub dir: tempfile::TempDir,
 }
 
@@ -27,7 +81,7 @@ impl Vstart {
     /// Starts a cluster with these `vstart` arguments, or says why it could not.
     pub fn try_start_with(args: &[&str]) -> Result<Vstart, String> {
         let dir = tempfile::tempdir().unwrap();
-        let out = Command::new(SHOAL).args(["vstart", "--dir"]).arg(dir.path().join("c")).args(args).output().unwrap();
+        let out = shoal().args(["vstart", "--dir"]).arg(dir.path().join("c")).args(args).output().unwrap();
         match out.status.success() {
             true => Ok(Vstart { dir }),
             false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
@@ -46,7 +100,40 @@ impl Vstart {
 
     /// Stops the daemons vstart started.
     pub fn stop(&self) -> bool {
-        Command::new(SHOAL).args(["vstart", "--stop", "--dir"]).arg(self.path()).output().unwrap().status.success()
+        shoal().args(["vstart", "--stop", "--dir"]).arg(self.path()).output().unwrap().status.success()
+    }
+
+    /// A RADOS client of the cluster whose operations give up after `timeout`.
+    pub async fn rados(&self, timeout: Duration) -> Rados {
+        let conf = self.path().join("shoal.conf");
+        let secret = std::fs::read_to_string(conf_value(&conf, "secret_file")).unwrap();
+        let network = Arc::new(TcpNetwork::new(secret.trim().as_bytes(), 256 << 20));
+        let rados = Rados::connect(network, &conf_value(&conf, "mon_host")).await.unwrap();
+        rados.set_op_timeout(timeout);
+        rados
+    }
+
+    /// Starts gateway `n` (logging to `gateway.N.log`) with GC passes left to `gc process`
+    /// and `options` (`-o`), through `command` (a `shoal` command, perhaps with a changed
+    /// environment); returns it with its port once it listens.
+    pub fn start_gateway(&self, n: u32, options: &[&str], mut command: Command) -> (Daemon, u16) {
+        let port = free_port();
+        command
+            .args(["gateway", "-c", &self.conf(), "--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["-o", "rgw_gc_processor_period=3600"])
+            .args(options.iter().flat_map(|o| ["-o", o]));
+        let gateway = Daemon::spawn(command, &self.path().join(format!("gateway.{n}.log")));
+        wait_listening(port);
+        (gateway, port)
+    }
+
+    /// One S3 client per gateway port, all signed with the keys of a new user `uid`.
+    pub fn user_clients(&self, uid: &str, ports: &[u16]) -> Vec<S3Client> {
+        let created = ok(&self.conf(), &["admin", "user", "create", "--uid", uid, "--display-name", uid]);
+        let user: serde_json::Value = serde_json::from_str(&created).unwrap();
+        let keys = &user["keys"][0];
+        let (access, secret) = (keys["access_key"].as_str().unwrap(), keys["secret_key"].as_str().unwrap());
+        ports.iter().map(|port| S3Client::new(&format!("http://127.0.0.1:{port}"), access, secret).unwrap()).collect()
     }
 
     /// The pid vstart recorded for a daemon (`osd.3`, `mon.0`).
@@ -139,7 +226,7 @@ pub fn kill9(pid: u32) {
 
 /// Runs `shoal ARGS -c CONF`: success, stdout, stderr.
 pub fn shoal_c(conf: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(SHOAL).args(args).args(["-c", conf]).output().unwrap();
+    let out = shoal().args(args).args(["-c", conf]).output().unwrap();
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -231,4 +318,56 @@ pub fn metrics_url(cluster: &Vstart, daemon: &str) -> String {
 /// The value of one sample line `series` (name and labels exactly as printed).
 pub fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// One entry of ListObjectVersions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    /// The object key.
+    pub key: String,
+    /// The version id.
+    pub version: String,
+    /// The size in bytes (0 for a delete marker).
+    pub size: usize,
+    /// Whether it is a delete marker.
+    pub marker: bool,
+    /// Whether it is the key's current version.
+    pub latest: bool,
+}
+
+/// The text of the first `<tag>` element of `text`.
+pub fn xml_field<'a>(text: &'a str, tag: &str) -> Option<&'a str> {
+    text.split(&format!("<{tag}>")).nth(1)?.split(&format!("</{tag}>")).next()
+}
+
+/// Every version and delete marker of `bucket`, paging through ListObjectVersions.
+pub async fn all_versions(s3: &S3Client, bucket: &str) -> Vec<Listed> {
+    let mut out = Vec::new();
+    let (mut key_marker, mut version_marker) = (String::new(), String::new());
+    loop {
+        let mut query = vec![("versions", ""), ("max-keys", "100")];
+        if !key_marker.is_empty() {
+            query.push(("key-marker", key_marker.as_str()));
+            query.push(("version-id-marker", version_marker.as_str()));
+        }
+        let r = s3.expect_ok(Method::GET, &format!("/{bucket}"), &query, Bytes::new()).await.unwrap();
+        let text = String::from_utf8_lossy(&r.body).into_owned();
+        for (tag, marker) in [("Version", false), ("DeleteMarker", true)] {
+            for item in text.split(&format!("<{tag}>")).skip(1) {
+                let item = item.split(&format!("</{tag}>")).next().unwrap();
+                out.push(Listed {
+                    key: xml_field(item, "Key").unwrap().to_owned(),
+                    version: xml_field(item, "VersionId").unwrap().to_owned(),
+                    size: xml_field(item, "Size").map_or(0, |s| s.parse().unwrap()),
+                    marker,
+                    latest: xml_field(item, "IsLatest") == Some("true"),
+                });
+            }
+        }
+        if xml_field(&text, "IsTruncated") != Some("true") {
+            return out;
+        }
+        key_marker = xml_field(&text, "NextKeyMarker").unwrap().to_owned();
+        version_marker = xml_field(&text, "NextVersionIdMarker").unwrap_or("").to_owned();
+    }
 }
