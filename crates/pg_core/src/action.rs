@@ -269,7 +269,7 @@ pub(crate) enum Expect<R> {
     Rebuilt(OsdId, ObjectName, u64),
     Recovered(OsdId),
     StrayRemoved(OsdId),
-    /// A replica's copy for the operation waiting on a repair.
+    /// A replica's copy for what waits on a repair.
     RepairCopy(Box<Repairing<R>>),
     ScrubMap(OsdId),
     ScrubPulled(EVersion),
@@ -327,11 +327,22 @@ impl<R> Expect<R> {
     }
 }
 
-/// A client operation waiting for its object's local copy to be repaired.
-pub(crate) struct Repairing<R> {
-    pub(crate) op: OsdOp,
-    pub(crate) caller: ClientId,
-    pub(crate) reply: R,
+/// What waits for an object's local copy to be repaired from a replica.
+pub(crate) enum Repairing<R> {
+    /// A client operation, run again once the copy is repaired.
+    Op { op: OsdOp, caller: ClientId, reply: R },
+    /// The recovery of `osd`, which needs the object pushed from this copy.
+    Recovery { osd: OsdId, object: ObjectName },
+}
+
+impl<R> Repairing<R> {
+    /// The object being repaired.
+    pub(crate) fn object(&self) -> &ObjectName {
+        match self {
+            Repairing::Op { op, .. } => &op.object,
+            Repairing::Recovery { object, .. } => object,
+        }
+    }
 }
 
 /// The transaction and resume point of a [`Reply::Copies`].

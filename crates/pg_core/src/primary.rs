@@ -123,6 +123,8 @@ pub(crate) struct PeerRecovery {
     pub(crate) backfill: Option<(Option<ObjectKey>, bool)>,
     pub(crate) in_flight: usize,
     pub(crate) done_sent: bool,
+    /// Waiting for the primary's damaged copy of the next object to be repaired.
+    pub(crate) repairing: bool,
 }
 
 impl PeerRecovery {
@@ -135,6 +137,7 @@ impl PeerRecovery {
             backfill: None,
             in_flight: 0,
             done_sent: false,
+            repairing: false,
         }
     }
 
@@ -144,7 +147,17 @@ impl PeerRecovery {
         self.objects.contains(object) || self.pushing.contains(object)
     }
 
+    /// Whether a push can be sent now.
     pub(crate) fn has_work(&self) -> bool {
+        !self.repairing && self.objects_left()
+    }
+
+    /// Whether the recovery is over: nothing left to push, no repair awaited.
+    pub(crate) fn is_over(&self) -> bool {
+        !self.repairing && !self.objects_left()
+    }
+
+    fn objects_left(&self) -> bool {
         !self.objects.is_empty()
             || self.partial.is_some()
             || self.backfill.as_ref().is_some_and(|(_, exhausted)| !exhausted)
@@ -203,7 +216,7 @@ impl<R> Primary<R> {
     /// The OSDs whose recovery work is all acknowledged and not yet told so: they are to
     /// be told they are complete (marked as told).
     pub(crate) fn take_finished(&mut self) -> Vec<OsdId> {
-        let finished = self.recovery.iter_mut().filter(|(_, r)| !r.has_work() && r.in_flight == 0 && !r.done_sent);
+        let finished = self.recovery.iter_mut().filter(|(_, r)| r.is_over() && r.in_flight == 0 && !r.done_sent);
         finished
             .map(|(osd, r)| {
                 r.done_sent = true;

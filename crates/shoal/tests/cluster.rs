@@ -735,3 +735,78 @@ fn scrub_reports_a_corrupted_replica_and_a_missing_copy_and_repair_rewrites_them
     let report = scheduled.expect("no scheduled scrub within two minutes");
     assert_eq!((report["objects"].as_u64(), report["errors"].as_u64()), (Some(10), Some(0)), "{report}");
 }
+
+/// Recovery from a primary whose copy is damaged: with a good replica left, the copy is
+/// repaired from it first and then pushed; with none, the object is reported unfound and
+/// the rest recovers. Before, the primary peered again and retried the push forever.
+#[test]
+fn recovery_repairs_a_damaged_source_copy_first_or_reports_it_unfound() {
+    let cluster = Vstart::start("5", "5");
+    let conf = cluster.conf();
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8).collect();
+    let file = cluster.path().join("payload");
+    std::fs::write(&file, &data).unwrap();
+    let file = file.to_str().unwrap();
+    let up = |pg: &str| -> Vec<String> {
+        let dump = ok(&conf, &["pg", "dump"]);
+        let row = dump.lines().find(|l| l.starts_with(&format!("{pg} "))).unwrap_or_else(|| panic!("{dump}"));
+        let set = row.split_whitespace().nth(1).unwrap().trim_matches(['[', ']']);
+        set.split(',').map(|osd| format!("osd.{osd}")).collect()
+    };
+    // Waits until `pg` is active+clean on a set without `out`.
+    let clean = |pg: &str, out: &str| {
+        let state = wait_for(|| {
+            let dump = ok(&conf, &["pg", "dump"]);
+            let row = dump.lines().find(|l| l.starts_with(&format!("{pg} ")))?.to_owned();
+            let moved = !up(pg).contains(&out.to_owned());
+            (moved && row.contains(" active+clean")).then_some(row)
+        });
+        state.unwrap_or_else(|| panic!("pg {pg} never became clean:\n{}", ok(&conf, &["pg", "dump"])))
+    };
+    for (pool, size) in [("three", "3"), ("two", "2")] {
+        ok(&conf, &["pool", "create", pool, "--size", size, "--pg-num", "1"]);
+        for name in ["big", "a", "b", "c"] {
+            let put = wait_for(|| shoal_c(&conf, &["rados", "-p", pool, "put", name, file]).0.then_some(()));
+            assert!(put.is_some(), "writing {pool}/{name}");
+        }
+    }
+    let read_back = |pool: &str, name: &str| {
+        let back = cluster.path().join("back");
+        let _ = std::fs::remove_file(&back);
+        let (success, _, err) = shoal_c(&conf, &["rados", "-p", pool, "get", name, back.to_str().unwrap()]);
+        (success && std::fs::read(&back).ok().as_ref() == Some(&data), err)
+    };
+
+    // Three copies: the primary's copy of 'big' is damaged and a replica is marked out.
+    // The third copy repairs the primary's, which the new replica then receives whole.
+    let before = up("1.0");
+    let primary = before[0].clone();
+    let out = ok(&conf, &["debug", "corrupt", "--pool", "three", "--object", "big", "--chunk", "3"]);
+    assert!(out.contains(&format!("on {primary} (primary)")), "{out}");
+    ok(&conf, &["osd", "out", before[1].trim_start_matches("osd.")]);
+    clean("1.0", &before[1]);
+    let after = up("1.0");
+    assert_eq!(after[0], primary, "the primary stays: {before:?} → {after:?}");
+    // (A scrub starts once the PG is clean as its primary knows it.)
+    let out = ok(&conf, &["pg", "deep-scrub", "1.0", "--wait", "120"]);
+    assert!(out.contains("4 objects, 0 inconsistent"), "every copy is good: {out}");
+    assert_eq!(osd_counters(&conf, &primary)["read_repairs"].as_u64(), Some(1), "the source copy was repaired");
+    assert_eq!(read_back("three", "big"), (true, String::new()));
+
+    // Two copies: the only good copy of 'big' is marked out with its OSD. 'big' is reported
+    // unfound (reads get EIO, never the damaged bytes); the other objects recover.
+    let before = up("2.0");
+    let out = ok(&conf, &["debug", "corrupt", "--pool", "two", "--object", "big", "--chunk", "3"]);
+    assert!(out.contains(&format!("on {} (primary)", before[0])), "{out}");
+    ok(&conf, &["osd", "out", before[1].trim_start_matches("osd.")]);
+    let row = clean("2.0", &before[1]);
+    assert!(row.contains("inconsistent"), "{row}");
+    assert_eq!(up("2.0")[0], before[0], "the primary stays");
+    let (success, err) = read_back("two", "big");
+    assert!(!success && err.contains("EIO"), "{err}");
+    for name in ["a", "b", "c"] {
+        assert_eq!(read_back("two", name), (true, String::new()), "{name}");
+    }
+    let status = ok(&conf, &["status"]);
+    assert!(status.contains("HEALTH_ERR") && status.contains("object 'big'"), "{status}");
+}

@@ -163,9 +163,11 @@ impl<R> Shard<R> {
     pub(crate) fn primary_event(&mut self, pg: PgId, interval: u64, event: Event<R>) {
         if self.primaries.get(&pg).is_none_or(|p| p.interval != interval) {
             // From an interval that is over; a client waiting on it resends.
-            if let Event::RepairCopy(repair, _) = event {
+            if let Event::RepairCopy(repair, _) = event
+                && let Repairing::Op { reply, .. } = *repair
+            {
                 let value = Err(err::again(format!("pg {pg} changed interval during a repair")));
-                self.emit(Action::Reply { to: repair.reply, after: 0, value });
+                self.emit(Action::Reply { to: reply, after: 0, value });
             }
             return;
         }
@@ -657,14 +659,9 @@ impl<R> Shard<R> {
             let work = match peer.recovery {
                 Recovery::None => None,
                 Recovery::Log(objects) => Some(PeerRecovery::log(objects.into_iter().collect())),
-                Recovery::Backfill => Some(PeerRecovery {
-                    objects: VecDeque::new(),
-                    pushing: BTreeSet::new(),
-                    partial: None,
-                    backfill: Some((None, false)),
-                    in_flight: 0,
-                    done_sent: false,
-                }),
+                Recovery::Backfill => {
+                    Some(PeerRecovery { backfill: Some((None, false)), ..PeerRecovery::log(VecDeque::new()) })
+                }
             };
             if let Some(work) = work {
                 recovery.insert(osd, work);
@@ -847,28 +844,41 @@ impl<R> Shard<R> {
     /// it damaged and asks a complete replica for its copy; the operation runs again once
     /// the copy is here. Without such a replica the client gets the error.
     pub(crate) fn repair_then_serve(&mut self, pg: PgId, op: OsdOp, caller: ClientId, reply: R, e: RadosError) {
+        if let Some(repair) = self.repair_from_replica(pg, Repairing::Op { op, caller, reply }, &e)
+            && let Repairing::Op { reply, .. } = repair
+        {
+            self.respond(Err(e), reply);
+        }
+    }
+
+    /// Marks the local copy of `repair`'s object damaged (its read failed with `e`) and
+    /// asks a complete replica for its copy, for `repair` to go on once it is here;
+    /// without such a replica, gives `repair` back.
+    fn repair_from_replica(&mut self, pg: PgId, repair: Repairing<R>, e: &RadosError) -> Option<Repairing<R>> {
+        let object = repair.object().clone();
         self.emit(Action::Count(Counted::ChecksumError));
-        self.config.damage.add(&self.config.store, pg, &op.object);
+        self.config.damage.add(&self.config.store, pg, &object);
         let me = self.config.me;
-        let Some(p) = self.primaries.get(&pg) else { return self.respond(Err(e), reply) };
+        let Some(p) = self.primaries.get(&pg) else { return Some(repair) };
         let source = p.members().find(|o| *o != me && !p.recovery.contains_key(o));
         let Some(source) = source else {
-            tracing::error!(%pg, object = %op.object, error = %e, "bad copy and no replica to repair it from");
-            return self.respond(Err(e), reply);
+            tracing::error!(%pg, %object, error = %e, "bad copy and no replica to repair it from");
+            return Some(repair);
         };
-        tracing::error!(%pg, object = %op.object, error = %e, %source, "bad copy; repairing it from a replica");
-        let request = PeerRequest::Pull { pg, objects: vec![op.object.clone()] };
+        tracing::error!(%pg, %object, error = %e, %source, "bad copy; repairing it from a replica");
+        let request = PeerRequest::Pull { pg, objects: vec![object] };
         let interval = p.interval;
-        self.ask(pg, interval, source, request, Expect::RepairCopy(Box::new(Repairing { op, caller, reply })));
+        self.ask(pg, interval, source, request, Expect::RepairCopy(Box::new(repair)));
+        None
     }
 
     /// Applies a replica's copy if it is of the same version as the local one (a write
-    /// since may have changed either), then runs the waiting operation again.
+    /// since may have changed either), then goes on with what waited for it.
     pub(crate) fn repair_with(&mut self, pg: PgId, repair: Repairing<R>, copy: Result<Bytes>) {
-        let Repairing { op, caller, reply } = repair;
+        let object = repair.object().clone();
         let applied: Result<bool> = (|| {
             let txn = Transaction::decode(&copy?)?;
-            let key = ObjectKey::new(self.map.pool(op.pool)?.id, &op.object)?;
+            let key = ObjectKey::new(pg.pool, &object)?;
             if txn.onode(&key)? != self.config.store.onode(&key)? {
                 return Ok(false);
             }
@@ -878,13 +888,21 @@ impl<R> Shard<R> {
         match applied {
             Ok(true) => {
                 self.emit(Action::Count(Counted::ReadRepaired));
-                self.config.damage.remove(&self.config.store, pg, &op.object);
-                tracing::info!(%pg, object = %op.object, "repaired the local copy from a replica");
+                self.config.damage.remove(&self.config.store, pg, &object);
+                tracing::info!(%pg, %object, "repaired the local copy from a replica");
             }
-            Ok(false) => tracing::info!(%pg, object = %op.object, "the replica's copy is of another version; not used"),
-            Err(e) => tracing::error!(%pg, object = %op.object, error = %e, "repairing the local copy failed"),
+            Ok(false) => tracing::info!(%pg, %object, "the replica's copy is of another version; not used"),
+            Err(e) => tracing::error!(%pg, %object, error = %e, "repairing the local copy failed"),
         }
-        self.serve_op(op, caller, reply, true);
+        match repair {
+            Repairing::Op { op, caller, reply } => self.serve_op(op, caller, reply, true),
+            Repairing::Recovery { osd, .. } => {
+                if let Ok(r) = self.peer_recovery(pg, osd) {
+                    r.repairing = false;
+                }
+                self.pump_recovery(pg);
+            }
+        }
     }
 
     /// Forgets a damaged object once every chunk of its local copy reads back (a client
@@ -1100,11 +1118,22 @@ impl<R> Shard<R> {
         let listed = queue.len();
         let (mut txn, mut budget, mut last, mut started, mut completed) =
             (Transaction::new(), COPY_PART_BYTES, None, 0, 0);
-        for (key, resume) in queue {
+        for (position, (key, resume)) in queue.into_iter().enumerate() {
             if budget == 0 {
                 break;
             }
-            let (part, next) = self.config.store.copy_object_part(&key, resume.as_ref(), budget)?;
+            let (part, next) = match self.config.store.copy_object_part(&key, resume.as_ref(), budget) {
+                // A damaged copy is dealt with when it comes first, alone.
+                Err(e) if e.errno == Errno::Io && position > 0 => break,
+                Err(e) if e.errno == Errno::Io => match self.repair_push_source(pg, osd, &key, resume, e)? {
+                    true => break,
+                    false => {
+                        (started, last) = (1, Some(key));
+                        continue;
+                    }
+                },
+                other => other?,
+            };
             budget = budget.saturating_sub(part.bytes());
             txn.extend(part);
             started += 1;
@@ -1123,7 +1152,34 @@ impl<R> Shard<R> {
             // Objects listed but not started are listed again after the last one started.
             *cursor = (last.clone().or(cursor.0.take()), listed_all && started == listed);
         }
-        Ok(last.map(|_| (txn, completed)))
+        Ok((!txn.is_empty()).then_some((txn, completed)))
+    }
+
+    /// The primary's copy of `key`, the next object to push to `osd` (from `resume`), does
+    /// not read back (`e`). Unless it was known damaged already, it is repaired from a
+    /// complete replica while `osd`'s recovery waits (true). Else the object is unfound:
+    /// `osd`'s recovery goes on without it (false), and the damage stays reported until a
+    /// write or a repair mends it.
+    fn repair_push_source(
+        &mut self,
+        pg: PgId,
+        osd: OsdId,
+        key: &ObjectKey,
+        resume: Option<shoal_store::CopyResume>,
+        e: RadosError,
+    ) -> Result<bool> {
+        let (_, object) = key.decode()?;
+        if !self.config.damage.contains(pg, &object) {
+            let repair = Repairing::Recovery { osd, object: object.clone() };
+            if self.repair_from_replica(pg, repair, &e).is_none() {
+                let r = self.peer_recovery(pg, osd)?;
+                r.repairing = true;
+                r.partial = resume.map(|resume| (key.clone(), resume));
+                return Ok(true);
+            }
+        }
+        tracing::error!(%pg, %object, %osd, error = %e, "unfound: no good copy to recover it from; skipped");
+        Ok(false)
     }
 
     pub(crate) fn peer_recovery(&mut self, pg: PgId, osd: OsdId) -> Result<&mut PeerRecovery> {
