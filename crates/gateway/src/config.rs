@@ -29,9 +29,9 @@ pub struct GatewayConfig {
     /// How long a completed upload's record answers retries of its completion
     /// (`rgw_multipart_completion_keep`).
     pub multipart_completion_keep: Duration,
-    /// Test only: abort the process after writing an object's head, before linking it
-    /// (`rgw_debug_abort_before_link`), to test what a crash there leaves.
-    pub debug_abort_before_link: bool,
+    /// Test only: where the gateway aborts the process (`rgw_debug_abort_at`), to test
+    /// what a crash there leaves.
+    pub debug_abort_at: Option<CrashPoint>,
     /// How often the Swift object expirer runs (`rgw_objexp_gc_interval`).
     pub objexp_period: Duration,
     /// Queue entries the garbage collector deletes at once (`rgw_gc_max_concurrent_io`).
@@ -141,7 +141,7 @@ impl Default for GatewayConfig {
             gc_period: Duration::from_secs(60),
             gc_max_concurrent_io: 10,
             objexp_period: Duration::from_secs(600),
-            debug_abort_before_link: false,
+            debug_abort_at: None,
             multipart_completion_keep: Duration::from_secs(3600),
             pool_size: 0,
             data_pool_erasure_profile: None,
@@ -186,5 +186,27 @@ pub struct LcConfig {
 impl Default for LcConfig {
     fn default() -> Self {
         LcConfig { debug_interval: None, max_workers: 3, key_workers: 8 }
+    }
+}
+
+/// A point of the write path where a crash test has the gateway abort.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// After writing an object's head, before linking it in the index (`before_link`).
+    BeforeLink,
+    /// After the index replaced or removed a null version kept in the key's plain head,
+    /// before that head is removed (`before_null_head_removal`).
+    BeforeNullHeadRemoval,
+}
+
+impl std::str::FromStr for CrashPoint {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "before_link" => Ok(CrashPoint::BeforeLink),
+            "before_null_head_removal" => Ok(CrashPoint::BeforeNullHeadRemoval),
+            other => Err(format!("'{other}' is not before_link or before_null_head_removal")),
+        }
     }
 }

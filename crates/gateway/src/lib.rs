@@ -143,7 +143,7 @@ impl Gateway {
             max_size: config.max_put_size,
             clock: Default::default(),
             completion_keep: config.multipart_completion_keep,
-            abort_before_link: config.debug_abort_before_link,
+            abort_at: config.debug_abort_at,
         });
         let mut uploads = meta_pool.clone();
         uploads.set_namespace(layout::NS_UPLOADS);

@@ -324,6 +324,17 @@ impl Objects {
         Ok((parts, more))
     }
 
+    /// Where a listing of uploads resumes after ListMultipartUploads' `key-marker` and
+    /// `upload-id-marker`, as [`Objects::list_uploads`] takes it: after that upload, or
+    /// with only a key after every upload of that key.
+    pub fn uploads_after(key_marker: Option<&str>, upload_id_marker: Option<&str>) -> String {
+        match (key_marker, upload_id_marker) {
+            (Some(k), Some(u)) => layout::upload_key(k, u) + "\u{1}",
+            (Some(k), None) => format!("{k}\u{1}"),
+            _ => String::new(),
+        }
+    }
+
     /// Uploads of the bucket whose keys start with `prefix`, in key then upload-id order,
     /// after `after` (an omap key); at most `max`, and whether more follow.
     pub async fn list_uploads(

@@ -10,6 +10,7 @@
 //! through the *intent* recorded before its first chunk.
 
 use crate::clock::{OrderClock, now_ns, tag_of};
+use crate::config::CrashPoint;
 use crate::crypt::{Key, Opener, Sealer};
 use crate::events::{Done, Pending};
 use crate::gc::{Gc, GcEntry, HeadOf, IndexRef};
@@ -104,6 +105,33 @@ pub struct Written {
     pub salt: Option<u64>,
 }
 
+/// A version of a key that a read named: where its head is, what it holds, and the
+/// version id to show (`None` in a bucket that was never versioned).
+pub struct Found {
+    /// The bucket.
+    pub bucket: Arc<BucketInfo>,
+    /// The version's head object.
+    pub head: String,
+    /// Its metadata.
+    pub meta: ObjectMeta,
+    /// Its inline data (empty for tailed objects).
+    pub inline: Bytes,
+    /// The version id for `x-amz-version-id`.
+    pub version_id: Option<String>,
+    /// Its object lock.
+    pub lock: ObjectLock,
+}
+
+/// What a read naming a version of a key finds.
+pub enum Lookup {
+    /// The version, its head read.
+    Found(Box<Found>),
+    /// A delete marker.
+    DeleteMarker(IndexEntry),
+    /// No such key, or no such version.
+    Missing,
+}
+
 /// The data path of one gateway.
 pub struct Objects {
     /// Cluster handles.
@@ -118,8 +146,8 @@ pub struct Objects {
     pub clock: OrderClock,
     /// How long a completed upload's record answers retries (`rgw_multipart_completion_keep`).
     pub completion_keep: std::time::Duration,
-    /// Test only: abort after writing a head, before linking it.
-    pub abort_before_link: bool,
+    /// Test only: where to abort the process.
+    pub abort_at: Option<CrashPoint>,
 }
 
 impl Objects {
@@ -331,6 +359,31 @@ impl Objects {
         IndexRef { shard: Self::index_shard_of(bucket, key), key: key.to_owned() }
     }
 
+    /// Finds the version of `key` that `version_id` names (`None`: the current one; in a
+    /// bucket never versioned only "null" names one, the plain object) and reads its head.
+    pub async fn locate(&self, bucket: Arc<BucketInfo>, key: &str, version_id: Option<&str>) -> Result<Lookup> {
+        let (head, shown, lock) = match (bucket.versioning, version_id) {
+            (Versioning::Off, None | Some("null")) => {
+                (layout::head_object(&bucket.id, key), version_id.map(str::to_owned), ObjectLock::default())
+            }
+            (Versioning::Off, Some(_)) => return Ok(Lookup::Missing),
+            _ => match self.version(&bucket, key, Which::from_version_id(version_id)).await?.entry {
+                None => return Ok(Lookup::Missing),
+                Some(entry) if entry.delete_marker => return Ok(Lookup::DeleteMarker(entry)),
+                Some(entry) => {
+                    let head = Self::head_of(&bucket, key, &entry.order, entry.own_head);
+                    (head, Some(entry.version_id().to_owned()), entry.lock)
+                }
+            },
+        };
+        Ok(match self.read_head(&head).await? {
+            Some((meta, inline)) => {
+                Lookup::Found(Box::new(Found { bucket, head, meta, inline, version_id: shown, lock }))
+            }
+            None => Lookup::Missing,
+        })
+    }
+
     /// Reads a head: metadata and the inline data (empty for tailed objects).
     pub async fn read_head(&self, head: &str) -> Result<Option<(ObjectMeta, Bytes)>> {
         let op = ReadOp::new().get_xattr(META_XATTR).read(0, 0);
@@ -501,15 +554,25 @@ impl Objects {
         }
     }
 
-    /// Queues the head and tail of `key`'s null version if it has a head of its own, for a
-    /// change about to replace it (GC deletes them only once the index no longer holds it).
+    /// Queues the head and tail of `key`'s null version, for a change about to replace it
+    /// (GC deletes them only once the index no longer holds it).
     async fn retire_null(&self, bucket: &BucketInfo, key: &str) -> Result<()> {
-        let null = self.version(bucket, key, Which::Null).await?.entry;
-        if let Some(entry) = null.filter(|e| e.own_head && !e.delete_marker) {
-            let head = Self::head_of(bucket, key, &entry.order, true);
-            self.gc.retire_version(&head, &entry.tail, Self::index_ref(bucket, key)).await?;
+        match self.version(bucket, key, Which::Null).await?.entry {
+            Some(entry) => self.retire_version_data(bucket, key, &entry).await,
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// Queues the head and tail of version `entry` of `key` (a delete marker has none),
+    /// for a change about to unlink it: GC deletes them once the index no longer holds it.
+    /// A null version kept in the key's plain head is queued too: its head is removed
+    /// right after the unlink, but a crash in between would leave it.
+    async fn retire_version_data(&self, bucket: &BucketInfo, key: &str, entry: &IndexEntry) -> Result<()> {
+        if entry.delete_marker {
+            return Ok(());
+        }
+        let head = Self::head_of(bucket, key, &entry.order, entry.own_head);
+        self.gc.retire_version(&head, &entry.tail, Self::index_ref(bucket, key)).await
     }
 
     /// Writes the head of a new version of `key` and, if no newer write got there first,
@@ -538,7 +601,7 @@ impl Objects {
             let (won, replaced) = (won.is_some(), won.flatten());
             let replaced = replaced.filter(|old| old.order != meta.order).map(|old| old.tail).unwrap_or_default();
             self.gc.retire(&head, &replaced).await?;
-            self.abort_if_asked(&head);
+            self.abort_if_asked(CrashPoint::BeforeLink, &head);
             let logged = events.logged(&Done::of(meta));
             if won {
                 self.link(bucket, key, meta, logged, WriteTerms { condition: None, ..terms }, &replaced).await?;
@@ -552,7 +615,7 @@ impl Objects {
         }
         let head = Self::head_of(bucket, key, &meta.order, true);
         self.write_version_head(&head, meta, data).await?;
-        self.abort_if_asked(&head);
+        self.abort_if_asked(CrashPoint::BeforeLink, &head);
         loop {
             let logged = events.logged(&Done::of(meta));
             match self.link(bucket, key, meta, logged, terms.clone(), &[]).await {
@@ -567,11 +630,10 @@ impl Objects {
         }
     }
 
-    /// Test only (`rgw_debug_abort_before_link`): ends the process after `head` is
-    /// written, before the index link.
-    fn abort_if_asked(&self, head: &str) {
-        if self.abort_before_link {
-            tracing::error!(%head, "rgw_debug_abort_before_link: aborting before the index link");
+    /// Test only (`rgw_debug_abort_at`): ends the process at `point`, about `head`.
+    fn abort_if_asked(&self, point: CrashPoint, head: &str) {
+        if self.abort_at == Some(point) {
+            tracing::error!(%head, ?point, "rgw_debug_abort_at: aborting");
             std::process::abort();
         }
     }
@@ -712,6 +774,7 @@ impl Objects {
     /// before the bucket was versioned), and queues that version's tail.
     async fn remove_null_head(&self, bucket: &BucketInfo, key: &str, replaced: &IndexEntry) -> Result<()> {
         let head = layout::head_object(&bucket.id, key);
+        self.abort_if_asked(CrashPoint::BeforeNullHeadRemoval, &head);
         let op = WriteOp::new().cmp_xattr(ORDER_XATTR, CmpOp::Le, CmpMode::Bytes, replaced.order.clone()).remove();
         match self.pools.data().operate(&head, op).await {
             Ok(_) => {}
@@ -738,10 +801,7 @@ impl Objects {
         if let Some(why) = entry.lock.forbids_removal(now_ns(), bypass_governance) {
             return Err(err::access(why));
         }
-        if entry.own_head && !entry.delete_marker {
-            let head = Self::head_of(bucket, key, &entry.order, true);
-            self.gc.retire_version(&head, &entry.tail, Self::index_ref(bucket, key)).await?;
-        }
+        self.retire_version_data(bucket, key, entry).await?;
         let input =
             UnlinkVersionInput { key: key.to_owned(), version: entry.version.clone(), events, bypass_governance };
         let out = self.index_call(bucket, key, "unlink_version", input.encode()).await?;

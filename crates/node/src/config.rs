@@ -207,9 +207,9 @@ pub const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec { name: "rgw_gc_processor_period", default: "60", help: "seconds between garbage collection passes" },
     OptionSpec {
-        name: "rgw_debug_abort_before_link",
-        default: "false",
-        help: "for crash tests only: the gateway aborts after writing an object's head, before linking it in the index",
+        name: "rgw_debug_abort_at",
+        default: "",
+        help: "for crash tests only: where the gateway aborts: before_link (an object's head written, not linked in the index) or before_null_head_removal (a null version kept in the key's plain head unlinked, the head not removed)",
     },
     OptionSpec {
         name: "rgw_multipart_completion_keep",
@@ -530,7 +530,10 @@ impl Config {
             gc_period: self.seconds("rgw_gc_processor_period")?.max(std::time::Duration::from_millis(100)),
             gc_max_concurrent_io: usize_of("rgw_gc_max_concurrent_io")?.clamp(1, 256),
             multipart_completion_keep: self.seconds("rgw_multipart_completion_keep")?,
-            debug_abort_before_link: self.bool("rgw_debug_abort_before_link")?,
+            debug_abort_at: match self.get("rgw_debug_abort_at") {
+                "" => None,
+                point => Some(point.parse().map_err(|e| err::invalid(format!("option rgw_debug_abort_at: {e}")))?),
+            },
             objexp_period: self.seconds("rgw_objexp_gc_interval")?.max(std::time::Duration::from_millis(100)),
             pool_size: self.u64("rgw_pool_size")?.min(16) as u32,
             data_pool_erasure_profile: Some(self.get("rgw_data_pool_erasure_profile"))

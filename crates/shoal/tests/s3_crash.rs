@@ -466,7 +466,7 @@ async fn a_plain_head_never_linked_is_linked_by_gc() {
     s3.expect_ok(Method::PUT, "/suggest", &[], Bytes::new()).await.unwrap();
     let (old, new) = (random(5 * MIB), random(9 * MIB));
     s3.expect_ok(Method::PUT, "/suggest/big", &[], old).await.unwrap();
-    let (mut dying, dying_port) = cluster.start_gateway(1, &["rgw_debug_abort_before_link=true"], shoal());
+    let (mut dying, dying_port) = cluster.start_gateway(1, &["rgw_debug_abort_at=before_link"], shoal());
     let put = s3.at_port(dying_port).send(Method::PUT, "/suggest/big", &[], new.clone()).await;
     assert!(!matches!(put, Ok(r) if r.status.is_success()), "the gateway died before answering");
     let _ = dying.0.wait();
@@ -484,13 +484,13 @@ async fn a_plain_head_never_linked_is_linked_by_gc() {
 }
 
 /// A small object's version head written by a gateway that dies before linking it (the
-/// test option `rgw_debug_abort_before_link` aborts the gateway there) is unreachable;
+/// test option `rgw_debug_abort_at=before_link` aborts the gateway there) is unreachable;
 /// garbage collection removes it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_version_head_never_linked_is_collected() {
     let cluster = Vstart::start("3", "3");
     let conf = cluster.conf();
-    let (mut gateway, port) = cluster.start_gateway(0, &["rgw_debug_abort_before_link=true"], shoal());
+    let (mut gateway, port) = cluster.start_gateway(0, &["rgw_debug_abort_at=before_link"], shoal());
     let s3 = cluster.user_clients("leak", &[port]).remove(0);
     s3.expect_ok(Method::PUT, "/leak", &[], Bytes::new()).await.unwrap();
     let versioning = Bytes::from_static(b"<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>");
@@ -507,4 +507,47 @@ async fn a_version_head_never_linked_is_collected() {
     assert!(!String::from_utf8_lossy(&listed.body).contains("<Key>small</Key>"), "never linked, never listed");
     ok(&conf, &["admin", "gc", "process", "--include-all"]);
     assert_eq!(data_objects(&conf), before, "the unlinked head is collected");
+}
+
+/// Null versions kept in their keys' plain heads (written before versioning was enabled)
+/// whose removal or replacement a gateway linked in the index and then died before
+/// removing the plain head (`rgw_debug_abort_at=before_null_head_removal`): garbage
+/// collection removes the heads and their tails. Before, both stayed forever.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_null_version_unlinked_by_a_dying_gateway_is_collected() {
+    let cluster = Vstart::start("3", "3");
+    let conf = cluster.conf();
+    let (_gateway, port) = cluster.start_gateway(0, &[], shoal());
+    let s3 = cluster.user_clients("nulls", &[port]).remove(0);
+    s3.expect_ok(Method::PUT, "/nulls", &[], Bytes::new()).await.unwrap();
+    s3.expect_ok(Method::PUT, "/nulls/big", &[], random(5 * MIB)).await.unwrap();
+    s3.expect_ok(Method::PUT, "/nulls/small", &[], random(1000)).await.unwrap();
+    let plain = data_objects(&conf);
+    assert_eq!(plain.len(), 2 + chunks(5 * MIB), "two plain heads and a tail: {plain:?}");
+    let versioning = |status: &str| {
+        Bytes::from(format!("<VersioningConfiguration><Status>{status}</Status></VersioningConfiguration>"))
+    };
+    s3.expect_ok(Method::PUT, "/nulls", &[("versioning", "")], versioning("Enabled")).await.unwrap();
+
+    // DELETE of the null version of 'big'; then, versioning suspended, a PUT that replaces
+    // the null version of 'small'. Each through a gateway that dies after the index change.
+    let dying_request = async |n: u32, method: Method, path: &str, query: &[(&str, &str)], body: Bytes| {
+        let (mut dying, dying_port) =
+            cluster.start_gateway(n, &["rgw_debug_abort_at=before_null_head_removal"], shoal());
+        let sent = s3.at_port(dying_port).send(method, path, query, body).await;
+        assert!(!matches!(sent, Ok(r) if r.status.is_success()), "the gateway died before answering");
+        let _ = dying.0.wait();
+    };
+    dying_request(1, Method::DELETE, "/nulls/big", &[("versionId", "null")], Bytes::new()).await;
+    s3.expect_ok(Method::PUT, "/nulls", &[("versioning", "")], versioning("Suspended")).await.unwrap();
+    dying_request(2, Method::PUT, "/nulls/small", &[], random(2000)).await;
+
+    let listed = all_versions(&s3, "nulls").await;
+    assert_eq!(listed.len(), 1, "only the new null version of 'small': {listed:?}");
+    assert_eq!((listed[0].key.as_str(), listed[0].version.as_str(), listed[0].size), ("small", "null", 2000));
+    assert!(plain.iter().all(|o| data_objects(&conf).contains(o)), "the crashes left the plain heads and tail");
+    ok(&conf, &["admin", "gc", "process", "--include-all"]);
+    let left = data_objects(&conf);
+    assert_eq!(left.len(), 1, "the new version's head alone: {left:?}");
+    assert!(!plain.contains(&left[0]), "{left:?}");
 }

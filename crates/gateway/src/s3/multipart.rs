@@ -4,7 +4,7 @@ use super::access::requested_acl;
 use super::common::*;
 use super::encryption::{customer_headers, requested_encryption, show_encryption};
 use super::lock::requested_lock;
-use super::versions::{Found, shown_version};
+use super::versions::shown_version;
 use crate::access::Action;
 use crate::checksum;
 use crate::clock::{new_tag, now_ns};
@@ -13,8 +13,8 @@ use crate::error::rados_error;
 use crate::events::{Done, Operation, Pending};
 use crate::head::ObjectMeta;
 use crate::integrity::Integrity;
-use crate::layout;
 use crate::multipart::CompleteError;
+use crate::objects::{Found, Objects};
 use futures::StreamExt;
 use s3s::dto::*;
 use s3s::{S3Error, S3Request, S3Response, S3Result, s3_error};
@@ -169,11 +169,7 @@ impl ShoalS3 {
         let bucket = self.open(&req, Action::ListBucketMultipartUploads).await?;
         let input = req.input;
         let max = input.max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
-        let after = match (&input.key_marker, &input.upload_id_marker) {
-            (Some(k), Some(u)) => layout::upload_key(k, u) + "\u{1}",
-            (Some(k), None) => format!("{k}\u{1}"),
-            _ => String::new(),
-        };
+        let after = Objects::uploads_after(input.key_marker.as_deref(), input.upload_id_marker.as_deref());
         let prefix = input.prefix.clone().unwrap_or_default();
         let (page, truncated) =
             self.objects.list_uploads(&self.uploads, &bucket, &after, &prefix, max).await.map_err(rados_error)?;

@@ -4,32 +4,11 @@ use super::access::Caller;
 use super::common::{CopyConditions, ShoalS3, check_conditions, etag, timestamp, url_encode};
 use crate::access::Action;
 use crate::error::rados_error;
-use crate::head::ObjectMeta;
-use crate::layout;
 use crate::meta::{BucketInfo, Versioning};
-use crate::objects::{Objects, Resume};
-use bytes::Bytes;
+use crate::objects::{Found, Lookup, Resume};
 use s3s::dto::*;
 use s3s::{S3Error, S3Result, s3_error};
-use shoal_objclass::bucket_index::{IndexEntry, ObjectLock, VersionItem, Which};
-use std::sync::Arc;
-
-/// An object a request may read: where its head is, what it holds, and the version id
-/// to show (`None` in a bucket that was never versioned).
-pub struct Found {
-    /// The bucket.
-    pub bucket: Arc<BucketInfo>,
-    /// The version's head object.
-    pub head: String,
-    /// Its metadata.
-    pub meta: ObjectMeta,
-    /// Its inline data (empty for tailed objects).
-    pub inline: Bytes,
-    /// The version id for `x-amz-version-id`.
-    pub version_id: Option<String>,
-    /// Its object lock.
-    pub lock: ObjectLock,
-}
+use shoal_objclass::bucket_index::{IndexEntry, VersionItem};
 
 /// The version id S3 shows for a version of a bucket: none if it was never versioned.
 pub fn shown_version(bucket: &BucketInfo, version: Option<&str>) -> Option<String> {
@@ -79,27 +58,13 @@ impl ShoalS3 {
             true => e,
             false => s3_error!(AccessDenied),
         };
-        let (head, shown, lock) = match (bucket.versioning, version_id) {
-            (Versioning::Off, None | Some("null")) => {
-                (layout::head_object(&bucket.id, key), version_id.map(str::to_owned), ObjectLock::default())
-            }
-            (Versioning::Off, Some(_)) => return Err(hidden(s3_error!(NoSuchVersion))),
-            _ => {
-                let which = Which::from_version_id(version_id);
-                let found = self.objects.version(&bucket, key, which).await.map_err(rados_error)?;
-                let entry = found.entry.ok_or_else(|| hidden(not_found(version_id)))?;
-                if entry.delete_marker {
-                    return Err(hidden(delete_marker_error(&entry, version_id.is_some())));
-                }
-                let head = Objects::head_of(&bucket, key, &entry.order, entry.own_head);
-                (head, Some(entry.version_id().to_owned()), entry.lock)
-            }
+        let found = match self.objects.locate(bucket.clone(), key, version_id).await.map_err(rados_error)? {
+            Lookup::Found(found) => found,
+            Lookup::DeleteMarker(marker) => return Err(hidden(delete_marker_error(&marker, version_id.is_some()))),
+            Lookup::Missing => return Err(hidden(not_found(version_id))),
         };
-        let Some((meta, inline)) = self.objects.read_head(&head).await.map_err(rados_error)? else {
-            return Err(hidden(not_found(version_id)));
-        };
-        match Self::permits(&bucket, caller, action, Some(key), Some(&meta)) {
-            true => Ok(Found { bucket, head, meta, inline, version_id: shown, lock }),
+        match Self::permits(&bucket, caller, action, Some(key), Some(&found.meta)) {
+            true => Ok(*found),
             false => Err(s3_error!(AccessDenied)),
         }
     }
