@@ -2,6 +2,7 @@
 //! timers and counters, and what a primary waits for from its peers (its events).
 
 use bytes::Bytes;
+use shoal_store::Transaction;
 use shoal_types::msg::{OsdOp, PeerRequest, PgListRequest, Reply, ScrubObject};
 use shoal_types::pg::{EVersion, PgLogEntry, PgSummary};
 use shoal_types::{ActiveInterval, ClientId, ObjectName, OsdId, OsdMap, PgId, Result, err};
@@ -240,9 +241,9 @@ pub(crate) enum Event<R> {
     /// A recovery operation's `osd_recovery_sleep` is over: its slot is free (the round
     /// it was set in).
     RecoverySlept(u64),
-    /// A replica's copy (an encoded store transaction) of an object whose local copy
-    /// failed its checksum, for the operation waiting on it.
-    RepairCopy(Box<Repairing<R>>, Result<Bytes>),
+    /// A part of a replica's copy (an encoded store transaction, and where the next
+    /// part starts) of an object whose local copy failed its checksum.
+    RepairCopy(Box<Repair<R>>, Result<(Bytes, Option<Bytes>)>),
     /// A replica's scrub entries for the page, and whether it has more.
     ScrubMap(OsdId, Result<(Vec<ScrubObject>, bool)>),
     /// The authority's copy for a scrub repair, pulled when the log was at this position.
@@ -269,8 +270,8 @@ pub(crate) enum Expect<R> {
     Rebuilt(OsdId, ObjectName, u64),
     Recovered(OsdId),
     StrayRemoved(OsdId),
-    /// A replica's copy for what waits on a repair.
-    RepairCopy(Box<Repairing<R>>),
+    /// A part of a replica's copy for a repair.
+    RepairCopy(Box<Repair<R>>),
     ScrubMap(OsdId),
     ScrubPulled(EVersion),
     ScrubPushed,
@@ -304,7 +305,7 @@ impl<R> Expect<R> {
             Expect::Rebuilt(osd, object, bytes) => Event::Rebuilt(osd, object, bytes, done(reply)),
             Expect::Recovered(osd) => Event::Recovered(osd, done(reply)),
             Expect::StrayRemoved(osd) => Event::StrayRemoved(osd, done(reply)),
-            Expect::RepairCopy(waiting) => Event::RepairCopy(waiting, reply.and_then(copies).map(|(txn, _)| txn)),
+            Expect::RepairCopy(repair) => Event::RepairCopy(repair, reply.and_then(copies)),
             Expect::ScrubMap(osd) => Event::ScrubMap(
                 osd,
                 reply.and_then(|r| match r {
@@ -325,6 +326,17 @@ impl<R> Expect<R> {
             ),
         }
     }
+}
+
+/// The repair of an object's local copy from a replica's, pulled in parts (as recovery
+/// pulls) and applied at once when the last is here.
+pub(crate) struct Repair<R> {
+    /// What waits for it.
+    pub(crate) waiting: Repairing<R>,
+    /// The replica the copy comes from.
+    pub(crate) source: OsdId,
+    /// The parts received so far.
+    pub(crate) received: Transaction,
 }
 
 /// What waits for an object's local copy to be repaired from a replica.

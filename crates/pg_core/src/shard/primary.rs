@@ -164,7 +164,7 @@ impl<R> Shard<R> {
         if self.primaries.get(&pg).is_none_or(|p| p.interval != interval) {
             // From an interval that is over; a client waiting on it resends.
             if let Event::RepairCopy(repair, _) = event
-                && let Repairing::Op { reply, .. } = *repair
+                && let Repairing::Op { reply, .. } = repair.waiting
             {
                 let value = Err(err::again(format!("pg {pg} changed interval during a repair")));
                 self.emit(Action::Reply { to: reply, after: 0, value });
@@ -287,7 +287,7 @@ impl<R> Shard<R> {
                     tracing::info!(%pg, %osd, error = %e, "a stray copy was not removed");
                 }
             }
-            Event::RepairCopy(repair, copy) => self.repair_with(pg, *repair, copy),
+            Event::RepairCopy(repair, part) => self.repair_part(pg, interval, *repair, part),
             Event::ScrubMap(osd, result) => self.scrub_map_received(pg, osd, result),
             Event::ScrubPulled(at, result) => self.scrub_pulled(pg, at, result),
             Event::ScrubPushed(result) => self.scrub_pushed(pg, result),
@@ -866,18 +866,44 @@ impl<R> Shard<R> {
             return Some(repair);
         };
         tracing::error!(%pg, %object, error = %e, %source, "bad copy; repairing it from a replica");
-        let request = PeerRequest::Pull { pg, objects: vec![object] };
+        let request = PeerRequest::PullPart { pg, object, resume: None };
         let interval = p.interval;
+        let repair = Repair { waiting: repair, source, received: Transaction::new() };
         self.ask(pg, interval, source, request, Expect::RepairCopy(Box::new(repair)));
         None
     }
 
+    /// A part of the replica's copy for `repair`: asks for the next one, or, with the
+    /// last (or a failure), repairs.
+    pub(crate) fn repair_part(
+        &mut self,
+        pg: PgId,
+        interval: u64,
+        mut repair: Repair<R>,
+        part: Result<(Bytes, Option<Bytes>)>,
+    ) {
+        let next = part.and_then(|(txn, next)| {
+            repair.received.extend(Transaction::decode(&txn)?);
+            Ok(next)
+        });
+        match next {
+            Ok(Some(resume)) => {
+                let request =
+                    PeerRequest::PullPart { pg, object: repair.waiting.object().clone(), resume: Some(resume) };
+                let source = repair.source;
+                self.ask(pg, interval, source, request, Expect::RepairCopy(Box::new(repair)));
+            }
+            Ok(None) => self.repair_with(pg, repair.waiting, Ok(repair.received)),
+            Err(e) => self.repair_with(pg, repair.waiting, Err(e)),
+        }
+    }
+
     /// Applies a replica's copy if it is of the same version as the local one (a write
     /// since may have changed either), then goes on with what waited for it.
-    pub(crate) fn repair_with(&mut self, pg: PgId, repair: Repairing<R>, copy: Result<Bytes>) {
+    pub(crate) fn repair_with(&mut self, pg: PgId, repair: Repairing<R>, copy: Result<Transaction>) {
         let object = repair.object().clone();
         let applied: Result<bool> = (|| {
-            let txn = Transaction::decode(&copy?)?;
+            let txn = copy?;
             let key = ObjectKey::new(pg.pool, &object)?;
             if txn.onode(&key)? != self.config.store.onode(&key)? {
                 return Ok(false);
