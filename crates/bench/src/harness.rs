@@ -127,6 +127,27 @@ impl Vstart {
         (gateway, port)
     }
 
+    /// Starts gateway `n` with its wall clock `offset` off (libfaketime's syntax: `-300` is
+    /// five minutes behind). The library is preloaded into the gateway itself: with the
+    /// `faketime` wrapper, the wrapper would be the child to kill, and the gateway would
+    /// keep running.
+    pub fn start_skewed_gateway(&self, n: u32, offset: &str) -> (Daemon, u16) {
+        let library = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib"]
+            .iter()
+            .map(|dir| Path::new(dir).join("faketime/libfaketime.so.1"))
+            .find(|path| path.exists())
+            .expect("libfaketime is missing: scripts/test-env.sh installs it (apt package faketime)");
+        let mut command = shoal();
+        // Only the wall clock moves: timers and timeouts keep the real monotonic clock.
+        command.env("LD_PRELOAD", library).env("FAKETIME", offset).env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        self.start_gateway(n, &[], command)
+    }
+
+    /// The objects of the gateway's data pool (heads and chunks).
+    pub fn data_objects(&self) -> Vec<String> {
+        ok(&self.conf(), &["rados", "-p", ".rgw.buckets.data", "ls"]).lines().map(str::to_owned).collect()
+    }
+
     /// One S3 client per gateway port, all signed with the keys of a new user `uid`.
     pub fn user_clients(&self, uid: &str, ports: &[u16]) -> Vec<S3Client> {
         let created = ok(&self.conf(), &["admin", "user", "create", "--uid", uid, "--display-name", uid]);
@@ -214,6 +235,39 @@ impl Drop for Restarted {
     }
 }
 
+/// Sends a signal (`-STOP`, `-CONT`, …) to a process.
+pub fn signal(pid: u32, sig: &str) {
+    assert!(Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success());
+}
+
+/// Starts `shoal server` on data directory `DIR/data` with `options` (`-o`), logging to
+/// `DIR/server.log`; returns it with its port and the admin keys it wrote.
+pub fn start_server(dir: &Path, options: &[&str]) -> (Daemon, u16, serde_json::Value) {
+    let data = dir.join("data");
+    // Port 0: the server takes a free port and prints it (a port picked here could be
+    // taken by another test's daemons before the server binds it).
+    let mut command = shoal();
+    command.args(["server", "--data", data.to_str().unwrap(), "--bind", "127.0.0.1", "--port", "0"]);
+    command.args(options.iter().flat_map(|o| ["-o", o]));
+    let log = dir.join("server.log");
+    let server = Daemon::spawn(command, &log);
+    let port = wait_for(|| {
+        let text = std::fs::read_to_string(&log).ok()?;
+        let line = text.lines().find_map(|l| l.strip_prefix("S3 endpoint: http://"))?;
+        line.rsplit(':').next()?.parse::<u16>().ok()
+    });
+    let port = port
+        .unwrap_or_else(|| panic!("the server did not start: {}", std::fs::read_to_string(&log).unwrap_or_default()));
+    let keys = serde_json::from_str(&std::fs::read_to_string(data.join("admin.json")).unwrap()).unwrap();
+    (server, port, keys)
+}
+
+/// A client of `shoal server` on `port` with the admin `keys` it wrote.
+pub fn admin_client(port: u16, keys: &serde_json::Value) -> S3Client {
+    let key = |name: &str| keys[name].as_str().unwrap().to_owned();
+    S3Client::new(&format!("http://127.0.0.1:{port}"), &key("access_key"), &key("secret_key")).unwrap()
+}
+
 /// SIGKILLs a process and waits until it is gone.
 pub fn kill9(pid: u32) {
     assert!(Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap().success());
@@ -245,6 +299,18 @@ pub fn ok(conf: &str, args: &[&str]) -> String {
 pub fn osd_counters(conf: &str, osd: &str) -> serde_json::Value {
     let dump: serde_json::Value = serde_json::from_str(&ok(conf, &["tell", osd, "perf", "dump"])).unwrap();
     dump["osd"].clone()
+}
+
+/// How many PGs `shoal pg dump` shows active+clean.
+pub fn clean_pgs(conf: &str) -> usize {
+    ok(conf, &["pg", "dump"]).lines().filter(|l| l.contains(" active+clean")).count()
+}
+
+/// Waits until `pgs` PGs are active+clean, failing the test (`when` says at which step)
+/// with the PG dump after two minutes.
+pub fn wait_clean(conf: &str, pgs: usize, when: &str) {
+    let clean = wait_for(|| (clean_pgs(conf) == pgs).then_some(()));
+    assert!(clean.is_some(), "{when}: PGs did not all become active+clean:\n{}", ok(conf, &["pg", "dump"]));
 }
 
 /// Polls `check` every 200 ms for up to two minutes.

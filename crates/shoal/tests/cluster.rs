@@ -7,7 +7,8 @@
 
 use bytes::Bytes;
 use shoal_bench::harness::{
-    Restarted, Vstart, cmdline, kill9, metrics_url, ok, osd_counters, sample, scrape_checked, shoal, shoal_c, wait_for,
+    Restarted, Vstart, cmdline, kill9, metrics_url, ok, osd_counters, sample, scrape_checked, shoal, shoal_c, signal,
+    wait_clean, wait_for,
 };
 use shoal_client::{Rados, ReadOp, WriteOp};
 use shoal_store::{ObjectKey, ObjectStore};
@@ -483,11 +484,6 @@ fn three_osds_with_fast_heartbeats(pg_num: &str) -> Vstart {
     cluster
 }
 
-/// Sends SIGSTOP or SIGCONT to a process.
-fn signal(pid: u32, sig: &str) {
-    assert!(std::process::Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success());
-}
-
 #[test]
 fn a_stopped_primary_does_not_hang_its_clients() {
     let cluster = three_osds_with_fast_heartbeats("8");
@@ -617,11 +613,7 @@ fn objects_larger_than_a_message_recover_in_parts() {
     }
     names.push("index".into());
     restarted.restart(&cluster, &replica, &args);
-    let clean = wait_for(|| {
-        let pgs = ok(&conf, &["pg", "dump"]);
-        (pgs.lines().filter(|l| l.contains(" active+clean")).count() == 1).then_some(())
-    });
-    assert!(clean.is_some(), "recovery of {replica} did not finish:\n{}", ok(&conf, &["pg", "dump"]));
+    wait_clean(&conf, 1, &format!("recovery of {replica}"));
     // The primary away while the objects are rewritten: back, the monitor keeps the PG led
     // by a replica that has them (a primed primary_temp), the returning OSD receives them
     // in parts, and it leads again once it has them.

@@ -6,7 +6,7 @@
 //! PG that loses more than `m` shards stops serving rather than answering wrongly.
 
 use bytes::Bytes;
-use shoal_bench::harness::{Restarted, Vstart, cmdline, kill9, ok, osd_counters, wait_for};
+use shoal_bench::harness::{Restarted, Vstart, clean_pgs, cmdline, kill9, ok, osd_counters, wait_clean, wait_for};
 use shoal_client::{IoCtx, WriteOp};
 use shoal_types::{ObjectName, OsdId};
 use std::collections::BTreeMap;
@@ -123,15 +123,6 @@ fn verify(runtime: &tokio::runtime::Runtime, io: &IoCtx, model: &Mutex<Model>, w
         let fits = read == acked[..] || m.pending.get(name).is_some_and(|p| read == p[..]);
         assert!(fits, "{when}: {name} reads {} bytes, not the {} acknowledged", read.len(), acked.len());
     }
-}
-
-fn clean_pgs(conf: &str) -> usize {
-    ok(conf, &["pg", "dump"]).lines().filter(|l| l.contains(" active+clean")).count()
-}
-
-fn wait_clean(conf: &str, pgs: usize, when: &str) {
-    let clean = wait_for(|| (clean_pgs(conf) == pgs).then_some(()));
-    assert!(clean.is_some(), "{when}: PGs did not all become active+clean:\n{}", ok(conf, &["pg", "dump"]));
 }
 
 #[test]

@@ -3,8 +3,8 @@
 //! (scripts/test.sh sets it to a venv with boto3, pytest and the aws CLI).
 
 use shoal_bench::harness::{
-    Daemon, Restarted, Vstart, cmdline, exe, free_port, kill9, ok, sample, scrape_checked, shoal, wait_for,
-    wait_listening,
+    Daemon, Restarted, Vstart, admin_client, cmdline, exe, free_port, kill9, ok, sample, scrape_checked, shoal,
+    start_server, wait_clean, wait_for, wait_listening,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -36,34 +36,6 @@ fn spawn(args: &[&str], log: &Path) -> Daemon {
     let mut command = shoal();
     command.args(args);
     Daemon::spawn(command, log)
-}
-
-fn start_server(dir: &Path, options: &[&str]) -> (Daemon, u16, serde_json::Value) {
-    let data = dir.join("data");
-    // Port 0: the server takes a free port and prints it (a port picked here could be
-    // taken by another test's daemons before the server binds it).
-    let mut args = vec!["server", "--data", data.to_str().unwrap(), "--bind", "127.0.0.1", "--port", "0"];
-    for option in options {
-        args.extend(["-o", option]);
-    }
-    let log = dir.join("server.log");
-    let server = spawn(&args, &log);
-    let port = wait_for(|| {
-        let text = std::fs::read_to_string(&log).ok()?;
-        let line = text.lines().find_map(|l| l.strip_prefix("S3 endpoint: http://"))?;
-        line.rsplit(':').next()?.parse::<u16>().ok()
-    });
-    let port = port
-        .unwrap_or_else(|| panic!("the server did not start: {}", std::fs::read_to_string(&log).unwrap_or_default()));
-    let keys = serde_json::from_str(&std::fs::read_to_string(data.join("admin.json")).unwrap()).unwrap();
-    (server, port, keys)
-}
-
-/// A client of `shoal server` on `port` with the admin `keys` it wrote.
-fn admin_client(port: u16, keys: &serde_json::Value) -> shoal_bench::s3client::S3Client {
-    let key = |name: &str| keys[name].as_str().unwrap().to_owned();
-    shoal_bench::s3client::S3Client::new(&format!("http://127.0.0.1:{port}"), &key("access_key"), &key("secret_key"))
-        .unwrap()
 }
 
 /// Runs the pytest `files` of `tests/s3` with `env`.
@@ -211,11 +183,7 @@ fn s3_on_an_erasure_coded_data_pool_reads_degraded_with_two_osds_down() {
     for (name, command) in victims.iter().zip(&commands) {
         restarted.restart(&cluster, name, command);
     }
-    let clean = wait_for(|| {
-        let pgs = ok(&conf, &["pg", "dump"]);
-        (pgs.lines().filter(|l| l.contains(" active+clean")).count() == 128).then_some(())
-    });
-    assert!(clean.is_some(), "PGs did not all become active+clean:\n{}", ok(&conf, &["pg", "dump"]));
+    wait_clean(&conf, 128, "after the OSDs' restart");
 }
 
 /// Makes a test CA and a certificate it signed for 127.0.0.1 and localhost (`<name>.pem`,

@@ -19,25 +19,6 @@ use std::time::Duration;
 
 const MIB: usize = 1 << 20;
 
-/// A gateway whose wall clock is `offset` off (libfaketime's syntax: `-300` is five
-/// minutes behind). The library is preloaded into the gateway itself: with the `faketime`
-/// wrapper, the wrapper would be the child to kill, and the gateway would keep running.
-fn start_skewed_gateway(cluster: &Vstart, n: u32, offset: &str) -> (Daemon, u16) {
-    let library = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib"]
-        .iter()
-        .map(|dir| std::path::Path::new(dir).join("faketime/libfaketime.so.1"))
-        .find(|path| path.exists())
-        .expect("libfaketime is missing: scripts/test-env.sh installs it (apt package faketime)");
-    let mut command = shoal();
-    // Only the wall clock moves: timers and timeouts keep the real monotonic clock.
-    command.env("LD_PRELOAD", library).env("FAKETIME", offset).env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
-    cluster.start_gateway(n, &[], command)
-}
-
-fn data_objects(conf: &str) -> Vec<String> {
-    ok(conf, &["rados", "-p", ".rgw.buckets.data", "ls"]).lines().map(str::to_owned).collect()
-}
-
 fn random(len: usize) -> Bytes {
     let mut data = vec![0u8; len];
     rand::fill(&mut data[..]);
@@ -52,7 +33,7 @@ fn md5(data: &[u8]) -> [u8; 16] {
 /// `skew` for each; bucket `skew` is created.
 async fn fast_and_slow_gateways(cluster: &Vstart) -> ([Daemon; 2], Vec<S3Client>) {
     let (fast, fast_port) = cluster.start_gateway(0, &[], shoal());
-    let (slow, slow_port) = start_skewed_gateway(cluster, 1, "-300");
+    let (slow, slow_port) = cluster.start_skewed_gateway(1, "-300");
     let clients = cluster.user_clients("skew", &[fast_port, slow_port]);
     clients[0].expect_ok(Method::PUT, "/skew", &[], Bytes::new()).await.unwrap();
     ([fast, slow], clients)
@@ -100,7 +81,7 @@ async fn gateway_and_osd_killed_mid_put_and_mid_complete() {
     //    object's first chunks are written.
     let old = random(12 * MIB);
     s3.expect_ok(Method::PUT, "/crash/big", &[], old.clone()).await.unwrap();
-    let before = data_objects(&conf).len();
+    let before = cluster.data_objects().len();
     let new = random(64 * MIB);
     let put = {
         let (s3, new) = (s3.clone(), new.clone());
@@ -108,7 +89,8 @@ async fn gateway_and_osd_killed_mid_put_and_mid_complete() {
     };
     let started = tokio::task::spawn_blocking({
         let conf = conf.clone();
-        move || wait_for(|| (data_objects(&conf).len() >= before + 3).then_some(()))
+        let listed = move || ok(&conf, &["rados", "-p", ".rgw.buckets.data", "ls"]).lines().count();
+        move || wait_for(|| (listed() >= before + 3).then_some(()))
     });
     assert!(started.await.unwrap().is_some(), "the new object's chunks never appeared");
     kill9(gateway.0.id());
@@ -165,7 +147,7 @@ async fn gateway_and_osd_killed_mid_put_and_mid_complete() {
 
     // 3. After garbage collection only the two heads and their chunks remain.
     let report = ok(&conf, &["admin", "gc", "process", "--include-all"]);
-    let objects = data_objects(&conf);
+    let objects = cluster.data_objects();
     eprintln!("PUT acknowledged: {put_acknowledged}, completion acknowledged: {completed}, gc: {report}");
     let big_size = if big_is_new { new.len() } else { old.len() };
     let expected = 2 + chunks(big_size) + parts.iter().map(|p| chunks(p.len())).sum::<usize>();
@@ -337,7 +319,7 @@ async fn versioned_overwrites_and_a_lifecycle_pass_survive_kills() {
     let report = ok(&conf, &["admin", "gc", "process", "--include-all"]);
     let listed = all_versions(&s3, "ver").await;
     let tails =
-        data_objects(&conf).into_iter().filter(|o| o.contains("__shadow_") || o.contains("__multipart_")).count();
+        cluster.data_objects().into_iter().filter(|o| o.contains("__shadow_") || o.contains("__multipart_")).count();
     let expected: usize = listed.iter().filter(|l| !l.marker && l.size > 4 * MIB).map(|l| chunks(l.size)).sum();
     eprintln!("gc: {report}");
     assert_eq!(tails, expected, "orphaned tail chunks remain after GC ({report})");
@@ -480,7 +462,7 @@ async fn a_plain_head_never_linked_is_linked_by_gc() {
     ok(&conf, &["admin", "gc", "process", "--include-all"]);
     ok(&conf, &["admin", "gc", "process", "--include-all"]);
     assert_eq!(listed_size().await, 9 * MIB, "GC linked the head");
-    assert_eq!(data_objects(&conf).len(), 1 + chunks(9 * MIB), "and collected the replaced tail");
+    assert_eq!(cluster.data_objects().len(), 1 + chunks(9 * MIB), "and collected the replaced tail");
 }
 
 /// A small object's version head written by a gateway that dies before linking it (the
@@ -495,18 +477,18 @@ async fn a_version_head_never_linked_is_collected() {
     s3.expect_ok(Method::PUT, "/leak", &[], Bytes::new()).await.unwrap();
     let versioning = Bytes::from_static(b"<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>");
     s3.expect_ok(Method::PUT, "/leak", &[("versioning", "")], versioning).await.unwrap();
-    let before = data_objects(&conf);
+    let before = cluster.data_objects();
     let put = s3.send(Method::PUT, "/leak/small", &[], random(1000)).await;
     assert!(!matches!(put, Ok(r) if r.status.is_success()), "the gateway died before answering");
     let _ = gateway.0.wait();
-    let leaked: Vec<String> = data_objects(&conf).into_iter().filter(|o| !before.contains(o)).collect();
+    let leaked: Vec<String> = cluster.data_objects().into_iter().filter(|o| !before.contains(o)).collect();
     assert_eq!(leaked.len(), 1, "the version's head was written: {leaked:?}");
     let (_gateway, port) = cluster.start_gateway(1, &[], shoal());
     let s3 = s3.at_port(port);
     let listed = s3.expect_ok(Method::GET, "/leak", &[("versions", "")], Bytes::new()).await.unwrap();
     assert!(!String::from_utf8_lossy(&listed.body).contains("<Key>small</Key>"), "never linked, never listed");
     ok(&conf, &["admin", "gc", "process", "--include-all"]);
-    assert_eq!(data_objects(&conf), before, "the unlinked head is collected");
+    assert_eq!(cluster.data_objects(), before, "the unlinked head is collected");
 }
 
 /// Null versions kept in their keys' plain heads (written before versioning was enabled)
@@ -522,7 +504,7 @@ async fn a_null_version_unlinked_by_a_dying_gateway_is_collected() {
     s3.expect_ok(Method::PUT, "/nulls", &[], Bytes::new()).await.unwrap();
     s3.expect_ok(Method::PUT, "/nulls/big", &[], random(5 * MIB)).await.unwrap();
     s3.expect_ok(Method::PUT, "/nulls/small", &[], random(1000)).await.unwrap();
-    let plain = data_objects(&conf);
+    let plain = cluster.data_objects();
     assert_eq!(plain.len(), 2 + chunks(5 * MIB), "two plain heads and a tail: {plain:?}");
     let versioning = |status: &str| {
         Bytes::from(format!("<VersioningConfiguration><Status>{status}</Status></VersioningConfiguration>"))
@@ -545,9 +527,9 @@ async fn a_null_version_unlinked_by_a_dying_gateway_is_collected() {
     let listed = all_versions(&s3, "nulls").await;
     assert_eq!(listed.len(), 1, "only the new null version of 'small': {listed:?}");
     assert_eq!((listed[0].key.as_str(), listed[0].version.as_str(), listed[0].size), ("small", "null", 2000));
-    assert!(plain.iter().all(|o| data_objects(&conf).contains(o)), "the crashes left the plain heads and tail");
+    assert!(plain.iter().all(|o| cluster.data_objects().contains(o)), "the crashes left the plain heads and tail");
     ok(&conf, &["admin", "gc", "process", "--include-all"]);
-    let left = data_objects(&conf);
+    let left = cluster.data_objects();
     assert_eq!(left.len(), 1, "the new version's head alone: {left:?}");
     assert!(!plain.contains(&left[0]), "{left:?}");
 }
