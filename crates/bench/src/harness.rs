@@ -13,18 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The `shoal` binary: `$SHOAL_EXE`, the running binary if it is `shoal`, or else the
-/// `shoal` beside the `deps/` directory a cargo test binary runs from.
-pub fn exe() -> PathBuf {
-    if let Some(path) = std::env::var_os("SHOAL_EXE") {
-        return PathBuf::from(path);
-    }
-    let current = std::env::current_exe().expect("the running binary's path");
-    match current.file_stem().is_some_and(|stem| stem == "shoal") {
-        true => current,
-        false => current.parent().and_then(Path::parent).map(|dir| dir.join("shoal")).expect("a target directory"),
-    }
-}
+pub use crate::shoal_exe as exe;
 
 /// A command running the `shoal` binary.
 pub fn shoal() -> Command {

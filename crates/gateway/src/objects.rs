@@ -127,7 +127,7 @@ pub enum Lookup {
     /// The version, its head read.
     Found(Box<Found>),
     /// A delete marker.
-    DeleteMarker(IndexEntry),
+    DeleteMarker(Box<IndexEntry>),
     /// No such key, or no such version.
     Missing,
 }
@@ -369,7 +369,7 @@ impl Objects {
             (Versioning::Off, Some(_)) => return Ok(Lookup::Missing),
             _ => match self.version(&bucket, key, Which::from_version_id(version_id)).await?.entry {
                 None => return Ok(Lookup::Missing),
-                Some(entry) if entry.delete_marker => return Ok(Lookup::DeleteMarker(entry)),
+                Some(entry) if entry.delete_marker => return Ok(Lookup::DeleteMarker(Box::new(entry))),
                 Some(entry) => {
                     let head = Self::head_of(&bucket, key, &entry.order, entry.own_head);
                     (head, Some(entry.version_id().to_owned()), entry.lock)
@@ -565,14 +565,17 @@ impl Objects {
 
     /// Queues the head and tail of version `entry` of `key` (a delete marker has none),
     /// for a change about to unlink it: GC deletes them once the index no longer holds it.
-    /// A null version kept in the key's plain head is queued too: its head is removed
-    /// right after the unlink, but a crash in between would leave it.
+    /// A null version kept in the key's plain head is queued too (its head is removed
+    /// right after the unlink, but a crash in between would leave it) where no write
+    /// reuses that head, in a bucket that was versioned; in one never versioned the next
+    /// write of the key does, so only the tail is queued, kept while a head refers to it.
     async fn retire_version_data(&self, bucket: &BucketInfo, key: &str, entry: &IndexEntry) -> Result<()> {
-        if entry.delete_marker {
-            return Ok(());
-        }
         let head = Self::head_of(bucket, key, &entry.order, entry.own_head);
-        self.gc.retire_version(&head, &entry.tail, Self::index_ref(bucket, key)).await
+        match (entry.delete_marker, entry.own_head || Self::own_heads(bucket)) {
+            (true, _) => Ok(()),
+            (false, true) => self.gc.retire_version(&head, &entry.tail, Self::index_ref(bucket, key)).await,
+            (false, false) => self.gc.retire(&head, &entry.tail).await,
+        }
     }
 
     /// Writes the head of a new version of `key` and, if no newer write got there first,

@@ -6,7 +6,7 @@
 //! PG that loses more than `m` shards stops serving rather than answering wrongly.
 
 use bytes::Bytes;
-use shoal_bench::harness::{Restarted, Vstart, clean_pgs, cmdline, kill9, ok, osd_counters, wait_clean, wait_for};
+use shoal_bench::harness::{Restarted, Vstart, cmdline, kill9, ok, osd_counters, wait_clean, wait_for};
 use shoal_client::{IoCtx, WriteOp};
 use shoal_types::{ObjectName, OsdId};
 use std::collections::BTreeMap;

@@ -4,7 +4,7 @@
 
 use shoal_bench::harness::{
     Daemon, Restarted, Vstart, admin_client, cmdline, exe, free_port, kill9, ok, sample, scrape_checked, shoal,
-    start_server, wait_clean, wait_for, wait_listening,
+    start_server, wait_clean, wait_listening,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;

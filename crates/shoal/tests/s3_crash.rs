@@ -19,6 +19,21 @@ use std::time::Duration;
 
 const MIB: usize = 1 << 20;
 
+/// Gateway 0 of `cluster` with `options`, and a client of a new user `name` whose bucket
+/// `name` is created.
+async fn gateway_and_bucket(cluster: &Vstart, options: &[&str], name: &str) -> (Daemon, S3Client) {
+    let (gateway, port) = cluster.start_gateway(0, options, shoal());
+    let s3 = cluster.user_clients(name, &[port]).remove(0);
+    s3.expect_ok(Method::PUT, &format!("/{name}"), &[], Bytes::new()).await.unwrap();
+    (gateway, s3)
+}
+
+/// Sets the versioning of `bucket` (`Enabled`, `Suspended`).
+async fn set_versioning(s3: &S3Client, bucket: &str, status: &str) {
+    let body = Bytes::from(format!("<VersioningConfiguration><Status>{status}</Status></VersioningConfiguration>"));
+    s3.expect_ok(Method::PUT, &format!("/{bucket}"), &[("versioning", "")], body).await.unwrap();
+}
+
 fn random(len: usize) -> Bytes {
     let mut data = vec![0u8; len];
     rand::fill(&mut data[..]);
@@ -211,9 +226,8 @@ async fn versioned_overwrites_and_a_lifecycle_pass_survive_kills() {
     let options = ["rgw_lc_debug_interval=1"];
     let (mut gateway, port) = cluster.start_gateway(0, &options, shoal());
     let s3 = cluster.user_clients("versions", &[port]).remove(0);
-    let versioning = Bytes::from_static(b"<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>");
     s3.expect_ok(Method::PUT, "/ver", &[], Bytes::new()).await.unwrap();
-    s3.expect_ok(Method::PUT, "/ver", &[("versioning", "")], versioning).await.unwrap();
+    set_versioning(&s3, "ver", "Enabled").await;
 
     // 1. Versioned overwrites of six keys (every fourth with a tail), the gateway and
     //    osd.1 killed after the tenth acknowledgement; the writer carries on through a
@@ -371,8 +385,7 @@ async fn versioned_writes_through_a_gateway_whose_clock_is_behind_keep_their_ord
     let cluster = Vstart::start("3", "3");
     let (_gateways, clients) = fast_and_slow_gateways(&cluster).await;
     let (fast, slow) = (&clients[0], &clients[1]);
-    let versioning = Bytes::from_static(b"<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>");
-    fast.expect_ok(Method::PUT, "/skew", &[("versioning", "")], versioning).await.unwrap();
+    set_versioning(fast, "skew", "Enabled").await;
     let current = async |expected: Option<&Bytes>, after: &str| {
         for reader in [fast, slow] {
             let got = reader.send(Method::GET, "/skew/k", &[], Bytes::new()).await.unwrap();
@@ -443,9 +456,7 @@ async fn versioned_writes_through_a_gateway_whose_clock_is_behind_keep_their_ord
 async fn a_plain_head_never_linked_is_linked_by_gc() {
     let cluster = Vstart::start("3", "3");
     let conf = cluster.conf();
-    let (_gateway, port) = cluster.start_gateway(0, &[], shoal());
-    let s3 = cluster.user_clients("suggest", &[port]).remove(0);
-    s3.expect_ok(Method::PUT, "/suggest", &[], Bytes::new()).await.unwrap();
+    let (_gateway, s3) = gateway_and_bucket(&cluster, &[], "suggest").await;
     let (old, new) = (random(5 * MIB), random(9 * MIB));
     s3.expect_ok(Method::PUT, "/suggest/big", &[], old).await.unwrap();
     let (mut dying, dying_port) = cluster.start_gateway(1, &["rgw_debug_abort_at=before_link"], shoal());
@@ -472,11 +483,8 @@ async fn a_plain_head_never_linked_is_linked_by_gc() {
 async fn a_version_head_never_linked_is_collected() {
     let cluster = Vstart::start("3", "3");
     let conf = cluster.conf();
-    let (mut gateway, port) = cluster.start_gateway(0, &["rgw_debug_abort_at=before_link"], shoal());
-    let s3 = cluster.user_clients("leak", &[port]).remove(0);
-    s3.expect_ok(Method::PUT, "/leak", &[], Bytes::new()).await.unwrap();
-    let versioning = Bytes::from_static(b"<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>");
-    s3.expect_ok(Method::PUT, "/leak", &[("versioning", "")], versioning).await.unwrap();
+    let (mut gateway, s3) = gateway_and_bucket(&cluster, &["rgw_debug_abort_at=before_link"], "leak").await;
+    set_versioning(&s3, "leak", "Enabled").await;
     let before = cluster.data_objects();
     let put = s3.send(Method::PUT, "/leak/small", &[], random(1000)).await;
     assert!(!matches!(put, Ok(r) if r.status.is_success()), "the gateway died before answering");
@@ -499,17 +507,12 @@ async fn a_version_head_never_linked_is_collected() {
 async fn a_null_version_unlinked_by_a_dying_gateway_is_collected() {
     let cluster = Vstart::start("3", "3");
     let conf = cluster.conf();
-    let (_gateway, port) = cluster.start_gateway(0, &[], shoal());
-    let s3 = cluster.user_clients("nulls", &[port]).remove(0);
-    s3.expect_ok(Method::PUT, "/nulls", &[], Bytes::new()).await.unwrap();
+    let (_gateway, s3) = gateway_and_bucket(&cluster, &[], "nulls").await;
     s3.expect_ok(Method::PUT, "/nulls/big", &[], random(5 * MIB)).await.unwrap();
     s3.expect_ok(Method::PUT, "/nulls/small", &[], random(1000)).await.unwrap();
     let plain = cluster.data_objects();
     assert_eq!(plain.len(), 2 + chunks(5 * MIB), "two plain heads and a tail: {plain:?}");
-    let versioning = |status: &str| {
-        Bytes::from(format!("<VersioningConfiguration><Status>{status}</Status></VersioningConfiguration>"))
-    };
-    s3.expect_ok(Method::PUT, "/nulls", &[("versioning", "")], versioning("Enabled")).await.unwrap();
+    set_versioning(&s3, "nulls", "Enabled").await;
 
     // DELETE of the null version of 'big'; then, versioning suspended, a PUT that replaces
     // the null version of 'small'. Each through a gateway that dies after the index change.
@@ -521,7 +524,7 @@ async fn a_null_version_unlinked_by_a_dying_gateway_is_collected() {
         let _ = dying.0.wait();
     };
     dying_request(1, Method::DELETE, "/nulls/big", &[("versionId", "null")], Bytes::new()).await;
-    s3.expect_ok(Method::PUT, "/nulls", &[("versioning", "")], versioning("Suspended")).await.unwrap();
+    set_versioning(&s3, "nulls", "Suspended").await;
     dying_request(2, Method::PUT, "/nulls/small", &[], random(2000)).await;
 
     let listed = all_versions(&s3, "nulls").await;

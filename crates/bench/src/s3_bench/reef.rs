@@ -12,7 +12,6 @@
 
 use super::timeline::{OPS, Second, Timeline};
 use super::{Load, Op, Shared, mixed, parse_duration, parse_size};
-use crate::harness;
 use crate::s3client::S3Client;
 use clap::Args;
 use rand::Rng;
@@ -140,13 +139,14 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = self.gateway.kill();
         let _ = self.gateway.wait();
-        let _ = Command::new(harness::exe()).args(["vstart", "--stop", "--dir"]).arg(&self.dir).output();
+        let _ = Command::new(crate::shoal_exe()).args(["vstart", "--stop", "--dir"]).arg(&self.dir).output();
     }
 }
 
 /// Runs `shoal ARGS`; its standard output, or an error naming the command.
 fn shoal(args: &[&str]) -> Result<String> {
-    let out = Command::new(harness::exe()).args(args).output().map_err(|e| err::io(format!("running shoal: {e}")))?;
+    let out =
+        Command::new(crate::shoal_exe()).args(args).output().map_err(|e| err::io(format!("running shoal: {e}")))?;
     match out.status.success() {
         true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
         false => Err(err::io(format!("shoal {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))),
@@ -189,7 +189,7 @@ impl Cluster {
         let port = addr.rsplit(':').next().unwrap_or_default().to_owned();
         let log = std::fs::File::create(args.dir.join("gateway.log")).map_err(|e| err::io(e.to_string()))?;
         let log_err = log.try_clone().map_err(|e| err::io(e.to_string()))?;
-        let gateway = Command::new(harness::exe())
+        let gateway = Command::new(crate::shoal_exe())
             .args(["gateway", "-c", &conf.to_string_lossy(), "--port", &port, "--bind", "127.0.0.1"])
             .stdin(Stdio::null())
             .stdout(log)

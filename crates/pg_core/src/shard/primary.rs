@@ -893,8 +893,7 @@ impl<R> Shard<R> {
                 let source = repair.source;
                 self.ask(pg, interval, source, request, Expect::RepairCopy(Box::new(repair)));
             }
-            Ok(None) => self.repair_with(pg, repair.waiting, Ok(repair.received)),
-            Err(e) => self.repair_with(pg, repair.waiting, Err(e)),
+            last => self.repair_with(pg, repair.waiting, last.map(|_| repair.received)),
         }
     }
 
