@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what building and testing Shoal needs on Debian 12 (run as root, or with sudo
-# available): a C/C++ toolchain and libclang for RocksDB's bindings. Rust >= 1.95 must be
+# available): a C/C++ toolchain and libclang for RocksDB's bindings, and ISA-L for erasure
+# coding. Rust >= 1.95 must be
 # on PATH (rustup); this script checks it and says so if not.
 set -euo pipefail
 
 need_apt=()
-for pkg in build-essential pkg-config libclang-dev; do
+for pkg in build-essential pkg-config libclang-dev libisal-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

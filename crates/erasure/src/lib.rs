@@ -7,10 +7,12 @@
 //! all its stripes. The last stripe is padded with zeros; the object's logical size is kept
 //! beside the shards.
 //!
-//! The code sits behind [`ErasureCoder`], so that another library (ISA-L) can replace
-//! Reed–Solomon from `reed-solomon-erasure` without touching the layout or its callers.
+//! The code sits behind [`ErasureCoder`]; its one implementation is Reed–Solomon computed
+//! with ISA-L (through Debian's `libisal`), on the generator matrix of the
+//! `reed-solomon-erasure` crate it replaced, so shards stored before still decode.
 
 mod code;
+mod isal;
 mod layout;
 mod rs;
 
@@ -118,8 +120,8 @@ mod golden {
 
     /// Stored parity shards must read back under every later version: the code is
     /// Reed–Solomon over GF(2⁸) with polynomial 0x11D and the systematic matrix made from a
-    /// Vandermonde matrix (times the inverse of its top `k` rows), as reed-solomon-erasure 6
-    /// wrote them.
+    /// Vandermonde matrix (times the inverse of its top `k` rows). The bytes are those
+    /// reed-solomon-erasure 6 wrote, which Shoal used before ISA-L.
     #[test]
     fn parity_has_golden_bytes() {
         assert_eq!(parity_hex(2, 1), ["2227202d2623"]);
