@@ -67,11 +67,11 @@ enum RadosCommand {
     },
     /// List objects.
     Ls,
-    /// Store a file (or `-` for stdin) as an object.
+    /// Store a file (or `-` for stdin) as an object, in operations of 4 MiB.
     Put { name: String, file: PathBuf },
-    /// Write an object to a file (or `-` for stdout).
+    /// Write an object to a file (or `-` for stdout), read in operations of 4 MiB.
     Get { name: String, file: PathBuf },
-    /// Append a file (or `-`) to an object.
+    /// Append a file (or `-`) to an object, in operations of 4 MiB.
     Append { name: String, file: PathBuf },
     /// Size, mtime and version of an object.
     Stat { name: String },
@@ -249,6 +249,40 @@ fn single(outputs: Vec<StepOutput>) -> Result<StepOutput> {
     outputs.into_iter().next().ok_or_else(|| err::io("the OSD returned no output"))
 }
 
+/// Bytes one operation of `put`, `get` or `append` carries, as Ceph's rados tool (its
+/// `op_size`): an object may be larger than a message or one write may be
+/// (`osd_max_write_size`).
+const OP_SIZE: usize = 4 << 20;
+
+/// `data` cut into `(offset, part)` of at most [`OP_SIZE`] bytes; empty data is one empty part.
+fn parts(data: &Bytes) -> impl Iterator<Item = (u64, Bytes)> + '_ {
+    (0..data.len().max(1)).step_by(OP_SIZE).map(|at| (at as u64, data.slice(at..data.len().min(at + OP_SIZE))))
+}
+
+/// Replaces the object's data with `data`: the first part replaces it, the others follow.
+async fn put(io: &IoCtx, name: &str, data: Bytes) -> Result<()> {
+    for (offset, part) in parts(&data) {
+        let op = if offset == 0 { WriteOp::new().write_full(part) } else { WriteOp::new().write(offset, part) };
+        io.operate(name, op).await?;
+    }
+    Ok(())
+}
+
+/// The object's data, read part after part until one comes back short.
+async fn get(io: &IoCtx, name: &str) -> Result<Vec<u8>> {
+    let mut data = Vec::new();
+    loop {
+        let reply = io.read(name, ReadOp::new().read(data.len() as u64, OP_SIZE as u64)).await?;
+        let StepOutput::Data(part) = single(reply.outputs)? else {
+            return Err(err::io("the OSD answered a read with no data"));
+        };
+        data.extend_from_slice(&part);
+        if part.len() < OP_SIZE {
+            return Ok(data);
+        }
+    }
+}
+
 /// `(year, month, day)` of a day counted from 1970-01-01 (proleptic Gregorian, after
 /// Howard Hinnant's civil-from-days algorithm).
 pub fn civil_date(days: u64) -> (i64, i64, i64) {
@@ -305,10 +339,15 @@ async fn execute(session: &Session, target: &Target, command: RadosCommand) -> R
                 }
             }
         }
-        RadosCommand::Put { name, file } => ioctx(rados, target).await?.write_full(&name, read_input(&file)?).await?,
-        RadosCommand::Append { name, file } => ioctx(rados, target).await?.append(&name, read_input(&file)?).await?,
+        RadosCommand::Put { name, file } => put(&ioctx(rados, target).await?, &name, read_input(&file)?).await?,
+        RadosCommand::Append { name, file } => {
+            let (io, data) = (ioctx(rados, target).await?, read_input(&file)?);
+            for (_, part) in parts(&data) {
+                io.append(&name, part).await?;
+            }
+        }
         RadosCommand::Get { name, file } => {
-            let data = ioctx(rados, target).await?.read_full(&name).await?;
+            let data = get(&ioctx(rados, target).await?, &name).await?;
             if file.as_os_str() == "-" {
                 print_bytes(&data)?;
             } else {
@@ -600,4 +639,20 @@ async fn bench_cleanup(io: &IoCtx, threads: usize) -> Result<u64> {
         done.map_err(|e| err::io(format!("cleanup worker failed: {e}")))??;
     }
     Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_is_cut_into_parts_of_op_size() {
+        let cut = |len: usize| -> Vec<(u64, usize)> {
+            parts(&Bytes::from(vec![7u8; len])).map(|(offset, part)| (offset, part.len())).collect()
+        };
+        assert_eq!(cut(0), [(0, 0)], "empty data still writes (creates) the object");
+        assert_eq!(cut(5), [(0, 5)]);
+        assert_eq!(cut(2 * OP_SIZE), [(0, OP_SIZE), (OP_SIZE as u64, OP_SIZE)]);
+        assert_eq!(cut(2 * OP_SIZE + 1), [(0, OP_SIZE), (OP_SIZE as u64, OP_SIZE), (2 * OP_SIZE as u64, 1)]);
+    }
 }

@@ -426,15 +426,17 @@ fn a_bad_checksum_is_repaired_from_a_replica_or_reported_on_a_single_copy() {
     assert_eq!(osd_counters(&conf, &primary)["checksum_errors"].as_u64(), Some(1), "the copy was repaired");
     let text = scrape_checked(&metrics_url(&cluster, &primary));
     assert_eq!(sample(&text, &format!("shoal_osd_read_repairs_total{{daemon=\"{primary}\"}}")), Some(1.0), "{text}");
-    // An object of several copy parts (8 MiB each) is repaired from the parts.
-    let mid: Vec<u8> = data.iter().copied().cycle().take(30 << 20).collect();
-    std::fs::write(&file, &mid).unwrap();
-    ok(&conf, &["rados", "-p", "rep", "put", "mid", file]);
-    let out = ok(&conf, &["debug", "corrupt", "--pool", "rep", "--object", "mid", "--chunk", "1500"]);
+    // The largest object (osd_max_object_size, 128 MiB; put and got in 4 MiB operations)
+    // is repaired too: pulled whole, it would not fit one 128 MiB message, so the good
+    // copy comes in parts.
+    let largest: Vec<u8> = data.iter().copied().cycle().take(128 << 20).collect();
+    std::fs::write(&file, &largest).unwrap();
+    ok(&conf, &["rados", "-p", "rep", "put", "largest", file]);
+    let out = ok(&conf, &["debug", "corrupt", "--pool", "rep", "--object", "largest", "--chunk", "1500"]);
     let primary = out.split_whitespace().find(|w| w.starts_with("osd.")).unwrap().to_owned();
     let before = osd_counters(&conf, &primary)["read_repairs"].as_u64().unwrap();
-    ok(&conf, &["rados", "-p", "rep", "get", "mid", back_path]);
-    assert!(std::fs::read(&back).unwrap() == mid, "the 30 MiB object reads back whole");
+    ok(&conf, &["rados", "-p", "rep", "get", "largest", back_path]);
+    assert!(std::fs::read(&back).unwrap() == largest, "the 128 MiB object reads back whole");
     assert_eq!(osd_counters(&conf, &primary)["read_repairs"].as_u64(), Some(before + 1));
     std::fs::write(&file, &data).unwrap();
 
