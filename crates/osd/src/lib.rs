@@ -21,6 +21,7 @@ pub use shoal_pg_core::{Limits, ScrubLimits};
 use committer::Durability;
 use shard::{Job, MonRequest, ShardContext, shard_of};
 use shoal_objclass::ClassRegistry;
+use shoal_pg_core::damage::Kind;
 use shoal_store::{ObjectKey, ObjectStore, Transaction};
 use shoal_transport::{Connection, Listener, Network};
 use shoal_types::msg::{Message, PeerRequest, Reply, Request};
@@ -354,8 +355,13 @@ impl Osd {
                 })
             }
             ["damaged"] => {
-                let unreadable =
-                    self.inner.damage.list().into_iter().map(|(pg, object)| (pg, object, CHECKSUM.to_owned()));
+                let unreadable = self.inner.damage.list().into_iter().map(|(pg, object, kind)| {
+                    let why = match kind {
+                        Kind::Unreadable => CHECKSUM,
+                        Kind::Unfound => UNFOUND,
+                    };
+                    (pg, object, why.to_owned())
+                });
                 let scrubbed = self
                     .inner
                     .scrubs
@@ -672,6 +678,7 @@ impl Osd {
 
 /// What `damaged` says of an object whose local copy failed its checksum.
 const CHECKSUM: &str = "a stored checksum does not match (read error)";
+const UNFOUND: &str = "unfound: its only up-to-date copy did not read back when this primary recovered (reads get EIO until it is removed)";
 
 /// Every second, tells each shard to start the scrubs that are due, with the host's load
 /// average per CPU; ends when the shards do.

@@ -430,7 +430,7 @@ fn a_bad_checksum_is_repaired_from_a_replica_or_reported_on_a_single_copy() {
     // is repaired too: pulled whole, it would not fit one 128 MiB message, so the good
     // copy comes in parts.
     let largest: Vec<u8> = data.iter().copied().cycle().take(128 << 20).collect();
-    std::fs::write(&file, &largest).unwrap();
+    std::fs::write(file, &largest).unwrap();
     ok(&conf, &["rados", "-p", "rep", "put", "largest", file]);
     let out = ok(&conf, &["debug", "corrupt", "--pool", "rep", "--object", "largest", "--chunk", "1500"]);
     let primary = out.split_whitespace().find(|w| w.starts_with("osd.")).unwrap().to_owned();
@@ -438,7 +438,7 @@ fn a_bad_checksum_is_repaired_from_a_replica_or_reported_on_a_single_copy() {
     ok(&conf, &["rados", "-p", "rep", "get", "largest", back_path]);
     assert!(std::fs::read(&back).unwrap() == largest, "the 128 MiB object reads back whole");
     assert_eq!(osd_counters(&conf, &primary)["read_repairs"].as_u64(), Some(before + 1));
-    std::fs::write(&file, &data).unwrap();
+    std::fs::write(file, &data).unwrap();
 
     // One copy: the client gets EIO naming the object, never the damaged bytes, and the
     // cluster reports the object until it is rewritten.
@@ -747,6 +747,14 @@ fn scrub_reports_a_corrupted_replica_and_a_missing_copy_and_repair_rewrites_them
     assert_eq!((report["objects"].as_u64(), report["errors"].as_u64()), (Some(10), Some(0)), "{report}");
 }
 
+/// The up set of `pg` as `shoal pg dump` shows it (`osd.N` names).
+fn up_set(conf: &str, pg: &str) -> Vec<String> {
+    let dump = ok(conf, &["pg", "dump"]);
+    let row = dump.lines().find(|l| l.starts_with(&format!("{pg} "))).unwrap_or_else(|| panic!("{dump}"));
+    let set = row.split_whitespace().nth(1).unwrap().trim_matches(['[', ']']);
+    set.split(',').map(|osd| format!("osd.{osd}")).collect()
+}
+
 /// Recovery from a primary whose copy is damaged: with a good replica left, the copy is
 /// repaired from it first and then pushed; with none, the object is reported unfound and
 /// the rest recovers. Before, the primary peered again and retried the push forever.
@@ -758,12 +766,7 @@ fn recovery_repairs_a_damaged_source_copy_first_or_reports_it_unfound() {
     let file = cluster.path().join("payload");
     std::fs::write(&file, &data).unwrap();
     let file = file.to_str().unwrap();
-    let up = |pg: &str| -> Vec<String> {
-        let dump = ok(&conf, &["pg", "dump"]);
-        let row = dump.lines().find(|l| l.starts_with(&format!("{pg} "))).unwrap_or_else(|| panic!("{dump}"));
-        let set = row.split_whitespace().nth(1).unwrap().trim_matches(['[', ']']);
-        set.split(',').map(|osd| format!("osd.{osd}")).collect()
-    };
+    let up = |pg: &str| up_set(&conf, pg);
     // Waits until `pg` is active+clean on a set without `out`.
     let clean = |pg: &str, out: &str| {
         let state = wait_for(|| {
@@ -820,4 +823,78 @@ fn recovery_repairs_a_damaged_source_copy_first_or_reports_it_unfound() {
     }
     let status = ok(&conf, &["status"]);
     assert!(status.contains("HEALTH_ERR") && status.contains("object 'big'"), "{status}");
+}
+
+/// A primary that is behind, with no up-to-date member of its acting set to hand the PG
+/// to, pulls what it lacks from the authority (here an OSD marked out). When the
+/// authority's copy of an object does not read back, that object is reported unfound
+/// (every operation but a removal gets EIO, never the older local copy) and the rest
+/// recovers. Before, the primary peered again and retried the pull forever.
+#[test]
+fn a_pull_from_a_damaged_authority_reports_the_object_unfound() {
+    let cluster = Vstart::start("2", "2");
+    let conf = cluster.conf();
+    ok(&conf, &["pool", "create", "two", "--size", "2", "--min-size", "1", "--pg-num", "1"]);
+    let bytes = |seed: u32| -> Vec<u8> { (0..1u32 << 20).map(|i| (i.wrapping_mul(seed) >> 11) as u8).collect() };
+    let (old, new) = (bytes(2_654_435_761), bytes(2_246_822_519));
+    let file = |name: &str, data: &[u8]| {
+        let path = cluster.path().join(name);
+        std::fs::write(&path, data).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let (old_file, new_file) = (file("old", &old), file("new", &new));
+    let put = |name: &str, file: &str| {
+        let put = wait_for(|| shoal_c(&conf, &["rados", "-p", "two", "put", name, file]).0.then_some(()));
+        assert!(put.is_some(), "writing {name}");
+    };
+    let get = |name: &str| {
+        let back = cluster.path().join("back");
+        let _ = std::fs::remove_file(&back);
+        let (success, _, err) = shoal_c(&conf, &["rados", "-p", "two", "get", name, back.to_str().unwrap()]);
+        (success.then(|| std::fs::read(&back).unwrap()), err)
+    };
+    for name in ["big", "kept"] {
+        put(name, &old_file);
+    }
+    let up = up_set(&conf, "1.0");
+    let (primary, other) = (up[0].clone(), up[1].clone());
+
+    // Written while the primary is away, to the other OSD alone, whose new copy of 'big'
+    // is then damaged; that OSD is marked out before the primary returns.
+    let args = cmdline(cluster.pid(&primary));
+    kill9(cluster.pid(&primary));
+    for name in ["big", "fresh"] {
+        put(name, &new_file);
+    }
+    let out = ok(&conf, &["debug", "corrupt", "--pool", "two", "--object", "big", "--chunk", "3"]);
+    assert!(out.contains(&format!("on {other} (primary)")), "{out}");
+    ok(&conf, &["osd", "out", other.trim_start_matches("osd.")]);
+    let mut restarted = Restarted::default();
+    restarted.restart(&cluster, &primary, &args);
+    let active = wait_for(|| {
+        let dump = ok(&conf, &["pg", "dump"]);
+        let row = dump.lines().find(|l| l.starts_with("1.0 "))?.to_owned();
+        (row.contains(" active") && up_set(&conf, "1.0") == [primary.clone()]).then_some(row)
+    });
+    assert!(active.is_some(), "pg 1.0 never went active on {primary}:\n{}", ok(&conf, &["pg", "dump"]));
+    let log = std::fs::read_to_string(cluster.path().join(format!("{primary}.restarted.log"))).unwrap();
+    assert!(log.contains("unfound"), "{primary} pulled without finding the damage:\n{log}");
+
+    let (big, err) = get("big");
+    assert!(big.is_none() && err.contains("EIO") && err.contains("unfound"), "the older 'big' was served: {err}");
+    assert_eq!(get("fresh").0.as_ref(), Some(&new), "an object written while the primary was away recovers");
+    assert_eq!(get("kept").0.as_ref(), Some(&old));
+    let status = ok(&conf, &["status"]);
+    assert!(status.contains("HEALTH_ERR") && status.contains("object 'big'") && status.contains("unfound"), "{status}");
+
+    // The primary keeps the report across a restart; a removal clears it, and the object
+    // can be written again.
+    restarted.kill9_last();
+    restarted.restart(&cluster, &primary, &args);
+    let (big, err) = wait_for(|| Some(get("big")).filter(|(_, err)| !err.contains("ETIMEDOUT"))).unwrap();
+    assert!(big.is_none() && err.contains("unfound"), "{err}");
+    ok(&conf, &["rados", "-p", "two", "rm", "big"]);
+    put("big", &new_file);
+    assert_eq!(get("big").0.as_ref(), Some(&new));
+    assert!(!ok(&conf, &["status"]).contains("unfound"), "{}", ok(&conf, &["status"]));
 }

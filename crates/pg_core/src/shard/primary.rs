@@ -3,13 +3,14 @@
 
 use super::Shard;
 use crate::action::*;
+use crate::damage::Kind;
 use crate::peering::{self, PeerPlan, Plan, Recovery};
 use crate::primary::*;
 use bytes::Bytes;
 use shoal_store::{ObjectKey, Transaction};
 use shoal_types::msg::{Activate, OsdOp, PeerRequest, RepOp, Reply};
 use shoal_types::pg::{EVersion, PgLogEntry, PgSummary};
-use shoal_types::{ActiveInterval, ClientId, Errno, ObjectName, OsdId, PgId, RadosError, Result, Versioned as _, err};
+use shoal_types::{ActiveInterval, ClientId, Errno, ObjectName, OsdId, PgId, RadosError, Result, Step, Versioned as _, err};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
@@ -185,6 +186,7 @@ impl<R> Shard<R> {
             },
             Event::Pulled(result) => match result {
                 Ok((txn, next)) => self.pulled(pg, &txn, next),
+                Err(e) if e.errno == Errno::Io => self.pull_unfound(pg, e),
                 Err(e) => self.peer_failed(pg, "pulling objects", e),
             },
             Event::Listed(result) => match result {
@@ -579,6 +581,24 @@ impl<R> Shard<R> {
         self.pull_next(pg);
     }
 
+    /// The authority's copy of the next object to pull does not read back (`e`), and no
+    /// other copy is as new: the object is unfound. It is recorded so (persisted), its
+    /// older local copy is never served, and the pull goes on with the next object, so the
+    /// PG can go active with only this object unavailable (where Ceph's PG would stay
+    /// `recovery_unfound` and block its operations).
+    pub(crate) fn pull_unfound(&mut self, pg: PgId, e: RadosError) {
+        let Some(Primary { phase: Phase::SelfRecovery { pull: Pull::Objects { queue, resume, .. }, .. }, .. }) =
+            self.primaries.get_mut(&pg)
+        else {
+            return;
+        };
+        let Some(object) = queue.pop_front() else { return };
+        *resume = None;
+        tracing::error!(%pg, %object, error = %e, "unfound: the authority's copy does not read back; skipped");
+        self.config.damage.add(&self.config.store, pg, &object, Kind::Unfound);
+        self.pull_next(pg);
+    }
+
     /// Queues the listed objects for pulling, and lists again after them if more follow.
     pub(crate) fn listed(&mut self, pg: PgId, keys: Vec<Bytes>, more: bool) {
         let names: Result<Vec<ObjectName>> =
@@ -819,17 +839,25 @@ impl<R> Shard<R> {
                 }
             }
         }
+        let damage = self.config.damage.get(pg, &op.object);
+        if damage == Some(Kind::Unfound) && !matches!(op.steps.first(), Some(Step::Remove)) {
+            let e = err::io(format!("object '{}' is unfound: its only up-to-date copy does not read back", op.object));
+            return self.respond(Err(e), reply);
+        }
         let outcome = self.run_op(pg, &op, caller);
         let served =
             matches!(outcome, Ok(OpOutcome::Done(..) | OpOutcome::AfterWrites(_) | OpOutcome::Replicating { .. }));
-        if served && self.config.damage.contains(pg, &op.object) {
-            self.forget_damage_if_readable(pg, &op.object);
+        match damage.filter(|_| served) {
+            // Only a removal gets this far.
+            Some(Kind::Unfound) => self.config.damage.remove(&self.config.store, pg, &op.object),
+            Some(Kind::Unreadable) => self.forget_damage_if_readable(pg, &op.object),
+            None => {}
         }
         match outcome {
             Err(e) => self.respond(Err(e), reply),
             Ok(OpOutcome::Unreadable(e)) if !repaired => self.repair_then_serve(pg, op, caller, reply, e),
             Ok(OpOutcome::Unreadable(e)) => {
-                self.config.damage.add(&self.config.store, pg, &op.object);
+                self.config.damage.add(&self.config.store, pg, &op.object, Kind::Unreadable);
                 self.respond(Err(e), reply)
             }
             Ok(OpOutcome::Done(seq, r)) => self.respond(Ok((seq, Reply::Op(r))), reply),
@@ -857,7 +885,7 @@ impl<R> Shard<R> {
     fn repair_from_replica(&mut self, pg: PgId, repair: Repairing<R>, e: &RadosError) -> Option<Repairing<R>> {
         let object = repair.object().clone();
         self.emit(Action::Count(Counted::ChecksumError));
-        self.config.damage.add(&self.config.store, pg, &object);
+        self.config.damage.add(&self.config.store, pg, &object, Kind::Unreadable);
         let me = self.config.me;
         let Some(p) = self.primaries.get(&pg) else { return Some(repair) };
         let source = p.members().find(|o| *o != me && !p.recovery.contains_key(o));
@@ -1147,7 +1175,13 @@ impl<R> Shard<R> {
             if budget == 0 {
                 break;
             }
-            let (part, next) = match self.config.store.copy_object_part(&key, resume.as_ref(), budget) {
+            let unfound = self.config.damage.in_pg(pg)
+                && self.config.damage.get(pg, &key.decode()?.1) == Some(Kind::Unfound);
+            let copied = match unfound {
+                true => Err(err::io(format!("pg {pg}: the object is unfound"))),
+                false => self.config.store.copy_object_part(&key, resume.as_ref(), budget),
+            };
+            let (part, next) = match copied {
                 // A damaged copy is dealt with when it comes first, alone.
                 Err(e) if e.errno == Errno::Io && position > 0 => break,
                 Err(e) if e.errno == Errno::Io => match self.repair_push_source(pg, osd, &key, resume, e)? {
