@@ -3,6 +3,7 @@
 
 use super::Shard;
 use crate::action::*;
+use crate::damage::Kind;
 use crate::scrub::*;
 use bytes::Bytes;
 use shoal_store::{ObjectKey, Transaction};
@@ -181,6 +182,10 @@ impl<R> Shard<R> {
         let Some(scrub) = p.scrub.as_mut() else { return };
         let Some(verdict) = scrub.repairs.front().cloned() else { return self.check_next_parity(pg) };
         let name = object_name(&verdict.key);
+        // The primary's copy of an unfound object is older than the object: never a source.
+        if self.config.damage.get(pg, &name) == Some(Kind::Unfound) {
+            return self.repair_finished(pg, false, "unfound: its only up-to-date copy does not read back");
+        }
         match verdict.auth {
             Some(auth) if verdict.bad.contains_key(&me) => {
                 let at = self.pg(pg).map(|s| s.info.last_update).unwrap_or_default();
