@@ -87,6 +87,44 @@ impl Vstart {
         self.path().join("shoal.conf").to_str().unwrap().to_owned()
     }
 
+    /// Stores `data` as object `name` of `pool` with `shoal rados put`, retrying while the
+    /// cluster settles (as long as [`wait_for`] waits); whether it was stored.
+    pub fn put(&self, pool: &str, name: &str, data: &[u8]) -> bool {
+        let file = self.path().join(format!("put.{pool}.{name}"));
+        std::fs::write(&file, data).unwrap();
+        let args = ["rados", "-p", pool, "put", name, file.to_str().unwrap()];
+        wait_for(|| shoal_c(&self.conf(), &args).0.then_some(())).is_some()
+    }
+
+    /// Object `name` of `pool` read with `shoal rados get`, or the error it printed.
+    pub fn get(&self, pool: &str, name: &str) -> Result<Vec<u8>, String> {
+        let file = self.path().join(format!("get.{pool}.{name}"));
+        let _ = std::fs::remove_file(&file);
+        match shoal_c(&self.conf(), &["rados", "-p", pool, "get", name, file.to_str().unwrap()]) {
+            (true, _, _) => std::fs::read(&file).map_err(|e| e.to_string()),
+            (false, _, err) => Err(err),
+        }
+    }
+
+    /// The up set of `pg` as `shoal pg dump` shows it (`osd.N` names).
+    pub fn up_set(&self, pg: &str) -> Vec<String> {
+        let dump = ok(&self.conf(), &["pg", "dump"]);
+        let row = dump.lines().find(|l| l.starts_with(&format!("{pg} "))).unwrap_or_else(|| panic!("{dump}"));
+        let set = row.split_whitespace().nth(1).unwrap().trim_matches(['[', ']']);
+        set.split(',').map(|osd| format!("osd.{osd}")).collect()
+    }
+
+    /// `shoal status` once `until` holds for it (polled as [`wait_for`] polls), or the last
+    /// one seen.
+    pub fn wait_status(&self, until: impl Fn(&str) -> bool) -> Result<String, String> {
+        let mut last = String::new();
+        let status = wait_for(|| {
+            last = ok(&self.conf(), &["status"]);
+            until(&last).then(|| last.clone())
+        });
+        status.ok_or(last)
+    }
+
     /// Stops the daemons vstart started.
     pub fn stop(&self) -> bool {
         shoal().args(["vstart", "--stop", "--dir"]).arg(self.path()).output().unwrap().status.success()
@@ -275,6 +313,11 @@ pub fn shoal_c(conf: &str, args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// The first `osd.N` that `text` names.
+pub fn first_osd(text: &str) -> String {
+    text.split_whitespace().find(|w| w.starts_with("osd.")).unwrap_or_else(|| panic!("no OSD in {text}")).to_owned()
 }
 
 /// Runs `shoal ARGS -c CONF` and returns stdout, failing the test on an error.

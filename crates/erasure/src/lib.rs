@@ -112,7 +112,9 @@ mod golden {
     fn parity_hex(k: u32, m: u32) -> Vec<String> {
         let code = coder(k, m).unwrap();
         let mut shards: Vec<Vec<u8>> = (0..k + m)
-            .map(|i| if i < k { (0..6u8).map(|j| (i as u8).wrapping_mul(17).wrapping_add(j)).collect() } else { vec![0; 6] })
+            .map(|i| {
+                if i < k { (0..6u8).map(|j| (i as u8).wrapping_mul(17).wrapping_add(j)).collect() } else { vec![0; 6] }
+            })
             .collect();
         code.encode(&mut shards).unwrap();
         shards[k as usize..].iter().map(|p| p.iter().map(|b| format!("{b:02x}")).collect()).collect()

@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 use shoal_bench::harness::{
-    Restarted, Vstart, cmdline, kill9, metrics_url, ok, osd_counters, sample, scrape_checked, shoal, shoal_c, signal,
+    Restarted, Vstart, cmdline, first_osd, kill9, metrics_url, ok, osd_counters, sample, scrape_checked, shoal, signal,
     wait_clean, wait_for,
 };
 use shoal_client::{Rados, ReadOp, WriteOp};
@@ -139,12 +139,7 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
     assert!(errors.is_empty(), "writers saw {} errors, first: {:?}", errors.len(), &errors[..errors.len().min(5)]);
 
     // Every PG returns to active+clean by itself.
-    let clean = wait_for(|| {
-        let pgs = ok(&conf, &["pg", "dump"]);
-        let clean = pgs.lines().filter(|l| l.contains(" active+clean")).count();
-        (clean == 32).then_some(())
-    });
-    assert!(clean.is_some(), "PGs did not all become active+clean:\n{}", ok(&conf, &["pg", "dump"]));
+    wait_clean(&conf, 32, "after the kills");
 
     // Every acknowledged write is readable.
     let acked = acked.lock().unwrap().clone();
@@ -251,12 +246,8 @@ fn an_osd_marked_out_is_backfilled_onto_the_others() {
         map.osds.get(&victim).is_some_and(|o| !o.up && !o.is_in).then_some(())
     });
     assert!(out.is_some(), "osd.2 was never marked down and out");
-    let clean = wait_for(|| {
-        let pgs = ok(&conf, &["pg", "dump"]);
-        let clean = pgs.lines().filter(|l| l.contains(" active+clean")).count();
-        (clean == 16).then_some(pgs)
-    });
-    let pgs = clean.unwrap_or_else(|| panic!("backfill did not finish:\n{}", ok(&conf, &["pg", "dump"])));
+    wait_clean(&conf, 16, "backfill");
+    let pgs = ok(&conf, &["pg", "dump"]);
     // Every object osd.2 held was copied to its replacement, and its primary counted it.
     let on_victim = names.iter().filter(|n| {
         let pg = shoal_placement::pg_of(&pool, &ObjectName::new("", n.as_str()));
@@ -396,33 +387,23 @@ fn large_overwrites_survive_repeated_osd_kills() {
 fn a_bad_checksum_is_repaired_from_a_replica_or_reported_on_a_single_copy() {
     let cluster = Vstart::start("3", "3");
     let conf = cluster.conf();
-    let dir = cluster.path();
     ok(&conf, &["pool", "create", "rep", "--size", "3", "--pg-num", "8"]);
     ok(&conf, &["pool", "create", "one", "--size", "1", "--pg-num", "8"]);
     // 1 MiB of bytes that differ chunk to chunk, stored on the data device.
     let data: Vec<u8> = (0..1u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
-    let (file, back) = (dir.join("payload"), dir.join("back"));
-    std::fs::write(&file, &data).unwrap();
-    let (file, back_path) = (file.to_str().unwrap(), back.to_str().unwrap());
     for pool in ["rep", "one"] {
-        let put = wait_for(|| shoal_c(&conf, &["rados", "-p", pool, "put", "big", file]).0.then_some(()));
-        assert!(put.is_some(), "writing to pool {pool}");
+        assert!(cluster.put(pool, "big", &data), "writing to pool {pool}");
     }
-    let read_back = |pool: &str| {
-        let _ = std::fs::remove_file(&back);
-        let (success, _, err) = shoal_c(&conf, &["rados", "-p", pool, "get", "big", back_path]);
-        (success, std::fs::read(&back).ok(), err)
-    };
 
     // Three copies: the primary's copy is damaged; the read is answered from a replica and
     // the primary's copy rewritten, so the next read finds it good.
     let out = ok(&conf, &["debug", "corrupt", "--pool", "rep", "--object", "big", "--chunk", "3"]);
     assert!(out.contains("(primary)"), "{out}");
-    let primary = out.split_whitespace().find(|w| w.starts_with("osd.")).unwrap().to_owned();
-    assert_eq!(read_back("rep"), (true, Some(data.clone()), String::new()));
+    let primary = first_osd(&out);
+    assert_eq!(cluster.get("rep", "big"), Ok(data.clone()));
     let counters = osd_counters(&conf, &primary);
     assert_eq!((counters["checksum_errors"].as_u64(), counters["read_repairs"].as_u64()), (Some(1), Some(1)));
-    assert_eq!(read_back("rep").1.as_ref(), Some(&data));
+    assert_eq!(cluster.get("rep", "big"), Ok(data.clone()));
     assert_eq!(osd_counters(&conf, &primary)["checksum_errors"].as_u64(), Some(1), "the copy was repaired");
     let text = scrape_checked(&metrics_url(&cluster, &primary));
     assert_eq!(sample(&text, &format!("shoal_osd_read_repairs_total{{daemon=\"{primary}\"}}")), Some(1.0), "{text}");
@@ -430,45 +411,34 @@ fn a_bad_checksum_is_repaired_from_a_replica_or_reported_on_a_single_copy() {
     // is repaired too: pulled whole, it would not fit one 128 MiB message, so the good
     // copy comes in parts.
     let largest: Vec<u8> = data.iter().copied().cycle().take(128 << 20).collect();
-    std::fs::write(file, &largest).unwrap();
-    ok(&conf, &["rados", "-p", "rep", "put", "largest", file]);
+    assert!(cluster.put("rep", "largest", &largest));
     let out = ok(&conf, &["debug", "corrupt", "--pool", "rep", "--object", "largest", "--chunk", "1500"]);
-    let primary = out.split_whitespace().find(|w| w.starts_with("osd.")).unwrap().to_owned();
+    let primary = first_osd(&out);
     let before = osd_counters(&conf, &primary)["read_repairs"].as_u64().unwrap();
-    ok(&conf, &["rados", "-p", "rep", "get", "largest", back_path]);
-    assert!(std::fs::read(&back).unwrap() == largest, "the 128 MiB object reads back whole");
+    assert!(cluster.get("rep", "largest") == Ok(largest), "the 128 MiB object reads back whole");
     assert_eq!(osd_counters(&conf, &primary)["read_repairs"].as_u64(), Some(before + 1));
-    std::fs::write(file, &data).unwrap();
 
     // One copy: the client gets EIO naming the object, never the damaged bytes, and the
     // cluster reports the object until it is rewritten.
     let out = ok(&conf, &["debug", "corrupt", "--pool", "one", "--object", "big"]);
     assert!(out.contains("(primary)"), "{out}");
-    let (success, bytes, err) = read_back("one");
-    assert!(!success && bytes.is_none(), "a damaged single copy was served");
+    let err = cluster.get("one", "big").expect_err("a damaged single copy was served");
     assert!(err.contains("EIO") && err.contains("checksum mismatch") && err.contains("'big'"), "{err}");
-    let reported = wait_for(|| {
-        let status = ok(&conf, &["status"]);
-        (status.contains("HEALTH_ERR") && status.contains("1 damaged object") && status.contains("checksum"))
-            .then_some(status)
-    });
+    let reported =
+        cluster.wait_status(|s| s.contains("HEALTH_ERR") && s.contains("1 damaged object") && s.contains("checksum"));
     let status = reported.expect("shoal status reports the damaged object");
     assert!(status.contains("object 'big'") && status.contains("inconsistent"), "{status}");
     // The OSD keeps the report across a restart.
-    let holder = out.split_whitespace().find(|w| w.starts_with("osd.")).unwrap().to_owned();
+    let holder = first_osd(&out);
     let args = cmdline(cluster.pid(&holder));
     kill9(cluster.pid(&holder));
     let mut restarted = Restarted::default();
     restarted.restart(&cluster, &holder, &args);
-    let reported = wait_for(|| {
-        let status = ok(&conf, &["status"]);
-        (status.contains("HEALTH_ERR") && status.contains("object 'big'")).then_some(status)
-    });
-    assert!(reported.is_some(), "the restarted {holder} still reports the damage: {}", ok(&conf, &["status"]));
-    ok(&conf, &["rados", "-p", "one", "put", "big", file]);
-    assert_eq!(read_back("one").1.as_ref(), Some(&data));
-    let healthy = wait_for(|| ok(&conf, &["status"]).contains("HEALTH_OK").then_some(()));
-    assert!(healthy.is_some(), "{}", ok(&conf, &["status"]));
+    let reported = cluster.wait_status(|s| s.contains("HEALTH_ERR") && s.contains("object 'big'"));
+    assert!(reported.is_ok(), "the restarted {holder} still reports the damage: {reported:?}");
+    assert!(cluster.put("one", "big", &data));
+    assert_eq!(cluster.get("one", "big"), Ok(data));
+    cluster.wait_status(|s| s.contains("HEALTH_OK")).expect("the cluster is healthy again");
 
     // The monitor's endpoint is scraped too.
     let text = scrape_checked(&metrics_url(&cluster, "mon.0"));
@@ -666,14 +636,9 @@ fn scrub_reports_a_corrupted_replica_and_a_missing_copy_and_repair_rewrites_them
     ok(&conf, &["config", "set", "global", "osd_scrub_chunk_max", "3"]);
     ok(&conf, &["pool", "create", "scrubbed", "--size", "3", "--pg-num", "1"]);
     let data: Vec<u8> = (0..1u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
-    let file = cluster.path().join("payload");
-    std::fs::write(&file, &data).unwrap();
     let names: Vec<String> = (0..10).map(|i| format!("o{i}")).collect();
     for name in &names {
-        let put = wait_for(|| {
-            shoal_c(&conf, &["rados", "-p", "scrubbed", "put", name, file.to_str().unwrap()]).0.then_some(())
-        });
-        assert!(put.is_some(), "writing {name}");
+        assert!(cluster.put("scrubbed", name, &data), "writing {name}");
     }
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let rados = runtime.block_on(cluster.rados(Duration::from_secs(120)));
@@ -706,11 +671,7 @@ fn scrub_reports_a_corrupted_replica_and_a_missing_copy_and_repair_rewrites_them
     assert!(out.contains(&format!("object 'o3' ({primary}): {}: read error", up[1])), "{out}");
     assert!(out.contains("checksum"), "{out}");
     // The monitor hears of it with the next PG stats.
-    let reported = wait_for(|| {
-        let status = ok(&conf, &["status"]);
-        status.contains("1 pgs inconsistent").then_some(status)
-    });
-    let status = reported.unwrap_or_else(|| ok(&conf, &["status"]));
+    let status = cluster.wait_status(|s| s.contains("1 pgs inconsistent")).unwrap_or_else(|last| last);
     assert!(status.contains("HEALTH_ERR") && status.contains("1 pgs inconsistent"), "{status}");
     assert!(status.contains("2 damaged objects") && status.contains("object 'o7'"), "{status}");
     // Once the primary reports after the scrub (stats are sent every second).
@@ -722,16 +683,13 @@ fn scrub_reports_a_corrupted_replica_and_a_missing_copy_and_repair_rewrites_them
     assert!(out.contains("10 objects, 0 inconsistent, 2 repaired"), "{out}");
     let out = scrub("deep-scrub");
     assert!(out.contains("10 objects, 0 inconsistent, 0 repaired"), "{out}");
-    let healthy = wait_for(|| ok(&conf, &["status"]).contains("HEALTH_OK").then_some(()));
-    assert!(healthy.is_some(), "{}", ok(&conf, &["status"]));
+    cluster.wait_status(|s| s.contains("HEALTH_OK")).expect("the cluster is healthy again");
     for osd in &up {
         let counters = osd_counters(&conf, &osd.to_string());
         assert_eq!(counters["checksum_errors"].as_u64(), Some(0), "{osd}: a client read met a bad copy");
     }
-    let back = cluster.path().join("back");
     for name in &names {
-        ok(&conf, &["rados", "-p", "scrubbed", "get", name, back.to_str().unwrap()]);
-        assert_eq!(std::fs::read(&back).unwrap(), data, "{name}");
+        assert_eq!(cluster.get("scrubbed", name).as_ref(), Ok(&data), "{name}");
     }
 
     // Scheduled scrubs: once the minimum interval is short and the load threshold high,
@@ -747,14 +705,6 @@ fn scrub_reports_a_corrupted_replica_and_a_missing_copy_and_repair_rewrites_them
     assert_eq!((report["objects"].as_u64(), report["errors"].as_u64()), (Some(10), Some(0)), "{report}");
 }
 
-/// The up set of `pg` as `shoal pg dump` shows it (`osd.N` names).
-fn up_set(conf: &str, pg: &str) -> Vec<String> {
-    let dump = ok(conf, &["pg", "dump"]);
-    let row = dump.lines().find(|l| l.starts_with(&format!("{pg} "))).unwrap_or_else(|| panic!("{dump}"));
-    let set = row.split_whitespace().nth(1).unwrap().trim_matches(['[', ']']);
-    set.split(',').map(|osd| format!("osd.{osd}")).collect()
-}
-
 /// Recovery from a primary whose copy is damaged: with a good replica left, the copy is
 /// repaired from it first and then pushed; with none, the object is reported unfound and
 /// the rest recovers. Before, the primary peered again and retried the push forever.
@@ -763,10 +713,7 @@ fn recovery_repairs_a_damaged_source_copy_first_or_reports_it_unfound() {
     let cluster = Vstart::start("4", "4");
     let conf = cluster.conf();
     let data: Vec<u8> = (0..1u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8).collect();
-    let file = cluster.path().join("payload");
-    std::fs::write(&file, &data).unwrap();
-    let file = file.to_str().unwrap();
-    let up = |pg: &str| up_set(&conf, pg);
+    let up = |pg: &str| cluster.up_set(pg);
     // Waits until `pg` is active+clean on a set without `out`.
     let clean = |pg: &str, out: &str| {
         let state = wait_for(|| {
@@ -780,16 +727,9 @@ fn recovery_repairs_a_damaged_source_copy_first_or_reports_it_unfound() {
     for (pool, size) in [("three", "3"), ("two", "2")] {
         ok(&conf, &["pool", "create", pool, "--size", size, "--pg-num", "1"]);
         for name in ["big", "a", "b", "c"] {
-            let put = wait_for(|| shoal_c(&conf, &["rados", "-p", pool, "put", name, file]).0.then_some(()));
-            assert!(put.is_some(), "writing {pool}/{name}");
+            assert!(cluster.put(pool, name, &data), "writing {pool}/{name}");
         }
     }
-    let read_back = |pool: &str, name: &str| {
-        let back = cluster.path().join("back");
-        let _ = std::fs::remove_file(&back);
-        let (success, _, err) = shoal_c(&conf, &["rados", "-p", pool, "get", name, back.to_str().unwrap()]);
-        (success && std::fs::read(&back).ok().as_ref() == Some(&data), err)
-    };
 
     // Three copies: the primary's copy of 'big' is damaged and a replica is marked out.
     // The third copy repairs the primary's, which the new replica then receives whole.
@@ -805,7 +745,7 @@ fn recovery_repairs_a_damaged_source_copy_first_or_reports_it_unfound() {
     let out = ok(&conf, &["pg", "deep-scrub", "1.0", "--wait", "120"]);
     assert!(out.contains("4 objects, 0 inconsistent"), "every copy is good: {out}");
     assert_eq!(osd_counters(&conf, &primary)["read_repairs"].as_u64(), Some(1), "the source copy was repaired");
-    assert_eq!(read_back("three", "big"), (true, String::new()));
+    assert_eq!(cluster.get("three", "big").as_ref(), Ok(&data));
 
     // Two copies: the only good copy of 'big' is marked out with its OSD. 'big' is reported
     // unfound (reads get EIO, never the damaged bytes); the other objects recover.
@@ -816,10 +756,10 @@ fn recovery_repairs_a_damaged_source_copy_first_or_reports_it_unfound() {
     let row = clean("2.0", &before[1]);
     assert!(row.contains("inconsistent"), "{row}");
     assert_eq!(up("2.0")[0], before[0], "the primary stays");
-    let (success, err) = read_back("two", "big");
-    assert!(!success && err.contains("EIO"), "{err}");
+    let err = cluster.get("two", "big").expect_err("the damaged 'big' was served");
+    assert!(err.contains("EIO"), "{err}");
     for name in ["a", "b", "c"] {
-        assert_eq!(read_back("two", name), (true, String::new()), "{name}");
+        assert_eq!(cluster.get("two", name).as_ref(), Ok(&data), "{name}");
     }
     let status = ok(&conf, &["status"]);
     assert!(status.contains("HEALTH_ERR") && status.contains("object 'big'"), "{status}");
@@ -837,26 +777,10 @@ fn a_pull_from_a_damaged_authority_reports_the_object_unfound() {
     ok(&conf, &["pool", "create", "two", "--size", "2", "--min-size", "1", "--pg-num", "1"]);
     let bytes = |seed: u32| -> Vec<u8> { (0..1u32 << 20).map(|i| (i.wrapping_mul(seed) >> 11) as u8).collect() };
     let (old, new) = (bytes(2_654_435_761), bytes(2_246_822_519));
-    let file = |name: &str, data: &[u8]| {
-        let path = cluster.path().join(name);
-        std::fs::write(&path, data).unwrap();
-        path.to_str().unwrap().to_owned()
-    };
-    let (old_file, new_file) = (file("old", &old), file("new", &new));
-    let put = |name: &str, file: &str| {
-        let put = wait_for(|| shoal_c(&conf, &["rados", "-p", "two", "put", name, file]).0.then_some(()));
-        assert!(put.is_some(), "writing {name}");
-    };
-    let get = |name: &str| {
-        let back = cluster.path().join("back");
-        let _ = std::fs::remove_file(&back);
-        let (success, _, err) = shoal_c(&conf, &["rados", "-p", "two", "get", name, back.to_str().unwrap()]);
-        (success.then(|| std::fs::read(&back).unwrap()), err)
-    };
     for name in ["big", "kept"] {
-        put(name, &old_file);
+        assert!(cluster.put("two", name, &old), "writing {name}");
     }
-    let up = up_set(&conf, "1.0");
+    let up = cluster.up_set("1.0");
     let (primary, other) = (up[0].clone(), up[1].clone());
 
     // Written while the primary is away, to the other OSD alone, whose new copy of 'big'
@@ -864,7 +788,7 @@ fn a_pull_from_a_damaged_authority_reports_the_object_unfound() {
     let args = cmdline(cluster.pid(&primary));
     kill9(cluster.pid(&primary));
     for name in ["big", "fresh"] {
-        put(name, &new_file);
+        assert!(cluster.put("two", name, &new), "writing {name} while {primary} is away");
     }
     let out = ok(&conf, &["debug", "corrupt", "--pool", "two", "--object", "big", "--chunk", "3"]);
     assert!(out.contains(&format!("on {other} (primary)")), "{out}");
@@ -874,16 +798,16 @@ fn a_pull_from_a_damaged_authority_reports_the_object_unfound() {
     let active = wait_for(|| {
         let dump = ok(&conf, &["pg", "dump"]);
         let row = dump.lines().find(|l| l.starts_with("1.0 "))?.to_owned();
-        (row.contains(" active") && up_set(&conf, "1.0") == [primary.clone()]).then_some(row)
+        (row.contains(" active") && cluster.up_set("1.0") == [primary.clone()]).then_some(row)
     });
     assert!(active.is_some(), "pg 1.0 never went active on {primary}:\n{}", ok(&conf, &["pg", "dump"]));
     let log = std::fs::read_to_string(cluster.path().join(format!("{primary}.restarted.log"))).unwrap();
     assert!(log.contains("unfound"), "{primary} pulled without finding the damage:\n{log}");
 
-    let (big, err) = get("big");
-    assert!(big.is_none() && err.contains("EIO") && err.contains("unfound"), "the older 'big' was served: {err}");
-    assert_eq!(get("fresh").0.as_ref(), Some(&new), "an object written while the primary was away recovers");
-    assert_eq!(get("kept").0.as_ref(), Some(&old));
+    let err = cluster.get("two", "big").expect_err("the older 'big' was served");
+    assert!(err.contains("EIO") && err.contains("unfound"), "{err}");
+    assert_eq!(cluster.get("two", "fresh"), Ok(new.clone()), "an object written while the primary was away recovers");
+    assert_eq!(cluster.get("two", "kept"), Ok(old));
     let status = ok(&conf, &["status"]);
     assert!(status.contains("HEALTH_ERR") && status.contains("object 'big'") && status.contains("unfound"), "{status}");
 
@@ -891,10 +815,11 @@ fn a_pull_from_a_damaged_authority_reports_the_object_unfound() {
     // can be written again.
     restarted.kill9_last();
     restarted.restart(&cluster, &primary, &args);
-    let (big, err) = wait_for(|| Some(get("big")).filter(|(_, err)| !err.contains("ETIMEDOUT"))).unwrap();
-    assert!(big.is_none() && err.contains("unfound"), "{err}");
+    let read =
+        wait_for(|| Some(cluster.get("two", "big")).filter(|r| r.as_ref().is_err_and(|e| e.contains("unfound"))));
+    assert!(read.is_some(), "the restarted {primary} forgot that 'big' is unfound: {:?}", cluster.get("two", "big"));
     ok(&conf, &["rados", "-p", "two", "rm", "big"]);
-    put("big", &new_file);
-    assert_eq!(get("big").0.as_ref(), Some(&new));
-    assert!(!ok(&conf, &["status"]).contains("unfound"), "{}", ok(&conf, &["status"]));
+    assert!(cluster.put("two", "big", &new));
+    assert_eq!(cluster.get("two", "big"), Ok(new));
+    cluster.wait_status(|s| !s.contains("unfound")).expect("the removal ends the report");
 }

@@ -10,7 +10,9 @@ use bytes::Bytes;
 use shoal_store::{ObjectKey, Transaction};
 use shoal_types::msg::{Activate, OsdOp, PeerRequest, RepOp, Reply};
 use shoal_types::pg::{EVersion, PgLogEntry, PgSummary};
-use shoal_types::{ActiveInterval, ClientId, Errno, ObjectName, OsdId, PgId, RadosError, Result, Step, Versioned as _, err};
+use shoal_types::{
+    ActiveInterval, ClientId, Errno, ObjectName, OsdId, PgId, RadosError, Result, Step, Versioned as _, err,
+};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
@@ -1175,8 +1177,8 @@ impl<R> Shard<R> {
             if budget == 0 {
                 break;
             }
-            let unfound = self.config.damage.in_pg(pg)
-                && self.config.damage.get(pg, &key.decode()?.1) == Some(Kind::Unfound);
+            let unfound =
+                self.config.damage.in_pg(pg) && self.config.damage.get(pg, &key.decode()?.1) == Some(Kind::Unfound);
             let copied = match unfound {
                 true => Err(err::io(format!("pg {pg}: the object is unfound"))),
                 false => self.config.store.copy_object_part(&key, resume.as_ref(), budget),
