@@ -16,7 +16,7 @@ use bytes::Bytes;
 use peer::Peer;
 use shoal_transport::Network;
 use shoal_types::msg::{
-    MapCommand, NotifyReply, NotifyRequest, OpReply, OsdOp, PgListRequest, Reply, Request, WatchRequest,
+    self, MapCommand, NotifyReply, NotifyRequest, OpReply, OsdOp, PgListRequest, Reply, Request, WatchRequest,
 };
 use shoal_types::{
     ActiveInterval, ClientId, Errno, ObjectName, ObjectStat, OsdEntry, OsdId, OsdMap, PgId, PgStat, Pool, PoolSpec,
@@ -560,12 +560,14 @@ impl IoCtx {
         Ok(shoal_placement::pg_of(self.rados.map().pool(self.pool.id)?, object))
     }
 
-    /// Sends an operation to its primary. When the connection drops before the reply, or
+    /// Sends an operation to its primary (E2BIG at once if it cannot fit one message).
+    /// When the connection drops before the reply, or
     /// the OSD answers EAGAIN (not the primary, PG peering, acting set changed), the client
     /// fetches a newer map and resends with the same request id, so an OSD answers a
     /// write already applied from its PG log instead of applying it twice. Gives up with
     /// ETIMEDOUT after the op timeout.
     async fn submit(&self, name: &str, steps: Vec<Step>) -> Result<OpReply> {
+        msg::check_carried(format_args!("the operation on '{name}'"), steps.iter().map(Step::carried_bytes).sum())?;
         let object = self.object(name);
         let pg = self.pg_of(&object)?;
         let op = OsdOp {

@@ -17,9 +17,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// Largest message a daemon accepts: the largest write plus room for the envelope.
-const MAX_MESSAGE_BYTES: usize = 128 << 20;
-
 /// Options every daemon takes: from the command line, or from the cluster configuration
 /// file (`-c`; the command line wins).
 #[derive(Args, Debug, Clone)]
@@ -131,7 +128,7 @@ pub fn read_secret(path: &Path) -> Result<Vec<u8>> {
 
 /// A TCP network with the secret from `path`.
 pub fn network(secret_file: &Path) -> Result<Arc<TcpNetwork>> {
-    Ok(Arc::new(TcpNetwork::new(&read_secret(secret_file)?, MAX_MESSAGE_BYTES)))
+    Ok(Arc::new(TcpNetwork::new(&read_secret(secret_file)?, shoal_types::msg::MAX_MESSAGE_BYTES)))
 }
 
 /// Writes a file only its owner may read or write (mode 0600): secrets and keys.

@@ -330,3 +330,22 @@ async fn watch_notify_over_tcp_reports_a_vanished_watcher() {
         assert!(std::time::Instant::now() < deadline, "the closed connection's watch was never dropped");
     }
 }
+
+/// An operation or a reply with more data than one message may carry gets E2BIG at once.
+/// Over TCP its frame would be refused, the connection dropped and the operation resent
+/// until it timed out (a 128 MiB `rados put` hung for 300 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operation_or_reply_larger_than_a_message_gets_e2big_at_once() {
+    let (_dir, e) = cluster(&["osd_max_write_size=268435456"]).await;
+    let io = pool(&e, "p").await;
+    let half = vec![7u8; 64 << 20];
+    let whole = io.write_full("big", [half.clone(), half.clone()].concat()).await.map(|()| "written").unwrap_err();
+    assert_eq!(whole.errno, Errno::TooBig, "{whole}");
+    assert!(whole.message.contains("'big'") && whole.message.contains("parts"), "{whole}");
+    io.write_full("big", half.clone()).await.unwrap();
+    io.operate("big", WriteOp::new().write(64 << 20, half.clone())).await.unwrap();
+    let read = io.read_full("big").await.map(|data| data.len()).unwrap_err();
+    assert_eq!(read.errno, Errno::TooBig, "a 128 MiB reply: {read}");
+    let reply = io.read("big", ReadOp::new().read(64 << 20, 64 << 20)).await.unwrap();
+    assert!(reply.outputs == [StepOutput::Data(half.into())], "a part fits");
+}

@@ -9,9 +9,9 @@ use crate::peers::PeerNet;
 use shoal_objclass::ClassRegistry;
 use shoal_pg_core::{Action, Awaiting, Counted, Durable, Input, Limits, Registration, Shard, Timer};
 use shoal_store::ObjectStore;
-use shoal_types::msg::{OsdOp, PeerRequest, PgListRequest, Reply};
+use shoal_types::msg::{self, OsdOp, PeerRequest, PgListRequest, Reply};
 use shoal_types::pg::PgStat;
-use shoal_types::{ClientId, OsdId, OsdMap, PgId, Result, err};
+use shoal_types::{ClientId, OsdId, OsdMap, PgId, Result, StepOutput, err};
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -210,6 +210,7 @@ impl Driver {
                     self.ctx.peers.send(to, request, deliver);
                 }
                 Action::Reply { to, after, value } => {
+                    let value = value.and_then(fits_one_message);
                     self.after_durable(after, Box::new(move |synced: Result<()>| drop(to.send(synced.and(value)))));
                 }
                 Action::WhenDurable { seq, awaiting } => {
@@ -260,4 +261,13 @@ impl Driver {
             (p.deliver)(Err(err::io("the OSD is shutting down")));
         }
     }
+}
+
+/// A client's reply, or E2BIG if its outputs cannot fit one message (the client would
+/// refuse the frame and resend the operation until it timed out).
+fn fits_one_message(reply: Reply) -> Result<Reply> {
+    if let Reply::Op(op) = &reply {
+        msg::check_carried("the reply", op.outputs.iter().map(StepOutput::carried_bytes).sum())?;
+    }
+    Ok(reply)
 }

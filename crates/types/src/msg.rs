@@ -404,6 +404,26 @@ pub struct OpReply {
     pub outputs: Vec<StepOutput>,
 }
 
+/// The largest message the daemons' messengers take: a frame beyond it is refused and its
+/// connection dropped.
+pub const MAX_MESSAGE_BYTES: usize = 128 << 20;
+
+/// The most data (as [`Step::carried_bytes`] counts it) an operation or its reply may
+/// carry, leaving a MiB of its message for everything else. Beyond it the client or the
+/// OSD answers E2BIG at once, where the message would be refused and resent until the
+/// operation timed out.
+pub const MAX_CARRIED_BYTES: usize = MAX_MESSAGE_BYTES - (1 << 20);
+
+/// E2BIG unless `carried` bytes of `what` fit one message.
+pub fn check_carried(what: impl std::fmt::Display, carried: usize) -> Result<(), RadosError> {
+    match carried > MAX_CARRIED_BYTES {
+        true => Err(crate::error::err::too_big(format!(
+            "{what} carries {carried} bytes, more than one message may ({MAX_CARRIED_BYTES}); split it into parts"
+        ))),
+        false => Ok(()),
+    }
+}
+
 /// Lists the objects of one PG, a page at a time.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PgListRequest {
@@ -603,6 +623,25 @@ pub enum MapCommand {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn data_beyond_one_message_is_refused() {
+        assert!(check_carried("an operation", MAX_CARRIED_BYTES).is_ok());
+        let e = check_carried("the reply", MAX_CARRIED_BYTES + 1).unwrap_err();
+        assert_eq!(e.errno, crate::Errno::TooBig);
+        assert!(e.message.starts_with("the reply carries"), "{e}");
+        let steps = [
+            Step::WriteFull { data: Bytes::from(vec![0; 10]) },
+            Step::SetXattr { name: "ab".into(), value: Bytes::from_static(b"cde") },
+            Step::Stat,
+        ];
+        assert_eq!(steps.iter().map(Step::carried_bytes).sum::<usize>(), 15);
+        let outputs = [
+            StepOutput::Data(Bytes::from(vec![0; 7])),
+            StepOutput::OmapKeys { keys: vec![Bytes::from_static(b"k")], more: false },
+        ];
+        assert_eq!(outputs.iter().map(StepOutput::carried_bytes).sum::<usize>(), 8);
+    }
     use crate::op::CmpOp;
 
     #[test]

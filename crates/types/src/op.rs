@@ -214,7 +214,29 @@ pub enum Step {
     },
 }
 
+/// Bytes of keys and values in `entries`.
+fn pair_bytes<'a>(entries: impl IntoIterator<Item = (&'a Bytes, &'a Bytes)>) -> usize {
+    entries.into_iter().map(|(k, v)| k.len() + v.len()).sum()
+}
+
 impl Step {
+    /// Bytes of data the step carries (object bytes, xattr values, omap keys and values,
+    /// a method's input): what its message grows by, less the fixed fields.
+    pub fn carried_bytes(&self) -> usize {
+        match self {
+            Step::Write { data, .. } | Step::WriteFull { data } | Step::Append { data } => data.len(),
+            Step::SetXattr { name, value } => name.len() + value.len(),
+            Step::CmpXattr { name, value, .. } => name.len() + value.len(),
+            Step::OmapSet { entries } => pair_bytes(entries),
+            Step::OmapRmKeys { keys } | Step::OmapGetValsByKeys { keys } => keys.iter().map(Bytes::len).sum(),
+            Step::OmapRmRange { start, end } => start.len() + end.len(),
+            Step::OmapSetHeader { header } => header.len(),
+            Step::OmapCmp { assertions } => assertions.iter().map(|(k, (_, _, v))| k.len() + v.len()).sum(),
+            Step::Exec { class, method, input } => class.len() + method.len() + input.len(),
+            _ => 0,
+        }
+    }
+
     /// Whether the step changes the object (Exec is decided by the method's flags).
     pub fn is_mutation(&self) -> bool {
         matches!(
@@ -278,6 +300,17 @@ pub enum StepOutput {
 }
 
 impl StepOutput {
+    /// Bytes of data the output carries, as [`Step::carried_bytes`] counts them.
+    pub fn carried_bytes(&self) -> usize {
+        match self {
+            StepOutput::Data(bytes) => bytes.len(),
+            StepOutput::Xattrs(xattrs) => xattrs.iter().map(|(name, value)| name.len() + value.len()).sum(),
+            StepOutput::OmapKeys { keys, .. } => keys.iter().map(Bytes::len).sum(),
+            StepOutput::OmapVals { entries, .. } => pair_bytes(entries.iter().map(|(k, v)| (k, v))),
+            StepOutput::None | StepOutput::Stat(_) | StepOutput::Checksum(_) => 0,
+        }
+    }
+
     /// This output with its bytes in an allocation of their own. A `Data` decoded from a
     /// received frame is a slice of it (see [`crate::encoding::shared_bytes`]) and keeps the
     /// whole read buffer alive: what is kept long after its message (a PG log's replies)
