@@ -273,6 +273,11 @@ impl Rados {
         self.map_command(MapCommand::SetOsdIn { id, is_in }).await
     }
 
+    /// Sets an OSD's CRUSH weight (16.16 fixed point); returns the new map.
+    pub async fn osd_set_weight(&self, id: OsdId, weight: u32) -> Result<Arc<OsdMap>> {
+        self.map_command(MapCommand::SetOsdWeight { id, weight }).await
+    }
+
     /// Keeps `map` if it is newer than the one held; returns the newest.
     fn adopt(&self, map: OsdMap) -> Arc<OsdMap> {
         let mut current = self.inner.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

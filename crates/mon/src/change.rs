@@ -38,6 +38,13 @@ pub enum MapChange {
         /// The option.
         key: String,
     },
+    /// Set an OSD's CRUSH weight.
+    SetOsdWeight {
+        /// The OSD.
+        id: OsdId,
+        /// 16.16 fixed point.
+        weight: u32,
+    },
     /// Mark an OSD in or out.
     SetOsdIn {
         /// The OSD.
@@ -91,8 +98,15 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
         }
         MapChange::RemoveErasureProfile(name) => return map.remove_erasure_profile(name).map(|()| Reply::Done),
         MapChange::OsdBoot { id, entry, back_in } => {
-            let is_in = map.osds.get(id).is_none_or(|old| old.is_in || *back_in);
-            map.osds.insert(*id, OsdEntry { up: true, is_in, ..entry.clone() });
+            // A known OSD keeps the weight it was given; a new one takes the one it boots with.
+            let old = map.osds.get(id);
+            let is_in = old.is_none_or(|old| old.is_in || *back_in);
+            let weight = old.map_or(entry.weight, |old| old.weight);
+            map.osds.insert(*id, OsdEntry { up: true, is_in, weight, ..entry.clone() });
+            Reply::Done
+        }
+        MapChange::SetOsdWeight { id, weight } => {
+            map.osds.get_mut(id).ok_or_else(|| err::not_found(format!("{id} does not exist")))?.weight = *weight;
             Reply::Done
         }
         MapChange::ConfigSet { who, key, value } => {
@@ -216,6 +230,18 @@ mod tests {
         assert!(map.osds[&OsdId(0)].is_in, "an OSD the monitor marked out comes back in");
         let e = apply(&mut map, &MapChange::ConfigRm { who: "osd".into(), key: "x".into() }).unwrap_err();
         assert_eq!(e.errno, shoal_types::Errno::NotFound);
+    }
+
+    #[test]
+    fn a_reweighted_osd_keeps_its_weight_across_boots() {
+        let mut map = OsdMap::default();
+        apply(&mut map, &MapChange::OsdBoot { id: OsdId(0), entry: entry("a"), back_in: false }).unwrap();
+        apply(&mut map, &MapChange::SetOsdWeight { id: OsdId(0), weight: 0x8000 }).unwrap();
+        apply(&mut map, &MapChange::MarkDown(OsdId(0))).unwrap();
+        apply(&mut map, &MapChange::OsdBoot { id: OsdId(0), entry: entry("b"), back_in: false }).unwrap();
+        assert_eq!((map.osds[&OsdId(0)].weight, map.osds[&OsdId(0)].addr.as_str()), (0x8000, "b"));
+        let missing = apply(&mut map, &MapChange::SetOsdWeight { id: OsdId(7), weight: 0 }).unwrap_err();
+        assert_eq!(missing.errno, shoal_types::Errno::NotFound);
     }
 
     #[test]

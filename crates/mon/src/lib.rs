@@ -187,6 +187,7 @@ impl Monitor {
             MapCommand::ConfigSet { who, key, value } => MapChange::ConfigSet { who, key, value },
             MapCommand::ConfigRm { who, key } => MapChange::ConfigRm { who, key },
             MapCommand::SetOsdIn { id, is_in } => MapChange::SetOsdIn { id, is_in },
+            MapCommand::SetOsdWeight { id, weight } => MapChange::SetOsdWeight { id, weight },
             MapCommand::PgsActivated { osd, pgs } => MapChange::PgsActivated { osd, pgs },
             MapCommand::PrimaryTemp { osd, pgs } => MapChange::PrimaryTemp { osd, pgs },
             MapCommand::CreateErasurePool(spec) => MapChange::CreateErasurePool(spec),

@@ -60,6 +60,9 @@ pub enum OsdCommand {
     Out(OsdMark),
     /// Put an OSD back into data placement.
     In(OsdMark),
+    /// The CRUSH map: `reweight osd.N WEIGHT` sets an OSD's capacity weight (1.0 for one
+    /// share; 0 takes no data), which it keeps across restarts.
+    Crush(CrushArgs),
     /// Space per OSD: the data device's size, what objects use, what is free, and what is
     /// allocated but not referenced (writes in flight, frees waiting for a sync).
     Df(StatusArgs),
@@ -135,6 +138,45 @@ pub struct OsdMark {
     cluster: ClusterArgs,
     /// The OSD's id.
     id: u32,
+}
+
+/// Arguments of `shoal osd crush …`.
+#[derive(Args, Debug)]
+pub struct CrushArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    #[command(subcommand)]
+    command: CrushCommand,
+}
+
+/// `shoal osd crush …` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum CrushCommand {
+    /// Set an OSD's CRUSH weight.
+    Reweight {
+        /// The OSD: `osd.N` or `N`.
+        #[arg(value_parser = parse_osd)]
+        osd: OsdId,
+        /// Its weight: a share of the data, 1.0 for one (Ceph uses TiB of capacity); 0 to
+        /// 65535.
+        #[arg(value_parser = parse_weight)]
+        weight: u32,
+    },
+}
+
+/// `osd.N` or `N`.
+fn parse_osd(text: &str) -> std::result::Result<OsdId, String> {
+    let id = text.strip_prefix("osd.").unwrap_or(text);
+    id.parse().map(OsdId).map_err(|_| format!("'{text}' is not an OSD (osd.N or N)"))
+}
+
+/// A weight as 16.16 fixed point.
+fn parse_weight(text: &str) -> std::result::Result<u32, String> {
+    let weight: f64 = text.parse().map_err(|_| format!("'{text}' is not a number"))?;
+    if !(0.0..65536.0).contains(&weight) {
+        return Err(format!("weight {text} is outside 0 to 65535"));
+    }
+    Ok((weight * 65536.0).round() as u32)
 }
 
 /// `shoal pool …` subcommands.
@@ -302,6 +344,7 @@ enum Action {
     PgDump,
     Tree,
     SetIn(u32, bool),
+    Reweight(OsdId, u32),
     Pool(PoolCommand),
     Profile(ProfileCommand),
     Df,
@@ -341,6 +384,9 @@ pub async fn osd(command: OsdCommand) -> Result<()> {
         OsdCommand::Tree(args) => run(&args.cluster, Action::Tree).await,
         OsdCommand::Out(mark) => run(&mark.cluster, Action::SetIn(mark.id, false)).await,
         OsdCommand::In(mark) => run(&mark.cluster, Action::SetIn(mark.id, true)).await,
+        OsdCommand::Crush(CrushArgs { cluster, command: CrushCommand::Reweight { osd, weight } }) => {
+            run(&cluster, Action::Reweight(osd, weight)).await
+        }
         OsdCommand::Df(args) => run(&args.cluster, Action::Df).await,
         OsdCommand::ErasureCodeProfile(args) => run(&args.cluster, Action::Profile(args.command)).await,
     }
@@ -508,6 +554,10 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
         Action::SetIn(id, is_in) => {
             let map = rados.osd_set_in(OsdId(id), is_in).await?;
             println!("marked {} osd.{id} (map epoch {})", if is_in { "in" } else { "out" }, map.epoch);
+        }
+        Action::Reweight(osd, weight) => {
+            let map = rados.osd_set_weight(osd, weight).await?;
+            println!("reweighted {osd} to {:.4} (map epoch {})", f64::from(weight) / 65536.0, map.epoch);
         }
         Action::Pool(PoolCommand::Create { name, size, min_size, pg_num, erasure, allow_ec_overwrites }) => {
             let pool = match erasure {

@@ -117,6 +117,11 @@ fn status_tree_and_marking_osds_out() {
     assert!(ok(&conf, &["osd", "tree"]).lines().any(|l| l.contains("osd.1") && l.ends_with("out")), "osd.1 is out");
     assert!(ok(&conf, &["status"]).contains("1 osds out"));
     ok(&conf, &["osd", "in", "1"]);
+    assert!(ok(&conf, &["osd", "crush", "reweight", "osd.1", "0.5"]).contains("reweighted osd.1 to 0.5000"));
+    let tree = ok(&conf, &["osd", "tree"]);
+    assert!(tree.lines().any(|l| l.starts_with("1 ") && l.contains("   0.500    osd.1")), "{tree}");
+    let (success, _, err) = shoal_c(&conf, &["osd", "crush", "reweight", "osd.9", "1"]);
+    assert!(!success && err.contains("osd.9 does not exist"), "{err}");
     assert_eq!(ok(&conf, &["pool", "ls"]).lines().count(), 1);
 }
 

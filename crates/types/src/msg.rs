@@ -618,6 +618,14 @@ pub enum MapCommand {
         /// The PGs and who should lead each.
         pgs: Vec<(PgId, Option<OsdId>)>,
     },
+    /// Sets an OSD's CRUSH weight (its capacity share, 16.16 fixed point); it keeps it
+    /// across restarts (`osd crush reweight`).
+    SetOsdWeight {
+        /// The OSD.
+        id: OsdId,
+        /// The weight, 0x10000 = 1.0; 0 takes no data.
+        weight: u32,
+    },
 }
 
 #[cfg(test)]
@@ -722,6 +730,17 @@ mod tests {
         ];
         let msg = Message::Request { tid: 4, request: Request::Map(MapCommand::PrimaryTemp { osd: OsdId(5), pgs }) };
         assert_eq!(msg.encode(), [1, 0, 4, 6, 17, 5, 2, 1, 2, 1, 3, 1, 4, 0]);
+    }
+
+    #[test]
+    fn an_osd_weight_change_has_golden_bytes() {
+        // Request (0), tid 4, Request::Map (6), SetOsdWeight (18), osd 3, weight 0x8000
+        // (0.5, a varint: 0x80 0x80 0x02).
+        let msg = Message::Request {
+            tid: 4,
+            request: Request::Map(MapCommand::SetOsdWeight { id: OsdId(3), weight: 0x8000 }),
+        };
+        assert_eq!(msg.encode(), [1, 0, 4, 6, 18, 3, 0x80, 0x80, 0x02]);
     }
 
     #[test]
