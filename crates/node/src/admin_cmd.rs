@@ -60,6 +60,9 @@ pub enum OsdCommand {
     Out(OsdMark),
     /// Put an OSD back into data placement.
     In(OsdMark),
+    /// Whether stopping an OSD leaves every PG it serves with `min_size` members up (Ceph's
+    /// `osd ok-to-stop`); exits with EBUSY naming the PGs that would stop serving if not.
+    OkToStop(OsdMark),
     /// The CRUSH map: `reweight osd.N WEIGHT` sets an OSD's capacity weight (1.0 for one
     /// share; 0 takes no data), which it keeps across restarts.
     Crush(CrushArgs),
@@ -246,6 +249,37 @@ fn pg_states(map: &OsdMap, stats: &[PgStat]) -> Vec<(PgId, Vec<OsdId>, String)> 
     out
 }
 
+/// Whether `osd` can stop with every PG it serves keeping `min_size` members up, with how
+/// many it serves; else EBUSY naming the PGs that would stop serving.
+pub fn ok_to_stop(map: &OsdMap, osd: OsdId) -> Result<String> {
+    if !map.osds.contains_key(&osd) {
+        return Err(err::not_found(format!("{osd} does not exist")));
+    }
+    let (mut served, mut blocked) = (0, Vec::new());
+    for pool in map.pools.values() {
+        for seed in 0..pool.pg_num {
+            let pg = PgId { pool: pool.id, seed };
+            let acting = shoal_placement::pg_acting(map, pool, pg);
+            if !acting.contains(&osd) {
+                continue;
+            }
+            served += 1;
+            let left = acting.iter().filter(|o| **o != osd && **o != OsdId::NONE).count() as u32;
+            if left < pool.min_size {
+                blocked.push(format!("{pg} ({left} of min_size {} left)", pool.min_size));
+            }
+        }
+    }
+    match blocked.is_empty() {
+        true => Ok(format!("{osd} is ok to stop: the {served} PGs it serves keep min_size")),
+        false => Err(err::busy(format!(
+            "{osd} is not ok to stop: {} PGs would stop serving: {}",
+            blocked.len(),
+            blocked.join(", ")
+        ))),
+    }
+}
+
 /// The health summary of a map and its PG states: `HEALTH_OK`, or `HEALTH_WARN` /
 /// `HEALTH_ERR` with reasons.
 pub fn health(map: &OsdMap, stats: &[PgStat]) -> (&'static str, Vec<String>) {
@@ -345,6 +379,7 @@ enum Action {
     Tree,
     SetIn(u32, bool),
     Reweight(OsdId, u32),
+    OkToStop(OsdId),
     Pool(PoolCommand),
     Profile(ProfileCommand),
     Df,
@@ -384,6 +419,7 @@ pub async fn osd(command: OsdCommand) -> Result<()> {
         OsdCommand::Tree(args) => run(&args.cluster, Action::Tree).await,
         OsdCommand::Out(mark) => run(&mark.cluster, Action::SetIn(mark.id, false)).await,
         OsdCommand::In(mark) => run(&mark.cluster, Action::SetIn(mark.id, true)).await,
+        OsdCommand::OkToStop(mark) => run(&mark.cluster, Action::OkToStop(OsdId(mark.id))).await,
         OsdCommand::Crush(CrushArgs { cluster, command: CrushCommand::Reweight { osd, weight } }) => {
             run(&cluster, Action::Reweight(osd, weight)).await
         }
@@ -555,6 +591,7 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
             let map = rados.osd_set_in(OsdId(id), is_in).await?;
             println!("marked {} osd.{id} (map epoch {})", if is_in { "in" } else { "out" }, map.epoch);
         }
+        Action::OkToStop(osd) => println!("{}", ok_to_stop(&*rados.refresh_map().await?, osd)?),
         Action::Reweight(osd, weight) => {
             let map = rados.osd_set_weight(osd, weight).await?;
             println!("reweighted {osd} to {:.4} (map epoch {})", f64::from(weight) / 65536.0, map.epoch);
@@ -645,5 +682,26 @@ mod tests {
         map.osds.insert(OsdId(1), osd(false, false));
         let (_, reasons) = health(&map, &[]);
         assert!(reasons.iter().any(|r| r == "1 osds down") && reasons.iter().any(|r| r == "1 osds out"), "{reasons:?}");
+    }
+
+    #[test]
+    fn an_osd_is_ok_to_stop_while_its_pgs_keep_min_size() {
+        let mut map = OsdMap::default();
+        for id in 0..3 {
+            map.osds.insert(OsdId(id), OsdEntry { host: format!("h{id}"), ..osd(true, true) });
+        }
+        map.pools.insert(
+            PoolId(1),
+            Pool { id: PoolId(1), name: "p".into(), pg_num: 4, size: 3, min_size: 2, erasure: None },
+        );
+        assert!(ok_to_stop(&map, OsdId(0)).unwrap().contains("the 4 PGs it serves keep min_size"));
+        map.osds.get_mut(&OsdId(1)).unwrap().up = false;
+        let e = ok_to_stop(&map, OsdId(0)).unwrap_err();
+        assert_eq!(e.errno, shoal_types::Errno::Busy);
+        assert!(
+            e.message.contains("4 PGs would stop serving") && e.message.contains("1.0 (1 of min_size 2 left)"),
+            "{e}"
+        );
+        assert_eq!(ok_to_stop(&map, OsdId(9)).unwrap_err().errno, shoal_types::Errno::NotFound);
     }
 }
