@@ -55,6 +55,9 @@ impl ReedSolomon {
         if len == 0 || lengths.any(|l| l != len) {
             return Err(refused("shards must be non-empty and of one length"));
         }
+        if i32::try_from(len).is_err() {
+            return Err(refused(format_args!("shards of {len} bytes (ISA-L takes under 2 GiB)")));
+        }
         Ok(len)
     }
 
