@@ -2,6 +2,7 @@
 //! function, so every monitor that applies the same sequence holds the same map.
 
 use serde::{Deserialize, Serialize};
+use shoal_types::crush::CrushChange;
 use shoal_types::erasure::{ErasurePoolSpec, ErasureProfile};
 use shoal_types::msg::Reply;
 use shoal_types::{ActiveInterval, OsdEntry, OsdId, OsdMap, PgId, PoolSpec, Result, err};
@@ -75,6 +76,8 @@ pub enum MapChange {
     },
     /// Remove an erasure-code profile.
     RemoveErasureProfile(String),
+    /// Change the CRUSH hierarchy, classes, rules, a pool's rule or an override weight.
+    Crush(CrushChange),
     /// A primary asks that PGs be led by another OSD of their acting set (`Some`) or by
     /// placement's primary again (`None`): applied to each PG `osd` still leads.
     PrimaryTemp {
@@ -97,12 +100,19 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
             return map.set_erasure_profile(name, profile.clone(), *force).map(|()| Reply::Done);
         }
         MapChange::RemoveErasureProfile(name) => return map.remove_erasure_profile(name).map(|()| Reply::Done),
+        MapChange::Crush(change) => {
+            change.apply(map)?;
+            Reply::Done
+        }
         MapChange::OsdBoot { id, entry, back_in } => {
             // A known OSD keeps the weight it was given; a new one takes the one it boots with.
             let old = map.osds.get(id);
             let is_in = old.is_none_or(|old| old.is_in || *back_in);
             let weight = old.map_or(entry.weight, |old| old.weight);
+            // Hosts known so far keep their bucket ids; a new host gets the next one.
+            map.crush = map.crush_view();
             map.osds.insert(*id, OsdEntry { up: true, is_in, weight, ..entry.clone() });
+            map.crush = map.crush_view();
             Reply::Done
         }
         MapChange::SetOsdWeight { id, weight } => {
@@ -164,7 +174,11 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
             Reply::Done
         }
     };
-    if map.osds != before.osds {
+    let placement_changed = map.osds != before.osds
+        || map.crush != before.crush
+        || map.osd_reweight != before.osd_reweight
+        || map.pools.values().any(|p| before.pools.get(&p.id).is_some_and(|b| b.crush_rule != p.crush_rule));
+    if placement_changed {
         prime_primary_temp(&before, map);
     }
     if *map != before {

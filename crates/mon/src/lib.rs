@@ -195,6 +195,7 @@ impl Monitor {
                 MapChange::SetErasureProfile { name, profile, force }
             }
             MapCommand::RemoveErasureProfile(name) => MapChange::RemoveErasureProfile(name),
+            MapCommand::Crush(change) => MapChange::Crush(change),
         };
         let reply = self.authority.commit(change).await?;
         Ok(match reply {

@@ -170,7 +170,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 struct MachineState {
     last_applied: Option<LogId<u64>>,
     membership: StoredMembership<u64, BasicNode>,
+    #[serde(deserialize_with = "map_with_placement")]
     map: OsdMap,
+}
+
+/// A map from JSON, completed if it was written before CRUSH rules.
+fn map_with_placement<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<OsdMap, D::Error> {
+    let mut map = OsdMap::deserialize(deserializer)?;
+    map.fill_placement();
+    Ok(map)
 }
 
 #[derive(Serialize, Deserialize)]

@@ -659,7 +659,15 @@ mod tests {
         assert_eq!(health(&map, &[]), ("HEALTH_OK", vec![]));
         map.pools.insert(
             PoolId(1),
-            Pool { id: PoolId(1), name: "p".into(), pg_num: 1, size: 3, min_size: 2, erasure: None },
+            Pool {
+                id: PoolId(1),
+                name: "p".into(),
+                pg_num: 1,
+                size: 3,
+                min_size: 2,
+                erasure: None,
+                crush_rule: shoal_types::crush::DEFAULT_RULE.into(),
+            },
         );
         let (state, reasons) = health(&map, &[]);
         assert_eq!(state, "HEALTH_WARN");
@@ -692,7 +700,15 @@ mod tests {
         }
         map.pools.insert(
             PoolId(1),
-            Pool { id: PoolId(1), name: "p".into(), pg_num: 4, size: 3, min_size: 2, erasure: None },
+            Pool {
+                id: PoolId(1),
+                name: "p".into(),
+                pg_num: 4,
+                size: 3,
+                min_size: 2,
+                erasure: None,
+                crush_rule: shoal_types::crush::DEFAULT_RULE.into(),
+            },
         );
         assert!(ok_to_stop(&map, OsdId(0)).unwrap().contains("the 4 PGs it serves keep min_size"));
         map.osds.get_mut(&OsdId(1)).unwrap().up = false;

@@ -14,7 +14,8 @@ use shoal_mon::failure::{FailurePolicy, FailureTracker, Report, Verdict};
 use shoal_objclass::ClassRegistry;
 use shoal_pg_core::{Action, Awaiting, Durable, Flaws, Input, Limits, Registration, Shard, Timer};
 use shoal_store::{MemDevice, ObjectStore, StoreFormat, StoreOptions};
-use shoal_types::erasure::{ErasurePoolSpec, ErasureProfile, FailureDomain};
+use shoal_types::crush::BucketType;
+use shoal_types::erasure::{ErasurePoolSpec, ErasureProfile};
 use shoal_types::msg::{OsdOp, PeerRequest, Reply};
 use shoal_types::op::{Step, StepOutput};
 use shoal_types::pg::PgStat;
@@ -110,9 +111,21 @@ enum Msg {
 }
 
 enum Event {
-    Deliver { from: Node, to: Node, msg: Msg },
-    Sync { osd: OsdId, life: u64 },
-    Timer { osd: OsdId, life: u64, timer: Timer },
+    /// Boxed: a message carrying a whole map is large.
+    Deliver {
+        from: Node,
+        to: Node,
+        msg: Box<Msg>,
+    },
+    Sync {
+        osd: OsdId,
+        life: u64,
+    },
+    Timer {
+        osd: OsdId,
+        life: u64,
+        timer: Timer,
+    },
     Heartbeat,
     Fault,
     Restart(OsdId),
@@ -120,12 +133,15 @@ enum Event {
     MarkIn(OsdId),
     ClientTick(u32),
     EndChaos,
-    Reset { osd: OsdId, rid: u64 },
+    Reset {
+        osd: OsdId,
+        rid: u64,
+    },
 }
 
 /// Work waiting for the OSD's next sync.
 enum AfterSync {
-    Reply(Handle, Result<Reply>),
+    Reply(Handle, Box<Result<Reply>>),
     Durable(Durable),
 }
 
@@ -228,7 +244,8 @@ impl World {
         let mut map = OsdMap::default();
         let create = match scenario.erasure {
             Some((k, m)) => {
-                let profile = ErasureProfile { k, m, stripe_unit: 512, failure_domain: FailureDomain::Osd };
+                let profile =
+                    ErasureProfile { k, m, stripe_unit: 512, failure_domain: BucketType::Osd, ..Default::default() };
                 let set = MapChange::SetErasureProfile { name: "sim".into(), profile, force: false };
                 let _ = apply(&mut map, &set);
                 MapChange::CreateErasurePool(ErasurePoolSpec {
@@ -389,9 +406,9 @@ impl World {
             Event::Deliver { from, to, msg } => {
                 (now, 1u8, from, to).hash(&mut self.trace);
                 if self.alive(to) && self.reachable(from, to) {
-                    self.deliver(to, msg);
+                    self.deliver(to, *msg);
                 } else {
-                    self.lose(msg);
+                    self.lose(*msg);
                 }
             }
             Event::Reset { osd, rid } => {
@@ -525,7 +542,7 @@ impl World {
             }
             Action::Reply { to, after, value } => {
                 self.note_acknowledgement(id, to, &value);
-                self.when_synced(id, after, AfterSync::Reply(to, value));
+                self.when_synced(id, after, AfterSync::Reply(to, Box::new(value)));
             }
             Action::WhenDurable { seq, awaiting } => self.when_synced(id, seq, AfterSync::Durable(awaiting)),
             Action::Timer { after, timer } => {
@@ -574,10 +591,10 @@ impl World {
         for (_, then) in ready {
             match then {
                 AfterSync::Reply(Handle::Client { client, rid }, reply) => {
-                    self.send(Node::Osd(id), Node::Client(client), Msg::OpReply { rid, reply })
+                    self.send(Node::Osd(id), Node::Client(client), Msg::OpReply { rid, reply: *reply })
                 }
                 AfterSync::Reply(Handle::Peer { from, rid }, reply) => {
-                    self.send(Node::Osd(id), Node::Osd(from), Msg::PeerReply { rid, reply })
+                    self.send(Node::Osd(id), Node::Osd(from), Msg::PeerReply { rid, reply: *reply })
                 }
                 AfterSync::Durable(awaiting) => self.step(id, Input::Durable { awaiting, result: Ok(()) }),
             }
@@ -646,9 +663,9 @@ impl World {
         let duplicate = !self.healing && self.rng.random_range(0..1000) < self.scenario.dup_per_mille;
         if duplicate && let Some(copy) = duplicate_of(&msg) {
             *link = arrives + 1;
-            self.at(arrives + 1, Event::Deliver { from, to, msg: copy });
+            self.at(arrives + 1, Event::Deliver { from, to, msg: Box::new(copy) });
         }
-        self.at(arrives, Event::Deliver { from, to, msg });
+        self.at(arrives, Event::Deliver { from, to, msg: Box::new(msg) });
     }
 
     /// A lost message breaks its connection: the OSD waiting for its answer learns so

@@ -89,7 +89,15 @@ fn objects_do_not_bleed_into_neighbours(kv: Arc<dyn KvEngine>) {
 
 fn listing_follows_pg_ranges(kv: Arc<dyn KvEngine>) {
     let store = open(kv, StoreFormat::default());
-    let pool = shoal_types::Pool { id: PoolId(3), name: "p".into(), pg_num: 6, size: 1, min_size: 1, erasure: None };
+    let pool = shoal_types::Pool {
+        id: PoolId(3),
+        name: "p".into(),
+        pg_num: 6,
+        size: 1,
+        min_size: 1,
+        erasure: None,
+        crush_rule: shoal_types::crush::DEFAULT_RULE.into(),
+    };
     let mut t = Transaction::new();
     let names: Vec<ObjectName> =
         (0..200).map(|i| ObjectName::new(if i % 3 == 0 { "ns" } else { "" }, format!("obj{i}"))).collect();

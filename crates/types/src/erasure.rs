@@ -1,18 +1,9 @@
 //! Erasure-code profiles and erasure-coded pools, as the cluster map records them.
 
+use crate::crush::{BucketType, DEFAULT_ROOT};
 use crate::error::{Result, err};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// What the shards (or replicas) of one PG must not share.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum FailureDomain {
-    /// A host: losing a host loses at most one shard of a PG.
-    #[default]
-    Host,
-    /// An OSD: shards may share a host.
-    Osd,
-}
 
 /// How an erasure-coded pool cuts objects: `k` data and `m` parity shards in stripes of
 /// `k × stripe_unit` bytes (`shoal osd erasure-code-profile set NAME k=4 m=2 …`).
@@ -24,8 +15,12 @@ pub struct ErasureProfile {
     pub m: u32,
     /// Bytes of one stripe on one shard.
     pub stripe_unit: u32,
-    /// Where shards must differ.
-    pub failure_domain: FailureDomain,
+    /// What no two shards of a PG may share (`crush-failure-domain`).
+    pub failure_domain: BucketType,
+    /// The CRUSH bucket the pool's shards are placed under (`crush-root`).
+    pub crush_root: String,
+    /// Only OSDs of this class (`crush-device-class`).
+    pub crush_device_class: Option<String>,
 }
 
 /// The name of the profile every cluster has (k=2, m=2, as Ceph's).
@@ -34,7 +29,14 @@ const DEFAULT_STRIPE_UNIT: u32 = 4096;
 
 impl Default for ErasureProfile {
     fn default() -> Self {
-        ErasureProfile { k: 2, m: 2, stripe_unit: DEFAULT_STRIPE_UNIT, failure_domain: FailureDomain::Host }
+        ErasureProfile {
+            k: 2,
+            m: 2,
+            stripe_unit: DEFAULT_STRIPE_UNIT,
+            failure_domain: BucketType::Host,
+            crush_root: DEFAULT_ROOT.to_owned(),
+            crush_device_class: None,
+        }
     }
 }
 
@@ -59,16 +61,13 @@ impl ErasureProfile {
                 "m" => profile.m = number("m")?,
                 "stripe_unit" => profile.stripe_unit = parse_size(value)?,
                 "crush-failure-domain" => {
-                    profile.failure_domain = match value {
-                        "host" => FailureDomain::Host,
-                        "osd" => FailureDomain::Osd,
-                        other => {
-                            return Err(err::invalid(format!(
-                                "crush-failure-domain must be host or osd, got '{other}'"
-                            )));
-                        }
-                    };
+                    profile.failure_domain = value
+                        .parse()
+                        .map_err(|e: crate::RadosError| err::invalid(format!("crush-failure-domain: {}", e.message)))?;
                 }
+                "crush-root" => profile.crush_root = value.to_owned(),
+                "crush-device-class" if value.is_empty() => profile.crush_device_class = None,
+                "crush-device-class" => profile.crush_device_class = Some(value.to_owned()),
                 "plugin" if matches!(value, "reed_solomon" | "jerasure") => {}
                 "plugin" => {
                     return Err(err::invalid(format!(
@@ -88,6 +87,9 @@ impl ErasureProfile {
 
     /// Checks the numbers, naming the first that is wrong.
     pub fn validate(&self) -> Result<()> {
+        if self.crush_root.is_empty() {
+            return Err(err::invalid("crush-root must name a CRUSH bucket"));
+        }
         if !(2..=32).contains(&self.k) {
             return Err(err::invalid(format!("k must be in 2..=32, got {}", self.k)));
         }
@@ -105,12 +107,10 @@ impl ErasureProfile {
 
     /// The profile as `key=value` settings, in the order `get` prints them.
     pub fn settings(&self) -> Vec<(String, String)> {
-        let domain = match self.failure_domain {
-            FailureDomain::Host => "host",
-            FailureDomain::Osd => "osd",
-        };
         [
-            ("crush-failure-domain", domain.to_owned()),
+            ("crush-device-class", self.crush_device_class.clone().unwrap_or_default()),
+            ("crush-failure-domain", self.failure_domain.name().to_owned()),
+            ("crush-root", self.crush_root.clone()),
             ("k", self.k.to_string()),
             ("m", self.m.to_string()),
             ("plugin", "reed_solomon".to_owned()),
@@ -191,7 +191,14 @@ mod tests {
     #[test]
     fn profiles_parse_ceph_settings_and_name_what_is_wrong() {
         let p = parse(&["k=4", "m=2", "crush-failure-domain=osd", "stripe_unit=8K", "plugin=jerasure"]).unwrap();
-        assert_eq!(p, ErasureProfile { k: 4, m: 2, stripe_unit: 8192, failure_domain: FailureDomain::Osd });
+        let expected =
+            ErasureProfile { k: 4, m: 2, stripe_unit: 8192, failure_domain: BucketType::Osd, ..Default::default() };
+        assert_eq!(p, expected);
+        let placed = parse(&["crush-root=dc1", "crush-failure-domain=rack", "crush-device-class=ssd"]).unwrap();
+        assert_eq!(
+            (placed.crush_root.as_str(), placed.failure_domain, placed.crush_device_class.as_deref()),
+            ("dc1", BucketType::Rack, Some("ssd"))
+        );
         assert_eq!(p.default_min_size(), 5);
         assert_eq!(parse(&["k=3", "m=1"]).unwrap().default_min_size(), 3);
         assert_eq!(parse(&[]).unwrap(), ErasureProfile::default());
@@ -201,8 +208,8 @@ mod tests {
             (&["stripe_unit=1000"], "stripe_unit must be a multiple"),
             (&["stripe_unit=4X"], "stripe_unit must be a size"),
             (&["plugin=clay"], "plugin 'clay'"),
-            (&["crush-failure-domain=rack"], "host or osd"),
-            (&["crush-root=default"], "unknown erasure-code profile setting 'crush-root'"),
+            (&["crush-failure-domain=shelf"], "'shelf' is not a CRUSH type"),
+            (&["crush-rooot=default"], "unknown erasure-code profile setting 'crush-rooot'"),
             (&["k"], "not key=value"),
         ] {
             let e = parse(bad).unwrap_err();

@@ -1,5 +1,6 @@
 //! The cluster map: pools and OSDs at one epoch.
 
+use crate::crush::{CrushMap, DEFAULT_RULE};
 use crate::erasure::{DEFAULT_PROFILE, ErasurePoolSpec, ErasureProfile, PoolErasure};
 use crate::ids::{OsdId, PgId, PoolId};
 use serde::{Deserialize, Serialize};
@@ -21,6 +22,10 @@ pub struct Pool {
     /// The erasure coding of an erasure-coded pool; `None`: replicated.
     #[serde(default)]
     pub erasure: Option<PoolErasure>,
+    /// The CRUSH rule that places its PGs (empty only in a map read from JSON written
+    /// before rules: [`OsdMap::fill_placement`] names one).
+    #[serde(default)]
+    pub crush_rule: String,
 }
 
 /// Parameters of a pool to be created; the authority assigns the id.
@@ -113,13 +118,22 @@ pub struct OsdMap {
     /// brought up to date (Ceph's `primary_temp`): used only while it is in the acting set.
     #[serde(default, with = "crate::encoding::map_as_pairs")]
     pub primary_temp: BTreeMap<PgId, OsdId>,
+    /// The CRUSH hierarchy, device classes and rules.
+    #[serde(default)]
+    pub crush: CrushMap,
+    /// OSDs whose override weight (`osd reweight`, 16.16) is below 1.0.
+    #[serde(default)]
+    pub osd_reweight: BTreeMap<OsdId, u32>,
 }
 
 impl crate::Versioned for OsdMap {
     const NAME: &'static str = "osd map";
-    const VERSION: u8 = 5;
+    const VERSION: u8 = 6;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<crate::Result<Self>> {
+        if version == 5 {
+            return Some(crate::encoding::decode_body::<v5::OsdMap>("osd map v5", body).map(OsdMap::from));
+        }
         let v4 = match version {
             1 => crate::encoding::decode_body::<v1::OsdMap>("osd map v1", body)
                 .map(|m| v4::OsdMap::from(v3::OsdMap::from(v2::OsdMap::from(m)))),
@@ -129,13 +143,143 @@ impl crate::Versioned for OsdMap {
             4 => crate::encoding::decode_body::<v4::OsdMap>("osd map v4", body),
             _ => return None,
         };
-        Some(v4.map(OsdMap::from))
+        Some(v4.map(|m| OsdMap::from(v5::OsdMap::from(m))))
+    }
+}
+
+/// Version 5 of the map, before the CRUSH hierarchy, rules and override weights.
+pub mod v5 {
+    use super::ActiveInterval;
+    use super::OsdEntry;
+    use crate::crush::BucketType;
+    use crate::ids::{OsdId, PgId, PoolId};
+    use serde::{Deserialize, Serialize};
+    use std::collections::BTreeMap;
+
+    /// An erasure-code profile as versions 4 and 5 stored it (no CRUSH root or class).
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct ErasureProfile {
+        /// Data shards.
+        pub k: u32,
+        /// Parity shards.
+        pub m: u32,
+        /// Bytes of a stripe on one shard.
+        pub stripe_unit: u32,
+        /// Host or OSD.
+        pub failure_domain: BucketType,
+    }
+
+    impl From<ErasureProfile> for crate::erasure::ErasureProfile {
+        fn from(old: ErasureProfile) -> Self {
+            crate::erasure::ErasureProfile {
+                k: old.k,
+                m: old.m,
+                stripe_unit: old.stripe_unit,
+                failure_domain: old.failure_domain,
+                ..Default::default()
+            }
+        }
+    }
+
+    /// A pool's erasure coding as versions 4 and 5 stored it.
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct PoolErasure {
+        /// Profile name.
+        pub profile: String,
+        /// The code.
+        pub code: ErasureProfile,
+        /// Partial overwrites allowed.
+        pub allow_overwrites: bool,
+    }
+
+    /// A pool as versions 4 and 5 stored it (no CRUSH rule).
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Pool {
+        /// Id.
+        pub id: PoolId,
+        /// Name.
+        pub name: String,
+        /// PGs.
+        pub pg_num: u32,
+        /// Replicas or shards.
+        pub size: u32,
+        /// Replicas for writes.
+        pub min_size: u32,
+        /// Erasure coding.
+        pub erasure: Option<PoolErasure>,
+    }
+
+    /// The map as version 5 stored it.
+    #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct OsdMap {
+        /// Epoch.
+        pub epoch: u64,
+        /// Next pool id.
+        pub next_pool_id: u64,
+        /// Pools.
+        pub pools: BTreeMap<PoolId, Pool>,
+        /// OSDs.
+        pub osds: BTreeMap<OsdId, OsdEntry>,
+        /// Central configuration.
+        pub config: BTreeMap<String, BTreeMap<String, String>>,
+        /// Activated intervals.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub pg_active: BTreeMap<PgId, ActiveInterval>,
+        /// Erasure-code profiles.
+        pub erasure_profiles: BTreeMap<String, ErasureProfile>,
+        /// Primaries in place of placement's.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub primary_temp: BTreeMap<PgId, OsdId>,
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        /// Every pool gets the rule its placement followed (replicated: `replicated_rule`;
+        /// erasure-coded: a rule of its own with the profile's failure domain) and every
+        /// host the bucket id placement hashed, so nothing moves.
+        fn from(old: OsdMap) -> Self {
+            let pools = old
+                .pools
+                .into_iter()
+                .map(|(id, p)| {
+                    let erasure = p.erasure.map(|e| crate::erasure::PoolErasure {
+                        profile: e.profile,
+                        code: e.code.into(),
+                        allow_overwrites: e.allow_overwrites,
+                    });
+                    let pool = super::Pool {
+                        id: p.id,
+                        name: p.name,
+                        pg_num: p.pg_num,
+                        size: p.size,
+                        min_size: p.min_size,
+                        erasure,
+                        crush_rule: String::new(),
+                    };
+                    (id, pool)
+                })
+                .collect();
+            let mut map = super::OsdMap {
+                epoch: old.epoch,
+                next_pool_id: old.next_pool_id,
+                pools,
+                osds: old.osds,
+                config: old.config,
+                pg_active: old.pg_active,
+                erasure_profiles: old.erasure_profiles.into_iter().map(|(n, p)| (n, p.into())).collect(),
+                primary_temp: old.primary_temp,
+                crush: Default::default(),
+                osd_reweight: BTreeMap::new(),
+            };
+            map.fill_placement();
+            map
+        }
     }
 }
 
 /// Version 4 of the map, before `primary_temp`.
 pub mod v4 {
-    use super::{ActiveInterval, ErasureProfile, OsdEntry, Pool};
+    use super::v5::{ErasureProfile, Pool};
+    use super::{ActiveInterval, OsdEntry};
     use crate::ids::{OsdId, PgId, PoolId};
     use serde::{Deserialize, Serialize};
     use std::collections::BTreeMap;
@@ -160,9 +304,9 @@ pub mod v4 {
         pub erasure_profiles: BTreeMap<String, ErasureProfile>,
     }
 
-    impl From<OsdMap> for super::OsdMap {
+    impl From<OsdMap> for super::v5::OsdMap {
         fn from(old: OsdMap) -> Self {
-            super::OsdMap {
+            super::v5::OsdMap {
                 epoch: old.epoch,
                 next_pool_id: old.next_pool_id,
                 pools: old.pools,
@@ -222,7 +366,7 @@ pub mod v3 {
                 .pools
                 .into_iter()
                 .map(|(id, p)| {
-                    let pool = super::Pool {
+                    let pool = super::v5::Pool {
                         id: p.id,
                         name: p.name,
                         pg_num: p.pg_num,
@@ -339,7 +483,7 @@ impl OsdMap {
         if self.by_name(&spec.name).is_some() {
             return Err(crate::error::err::exists(format!("pool '{}' already exists", spec.name)));
         }
-        Ok(self.add_pool(spec, None))
+        Ok(self.add_pool(spec, None, DEFAULT_RULE.to_owned()))
     }
 
     /// Adds an erasure-coded pool built from `spec` and the profile it names.
@@ -358,11 +502,36 @@ impl OsdMap {
         if self.by_name(&spec.name).is_some() {
             return Err(crate::error::err::exists(format!("pool '{}' already exists", spec.name)));
         }
+        let mut crush = self.crush_view();
+        crush.bucket(&code.crush_root)?;
+        let rule = crush.add_erasure_rule(&spec.name, &code);
+        self.crush = crush;
         let erasure = PoolErasure { profile: spec.profile.clone(), code, allow_overwrites: spec.allow_overwrites };
-        Ok(self.add_pool(&replicated, Some(erasure)))
+        Ok(self.add_pool(&replicated, Some(erasure), rule))
     }
 
-    fn add_pool(&mut self, spec: &PoolSpec, erasure: Option<PoolErasure>) -> Pool {
+    /// The CRUSH map with a bucket for every host an OSD names (see
+    /// [`CrushMap::add_hosts_of`]): what placement reads.
+    pub fn crush_view(&self) -> CrushMap {
+        let mut crush = self.crush.clone();
+        crush.add_hosts_of(self.osds.values().map(|o| o.host.as_str()));
+        crush
+    }
+
+    /// Completes a map from before CRUSH rules: hosts get buckets, and each pool without a
+    /// rule gets the one its placement followed.
+    pub fn fill_placement(&mut self) {
+        let mut crush = self.crush_view();
+        for pool in self.pools.values_mut().filter(|p| p.crush_rule.is_empty()) {
+            pool.crush_rule = match &pool.erasure {
+                Some(erasure) => crush.add_erasure_rule(&pool.name, &erasure.code),
+                None => DEFAULT_RULE.to_owned(),
+            };
+        }
+        self.crush = crush;
+    }
+
+    fn add_pool(&mut self, spec: &PoolSpec, erasure: Option<PoolErasure>, crush_rule: String) -> Pool {
         self.next_pool_id = self.next_pool_id.max(1);
         let pool = Pool {
             id: PoolId(self.next_pool_id),
@@ -371,6 +540,7 @@ impl OsdMap {
             size: spec.size,
             min_size: spec.min_size,
             erasure,
+            crush_rule,
         };
         self.next_pool_id += 1;
         self.epoch += 1;
@@ -509,7 +679,7 @@ mod tests {
     }
 
     #[test]
-    fn version_5_has_golden_bytes() {
+    fn version_6_has_golden_bytes() {
         use crate::Versioned;
         let mut map = OsdMap { epoch: 1, ..OsdMap::default() };
         let profile = ErasureProfile { k: 4, m: 2, stripe_unit: 4096, ..ErasureProfile::default() };
@@ -522,29 +692,55 @@ mod tests {
             allow_overwrites: true,
         };
         map.create_erasure(&spec).unwrap();
-        // Version 5, epoch 3, next pool 2, one pool: 1 → id 1, "ec", 1 PG, size 6, min_size 5,
-        // erasure: Some("p42", 4+2, stripe unit 4096 (varint 0x80 0x20), host, overwrites);
-        // no OSDs, options or activations; one profile "p42"; PG 1.0 led by osd.3.
         map.primary_temp.insert(PgId { pool: PoolId(1), seed: 0 }, OsdId(3));
-        let pool = [1, 1, 1, 2, b'e', b'c', 1, 6, 5, 1, 3, b'p', b'4', b'2', 4, 2, 0x80, 0x20, 0, 1];
-        let profile = [1, 3, b'p', b'4', b'2', 4, 2, 0x80, 0x20, 0];
-        let expected: Vec<u8> = [&[5, 3, 2][..], &pool, &[0, 0, 0], &profile, &[1, 1, 0, 3]].concat();
+        // Version 6, epoch 3, next pool 2, one pool: 1 → id 1, "ec", 1 PG, size 6, min_size
+        // 5, erasure: Some("p42", 4+2, stripe unit 4096 (varint 0x80 0x20), host, root
+        // "default", no class; overwrites), rule "ec"; no OSDs, options or activations; one
+        // profile "p42"; PG 1.0 led by osd.3; CRUSH: bucket "default" (id -1 zigzagged to 1,
+        // Root (6), no parents), rule "ec" (root "default", host, no class), no classes; no
+        // override weights.
+        let code = |root: &[u8]| [&[4, 2, 0x80, 0x20, 0][..], root].concat();
+        let root: &[u8] = &[7, b'd', b'e', b'f', b'a', b'u', b'l', b't', 0];
+        let pool = |code: &[u8], rule: &[u8]| {
+            [&[1, 1, 1, 2, b'e', b'c', 1, 6, 5, 1, 3, b'p', b'4', b'2'][..], code, &[1], rule].concat()
+        };
+        let profiles = |code: &[u8]| [&[1, 3, b'p', b'4', b'2'][..], code].concat();
+        let crush = [&[1, 7, b'd', b'e', b'f', b'a', b'u', b'l', b't', 1, 6, 0, 1, 2, b'e', b'c'][..], root, &[0, 0]];
+        let expected: Vec<u8> = [
+            &[6, 3, 2][..],
+            &pool(&code(root), &[2, b'e', b'c']),
+            &[0, 0, 0],
+            &profiles(&code(root)),
+            &[1, 1, 0, 3],
+            &crush.concat(),
+            &[0],
+        ]
+        .concat();
         assert_eq!(map.encode(), expected);
         assert_eq!(OsdMap::decode(&map.encode()).unwrap(), map);
+        // Version 5 had no CRUSH map, rules or override weights, and profiles without root
+        // and class: it decodes with the rule its placement followed.
+        let v5: Vec<u8> =
+            [&[5, 3, 2][..], &pool(&code(&[]), &[]), &[0, 0, 0], &profiles(&code(&[])), &[1, 1, 0, 3]].concat();
+        assert_eq!(OsdMap::decode(&v5).unwrap(), map);
         // Version 4 ended at the profiles.
-        let v4: Vec<u8> = [&[4, 3, 2][..], &pool, &[0, 0, 0], &profile].concat();
+        let v4: Vec<u8> = [&[4, 3, 2][..], &pool(&code(&[]), &[]), &[0, 0, 0], &profiles(&code(&[]))].concat();
         let old = OsdMap::decode(&v4).unwrap();
         assert_eq!(old, OsdMap { primary_temp: BTreeMap::new(), ..map.clone() });
+        map.osd_reweight.insert(OsdId(3), 0x8000);
+        map.crush.device_classes.insert(OsdId(3), "ssd".into());
         // The monitors' Raft log keeps maps as JSON, which takes no structured keys; older
-        // JSON maps have no profiles and no pool erasure.
+        // JSON maps have no profiles, pool erasure or CRUSH rules.
         let json = serde_json::to_vec(&map).unwrap();
         assert_eq!(serde_json::from_slice::<OsdMap>(&json).unwrap(), map);
-        let old: OsdMap = serde_json::from_str(
+        let mut old: OsdMap = serde_json::from_str(
             r#"{"epoch":1,"next_pool_id":2,"pools":{"1":{"id":1,"name":"p","pg_num":1,"size":1,"min_size":1}},
                "osds":{},"config":{},"pg_active":[]}"#,
         )
         .unwrap();
         assert!(old.pools[&PoolId(1)].erasure.is_none() && old.erasure_profiles.is_empty());
+        old.fill_placement();
+        assert_eq!(old.pools[&PoolId(1)].crush_rule, DEFAULT_RULE);
     }
 
     #[test]

@@ -626,6 +626,9 @@ pub enum MapCommand {
         /// The weight, 0x10000 = 1.0; 0 takes no data.
         weight: u32,
     },
+    /// Changes the CRUSH hierarchy, device classes, rules, a pool's rule or an OSD's
+    /// override weight.
+    Crush(crate::crush::CrushChange),
 }
 
 #[cfg(test)]
@@ -689,7 +692,8 @@ mod tests {
 
     #[test]
     fn erasure_commands_have_golden_bytes() {
-        use crate::erasure::{ErasurePoolSpec, ErasureProfile, FailureDomain};
+        use crate::crush::BucketType;
+        use crate::erasure::{ErasurePoolSpec, ErasureProfile};
         let map = |command| Message::Request { tid: 4, request: Request::Map(command) };
         // Request (0), tid 4, Request::Map (6), CreateErasurePool (13), "e", 8 PGs, profile
         // "p", no min_size, overwrites allowed.
@@ -701,10 +705,19 @@ mod tests {
             allow_overwrites: true,
         };
         assert_eq!(map(MapCommand::CreateErasurePool(spec)).encode(), [1, 0, 4, 6, 13, 1, b'e', 8, 1, b'p', 0, 1]);
-        // SetErasureProfile (14), "p", k 4, m 2, stripe unit 4096 (varint), Osd (1), no force.
-        let profile = ErasureProfile { k: 4, m: 2, stripe_unit: 4096, failure_domain: FailureDomain::Osd };
+        // SetErasureProfile (14), "p", k 4, m 2, stripe unit 4096 (varint), Rack (2), root
+        // "dc", class Some("ssd"), no force.
+        let profile = ErasureProfile {
+            k: 4,
+            m: 2,
+            stripe_unit: 4096,
+            failure_domain: BucketType::Rack,
+            crush_root: "dc".into(),
+            crush_device_class: Some("ssd".into()),
+        };
         let set = MapCommand::SetErasureProfile { name: "p".into(), profile, force: false };
-        assert_eq!(map(set).encode(), [1, 0, 4, 6, 14, 1, b'p', 4, 2, 0x80, 0x20, 1, 0]);
+        let expected = [1, 0, 4, 6, 14, 1, b'p', 4, 2, 0x80, 0x20, 2, 2, b'd', b'c', 1, 3, b's', b's', b'd', 0];
+        assert_eq!(map(set).encode(), expected);
         // RemoveErasureProfile (15), "p".
         assert_eq!(map(MapCommand::RemoveErasureProfile("p".into())).encode(), [1, 0, 4, 6, 15, 1, b'p']);
     }
@@ -741,6 +754,38 @@ mod tests {
             request: Request::Map(MapCommand::SetOsdWeight { id: OsdId(3), weight: 0x8000 }),
         };
         assert_eq!(msg.encode(), [1, 0, 4, 6, 18, 3, 0x80, 0x80, 0x02]);
+    }
+
+    #[test]
+    fn crush_changes_have_golden_bytes() {
+        use crate::crush::{BucketType, CrushChange, CrushRule};
+        let map = |change| Message::Request { tid: 4, request: Request::Map(MapCommand::Crush(change)) };
+        // Request (0), tid 4, Request::Map (6), Crush (19), then the change:
+        let prefix = [1, 0, 4, 6, 19];
+        let add = CrushChange::AddBucket { name: "r1".into(), kind: BucketType::Rack, parent: Some("d".into()) };
+        // AddBucket (0), "r1", Rack (2), Some("d").
+        assert_eq!(map(add).encode(), [&prefix[..], &[0, 2, b'r', b'1', 2, 1, 1, b'd']].concat());
+        // Move (1) "h" to "r"; Link (2); Unlink (3); Remove (4) "r".
+        let moved = CrushChange::Move { name: "h".into(), parent: "r".into() };
+        assert_eq!(map(moved).encode(), [&prefix[..], &[1, 1, b'h', 1, b'r']].concat());
+        let unlink = CrushChange::Unlink { name: "h".into(), parent: "r".into() };
+        assert_eq!(map(unlink).encode(), [&prefix[..], &[3, 1, b'h', 1, b'r']].concat());
+        assert_eq!(map(CrushChange::Remove("r".into())).encode(), [&prefix[..], &[4, 1, b'r']].concat());
+        // SetDeviceClass (5) [osd.1] "ssd"; RemoveDeviceClass (6) [osd.1].
+        let class = CrushChange::SetDeviceClass { osds: vec![OsdId(1)], class: "ssd".into() };
+        assert_eq!(map(class).encode(), [&prefix[..], &[5, 1, 1, 3, b's', b's', b'd']].concat());
+        let classless = CrushChange::RemoveDeviceClass(vec![OsdId(1)]);
+        assert_eq!(map(classless).encode(), [&prefix[..], &[6, 1, 1]].concat());
+        // CreateRule (7) "f": root "d", Host (0), class None; RemoveRule (8) "f".
+        let rule = CrushRule { root: "d".into(), failure_domain: BucketType::Host, device_class: None };
+        let create = CrushChange::CreateRule { name: "f".into(), rule };
+        assert_eq!(map(create).encode(), [&prefix[..], &[7, 1, b'f', 1, b'd', 0, 0]].concat());
+        assert_eq!(map(CrushChange::RemoveRule("f".into())).encode(), [&prefix[..], &[8, 1, b'f']].concat());
+        // SetPoolRule (9) pool "p" rule "f"; Reweight (10) osd.3 to 0x8000 (varint).
+        let pool_rule = CrushChange::SetPoolRule { pool: "p".into(), rule: "f".into() };
+        assert_eq!(map(pool_rule).encode(), [&prefix[..], &[9, 1, b'p', 1, b'f']].concat());
+        let reweight = CrushChange::Reweight { osd: OsdId(3), reweight: 0x8000 };
+        assert_eq!(map(reweight).encode(), [&prefix[..], &[10, 3, 0x80, 0x80, 0x02]].concat());
     }
 
     #[test]
