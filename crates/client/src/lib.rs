@@ -278,6 +278,12 @@ impl Rados {
         self.map_command(MapCommand::SetOsdWeight { id, weight }).await
     }
 
+    /// Changes the CRUSH hierarchy, classes, rules, a pool's rule or an override weight;
+    /// returns the new map.
+    pub async fn crush(&self, change: shoal_types::crush::CrushChange) -> Result<Arc<OsdMap>> {
+        self.map_command(MapCommand::Crush(change)).await
+    }
+
     /// Keeps `map` if it is newer than the one held; returns the newest.
     fn adopt(&self, map: OsdMap) -> Arc<OsdMap> {
         let mut current = self.inner.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

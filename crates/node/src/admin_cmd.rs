@@ -1,9 +1,10 @@
 //! Cluster-wide commands, in the manner of the `ceph` tool: `shoal status`,
 //! `shoal osd tree|out|in|erasure-code-profile` (and `shoal osd run`, the daemon),
-//! `shoal pool create|ls|rm`.
+//! `shoal osd crush …`, `shoal pool create|ls|set|rm`.
 
 use crate::session::ClusterArgs;
 use clap::{Args, Subcommand};
+use shoal_types::crush::{BucketType, CrushChange, CrushRule};
 use shoal_types::erasure::{ErasurePoolSpec, ErasureProfile};
 use shoal_types::{OsdId, OsdMap, PgId, PgStat, PoolSpec, Result, err};
 use std::collections::BTreeMap;
@@ -63,14 +64,29 @@ pub enum OsdCommand {
     /// Whether stopping an OSD leaves every PG it serves with `min_size` members up (Ceph's
     /// `osd ok-to-stop`); exits with EBUSY naming the PGs that would stop serving if not.
     OkToStop(OsdMark),
-    /// The CRUSH map: `reweight osd.N WEIGHT` sets an OSD's capacity weight (1.0 for one
-    /// share; 0 takes no data), which it keeps across restarts.
+    /// The CRUSH map: the hierarchy (`add-bucket`, `move`, `link`, `unlink`, `rm`), device
+    /// classes, rules, and `reweight osd.N WEIGHT` (an OSD's capacity weight, kept across
+    /// restarts).
     Crush(CrushArgs),
+    /// Set an OSD's override weight, 0 to 1: the share of the PGs its CRUSH weight gives it
+    /// that it keeps (Ceph's `osd reweight`).
+    Reweight {
+        /// Where the cluster is.
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// The OSD: `osd.N` or `N`.
+        #[arg(value_parser = parse_osd)]
+        osd: OsdId,
+        /// 0 to 1.
+        #[arg(value_parser = parse_weight)]
+        weight: u32,
+    },
     /// Space per OSD: the data device's size, what objects use, what is free, and what is
     /// allocated but not referenced (writes in flight, frees waiting for a sync).
     Df(StatusArgs),
-    /// Erasure-code profiles: `set NAME k=4 m=2 [crush-failure-domain=host|osd]
-    /// [stripe_unit=4K] [plugin=reed_solomon]`, `get NAME`, `ls`, `rm NAME`.
+    /// Erasure-code profiles: `set NAME k=4 m=2 [crush-failure-domain=host|rack|osd|…]
+    /// [crush-root=ROOT] [crush-device-class=CLASS] [stripe_unit=4K]
+    /// [plugin=reed_solomon]`, `get NAME`, `ls`, `rm NAME`.
     ErasureCodeProfile(ProfileArgs),
 }
 
@@ -90,7 +106,8 @@ pub enum ProfileCommand {
     Set {
         /// Profile name.
         name: String,
-        /// `k=…`, `m=…`, `crush-failure-domain=host|osd`, `stripe_unit=…`, `plugin=reed_solomon`.
+        /// `k=…`, `m=…`, `crush-failure-domain=TYPE`, `crush-root=…`, `crush-device-class=…`,
+        /// `stripe_unit=…`, `plugin=reed_solomon`.
         settings: Vec<String>,
         /// Replace an existing profile with other settings (pools made with it keep theirs).
         #[arg(long)]
@@ -165,6 +182,115 @@ pub enum CrushCommand {
         #[arg(value_parser = parse_weight)]
         weight: u32,
     },
+    /// Add a bucket: `add-bucket rack1 rack [root=default]`.
+    AddBucket {
+        /// Its name.
+        name: String,
+        /// Its type: root, datacenter, room, row, rack or host.
+        #[arg(value_parser = parse_type)]
+        kind: BucketType,
+        /// Where it goes, `TYPE=NAME` (several: the lowest is the parent).
+        location: Vec<String>,
+    },
+    /// Put a bucket (and its data) under another alone: `move host3 rack=rack1`.
+    Move {
+        /// The bucket.
+        name: String,
+        /// Its new place, `TYPE=NAME`.
+        #[arg(required = true)]
+        location: Vec<String>,
+    },
+    /// Put a bucket under another too, keeping its other places.
+    Link {
+        /// The bucket.
+        name: String,
+        /// The added place, `TYPE=NAME`.
+        #[arg(required = true)]
+        location: Vec<String>,
+    },
+    /// Take a bucket out of one of its parents.
+    Unlink {
+        /// The bucket.
+        name: String,
+        /// The parent it leaves.
+        parent: String,
+    },
+    /// Remove an empty bucket.
+    Rm {
+        /// The bucket.
+        name: String,
+    },
+    /// Set the device class of OSDs: `set-device-class ssd osd.0 osd.3`.
+    SetDeviceClass {
+        /// The class (`hdd`, `ssd`, `nvme` or any name).
+        class: String,
+        /// The OSDs.
+        #[arg(required = true, value_parser = parse_osd)]
+        osds: Vec<OsdId>,
+    },
+    /// Remove the device class of OSDs.
+    RmDeviceClass {
+        /// The OSDs.
+        #[arg(required = true, value_parser = parse_osd)]
+        osds: Vec<OsdId>,
+    },
+    /// Device classes and their OSDs.
+    ClassLs,
+    /// Rules: `create-replicated NAME ROOT TYPE [CLASS]`, `ls`, `dump [NAME]`, `rm NAME`.
+    #[command(subcommand)]
+    Rule(RuleCommand),
+}
+
+/// `shoal osd crush rule …` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum RuleCommand {
+    /// Create a rule that puts each copy in a distinct TYPE bucket under ROOT (on OSDs of
+    /// CLASS only, if given).
+    CreateReplicated {
+        /// The rule's name.
+        name: String,
+        /// The bucket placement starts from.
+        root: String,
+        /// The failure domain: osd, host, rack, row, room or datacenter.
+        #[arg(value_parser = parse_type)]
+        kind: BucketType,
+        /// Only OSDs of this device class.
+        class: Option<String>,
+    },
+    /// List the rules.
+    Ls,
+    /// Print rules (all, or one) as JSON.
+    Dump {
+        /// The rule.
+        name: Option<String>,
+    },
+    /// Remove a rule no pool uses.
+    Rm {
+        /// The rule.
+        name: String,
+    },
+}
+
+fn parse_type(text: &str) -> std::result::Result<BucketType, String> {
+    text.parse().map_err(|e: shoal_types::RadosError| e.message)
+}
+
+/// The parent a `TYPE=NAME …` location names (the lowest type given), checked against the
+/// map: the bucket exists and has that type.
+fn location_parent(map: &OsdMap, location: &[String]) -> Result<String> {
+    let crush = map.crush_view();
+    let mut parents = Vec::new();
+    for pair in location {
+        let (kind, name) =
+            pair.split_once('=').ok_or_else(|| err::invalid(format!("location '{pair}' is not TYPE=NAME")))?;
+        let kind: BucketType = kind.parse()?;
+        let bucket = crush.bucket(name)?;
+        if bucket.kind != kind {
+            return Err(err::invalid(format!("'{name}' is a {}, not a {kind}", bucket.kind)));
+        }
+        parents.push((kind.level(), name.to_owned()));
+    }
+    parents.into_iter().min().map(|(_, name)| name).ok_or_else(|| err::invalid("give a location, TYPE=NAME"))
 }
 
 /// `osd.N` or `N`.
@@ -207,6 +333,15 @@ pub enum PoolCommand {
     },
     /// List pools with their parameters.
     Ls,
+    /// Set a pool's parameter: `crush_rule RULE`.
+    Set {
+        /// Pool name.
+        name: String,
+        /// The parameter: `crush_rule`.
+        key: String,
+        /// Its value.
+        value: String,
+    },
     /// Delete a pool and its objects.
     Rm {
         /// Pool name.
@@ -227,7 +362,137 @@ fn describe_pool(pool: &shoal_types::Pool) -> String {
         ),
         None => "replicated".to_owned(),
     };
-    format!("id {} {kind} size {} min_size {} pg_num {}", pool.id, pool.size, pool.min_size, pool.pg_num)
+    format!(
+        "id {} {kind} size {} min_size {} pg_num {} crush_rule {}",
+        pool.id, pool.size, pool.min_size, pool.pg_num, pool.crush_rule
+    )
+}
+
+/// `osd tree`: the CRUSH hierarchy from each root down to the OSDs, with CRUSH weights
+/// (a bucket's is its OSDs' sum), classes, states and override weights.
+pub fn tree(map: &OsdMap) -> Vec<String> {
+    let crush = map.crush_view();
+    let mut lines =
+        vec![format!("{:>5}  {:<6} {:>9}  {:<28} {:<7} REWEIGHT", "ID", "CLASS", "WEIGHT", "TYPE NAME", "STATUS")];
+    fn weight_under(map: &OsdMap, crush: &shoal_types::crush::CrushMap, bucket: &str) -> u64 {
+        let osds = map.osds.values().filter(|o| o.host == bucket).map(|o| u64::from(o.weight));
+        let children = crush.buckets.iter().filter(|(_, b)| b.parents.iter().any(|p| p == bucket));
+        osds.sum::<u64>() + children.map(|(name, _)| weight_under(map, crush, name)).sum::<u64>()
+    }
+    fn walk(map: &OsdMap, crush: &shoal_types::crush::CrushMap, bucket: &str, depth: usize, lines: &mut Vec<String>) {
+        let b = &crush.buckets[bucket];
+        let weight = weight_under(map, crush, bucket) as f64 / 65536.0;
+        let name = format!("{:indent$}{} {bucket}", "", b.kind, indent = depth * 4);
+        lines.push(format!("{:>5}  {:<6} {weight:>9.5}  {name}", b.id, ""));
+        for (child, _) in crush.buckets.iter().filter(|(_, c)| c.parents.iter().any(|p| p == bucket)) {
+            walk(map, crush, child, depth + 1, lines);
+        }
+        for (id, osd) in map.osds.iter().filter(|(_, o)| o.host == bucket) {
+            let class = crush.device_classes.get(id).map_or("", String::as_str);
+            let status = match (osd.up, osd.is_in) {
+                (true, true) => "up",
+                (true, false) => "up out",
+                (false, true) => "down",
+                (false, false) => "down out",
+            };
+            let reweight = f64::from(map.osd_reweight.get(id).copied().unwrap_or(0x10000)) / 65536.0;
+            let name = format!("{:indent$}{id}", "", indent = (depth + 1) * 4);
+            lines.push(format!(
+                "{:>5}  {class:<6} {:>9.5}  {name:<28} {status:<7} {reweight:.5}",
+                id.0,
+                f64::from(osd.weight) / 65536.0
+            ));
+        }
+    }
+    for (root, _) in crush.buckets.iter().filter(|(_, b)| b.parents.is_empty()) {
+        walk(map, &crush, root, 0, &mut lines);
+    }
+    lines
+}
+
+/// Runs a `shoal osd crush …` command.
+async fn crush(rados: &shoal_client::Rados, command: CrushCommand) -> Result<()> {
+    let map = rados.refresh_map().await?;
+    let (change, done) = match command {
+        CrushCommand::Reweight { osd, weight } => {
+            let map = rados.osd_set_weight(osd, weight).await?;
+            println!("reweighted {osd} to {:.4} (map epoch {})", f64::from(weight) / 65536.0, map.epoch);
+            return Ok(());
+        }
+        CrushCommand::AddBucket { name, kind, location } => {
+            let parent = if location.is_empty() { None } else { Some(location_parent(&map, &location)?) };
+            let done = format!(
+                "added bucket {name} type {kind}{}",
+                parent.as_ref().map_or(String::new(), |p| format!(" under {p}"))
+            );
+            (CrushChange::AddBucket { name, kind, parent }, done)
+        }
+        CrushCommand::Move { name, location } => {
+            let parent = location_parent(&map, &location)?;
+            (CrushChange::Move { name: name.clone(), parent: parent.clone() }, format!("moved {name} to {parent}"))
+        }
+        CrushCommand::Link { name, location } => {
+            let parent = location_parent(&map, &location)?;
+            (CrushChange::Link { name: name.clone(), parent: parent.clone() }, format!("linked {name} under {parent}"))
+        }
+        CrushCommand::Unlink { name, parent } => (
+            CrushChange::Unlink { name: name.clone(), parent: parent.clone() },
+            format!("unlinked {name} from {parent}"),
+        ),
+        CrushCommand::Rm { name } => (CrushChange::Remove(name.clone()), format!("removed bucket {name}")),
+        CrushCommand::SetDeviceClass { class, osds } => {
+            let done = format!("set {} OSDs to class {class}", osds.len());
+            (CrushChange::SetDeviceClass { osds, class }, done)
+        }
+        CrushCommand::RmDeviceClass { osds } => {
+            (CrushChange::RemoveDeviceClass(osds.clone()), format!("removed the class of {} OSDs", osds.len()))
+        }
+        CrushCommand::ClassLs => {
+            let mut classes: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+            for (osd, class) in &map.crush.device_classes {
+                classes.entry(class).or_default().push(osd.to_string());
+            }
+            for (class, osds) in classes {
+                println!("{class}: {}", osds.join(" "));
+            }
+            return Ok(());
+        }
+        CrushCommand::Rule(RuleCommand::CreateReplicated { name, root, kind, class }) => {
+            let rule = CrushRule { root, failure_domain: kind, device_class: class };
+            (CrushChange::CreateRule { name: name.clone(), rule }, format!("created rule {name}"))
+        }
+        CrushCommand::Rule(RuleCommand::Ls) => {
+            map.crush.rule_names().iter().for_each(|name| println!("{name}"));
+            return Ok(());
+        }
+        CrushCommand::Rule(RuleCommand::Dump { name }) => {
+            let names = match name {
+                Some(name) => vec![name],
+                None => map.crush.rule_names(),
+            };
+            let mut rules = Vec::new();
+            for name in names {
+                let rule = map.crush.rule(&name)?;
+                let pools: Vec<&str> =
+                    map.pools.values().filter(|p| p.crush_rule == name).map(|p| p.name.as_str()).collect();
+                rules.push(serde_json::json!({
+                    "rule_name": name,
+                    "root": rule.root,
+                    "failure_domain": rule.failure_domain.name(),
+                    "device_class": rule.device_class,
+                    "pools": pools,
+                }));
+            }
+            println!("{}", serde_json::to_string_pretty(&rules).map_err(|e| err::io(e.to_string()))?);
+            return Ok(());
+        }
+        CrushCommand::Rule(RuleCommand::Rm { name }) => {
+            (CrushChange::RemoveRule(name.clone()), format!("removed rule {name}"))
+        }
+    };
+    let map = rados.crush(change).await?;
+    println!("{done} (map epoch {})", map.epoch);
+    Ok(())
 }
 
 /// Every PG of the map with its state: as its primary reported it, or `unknown`.
@@ -378,7 +643,8 @@ enum Action {
     PgDump,
     Tree,
     SetIn(u32, bool),
-    Reweight(OsdId, u32),
+    Override(OsdId, u32),
+    Crush(CrushCommand),
     OkToStop(OsdId),
     Pool(PoolCommand),
     Profile(ProfileCommand),
@@ -420,8 +686,12 @@ pub async fn osd(command: OsdCommand) -> Result<()> {
         OsdCommand::Out(mark) => run(&mark.cluster, Action::SetIn(mark.id, false)).await,
         OsdCommand::In(mark) => run(&mark.cluster, Action::SetIn(mark.id, true)).await,
         OsdCommand::OkToStop(mark) => run(&mark.cluster, Action::OkToStop(OsdId(mark.id))).await,
-        OsdCommand::Crush(CrushArgs { cluster, command: CrushCommand::Reweight { osd, weight } }) => {
-            run(&cluster, Action::Reweight(osd, weight)).await
+        OsdCommand::Crush(CrushArgs { cluster, command }) => run(&cluster, Action::Crush(command)).await,
+        OsdCommand::Reweight { cluster, osd, weight } => {
+            if weight > 0x10000 {
+                return Err(err::invalid("an override weight is between 0 and 1"));
+            }
+            run(&cluster, Action::Override(osd, weight)).await
         }
         OsdCommand::Df(args) => run(&args.cluster, Action::Df).await,
         OsdCommand::ErasureCodeProfile(args) => run(&args.cluster, Action::Profile(args.command)).await,
@@ -551,25 +821,8 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
             }
         }
         Action::Tree => {
-            let map = rados.refresh_map().await?;
-            let mut hosts: BTreeMap<&str, Vec<(OsdId, &shoal_types::OsdEntry)>> = BTreeMap::new();
-            for (id, osd) in &map.osds {
-                hosts.entry(osd.host.as_str()).or_default().push((*id, osd));
-            }
-            println!("{:<6} {:>8}  {:<16} {:<6} IN", "ID", "WEIGHT", "NAME", "STATUS");
-            for (host, osds) in hosts {
-                let weight: f64 = osds.iter().map(|(_, o)| f64::from(o.weight) / 65536.0).sum();
-                println!("{:<6} {weight:>8.3}  host {host}", "-");
-                for (id, o) in osds {
-                    let status = if o.up { "up" } else { "down" };
-                    let is_in = if o.is_in { "in" } else { "out" };
-                    println!(
-                        "{:<6} {:>8.3}    {:<14} {status:<6} {is_in}",
-                        id.0,
-                        f64::from(o.weight) / 65536.0,
-                        id.to_string()
-                    );
-                }
+            for line in tree(&*rados.refresh_map().await?) {
+                println!("{line}");
             }
         }
         Action::Tell(id, command) => println!("{}", rados.tell_osd(id, &command).await?),
@@ -592,9 +845,17 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
             println!("marked {} osd.{id} (map epoch {})", if is_in { "in" } else { "out" }, map.epoch);
         }
         Action::OkToStop(osd) => println!("{}", ok_to_stop(&*rados.refresh_map().await?, osd)?),
-        Action::Reweight(osd, weight) => {
-            let map = rados.osd_set_weight(osd, weight).await?;
-            println!("reweighted {osd} to {:.4} (map epoch {})", f64::from(weight) / 65536.0, map.epoch);
+        Action::Override(osd, reweight) => {
+            let map = rados.crush(CrushChange::Reweight { osd, reweight }).await?;
+            println!("reweighted {osd} override to {:.4} (map epoch {})", f64::from(reweight) / 65536.0, map.epoch);
+        }
+        Action::Crush(command) => crush(rados, command).await?,
+        Action::Pool(PoolCommand::Set { name, key, value }) => {
+            if key != "crush_rule" {
+                return Err(err::invalid(format!("pool parameter '{key}' cannot be set (crush_rule can)")));
+            }
+            let map = rados.crush(CrushChange::SetPoolRule { pool: name.clone(), rule: value.clone() }).await?;
+            println!("set pool '{name}' crush_rule to {value} (map epoch {})", map.epoch);
         }
         Action::Pool(PoolCommand::Create { name, size, min_size, pg_num, erasure, allow_ec_overwrites }) => {
             let pool = match erasure {
@@ -719,5 +980,43 @@ mod tests {
             "{e}"
         );
         assert_eq!(ok_to_stop(&map, OsdId(9)).unwrap_err().errno, shoal_types::Errno::NotFound);
+    }
+
+    #[test]
+    fn the_tree_shows_each_level_with_weights_classes_and_states() {
+        let mut map = OsdMap::default();
+        for id in 0..3 {
+            map.osds.insert(OsdId(id), OsdEntry { host: format!("h{}", id / 2), ..osd(id != 2, id != 1) });
+        }
+        let rack = CrushChange::AddBucket { name: "r1".into(), kind: BucketType::Rack, parent: Some("default".into()) };
+        rack.apply(&mut map).unwrap();
+        let parent = location_parent(&map, &["root=default".into(), "rack=r1".into()]).unwrap();
+        assert_eq!(parent, "r1", "the lowest level given is the parent");
+        assert!(location_parent(&map, &["host=r1".into()]).unwrap_err().message.contains("'r1' is a rack, not a host"));
+        assert!(location_parent(&map, &["r1".into()]).is_err());
+        CrushChange::Move { name: "h0".into(), parent }.apply(&mut map).unwrap();
+        CrushChange::SetDeviceClass { osds: vec![OsdId(1)], class: "ssd".into() }.apply(&mut map).unwrap();
+        CrushChange::Reweight { osd: OsdId(0), reweight: 0x8000 }.apply(&mut map).unwrap();
+        let lines = tree(&map);
+        let names: Vec<String> =
+            lines[1..].iter().map(|l| l[25..].chars().take(28).collect::<String>().trim_end().to_owned()).collect();
+        assert_eq!(
+            names,
+            [
+                "root default",
+                "    host h1",
+                "        osd.2",
+                "    rack r1",
+                "        host h0",
+                "            osd.0",
+                "            osd.1"
+            ],
+            "{lines:#?}"
+        );
+        assert!(lines[0].contains("REWEIGHT"));
+        assert!(lines[1].contains("3.00000"), "the root weighs its three OSDs: {}", lines[1]);
+        assert!(lines[6].ends_with("up 0.50000") || lines[6].contains("up      0.50000"), "{}", lines[6]);
+        assert!(lines[7].contains("ssd") && lines[7].contains("up out"), "{}", lines[7]);
+        assert!(lines[3].contains("down"), "{}", lines[3]);
     }
 }

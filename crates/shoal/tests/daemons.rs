@@ -1,6 +1,6 @@
 //! A monitor and an OSD as separate processes over authenticated TCP, driven by the CLI.
 
-use shoal_bench::harness::{Daemon, Restarted, Vstart, cmdline, kill9, ok, shoal, shoal_c, wait_for};
+use shoal_bench::harness::{Daemon, Restarted, Vstart, cmdline, kill9, ok, shoal, shoal_c, wait_clean, wait_for};
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
@@ -114,15 +114,97 @@ fn status_tree_and_marking_osds_out() {
     let status = ok(&conf, &["status"]);
     assert!(status.contains("HEALTH_WARN") && status.contains("wants 3 replicas"), "{status}");
     ok(&conf, &["osd", "out", "1"]);
-    assert!(ok(&conf, &["osd", "tree"]).lines().any(|l| l.contains("osd.1") && l.ends_with("out")), "osd.1 is out");
+    assert!(ok(&conf, &["osd", "tree"]).lines().any(|l| l.contains("osd.1") && l.contains(" up out ")), "osd.1 is out");
     assert!(ok(&conf, &["status"]).contains("1 osds out"));
     ok(&conf, &["osd", "in", "1"]);
     assert!(ok(&conf, &["osd", "crush", "reweight", "osd.1", "0.5"]).contains("reweighted osd.1 to 0.5000"));
     let tree = ok(&conf, &["osd", "tree"]);
-    assert!(tree.lines().any(|l| l.starts_with("1 ") && l.contains("   0.500    osd.1")), "{tree}");
+    assert!(tree.lines().any(|l| l.contains(" 0.50000 ") && l.contains("osd.1 ")), "{tree}");
     let (success, _, err) = shoal_c(&conf, &["osd", "crush", "reweight", "osd.9", "1"]);
     assert!(!success && err.contains("osd.9 does not exist"), "{err}");
     assert_eq!(ok(&conf, &["pool", "ls"]).lines().count(), 1);
+}
+
+/// The rack each OSD sits in, as `osd tree` shows it.
+fn racks_of_osds(tree: &str) -> std::collections::BTreeMap<String, String> {
+    let mut rack = String::new();
+    let mut racks = std::collections::BTreeMap::new();
+    for line in tree.lines() {
+        if let Some(name) = line.split("rack ").nth(1) {
+            rack = name.trim().to_owned();
+        } else if let Some(osd) = line.split_whitespace().find(|w| w.starts_with("osd.")) {
+            racks.insert(osd.to_owned(), rack.clone());
+        }
+    }
+    racks
+}
+
+#[test]
+fn a_crush_hierarchy_rules_and_classes_through_the_cli() {
+    let cluster = Vstart::start("4", "4");
+    let conf = cluster.conf();
+    let crush = |args: &[&str]| shoal_c(&conf, &[&["osd", "crush"][..], args].concat());
+    for rack in ["rack0", "rack1"] {
+        assert!(crush(&["add-bucket", rack, "rack", "root=default"]).0);
+    }
+    for (host, rack) in [("host0", "rack0"), ("host1", "rack0"), ("host2", "rack1"), ("host3", "rack1")] {
+        let (moved, out, why) = crush(&["move", host, &format!("rack={rack}")]);
+        assert!(moved && out.contains(&format!("moved {host} to {rack}")), "{why}");
+    }
+    let tree = ok(&conf, &["osd", "tree"]);
+    let racks = racks_of_osds(&tree);
+    assert_eq!(racks.values().filter(|r| *r == "rack0").count(), 2, "{tree}");
+    assert_eq!(racks.values().filter(|r| *r == "rack1").count(), 2, "{tree}");
+    assert!(tree.lines().any(|l| l.contains("        host host0")), "hosts indented under racks: {tree}");
+
+    ok(&conf, &["pool", "create", "p", "--size", "2", "--pg-num", "8"]);
+    for i in 0..6 {
+        assert!(cluster.put("p", &format!("o{i}"), format!("data {i}").as_bytes()));
+    }
+    assert!(crush(&["rule", "create-replicated", "byrack", "default", "rack"]).0);
+    assert!(ok(&conf, &["pool", "set", "p", "crush_rule", "byrack"]).contains("crush_rule to byrack"));
+    assert!(ok(&conf, &["pool", "ls"]).contains("crush_rule byrack"));
+    wait_clean(&conf, 8, "after moving the pool to rack placement");
+    for seed in 0..8 {
+        let up = cluster.up_set(&format!("1.{seed:x}"));
+        let mut used: Vec<&String> = up.iter().map(|osd| &racks[osd]).collect();
+        used.sort();
+        assert_eq!(used, ["rack0", "rack1"], "pg 1.{seed:x} on {up:?}");
+    }
+
+    assert!(crush(&["set-device-class", "ssd", "osd.0", "2"]).0);
+    assert!(ok(&conf, &["osd", "crush", "class-ls"]).contains("ssd: osd.0 osd.2"));
+    assert!(crush(&["rule", "create-replicated", "fast", "default", "host", "ssd"]).0);
+    ok(&conf, &["pool", "set", "p", "crush_rule", "fast"]);
+    wait_clean(&conf, 8, "after moving the pool to the ssd class");
+    for seed in 0..8 {
+        let mut up = cluster.up_set(&format!("1.{seed:x}"));
+        up.sort();
+        assert_eq!(up, ["osd.0", "osd.2"], "pg 1.{seed:x}: only ssd OSDs");
+    }
+    for i in 0..6 {
+        assert_eq!(cluster.get("p", &format!("o{i}")).unwrap(), format!("data {i}").as_bytes());
+    }
+    let dump = ok(&conf, &["osd", "crush", "rule", "dump", "fast"]);
+    assert!(dump.contains("\"device_class\": \"ssd\"") && dump.contains("\"p\""), "{dump}");
+
+    for (args, why) in [
+        (&["rm", "rack0"][..], "not empty"),
+        (&["rule", "rm", "fast"], "in use by pool 'p'"),
+        (&["move", "rack0", "host=host1"], "holds only lower types"),
+        (&["move", "rack0", "rack=host1"], "'host1' is a host, not a rack"),
+        (&["add-bucket", "x", "shelf"], "not a CRUSH type"),
+    ] {
+        let (done, _, err) = crush(args);
+        assert!(!done && err.contains(why), "{args:?}: {err}");
+    }
+    let (set, _, err) = shoal_c(&conf, &["pool", "set", "p", "crush_rule", "nope"]);
+    assert!(!set && err.contains("CRUSH rule 'nope' does not exist"), "{err}");
+    assert!(ok(&conf, &["osd", "reweight", "osd.1", "0.25"]).contains("override to 0.2500"));
+    let tree = ok(&conf, &["osd", "tree"]);
+    assert!(tree.lines().any(|l| l.contains("osd.1 ") && l.ends_with("0.25000")), "{tree}");
+    let (set, _, err) = shoal_c(&conf, &["osd", "reweight", "1", "2"]);
+    assert!(!set && err.contains("between 0 and 1"), "{err}");
 }
 
 #[test]
@@ -135,7 +217,8 @@ fn erasure_code_profiles_and_pools_through_the_cli() {
     let set = profile(&["set", "ec42", "k=4", "m=2", "crush-failure-domain=osd", "stripe_unit=8K"]);
     assert!(set.0, "{}", set.2);
     let got = profile(&["get", "ec42"]).1;
-    assert!(got.contains("crush-failure-domain=osd\nk=4\nm=2\n") && got.contains("stripe_unit=8192"), "{got}");
+    let placed = "crush-device-class=\ncrush-failure-domain=osd\ncrush-root=default\nk=4\nm=2\n";
+    assert!(got.contains(placed) && got.contains("stripe_unit=8192"), "{got}");
     let (changed, _, why) = profile(&["set", "ec42", "k=3", "m=2"]);
     assert!(!changed && why.contains("--force"), "changing a profile needs --force: {why}");
     let (bad, _, why) = profile(&["set", "x", "k=4", "m=2", "plugin=clay"]);
