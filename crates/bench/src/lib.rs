@@ -1,5 +1,5 @@
 //! Shoal's benchmarks and load generators: the S3 benchmark (warp-like workloads, the
-//! Reef cycle), the thrasher, the erasure-code, recovery, scrub and guarded-append
+//! Reef cycle), the thrasher, the erasure-code, placement, recovery, scrub and guarded-append
 //! benchmarks (each prints a table or `--json`), the small SigV4 S3 client they use, and
 //! the process harness of the tests that run `shoal` daemons.
 
@@ -7,6 +7,7 @@ pub mod ec_bench;
 pub mod guarded_append;
 #[cfg(feature = "harness")]
 pub mod harness;
+pub mod placement_bench;
 pub mod recovery_bench;
 pub mod s3_bench;
 pub mod s3client;

@@ -284,6 +284,12 @@ impl Rados {
         self.map_command(MapCommand::Crush(change)).await
     }
 
+    /// Removes a down OSD from the map for good; unless `force`, only if no PG may need its
+    /// copies. Returns the new map.
+    pub async fn osd_purge(&self, id: OsdId, force: bool) -> Result<Arc<OsdMap>> {
+        self.map_command(MapCommand::OsdPurge { id, force }).await
+    }
+
     /// Keeps `map` if it is newer than the one held; returns the newest.
     fn adopt(&self, map: OsdMap) -> Arc<OsdMap> {
         let mut current = self.inner.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -78,6 +78,8 @@ pub enum MapChange {
     RemoveErasureProfile(String),
     /// Change the CRUSH hierarchy, classes, rules, a pool's rule or an override weight.
     Crush(CrushChange),
+    /// Remove a down OSD from the map (its weights, class and leads with it).
+    OsdPurge(OsdId),
     /// A primary asks that PGs be led by another OSD of their acting set (`Some`) or by
     /// placement's primary again (`None`): applied to each PG `osd` still leads.
     PrimaryTemp {
@@ -102,6 +104,17 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
         MapChange::RemoveErasureProfile(name) => return map.remove_erasure_profile(name).map(|()| Reply::Done),
         MapChange::Crush(change) => {
             change.apply(map)?;
+            Reply::Done
+        }
+        MapChange::OsdPurge(id) => {
+            let osd = map.osds.get(id).ok_or_else(|| err::not_found(format!("{id} does not exist")))?;
+            if osd.up {
+                return Err(err::busy(format!("{id} is up: stop it before purging it")));
+            }
+            map.osds.remove(id);
+            map.osd_reweight.remove(id);
+            map.crush.device_classes.remove(id);
+            map.primary_temp.retain(|_, lead| lead != id);
             Reply::Done
         }
         MapChange::OsdBoot { id, entry, back_in } => {

@@ -9,6 +9,7 @@
 
 pub mod change;
 pub mod failure;
+pub mod lifecycle;
 pub mod local;
 pub mod raft;
 
@@ -196,6 +197,12 @@ impl Monitor {
             }
             MapCommand::RemoveErasureProfile(name) => MapChange::RemoveErasureProfile(name),
             MapCommand::Crush(change) => MapChange::Crush(change),
+            MapCommand::OsdPurge { id, force } => {
+                if !force {
+                    lifecycle::safe_to_destroy(&map, &self.pg_stats(&map), id)?;
+                }
+                MapChange::OsdPurge(id)
+            }
         };
         let reply = self.authority.commit(change).await?;
         Ok(match reply {

@@ -64,6 +64,22 @@ pub enum OsdCommand {
     /// Whether stopping an OSD leaves every PG it serves with `min_size` members up (Ceph's
     /// `osd ok-to-stop`); exits with EBUSY naming the PGs that would stop serving if not.
     OkToStop(OsdMark),
+    /// Whether no PG can need an OSD's copies any more (Ceph's `osd safe-to-destroy`);
+    /// exits with EBUSY naming the PGs that still may.
+    SafeToDestroy(OsdMark),
+    /// Remove a down OSD from the cluster for good: its map entry, weights and class.
+    /// Refused while a PG may need its copies, unless `--force`.
+    Purge {
+        /// Which OSD, and where the cluster is.
+        #[command(flatten)]
+        mark: OsdMark,
+        /// Say that you mean it: the OSD cannot come back under this id's old data.
+        #[arg(long)]
+        yes_i_really_mean_it: bool,
+        /// Purge even if PGs may still need its copies (their data may be lost).
+        #[arg(long)]
+        force: bool,
+    },
     /// The CRUSH map: the hierarchy (`add-bucket`, `move`, `link`, `unlink`, `rm`), device
     /// classes, rules, and `reweight osd.N WEIGHT` (an OSD's capacity weight, kept across
     /// restarts).
@@ -410,9 +426,23 @@ pub fn tree(map: &OsdMap) -> Vec<String> {
     lines
 }
 
+/// Warns, when the map has erasure-coded pools, that a placement change may stall them.
+fn warn_if_erasure_coded(map: &OsdMap) {
+    if let Some(pool) = map.pools.values().find(|p| p.erasure.is_some()) {
+        eprintln!(
+            "warning: erasure-coded pool '{}': PGs whose shards change OSDs all at once may stay incomplete \
+             until the change is undone (no pg_temp yet; see docs/ARCHITECTURE.md, known gaps)",
+            pool.name
+        );
+    }
+}
+
 /// Runs a `shoal osd crush …` command.
 async fn crush(rados: &shoal_client::Rados, command: CrushCommand) -> Result<()> {
     let map = rados.refresh_map().await?;
+    if !matches!(command, CrushCommand::ClassLs | CrushCommand::Rule(RuleCommand::Ls | RuleCommand::Dump { .. })) {
+        warn_if_erasure_coded(&map);
+    }
     let (change, done) = match command {
         CrushCommand::Reweight { osd, weight } => {
             let map = rados.osd_set_weight(osd, weight).await?;
@@ -646,6 +676,8 @@ enum Action {
     Override(OsdId, u32),
     Crush(CrushCommand),
     OkToStop(OsdId),
+    SafeToDestroy(OsdId),
+    Purge(OsdId, bool),
     Pool(PoolCommand),
     Profile(ProfileCommand),
     Df,
@@ -686,6 +718,16 @@ pub async fn osd(command: OsdCommand) -> Result<()> {
         OsdCommand::Out(mark) => run(&mark.cluster, Action::SetIn(mark.id, false)).await,
         OsdCommand::In(mark) => run(&mark.cluster, Action::SetIn(mark.id, true)).await,
         OsdCommand::OkToStop(mark) => run(&mark.cluster, Action::OkToStop(OsdId(mark.id))).await,
+        OsdCommand::SafeToDestroy(mark) => run(&mark.cluster, Action::SafeToDestroy(OsdId(mark.id))).await,
+        OsdCommand::Purge { mark, yes_i_really_mean_it, force } => {
+            if !yes_i_really_mean_it {
+                return Err(err::invalid(format!(
+                    "purging osd.{} removes it from the cluster for good; add --yes-i-really-mean-it",
+                    mark.id
+                )));
+            }
+            run(&mark.cluster, Action::Purge(OsdId(mark.id), force)).await
+        }
         OsdCommand::Crush(CrushArgs { cluster, command }) => run(&cluster, Action::Crush(command)).await,
         OsdCommand::Reweight { cluster, osd, weight } => {
             if weight > 0x10000 {
@@ -845,7 +887,17 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
             println!("marked {} osd.{id} (map epoch {})", if is_in { "in" } else { "out" }, map.epoch);
         }
         Action::OkToStop(osd) => println!("{}", ok_to_stop(&*rados.refresh_map().await?, osd)?),
+        Action::SafeToDestroy(osd) => {
+            let map = rados.refresh_map().await?;
+            let (stats, _) = rados.pg_stats().await?;
+            println!("{}", shoal_mon::lifecycle::safe_to_destroy(&map, &stats, osd)?);
+        }
+        Action::Purge(osd, force) => {
+            let map = rados.osd_purge(osd, force).await?;
+            println!("purged {osd} (map epoch {})", map.epoch);
+        }
         Action::Override(osd, reweight) => {
+            warn_if_erasure_coded(&*rados.refresh_map().await?);
             let map = rados.crush(CrushChange::Reweight { osd, reweight }).await?;
             println!("reweighted {osd} override to {:.4} (map epoch {})", f64::from(reweight) / 65536.0, map.epoch);
         }

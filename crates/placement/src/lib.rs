@@ -143,24 +143,17 @@ impl Topology {
             class: rule.device_class.as_deref(),
             root,
             domain: rule.failure_domain,
-            crush_weight: Vec::new(),
-            in_weight: Vec::new(),
+            weights: Vec::new(),
             osds: Vec::new(),
         };
-        for weights in [Weights::Crush, Weights::In] {
-            let mut sums = vec![None; self.buckets.len()];
-            placer.sum_weights(root, &mut sums, weights);
-            let sums = sums.into_iter().map(Option::unwrap_or_default).collect();
-            match weights {
-                Weights::Crush => placer.crush_weight = sums,
-                Weights::In => placer.in_weight = sums,
-            }
-        }
+        let mut sums = vec![None; self.buckets.len()];
+        placer.sum_weights(root, &mut sums);
+        placer.weights = sums.into_iter().map(Option::unwrap_or_default).collect();
         let mut osds = Vec::new();
         self.collect_osds(root, &mut osds);
         osds.sort_unstable_by_key(|(o, _, _)| *o);
         osds.dedup_by_key(|(o, _, _)| *o);
-        osds.retain(|&(o, w, _)| placer.item_weight(Item::Osd(o, w), Weights::Crush) > 0);
+        osds.retain(|&(o, w, _)| placer.item_weight(Item::Osd(o, w)) > 0);
         placer.osds = osds;
         Some(placer)
     }
@@ -189,40 +182,30 @@ impl Topology {
     }
 }
 
-/// Placement by one rule: its root, failure domain, and the weights under the root with
-/// OSDs of other classes at zero (`crush_weight`; `in_weight` also zeroes OSDs that are out).
+/// Placement by one rule: its root, failure domain, and the CRUSH weight of every bucket
+/// under the root, OSDs of other classes counting zero. Out OSDs keep their weight and are
+/// turned away when drawn, as CRUSH treats them, so only their copies move.
 pub struct Placer<'a> {
     topology: &'a Topology,
     class: Option<&'a str>,
     root: usize,
     domain: BucketType,
-    crush_weight: Vec<u32>,
-    in_weight: Vec<u32>,
+    weights: Vec<u32>,
     /// Every OSD of the rule's class under the root with its CRUSH weight and host bucket.
     osds: Vec<(OsdId, u32, usize)>,
 }
 
-/// Which weights a draw uses.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Weights {
-    /// CRUSH weights: an out OSD is drawn and then rejected (erasure-coded pools).
-    Crush,
-    /// Out OSDs weigh nothing (replicated pools).
-    In,
-}
-
 impl Placer<'_> {
-    /// Fills `sums[bucket]` for `bucket` and everything under it: the weights of its OSDs
-    /// as `weights` counts them.
-    fn sum_weights(&self, bucket: usize, sums: &mut [Option<u32>], weights: Weights) -> u32 {
+    /// Fills `sums[bucket]` for `bucket` and everything under it: the weights of its OSDs.
+    fn sum_weights(&self, bucket: usize, sums: &mut [Option<u32>]) -> u32 {
         if let Some(sum) = sums[bucket] {
             return sum;
         }
         let mut sum = 0u32;
         for &child in &self.topology.buckets[bucket].children {
             let w = match child {
-                Item::Bucket(b) => self.sum_weights(b, sums, weights),
-                Item::Osd(..) => self.item_weight(child, weights),
+                Item::Bucket(b) => self.sum_weights(b, sums),
+                Item::Osd(..) => self.item_weight(child),
             };
             sum = sum.saturating_add(w);
         }
@@ -230,22 +213,20 @@ impl Placer<'_> {
         sum
     }
 
-    fn item_weight(&self, item: Item, weights: Weights) -> u32 {
+    fn item_weight(&self, item: Item) -> u32 {
         let t = self.topology;
         match item {
-            Item::Bucket(b) if weights == Weights::Crush => self.crush_weight[b],
-            Item::Bucket(b) => self.in_weight[b],
+            Item::Bucket(b) => self.weights[b],
             Item::Osd(osd, _) if self.class.is_some_and(|c| t.classes.get(&osd).is_none_or(|o| o != c)) => 0,
-            Item::Osd(osd, _) if weights == Weights::In && t.out.contains(&osd) => 0,
             Item::Osd(_, w) => w,
         }
     }
 
     /// Straw2 among a bucket's children for input `x` and attempt `r`.
-    fn choose(&self, bucket: usize, x: u32, r: u32, weights: Weights) -> Option<Item> {
+    fn choose(&self, bucket: usize, x: u32, r: u32) -> Option<Item> {
         let mut best: Option<(i64, Item)> = None;
         for &child in &self.topology.buckets[bucket].children {
-            let weight = self.item_weight(child, weights);
+            let weight = self.item_weight(child);
             if weight == 0 {
                 continue;
             }
@@ -263,9 +244,9 @@ impl Placer<'_> {
 
     /// Descends from `bucket` to a bucket of type `kind` (or an OSD for `Osd`), drawing with
     /// `r` at every level; `None` if a branch has no weight or skips the level.
-    fn descend(&self, mut bucket: usize, kind: BucketType, x: u32, r: u32, weights: Weights) -> Option<Item> {
+    fn descend(&self, mut bucket: usize, kind: BucketType, x: u32, r: u32) -> Option<Item> {
         loop {
-            match self.choose(bucket, x, r, weights)? {
+            match self.choose(bucket, x, r)? {
                 Item::Osd(osd, w) => return (kind == BucketType::Osd).then_some(Item::Osd(osd, w)),
                 Item::Bucket(b) if self.topology.buckets[b].kind == kind => return Some(Item::Bucket(b)),
                 Item::Bucket(b) if self.topology.buckets[b].kind.level() < kind.level() => return None,
@@ -275,21 +256,18 @@ impl Placer<'_> {
     }
 
     /// An OSD under `bucket` for attempt `r`.
-    fn leaf(&self, bucket: usize, x: u32, r: u32, weights: Weights) -> Option<OsdId> {
-        match self.descend(bucket, BucketType::Osd, x, r, weights)? {
+    fn leaf(&self, bucket: usize, x: u32, r: u32) -> Option<OsdId> {
+        match self.descend(bucket, BucketType::Osd, x, r)? {
             Item::Osd(osd, _) => Some(osd),
             Item::Bucket(_) => None,
         }
     }
 
-    /// Among every OSD of the rule: straw2 over them all (an `osd` failure domain).
-    fn any_osd(&self, x: u32, r: u32, weights: Weights, skip: &[OsdId]) -> Option<(OsdId, usize)> {
+    /// Among every OSD of the rule that is `eligible`: straw2 over them all (an `osd`
+    /// failure domain, or too few domain buckets).
+    fn any_osd(&self, x: u32, r: u32, eligible: impl Fn(OsdId) -> bool) -> Option<(OsdId, usize)> {
         let mut best: Option<(i64, OsdId, usize)> = None;
-        for &(osd, w, host) in self.osds.iter().filter(|(o, _, _)| !skip.contains(o)) {
-            let weight = self.item_weight(Item::Osd(osd, w), weights);
-            if weight == 0 {
-                continue;
-            }
+        for &(osd, weight, host) in self.osds.iter().filter(|(o, _, _)| eligible(*o)) {
             let draw = straw2::draw(x, osd.0 as i32, r, weight);
             if best.is_none_or(|(best_draw, _, _)| draw > best_draw) {
                 best = Some((draw, osd, host));
@@ -314,19 +292,21 @@ impl Placer<'_> {
     pub fn pg_to_osds(&self, pool: &Pool, pg: PgId) -> Vec<OsdId> {
         let x = hash::hash2(pg.seed, pg.pool.0 as u32);
         let size = pool.size as usize;
+        let out = &self.topology.out;
         let mut chosen: Vec<OsdId> = Vec::with_capacity(size);
         if self.domain != BucketType::Osd {
             let mut used: Vec<usize> = Vec::new();
             let mut r = 0u32;
             while chosen.len() < size && r < MAX_TRIES * pool.size {
-                let drawn = self.descend(self.root, self.domain, x, r, Weights::In);
+                let drawn = self.descend(self.root, self.domain, x, r);
                 r += 1;
                 let Some(Item::Bucket(domain)) = drawn else { continue };
                 if used.contains(&domain) {
                     continue;
                 }
-                if let Some(osd) = self.leaf(domain, x, r, Weights::In)
+                if let Some(osd) = self.leaf(domain, x, r)
                     && !chosen.contains(&osd)
+                    && !out.contains(&osd)
                     && !self.turned_away(x, osd)
                 {
                     used.push(domain);
@@ -334,16 +314,18 @@ impl Placer<'_> {
                 }
             }
         }
-        // An `osd` failure domain, or too few buckets of the domain's type: any OSD, still
-        // distinct.
-        let mut r = 0u32;
-        while chosen.len() < size && r < MAX_TRIES * pool.size {
-            match self.any_osd(x, r + 1000, Weights::In, &chosen) {
-                Some((osd, _)) if self.turned_away(x, osd) => {}
-                Some((osd, _)) => chosen.push(osd),
-                None => break,
+        // An `osd` failure domain, or too few buckets of the domain's type: any OSD that is
+        // in, still distinct; as a last resort one its override weight turned away, rather
+        // than fewer copies.
+        for (first_r, honor_reweight) in [(1000, true), (2000, false)] {
+            let mut r = 0u32;
+            while chosen.len() < size {
+                let eligible =
+                    |o: OsdId| !chosen.contains(&o) && !out.contains(&o) && !(honor_reweight && self.turned_away(x, o));
+                let Some((osd, _)) = self.any_osd(x, first_r + r, eligible) else { break };
+                chosen.push(osd);
+                r += 1;
             }
-            r += 1;
         }
         chosen
     }
@@ -357,26 +339,32 @@ impl Placer<'_> {
     /// changes position. `None`: no OSD was found for the shard (too few buckets of the
     /// failure domain's type).
     pub fn pg_to_shards(&self, pool: &Pool, pg: PgId) -> Vec<Option<OsdId>> {
-        let none_out = self.draw_shards(pool, pg, vec![None; pool.size as usize], &BTreeSet::new());
+        let none_out = self.draw_shards(pool, pg, vec![None; pool.size as usize], &BTreeSet::new(), true);
         let out = &self.topology.out;
         let kept: Vec<Option<(OsdId, usize)>> =
             none_out.into_iter().map(|s| s.filter(|(osd, _)| !out.contains(osd))).collect();
-        let shards = self.draw_shards(pool, pg, kept, out);
+        let mut shards = self.draw_shards(pool, pg, kept, out, true);
+        if shards.iter().any(Option::is_none) {
+            // Rather a shard on an OSD its override weight turned away than none.
+            shards = self.draw_shards(pool, pg, shards, out, false);
+        }
         shards.into_iter().map(|s| s.map(|(osd, _)| osd)).collect()
     }
 
     /// Fills the shards without an OSD (`shards`: OSD and failure-domain bucket) by rounds
-    /// of draws, rejecting the OSDs in `out`.
+    /// of draws, rejecting the OSDs in `out` (and those override weights turn away, if
+    /// `honor_reweight`).
     fn draw_shards(
         &self,
         pool: &Pool,
         pg: PgId,
         mut shards: Vec<Option<(OsdId, usize)>>,
         out: &BTreeSet<OsdId>,
+        honor_reweight: bool,
     ) -> Vec<Option<(OsdId, usize)>> {
         let x = hash::hash2(pg.seed, pg.pool.0 as u32);
         let size = pool.size;
-        let usable = |osd: OsdId| !out.contains(&osd) && !self.turned_away(x, osd);
+        let usable = |osd: OsdId| !out.contains(&osd) && !(honor_reweight && self.turned_away(x, osd));
         for round in 0..SHARD_ROUNDS {
             if shards.iter().all(Option::is_some) {
                 break;
@@ -387,13 +375,13 @@ impl Placer<'_> {
                 }
                 let r = shard + round * size;
                 let drawn = if self.domain == BucketType::Osd {
-                    self.any_osd(x, r, Weights::Crush, &[])
+                    self.any_osd(x, r, |_| true)
                 } else {
                     // Within the bucket, an out OSD is redrawn (as CRUSH's `chooseleaf`
                     // does), so the shard stays in its bucket while it has OSDs in.
-                    match self.descend(self.root, self.domain, x, r, Weights::Crush) {
+                    match self.descend(self.root, self.domain, x, r) {
                         Some(Item::Bucket(domain)) => (0..MAX_TRIES).find_map(|t| {
-                            let osd = self.leaf(domain, x, r + t * size * MAX_TRIES, Weights::Crush)?;
+                            let osd = self.leaf(domain, x, r + t * size * MAX_TRIES)?;
                             usable(osd).then_some((osd, domain))
                         }),
                         _ => None,
@@ -523,29 +511,25 @@ mod tests {
         };
         let ids = |osds: Vec<OsdId>| osds.iter().map(|o| o.0).collect::<Vec<u32>>();
         let mut map = weighted(4, 3);
-        set_out(&mut map, &[4]);
         let p = Pool { id: PoolId(3), ..pool(16, 3) };
-        let t = Topology::from_map(&map);
-        let replicated: Vec<Vec<u32>> = (0..16).map(|s| ids(t.pg_to_osds(&p, PgId { pool: p.id, seed: s }))).collect();
+        let placed = |map: &OsdMap| {
+            let t = Topology::from_map(map);
+            (0..16).map(|s| ids(t.pg_to_osds(&p, PgId { pool: p.id, seed: s }))).collect::<Vec<Vec<u32>>>()
+        };
+        let replicated = placed(&map);
+        #[rustfmt::skip]
         let expected = [
-            [10, 5, 1],
-            [3, 2, 11],
-            [2, 3, 10],
-            [5, 2, 8],
-            [0, 7, 10],
-            [0, 11, 3],
-            [1, 9, 8],
-            [6, 0, 5],
-            [3, 9, 7],
-            [2, 11, 3],
-            [6, 2, 5],
-            [8, 9, 2],
-            [8, 1, 5],
-            [1, 10, 7],
-            [8, 0, 9],
-            [7, 10, 0],
+            [10, 5, 1], [3, 2, 11], [2, 4, 10], [5, 2, 8], [0, 5, 7], [0, 3, 8], [1, 9, 8], [6, 0, 5],
+            [3, 9, 7], [2, 11, 3], [6, 2, 4], [8, 9, 2], [8, 1, 4], [1, 10, 7], [8, 0, 5], [7, 10, 5],
         ];
         assert_eq!(replicated, expected.map(Vec::from));
+        // An out OSD is turned away when drawn (before the hierarchy it weighed nothing,
+        // which moved copies on other OSDs too): only its own copies move.
+        set_out(&mut map, &[4]);
+        for (old, new) in replicated.iter().zip(placed(&map)) {
+            let kept: Vec<&u32> = old.iter().filter(|o| new.contains(o)).collect();
+            assert_eq!(kept.len(), old.len() - usize::from(old.contains(&4)), "{old:?} -> {new:?}");
+        }
         let mut map = weighted(8, 2);
         set_out(&mut map, &[5]);
         let host: [[u32; 6]; 16] = [

@@ -1,7 +1,7 @@
 //! `shoal`: one binary for Shoal's daemons and tools.
 
 use clap::{Parser, Subcommand};
-use shoal_bench::{ec_bench, guarded_append, recovery_bench, scrub_bench, thrash};
+use shoal_bench::{ec_bench, guarded_append, placement_bench, recovery_bench, scrub_bench, thrash};
 use shoal_node::{admin_cmd, config_cmd, daemon, debug, gateway_cmd, rados_cmd, sim_cmd, vstart};
 
 /// Shoal: a distributed object store in the lineage of Ceph.
@@ -57,6 +57,9 @@ enum BenchCommand {
     GuardedAppend(guarded_append::GuardedAppendArgs),
     /// Erasure-code encode and decode speed per code and object size, on one core.
     Ec(ec_bench::EcBenchArgs),
+    /// CRUSH placement at scale from maps alone: data moved by each change against the
+    /// least possible, and the spread of copies over OSDs.
+    Placement(placement_bench::PlacementBenchArgs),
     /// Kills an OSD of a vstart cluster under load and measures degraded running and recovery.
     Recovery(recovery_bench::RecoveryBenchArgs),
     /// S3 load generator (warp-like): put, get, delete or mixed against any endpoint.
@@ -122,6 +125,7 @@ fn main() -> std::process::ExitCode {
             Command::Vstart(args) => vstart::run(args),
             Command::Bench(BenchCommand::GuardedAppend(args)) => guarded_append::run(args).await,
             Command::Bench(BenchCommand::Ec(args)) => ec_bench::run(args).await,
+            Command::Bench(BenchCommand::Placement(args)) => placement_bench::run(args),
             Command::Bench(BenchCommand::Recovery(args)) => recovery_bench::run(args).await,
             Command::Bench(BenchCommand::Scrub(args)) => scrub_bench::run(args).await,
             Command::Bench(BenchCommand::Thrash(args)) => thrash::run(args).await,

@@ -14,7 +14,7 @@ use shoal_mon::failure::{FailurePolicy, FailureTracker, Report, Verdict};
 use shoal_objclass::ClassRegistry;
 use shoal_pg_core::{Action, Awaiting, Durable, Flaws, Input, Limits, Registration, Shard, Timer};
 use shoal_store::{MemDevice, ObjectStore, StoreFormat, StoreOptions};
-use shoal_types::crush::BucketType;
+use shoal_types::crush::{BucketType, CrushChange, DEFAULT_ROOT};
 use shoal_types::erasure::{ErasurePoolSpec, ErasureProfile};
 use shoal_types::msg::{OsdOp, PeerRequest, Reply};
 use shoal_types::op::{Step, StepOutput};
@@ -832,12 +832,12 @@ impl World {
         let ids: Vec<OsdId> = self.osds.keys().copied().collect();
         let pick = ids[self.rng.random_range(0..ids.len())];
         match self.rng.random_range(0..100) {
-            0..35 => {
+            0..30 => {
                 self.crash(pick);
                 let down_for = self.rng.random_range(SECOND..15 * SECOND);
                 self.after(down_for, Event::Restart(pick));
             }
-            35..45 => {
+            30..40 => {
                 let host = self.osds[&pick].host;
                 let on_host: Vec<OsdId> = self.osds.values().filter(|o| o.host == host).map(|o| o.id).collect();
                 for id in on_host {
@@ -846,7 +846,7 @@ impl World {
                     self.after(down_for, Event::Restart(id));
                 }
             }
-            45..65 => {
+            40..58 => {
                 let host = self.osds[&pick].host;
                 if self.isolated.is_empty() {
                     self.isolated.insert(host);
@@ -854,17 +854,20 @@ impl World {
                     self.after(lasts, Event::Reconnect(host));
                 }
             }
-            65..80 => {
+            58..70 => {
                 self.change(MapChange::SetOsdIn { id: pick, is_in: false });
                 let lasts = self.rng.random_range(3 * SECOND..15 * SECOND);
                 self.after(lasts, Event::MarkIn(pick));
             }
-            80..90 => {
+            70..78 => {
                 let jump = self.rng.random_range(-600_000_000_000i64..600_000_000_000);
                 if let Some(osd) = self.osds.get_mut(&pick) {
                     osd.clock_offset_ns = osd.clock_offset_ns.saturating_add(jump);
                 }
             }
+            // Erasure-coded PGs whose shards all change position at once can stall (no
+            // pg_temp yet: ARCHITECTURE, known gaps), so only replicated runs reshape.
+            78..86 if self.scenario.erasure.is_none() => self.reshape(pick),
             _ => {
                 let slow = self.rng.random_range(20_000..300_000);
                 if let Some(osd) = self.osds.get_mut(&pick) {
@@ -872,6 +875,35 @@ impl World {
                 }
             }
         }
+    }
+
+    /// A change of the cluster's shape that moves data: `pick`'s CRUSH weight or override
+    /// weight, or its host moved into a rack (or back to the root).
+    fn reshape(&mut self, pick: OsdId) {
+        let change = match self.rng.random_range(0..3) {
+            0 => {
+                let weight = [0x4000, 0x8000, 0x10000, 0x20000][self.rng.random_range(0..4)];
+                MapChange::SetOsdWeight { id: pick, weight }
+            }
+            1 => {
+                let reweight = self.rng.random_range(0x4000..=0x10000);
+                MapChange::Crush(CrushChange::Reweight { osd: pick, reweight })
+            }
+            _ => {
+                for rack in ["rack-a", "rack-b"] {
+                    let parent = Some(DEFAULT_ROOT.to_owned());
+                    self.change(MapChange::Crush(CrushChange::AddBucket {
+                        name: rack.into(),
+                        kind: BucketType::Rack,
+                        parent,
+                    }));
+                }
+                let parent = ["rack-a", "rack-b", DEFAULT_ROOT][self.rng.random_range(0..3)].to_owned();
+                let name = format!("host{}", self.osds[&pick].host);
+                MapChange::Crush(CrushChange::Move { name, parent })
+            }
+        };
+        self.change(change);
     }
 
     /// Faults stop: partitions heal, crashed OSDs restart, everything is marked in, and

@@ -5,10 +5,8 @@
 //! An OSD sits in the host bucket its `OsdEntry::host` names; a host that no bucket names
 //! yet is put under the root `default` when it first appears ([`CrushMap::add_hosts_of`]).
 
-use crate::erasure::ErasureProfile;
 use crate::error::{Result, err};
 use crate::ids::OsdId;
-use crate::map::OsdMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -160,34 +158,18 @@ impl CrushMap {
         }
     }
 
-    /// Gives an erasure-coded pool the rule its profile asks for, named after the pool as
-    /// Ceph names it (with `-N` added if that name holds another rule); returns the name.
-    pub fn add_erasure_rule(&mut self, pool: &str, code: &ErasureProfile) -> String {
-        let rule = CrushRule {
-            root: code.crush_root.clone(),
-            failure_domain: code.failure_domain,
-            device_class: code.crush_device_class.clone(),
-        };
-        let name = (0..)
-            .map(|n| if n == 0 { pool.to_owned() } else { format!("{pool}-{n}") })
-            .find(|name| self.rule(name).map_or(true, |existing| existing == rule))
-            .expect("some name is free");
-        self.rules.insert(name.clone(), rule);
-        name
-    }
-
     /// The id the next bucket gets.
-    fn next_id(&self) -> i32 {
+    pub(crate) fn next_id(&self) -> i32 {
         self.buckets.values().map(|b| b.id).min().unwrap_or(0).min(0) - 1
     }
 
     /// The bucket `name`, or ENOENT.
     pub fn bucket(&self, name: &str) -> Result<&CrushBucket> {
-        self.buckets.get(name).ok_or_else(|| missing_bucket(name))
+        self.buckets.get(name).ok_or_else(|| err::not_found(format!("CRUSH bucket '{name}' does not exist")))
     }
 
     /// Checks that `parent` may hold `child` (a bucket of type `kind`).
-    fn check_parent(&self, child: &str, kind: BucketType, parent: &str) -> Result<()> {
+    pub(crate) fn check_parent(&self, child: &str, kind: BucketType, parent: &str) -> Result<()> {
         let holder = self.bucket(parent)?;
         if holder.kind.level() <= kind.level() {
             return Err(err::invalid(format!(
@@ -271,144 +253,10 @@ pub enum CrushChange {
     },
 }
 
-/// Names buckets, classes and rules may take: 1..=255 bytes, no whitespace or control
-/// characters, not `osd.N`.
-fn check_name(what: &str, name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > 255 || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(err::invalid(format!("{what} name '{name}' must be 1..=255 bytes without spaces")));
-    }
-    if name.starts_with("osd.") {
-        return Err(err::invalid(format!("{what} name '{name}' is reserved for OSDs")));
-    }
-    Ok(())
-}
-
-impl CrushChange {
-    /// Applies the change to `map` (its epoch is the caller's to bump); fails naming what
-    /// is wrong, leaving the map as it was.
-    pub fn apply(&self, map: &mut OsdMap) -> Result<()> {
-        let mut crush = map.crush.clone();
-        crush.add_hosts_of(map.osds.values().map(|o| o.host.as_str()));
-        match self {
-            CrushChange::AddBucket { name, kind, parent } => {
-                check_name("bucket", name)?;
-                if *kind == BucketType::Osd {
-                    return Err(err::invalid("OSDs are not buckets: an OSD joins the host it runs on"));
-                }
-                if crush.buckets.contains_key(name) {
-                    return Err(err::exists(format!("CRUSH bucket '{name}' already exists")));
-                }
-                if let Some(parent) = parent {
-                    crush.check_parent(name, *kind, parent)?;
-                }
-                let bucket =
-                    CrushBucket { id: crush.next_id(), kind: *kind, parents: parent.iter().cloned().collect() };
-                crush.buckets.insert(name.clone(), bucket);
-            }
-            CrushChange::Move { name, parent } | CrushChange::Link { name, parent } => {
-                let kind = crush.bucket(name)?.kind;
-                crush.check_parent(name, kind, parent)?;
-                let parents = &mut crush.buckets.get_mut(name).expect("checked above").parents;
-                if matches!(self, CrushChange::Move { .. }) {
-                    parents.clear();
-                }
-                if !parents.contains(parent) {
-                    parents.push(parent.clone());
-                }
-            }
-            CrushChange::Unlink { name, parent } => {
-                let parents = &mut crush.buckets.get_mut(name).ok_or_else(|| missing_bucket(name))?.parents;
-                let at = parents
-                    .iter()
-                    .position(|p| p == parent)
-                    .ok_or_else(|| err::not_found(format!("CRUSH bucket '{name}' is not in '{parent}'")))?;
-                parents.remove(at);
-            }
-            CrushChange::Remove(name) => {
-                crush.bucket(name)?;
-                if let Some(child) = crush.buckets.iter().find(|(_, b)| b.parents.contains(name)) {
-                    return Err(err::busy(format!("CRUSH bucket '{name}' is not empty: it holds '{}'", child.0)));
-                }
-                if let Some((id, _)) = map.osds.iter().find(|(_, o)| o.host == *name) {
-                    return Err(err::busy(format!("CRUSH bucket '{name}' is not empty: it holds {id}")));
-                }
-                let rules = crush.rule_names();
-                if let Some(rule) = rules.iter().find(|r| crush.rule(r).is_ok_and(|r| r.root == *name)) {
-                    return Err(err::busy(format!("CRUSH bucket '{name}' is the root of rule '{rule}'")));
-                }
-                crush.buckets.remove(name);
-            }
-            CrushChange::SetDeviceClass { osds, class } => {
-                check_name("device class", class)?;
-                for osd in osds {
-                    known_osd(map, *osd)?;
-                    crush.device_classes.insert(*osd, class.clone());
-                }
-            }
-            CrushChange::RemoveDeviceClass(osds) => {
-                for osd in osds {
-                    known_osd(map, *osd)?;
-                    crush.device_classes.remove(osd);
-                }
-            }
-            CrushChange::CreateRule { name, rule } => {
-                check_name("rule", name)?;
-                crush.bucket(&rule.root)?;
-                if let Some(class) = &rule.device_class {
-                    check_name("device class", class)?;
-                }
-                match crush.rule(name) {
-                    Ok(existing) if existing == *rule => {}
-                    Ok(_) => return Err(err::exists(format!("CRUSH rule '{name}' exists with other settings"))),
-                    Err(_) => {
-                        crush.rules.insert(name.clone(), rule.clone());
-                    }
-                }
-            }
-            CrushChange::RemoveRule(name) => {
-                crush.rule(name)?;
-                if let Some(pool) = map.pools.values().find(|p| p.crush_rule == *name) {
-                    return Err(err::busy(format!("CRUSH rule '{name}' is in use by pool '{}'", pool.name)));
-                }
-                if name == DEFAULT_RULE {
-                    return Err(err::busy(format!("CRUSH rule '{name}' is the one new pools get")));
-                }
-                crush.rules.remove(name);
-            }
-            CrushChange::SetPoolRule { pool, rule } => {
-                crush.rule(rule)?;
-                let id = map.pool_named(pool)?.id;
-                map.pools.get_mut(&id).expect("found by name").crush_rule = rule.clone();
-            }
-            CrushChange::Reweight { osd, reweight } => {
-                known_osd(map, *osd)?;
-                if *reweight > 0x10000 {
-                    return Err(err::invalid(format!("reweight {} is above 1.0", f64::from(*reweight) / 65536.0)));
-                }
-                if *reweight == 0x10000 {
-                    map.osd_reweight.remove(osd);
-                } else {
-                    map.osd_reweight.insert(*osd, *reweight);
-                }
-            }
-        }
-        map.crush = crush;
-        Ok(())
-    }
-}
-
-fn missing_bucket(name: &str) -> crate::RadosError {
-    err::not_found(format!("CRUSH bucket '{name}' does not exist"))
-}
-
-fn known_osd(map: &OsdMap, osd: OsdId) -> Result<()> {
-    map.osds.get(&osd).map(|_| ()).ok_or_else(|| err::not_found(format!("{osd} does not exist")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::map::{OsdEntry, PoolSpec};
+    use crate::map::{OsdEntry, OsdMap, PoolSpec};
 
     fn map_with_hosts(hosts: &[&str]) -> OsdMap {
         let mut map = OsdMap::default();

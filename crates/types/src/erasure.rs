@@ -1,6 +1,6 @@
 //! Erasure-code profiles and erasure-coded pools, as the cluster map records them.
 
-use crate::crush::{BucketType, DEFAULT_ROOT};
+use crate::crush::{BucketType, CrushMap, CrushRule, DEFAULT_ROOT};
 use crate::error::{Result, err};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -126,6 +126,24 @@ impl ErasureProfile {
     /// when `m` is 1.
     pub fn default_min_size(&self) -> u32 {
         self.k + self.m.min(2) - 1
+    }
+}
+
+impl CrushMap {
+    /// Gives an erasure-coded pool the rule its profile asks for, named after the pool as
+    /// Ceph names it (with `-N` added if that name holds another rule); returns the name.
+    pub fn add_erasure_rule(&mut self, pool: &str, code: &ErasureProfile) -> String {
+        let rule = CrushRule {
+            root: code.crush_root.clone(),
+            failure_domain: code.failure_domain,
+            device_class: code.crush_device_class.clone(),
+        };
+        let name = (0..)
+            .map(|n| if n == 0 { pool.to_owned() } else { format!("{pool}-{n}") })
+            .find(|name| self.rule(name).map_or(true, |existing| existing == rule))
+            .expect("some name is free");
+        self.rules.insert(name.clone(), rule);
+        name
     }
 }
 

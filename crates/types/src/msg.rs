@@ -629,6 +629,14 @@ pub enum MapCommand {
     /// Changes the CRUSH hierarchy, device classes, rules, a pool's rule or an OSD's
     /// override weight.
     Crush(crate::crush::CrushChange),
+    /// Removes a down OSD from the map for good (`osd purge`): refused while any PG may
+    /// need its copies unless `force`.
+    OsdPurge {
+        /// The OSD.
+        id: OsdId,
+        /// Purge even if PGs may need its data.
+        force: bool,
+    },
 }
 
 #[cfg(test)]
@@ -754,6 +762,14 @@ mod tests {
             request: Request::Map(MapCommand::SetOsdWeight { id: OsdId(3), weight: 0x8000 }),
         };
         assert_eq!(msg.encode(), [1, 0, 4, 6, 18, 3, 0x80, 0x80, 0x02]);
+    }
+
+    #[test]
+    fn an_osd_purge_has_golden_bytes() {
+        // Request (0), tid 4, Request::Map (6), OsdPurge (20), osd 3, force.
+        let msg =
+            Message::Request { tid: 4, request: Request::Map(MapCommand::OsdPurge { id: OsdId(3), force: true }) };
+        assert_eq!(msg.encode(), [1, 0, 4, 6, 20, 3, 1]);
     }
 
     #[test]

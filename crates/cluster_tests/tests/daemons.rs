@@ -207,6 +207,53 @@ fn a_crush_hierarchy_rules_and_classes_through_the_cli() {
     assert!(!set && err.contains("between 0 and 1"), "{err}");
 }
 
+/// An OSD on a new host joins a running cluster and takes data; another is drained, stopped
+/// and purged only once no PG needs it; nothing is lost.
+#[test]
+fn a_new_host_joins_and_a_drained_osd_is_purged() {
+    let cluster = Vstart::start("3", "3");
+    let conf = cluster.conf();
+    ok(&conf, &["pool", "create", "p", "--size", "2", "--pg-num", "16"]);
+    for i in 0..8 {
+        assert!(cluster.put("p", &format!("o{i}"), format!("data {i}").as_bytes()));
+    }
+    let mut command = shoal();
+    command.args(["osd", "run", "--id", "3", "--host", "host9", "-c", &conf]);
+    let _osd3 = Daemon::spawn(command, &cluster.path().join("osd.3.log"));
+    let joined = wait_for(|| {
+        let tree = ok(&conf, &["osd", "tree"]);
+        (tree.contains("host host9") && tree.lines().any(|l| l.contains("osd.3 ") && l.contains(" up "))).then_some(())
+    });
+    assert!(joined.is_some(), "osd.3 joins: {}", ok(&conf, &["osd", "tree"]));
+    wait_clean(&conf, 16, "after osd.3 joined");
+    let dump = ok(&conf, &["pg", "dump"]);
+    assert!(dump.lines().any(|l| l.split_whitespace().nth(1).is_some_and(|up| up.contains('3'))), "{dump}");
+
+    let (safe, _, why) = shoal_c(&conf, &["osd", "safe-to-destroy", "0"]);
+    assert!(!safe && why.contains("osd.0 still holds"), "{why}");
+    ok(&conf, &["osd", "out", "0"]);
+    wait_clean(&conf, 16, "after osd.0 went out");
+    let (purged, _, why) = shoal_c(&conf, &["osd", "purge", "0"]);
+    assert!(!purged && why.contains("--yes-i-really-mean-it"), "{why}");
+    let (purged, _, why) = shoal_c(&conf, &["osd", "purge", "0", "--yes-i-really-mean-it"]);
+    assert!(!purged && why.contains("osd.0 is up: stop it"), "{why}");
+    kill9(cluster.pid("osd.0"));
+    let down = wait_for(|| {
+        ok(&conf, &["osd", "tree"]).lines().any(|l| l.contains("osd.0 ") && l.contains("down")).then_some(())
+    });
+    assert!(down.is_some(), "osd.0 is marked down");
+    wait_clean(&conf, 16, "after osd.0 stopped");
+    assert!(ok(&conf, &["osd", "safe-to-destroy", "0"]).contains("osd.0 is safe to destroy"));
+    assert!(ok(&conf, &["osd", "purge", "0", "--yes-i-really-mean-it"]).contains("purged osd.0"));
+    assert!(!ok(&conf, &["osd", "tree"]).contains("osd.0 "), "osd.0 is gone");
+    let status = cluster.wait_status(|s| s.contains("HEALTH_OK"));
+    assert!(status.is_ok(), "{status:?}");
+    assert!(status.unwrap().contains("osd: 3 osds: 3 up, 3 in"));
+    for i in 0..8 {
+        assert_eq!(cluster.get("p", &format!("o{i}")).unwrap(), format!("data {i}").as_bytes());
+    }
+}
+
 #[test]
 fn erasure_code_profiles_and_pools_through_the_cli() {
     let cluster = Vstart::start("1", "1");
