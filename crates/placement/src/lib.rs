@@ -321,7 +321,7 @@ impl Placer<'_> {
             let mut r = 0u32;
             while chosen.len() < size {
                 let eligible =
-                    |o: OsdId| !chosen.contains(&o) && !out.contains(&o) && !(honor_reweight && self.turned_away(x, o));
+                    |o: OsdId| !(chosen.contains(&o) || out.contains(&o) || honor_reweight && self.turned_away(x, o));
                 let Some((osd, _)) = self.any_osd(x, first_r + r, eligible) else { break };
                 chosen.push(osd);
                 r += 1;
@@ -364,7 +364,7 @@ impl Placer<'_> {
     ) -> Vec<Option<(OsdId, usize)>> {
         let x = hash::hash2(pg.seed, pg.pool.0 as u32);
         let size = pool.size;
-        let usable = |osd: OsdId| !out.contains(&osd) && !(honor_reweight && self.turned_away(x, osd));
+        let usable = |osd: OsdId| !(out.contains(&osd) || honor_reweight && self.turned_away(x, osd));
         for round in 0..SHARD_ROUNDS {
             if shards.iter().all(Option::is_some) {
                 break;
