@@ -104,6 +104,7 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
         MapChange::RemoveErasureProfile(name) => return map.remove_erasure_profile(name).map(|()| Reply::Done),
         MapChange::Crush(change) => {
             change.apply(map)?;
+            erasure_shards_keep_places(&before, map).inspect_err(|_| *map = before.clone())?;
             Reply::Done
         }
         MapChange::OsdPurge(id) => {
@@ -130,6 +131,7 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
         }
         MapChange::SetOsdWeight { id, weight } => {
             map.osds.get_mut(id).ok_or_else(|| err::not_found(format!("{id} does not exist")))?.weight = *weight;
+            erasure_shards_keep_places(&before, map).inspect_err(|_| *map = before.clone())?;
             Reply::Done
         }
         MapChange::ConfigSet { who, key, value } => {
@@ -198,6 +200,36 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
         map.epoch += 1;
     }
     Ok(reply)
+}
+
+/// Refuses an operator's placement change that would put a shard of an erasure-coded PG
+/// that was ever active on an OSD holding another shard of it. An OSD keeps one shard's
+/// copy per PG, so the two positions would overwrite each other's data while backfilled;
+/// Ceph keeps the old positions serving through `pg_temp`, which Shoal does not have yet.
+/// Marking OSDs out never moves a shard between positions.
+fn erasure_shards_keep_places(before: &OsdMap, after: &OsdMap) -> Result<()> {
+    if !after.pools.values().any(|p| p.erasure.is_some()) {
+        return Ok(());
+    }
+    let (old_t, new_t) = (shoal_placement::Topology::from_map(before), shoal_placement::Topology::from_map(after));
+    for pool in after.pools.values().filter(|p| p.erasure.is_some()) {
+        for pg in
+            (0..pool.pg_num).map(|seed| PgId { pool: pool.id, seed }).filter(|pg| after.pg_active.contains_key(pg))
+        {
+            let (old, new) = (old_t.pg_to_shards(pool, pg), new_t.pg_to_shards(pool, pg));
+            for (shard, osd) in new.iter().enumerate() {
+                let Some(osd) = osd else { continue };
+                if let Some(held) = old.iter().position(|o| o == &Some(*osd)).filter(|held| *held != shard) {
+                    return Err(err::busy(format!(
+                        "refused: pg {pg} of erasure-coded pool '{}' would move shard {shard} onto {osd}, which holds \
+                         its shard {held}; shards cannot trade places yet (no pg_temp): mark OSDs out instead",
+                        pool.name
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Where a change of OSDs would make an OSD that was not in a PG's acting set lead it
@@ -377,5 +409,50 @@ mod tests {
         assert_eq!((map.pg_active[&pg].interval, map.epoch), (2, epoch), "an older interval is refused");
         apply(&mut map, &MapChange::DeletePool("p".into())).unwrap();
         assert!(map.pg_active.is_empty(), "a deleted pool's PGs are forgotten");
+    }
+
+    #[test]
+    fn erasure_coded_shards_never_trade_places() {
+        let mut map = OsdMap::default();
+        for id in 0..3 {
+            let entry = OsdEntry { host: format!("h{id}"), ..entry(&format!("a{id}")) };
+            apply(&mut map, &MapChange::OsdBoot { id: OsdId(id), entry, back_in: false }).unwrap();
+        }
+        let spec = shoal_types::erasure::ErasurePoolSpec {
+            name: "ec".into(),
+            pg_num: 32,
+            profile: "p".into(),
+            min_size: None,
+            allow_overwrites: false,
+        };
+        let profile = ErasureProfile { k: 2, m: 1, ..ErasureProfile::default() };
+        apply(&mut map, &MapChange::SetErasureProfile { name: "p".into(), profile, force: false }).unwrap();
+        apply(&mut map, &MapChange::CreateErasurePool(spec)).unwrap();
+        let pool = map.pools.values().next().unwrap().clone();
+        for seed in 0..32 {
+            map.pg_active.insert(PgId { pool: pool.id, seed }, ActiveInterval { interval: 1, acting: vec![] });
+        }
+        let shards = |map: &OsdMap| -> Vec<Vec<Option<OsdId>>> {
+            let t = shoal_placement::Topology::from_map(map);
+            (0..32).map(|seed| t.pg_to_shards(&pool, PgId { pool: pool.id, seed })).collect()
+        };
+        let mut refused = 0;
+        for weight in [0x8000, 0x4000, 0x20000, 0x1000] {
+            let before = map.clone();
+            let mut trial = map.clone();
+            trial.osds.get_mut(&OsdId(1)).unwrap().weight = weight;
+            let swaps = shards(&before) != shards(&trial);
+            match apply(&mut map, &MapChange::SetOsdWeight { id: OsdId(1), weight }) {
+                Err(e) => {
+                    assert!(swaps && e.message.contains("cannot trade places"), "{}", e.message);
+                    assert_eq!(map, before, "a refused change leaves the map as it was");
+                    refused += 1;
+                }
+                Ok(_) => assert!(!swaps, "three shards on three OSDs: any move is a trade"),
+            }
+        }
+        assert!(refused > 0, "some weight change trades places");
+        let mut replicated = OsdMap { pools: Default::default(), ..map.clone() };
+        apply(&mut replicated, &MapChange::SetOsdWeight { id: OsdId(1), weight: 0x1000 }).unwrap();
     }
 }

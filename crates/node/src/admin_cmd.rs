@@ -430,8 +430,8 @@ pub fn tree(map: &OsdMap) -> Vec<String> {
 fn warn_if_erasure_coded(map: &OsdMap) {
     if let Some(pool) = map.pools.values().find(|p| p.erasure.is_some()) {
         eprintln!(
-            "warning: erasure-coded pool '{}': PGs whose shards change OSDs all at once may stay incomplete \
-             until the change is undone (no pg_temp yet; see docs/ARCHITECTURE.md, known gaps)",
+            "warning: erasure-coded pool '{}': moving its shards (weights, buckets, rules) while OSDs fail can \
+             leave PGs incomplete; marking OSDs out is safe (no pg_temp yet; see docs/ARCHITECTURE.md, known gaps)",
             pool.name
         );
     }

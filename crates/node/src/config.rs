@@ -170,6 +170,11 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "a peer whose address refuses the connection (its process died) is reported at once, not after the grace",
     },
     OptionSpec {
+        name: "osd_crush_initial_weight",
+        default: "-1",
+        help: "the CRUSH weight a new OSD joins with, in TiB as Ceph counts it; below 0: the size of the file system holding its data",
+    },
+    OptionSpec {
         name: "mon_osd_down_out_interval",
         default: "600",
         help: "seconds an OSD stays down before the monitor marks it out (its data moves)",
@@ -419,6 +424,7 @@ impl Config {
         config.bool("store_sync")?;
         config.u64("store_data_chunk_size")?;
         config.u64("store_prefer_deferred_size")?;
+        config.initial_weight(0)?;
         config.heartbeat()?;
         config.failure_policy()?;
         config.gateway()?;
@@ -459,6 +465,22 @@ impl Config {
     pub fn values(&self, names: Option<&[&str]>) -> BTreeMap<String, String> {
         let all: Vec<&str> = OPTIONS.iter().map(|o| o.name).collect();
         names.unwrap_or(&all).iter().map(|&n| (n.to_owned(), self.get(n).to_owned())).collect()
+    }
+
+    /// The CRUSH weight (16.16, TiB) a new OSD joins with: `osd_crush_initial_weight`, or
+    /// if that is negative, `capacity` bytes (at least the smallest weight, 16 MiB).
+    pub fn initial_weight(&self, capacity: u64) -> Result<u32> {
+        let text = self.get("osd_crush_initial_weight");
+        let weight: f64 = text
+            .parse()
+            .map_err(|_| err::invalid(format!("osd_crush_initial_weight must be a number, got '{text}'")))?;
+        if weight < 0.0 {
+            return Ok(u32::try_from(capacity >> 24).unwrap_or(u32::MAX).max(1));
+        }
+        if weight >= 65536.0 {
+            return Err(err::invalid(format!("osd_crush_initial_weight must be below 65536, got {text}")));
+        }
+        Ok((weight * 65536.0).round() as u32)
     }
 
     fn u64(&self, name: &str) -> Result<u64> {
@@ -663,5 +685,19 @@ mod tests {
         assert!(e.message.contains("store_sync"), "{e}");
         let c = Config::from_settings(&["osd_max_attr_size = 10".into()]).unwrap();
         assert_eq!(c.osd(OsdId(0)).unwrap().limits.max_attr_size, 10);
+    }
+
+    #[test]
+    fn a_new_osd_weighs_its_file_system_in_tib_unless_told() {
+        let sized = Config::from_settings(&[]).unwrap();
+        assert_eq!(sized.initial_weight(3 << 40).unwrap(), 3 << 16, "3 TiB weigh 3.0");
+        assert_eq!(sized.initial_weight(1 << 30).unwrap(), 64, "1 GiB weighs 1/1024");
+        assert_eq!(sized.initial_weight(0).unwrap(), 1, "never nothing");
+        let given = Config::from_settings(&["osd_crush_initial_weight=0.5".into()]).unwrap();
+        assert_eq!(given.initial_weight(3 << 40).unwrap(), 0x8000);
+        for bad in ["osd_crush_initial_weight=heavy", "osd_crush_initial_weight=70000"] {
+            let e = Config::from_settings(&[bad.into()]).unwrap_err();
+            assert!(e.message.contains("osd_crush_initial_weight"), "{e}");
+        }
     }
 }

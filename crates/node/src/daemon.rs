@@ -275,7 +275,7 @@ pub async fn run_osd(args: OsdArgs) -> Result<()> {
     let entry = OsdEntry {
         addr: listener.local_addr().to_owned(),
         host: args.host.clone(),
-        weight: 0x10000,
+        weight: config.initial_weight(shoal_store::device::file_system_bytes(&resolved.data)?)?,
         up: true,
         is_in: true,
     };

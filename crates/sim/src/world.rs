@@ -865,8 +865,9 @@ impl World {
                     osd.clock_offset_ns = osd.clock_offset_ns.saturating_add(jump);
                 }
             }
-            // Erasure-coded PGs whose shards all change position at once can stall (no
-            // pg_temp yet: ARCHITECTURE, known gaps), so only replicated runs reshape.
+            // Erasure-coded PGs can stall when placement moves shards while other faults
+            // strike (no pg_temp yet: ARCHITECTURE, known gaps), so only replicated runs
+            // reshape.
             78..86 if self.scenario.erasure.is_none() => self.reshape(pick),
             _ => {
                 let slow = self.rng.random_range(20_000..300_000);

@@ -76,6 +76,13 @@ pub struct FileDevice {
     size: AtomicU64,
 }
 
+/// The size of the file system holding `path`, in bytes: what a new OSD there weighs.
+pub fn file_system_bytes(path: &Path) -> Result<u64> {
+    let stat = rustix::fs::statvfs(path)
+        .map_err(|e| shoal_types::err::io(format!("file system size of {}: {e}", path.display())))?;
+    Ok(stat.f_blocks.saturating_mul(stat.f_frsize))
+}
+
 impl FileDevice {
     /// Opens (creating if needed) the device file at `path`.
     pub fn open(path: &Path) -> Result<Self> {
