@@ -290,6 +290,11 @@ impl Rados {
         self.map_command(MapCommand::OsdPurge { id, force }).await
     }
 
+    /// Sets (`on`) or clears a cluster flag; returns the new map.
+    pub async fn osd_set_flag(&self, flag: &str, on: bool) -> Result<Arc<OsdMap>> {
+        self.map_command(MapCommand::SetFlag { flag: flag.to_owned(), on }).await
+    }
+
     /// Keeps `map` if it is newer than the one held; returns the newest.
     fn adopt(&self, map: OsdMap) -> Arc<OsdMap> {
         let mut current = self.inner.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -254,6 +254,27 @@ fn a_new_host_joins_and_a_drained_osd_is_purged() {
     }
 }
 
+/// `noout` keeps a down OSD in (maintenance without data moving); unset, the monitor marks
+/// it out after `mon_osd_down_out_interval`.
+#[test]
+fn noout_keeps_a_down_osd_in_until_it_is_unset() {
+    let cluster = Vstart::start("2", "2");
+    let conf = cluster.conf();
+    ok(&conf, &["config", "set", "global", "mon_osd_down_out_interval", "2"]);
+    assert!(ok(&conf, &["osd", "set", "noout"]).contains("noout is set"));
+    let (set, _, why) = shoal_c(&conf, &["osd", "set", "nodown"]);
+    assert!(!set && why.contains("'nodown' is not a cluster flag"), "{why}");
+    assert!(ok(&conf, &["status"]).contains("noout flag(s) set"));
+    kill9(cluster.pid("osd.1"));
+    let osd1 = || ok(&conf, &["osd", "tree"]).lines().find(|l| l.contains("osd.1 ")).unwrap_or_default().to_owned();
+    assert!(wait_for(|| osd1().contains(" down ").then_some(())).is_some(), "osd.1 is marked down: {}", osd1());
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    assert!(!osd1().contains("down out"), "noout: still in three intervals later: {}", osd1());
+    ok(&conf, &["osd", "unset", "noout"]);
+    assert!(wait_for(|| osd1().contains("down out").then_some(())).is_some(), "marked out once unset: {}", osd1());
+    assert!(!ok(&conf, &["status"]).contains("flag(s) set"));
+}
+
 #[test]
 fn erasure_code_profiles_and_pools_through_the_cli() {
     let cluster = Vstart::start("1", "1");

@@ -80,6 +80,13 @@ pub enum MapChange {
     Crush(CrushChange),
     /// Remove a down OSD from the map (its weights, class and leads with it).
     OsdPurge(OsdId),
+    /// Set or clear a cluster flag.
+    SetFlag {
+        /// One of [`shoal_types::CLUSTER_FLAGS`].
+        flag: String,
+        /// Set or clear.
+        on: bool,
+    },
     /// A primary asks that PGs be led by another OSD of their acting set (`Some`) or by
     /// placement's primary again (`None`): applied to each PG `osd` still leads.
     PrimaryTemp {
@@ -107,6 +114,17 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
             erasure_shards_keep_places(&before, map).inspect_err(|_| *map = before.clone())?;
             Reply::Done
         }
+        MapChange::SetFlag { flag, on } => {
+            if !shoal_types::CLUSTER_FLAGS.contains(&flag.as_str()) {
+                let known = shoal_types::CLUSTER_FLAGS.join(", ");
+                return Err(err::invalid(format!("'{flag}' is not a cluster flag: one of {known}")));
+            }
+            match on {
+                true => map.flags.insert(flag.clone()),
+                false => map.flags.remove(flag),
+            };
+            Reply::Done
+        }
         MapChange::OsdPurge(id) => {
             let osd = map.osds.get(id).ok_or_else(|| err::not_found(format!("{id} does not exist")))?;
             if osd.up {
@@ -120,8 +138,10 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
         }
         MapChange::OsdBoot { id, entry, back_in } => {
             // A known OSD keeps the weight it was given; a new one takes the one it boots with.
+            // An OSD that is in stays in; one that is out (or new) comes in unless `noin`.
             let old = map.osds.get(id);
-            let is_in = old.is_none_or(|old| old.is_in || *back_in);
+            let is_in =
+                old.is_some_and(|old| old.is_in) || (!map.flags.contains("noin") && old.is_none_or(|_| *back_in));
             let weight = old.map_or(entry.weight, |old| old.weight);
             // Hosts known so far keep their bucket ids; a new host gets the next one.
             map.crush = map.crush_view();
@@ -454,5 +474,24 @@ mod tests {
         assert!(refused > 0, "some weight change trades places");
         let mut replicated = OsdMap { pools: Default::default(), ..map.clone() };
         apply(&mut replicated, &MapChange::SetOsdWeight { id: OsdId(1), weight: 0x1000 }).unwrap();
+    }
+
+    #[test]
+    fn noin_keeps_booting_osds_that_are_out_out() {
+        let mut map = OsdMap::default();
+        let flag = |on| MapChange::SetFlag { flag: "noin".into(), on };
+        apply(&mut map, &flag(true)).unwrap();
+        let bad = apply(&mut map, &MapChange::SetFlag { flag: "nodown".into(), on: true }).unwrap_err();
+        assert!(bad.message.contains("one of noout, noin"), "{}", bad.message);
+        apply(&mut map, &MapChange::OsdBoot { id: OsdId(0), entry: entry("a"), back_in: false }).unwrap();
+        assert!(!map.osds[&OsdId(0)].is_in, "a new OSD stays out under noin");
+        apply(&mut map, &MapChange::OsdBoot { id: OsdId(0), entry: entry("b"), back_in: true }).unwrap();
+        assert!(!map.osds[&OsdId(0)].is_in, "so does one the monitor marked out");
+        apply(&mut map, &flag(false)).unwrap();
+        apply(&mut map, &MapChange::OsdBoot { id: OsdId(0), entry: entry("c"), back_in: true }).unwrap();
+        assert!(map.osds[&OsdId(0)].is_in);
+        apply(&mut map, &flag(true)).unwrap();
+        apply(&mut map, &MapChange::OsdBoot { id: OsdId(0), entry: entry("d"), back_in: false }).unwrap();
+        assert!(map.osds[&OsdId(0)].is_in, "an OSD that is in stays in");
     }
 }

@@ -124,14 +124,16 @@ impl FailureTracker {
     }
 
     /// The OSDs of `map` that are down and in and have been down for the policy's
-    /// interval at `now`. An OSD first seen down here counts as down from `now`.
+    /// interval at `now` (none while the `noout` flag is set). An OSD first seen down here
+    /// counts as down from `now`.
     pub fn due_out(&mut self, policy: &FailurePolicy, map: &OsdMap, now: Duration) -> Vec<OsdId> {
+        let noout = map.flags.contains("noout");
         map.osds
             .iter()
             .filter(|(_, o)| !o.up && o.is_in)
             .filter(|(id, _)| {
                 let since = *self.down_since.entry(**id).or_insert(now);
-                now.saturating_sub(since) >= policy.down_out_interval
+                !noout && now.saturating_sub(since) >= policy.down_out_interval
             })
             .map(|(id, _)| *id)
             .collect()
@@ -237,6 +239,9 @@ mod tests {
         let mut tracker = FailureTracker::default();
         assert!(tracker.due_out(&policy, &down, secs(50)).is_empty());
         assert!(tracker.due_out(&policy, &down, secs(59)).is_empty());
+        let mut noout = down.clone();
+        noout.flags.insert("noout".into());
+        assert!(tracker.due_out(&policy, &noout, secs(60)).is_empty(), "noout: nothing is marked out");
         assert_eq!(tracker.due_out(&policy, &down, secs(60)), vec![OsdId(0)]);
         // A boot forgets the down time: down again later counts from then.
         assert!(!tracker.booted(OsdId(0)), "marked out by an operator or not at all: stays as it is");

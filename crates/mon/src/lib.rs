@@ -197,6 +197,7 @@ impl Monitor {
             }
             MapCommand::RemoveErasureProfile(name) => MapChange::RemoveErasureProfile(name),
             MapCommand::Crush(change) => MapChange::Crush(change),
+            MapCommand::SetFlag { flag, on } => MapChange::SetFlag { flag, on },
             MapCommand::OsdPurge { id, force } => {
                 if !force {
                     lifecycle::safe_to_destroy(&map, &self.pg_stats(&map), id)?;

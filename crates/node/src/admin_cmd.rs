@@ -64,6 +64,11 @@ pub enum OsdCommand {
     /// Whether stopping an OSD leaves every PG it serves with `min_size` members up (Ceph's
     /// `osd ok-to-stop`); exits with EBUSY naming the PGs that would stop serving if not.
     OkToStop(OsdMark),
+    /// Set a cluster flag: `noout` (no down OSD is marked out: for maintenance) or `noin`
+    /// (booting OSDs that are out, or new, stay out).
+    Set(FlagArgs),
+    /// Clear a cluster flag.
+    Unset(FlagArgs),
     /// Whether no PG can need an OSD's copies any more (Ceph's `osd safe-to-destroy`);
     /// exits with EBUSY naming the PGs that still may.
     SafeToDestroy(OsdMark),
@@ -174,6 +179,15 @@ pub struct OsdMark {
     cluster: ClusterArgs,
     /// The OSD's id.
     id: u32,
+}
+
+/// Arguments of `shoal osd set|unset`.
+#[derive(Args, Debug)]
+pub struct FlagArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// The flag: noout or noin.
+    flag: String,
 }
 
 /// Arguments of `shoal osd crush …`.
@@ -592,6 +606,9 @@ pub fn health(map: &OsdMap, stats: &[PgStat]) -> (&'static str, Vec<String>) {
     if out > 0 {
         reasons.push(format!("{out} osds out"));
     }
+    if !map.flags.is_empty() {
+        reasons.push(format!("{} flag(s) set", map.flags.iter().cloned().collect::<Vec<_>>().join(",")));
+    }
     let up_in = map.osds.values().filter(|o| o.up && o.is_in).count() as u32;
     for pool in map.pools.values().filter(|p| p.size > up_in) {
         reasons.push(format!("pool '{}' wants {} replicas but only {up_in} osds are up and in", pool.name, pool.size));
@@ -678,6 +695,7 @@ enum Action {
     OkToStop(OsdId),
     SafeToDestroy(OsdId),
     Purge(OsdId, bool),
+    Flag(String, bool),
     Pool(PoolCommand),
     Profile(ProfileCommand),
     Df,
@@ -718,6 +736,8 @@ pub async fn osd(command: OsdCommand) -> Result<()> {
         OsdCommand::Out(mark) => run(&mark.cluster, Action::SetIn(mark.id, false)).await,
         OsdCommand::In(mark) => run(&mark.cluster, Action::SetIn(mark.id, true)).await,
         OsdCommand::OkToStop(mark) => run(&mark.cluster, Action::OkToStop(OsdId(mark.id))).await,
+        OsdCommand::Set(args) => run(&args.cluster, Action::Flag(args.flag, true)).await,
+        OsdCommand::Unset(args) => run(&args.cluster, Action::Flag(args.flag, false)).await,
         OsdCommand::SafeToDestroy(mark) => run(&mark.cluster, Action::SafeToDestroy(OsdId(mark.id))).await,
         OsdCommand::Purge { mark, yes_i_really_mean_it, force } => {
             if !yes_i_really_mean_it {
@@ -892,6 +912,10 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
             let (stats, _) = rados.pg_stats().await?;
             println!("{}", shoal_mon::lifecycle::safe_to_destroy(&map, &stats, osd)?);
         }
+        Action::Flag(flag, on) => {
+            let map = rados.osd_set_flag(&flag, on).await?;
+            println!("{flag} is {} (map epoch {})", if on { "set" } else { "unset" }, map.epoch);
+        }
         Action::Purge(osd, force) => {
             let map = rados.osd_purge(osd, force).await?;
             println!("purged {osd} (map epoch {})", map.epoch);
@@ -970,6 +994,9 @@ mod tests {
         map.osds.insert(OsdId(0), osd(true, true));
         map.osds.insert(OsdId(1), osd(true, true));
         assert_eq!(health(&map, &[]), ("HEALTH_OK", vec![]));
+        map.flags.extend(["noin".to_owned(), "noout".to_owned()]);
+        assert_eq!(health(&map, &[]), ("HEALTH_WARN", vec!["noin,noout flag(s) set".to_owned()]));
+        map.flags.clear();
         map.pools.insert(
             PoolId(1),
             Pool {

@@ -15,6 +15,6 @@ pub mod pg;
 pub use encoding::Versioned;
 pub use error::{Errno, RadosError, Result, err};
 pub use ids::{ClientId, ObjectId, ObjectName, OsdId, PgId, PoolId, ReqId};
-pub use map::{ActiveInterval, OsdEntry, OsdMap, Pool, PoolSpec};
+pub use map::{ActiveInterval, CLUSTER_FLAGS, OsdEntry, OsdMap, Pool, PoolSpec};
 pub use op::{CmpMode, CmpOp, ObjectStat, Step, StepOutput};
 pub use pg::{EVersion, PgInfo, PgLogEntry, PgMissing, PgStat, PgStateFlag, PgSummary};

@@ -5,7 +5,7 @@ use crate::erasure::{DEFAULT_PROFILE, ErasurePoolSpec, ErasureProfile, PoolErasu
 use crate::error::{Result, err};
 use crate::ids::{OsdId, PgId, PoolId};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A pool: its name and how it is spread over OSDs, replicated or erasure-coded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,15 +125,24 @@ pub struct OsdMap {
     /// OSDs whose override weight (`osd reweight`, 16.16) is below 1.0.
     #[serde(default)]
     pub osd_reweight: BTreeMap<OsdId, u32>,
+    /// Cluster flags an operator set (`osd set noout`), from [`CLUSTER_FLAGS`].
+    #[serde(default)]
+    pub flags: BTreeSet<String>,
 }
+
+/// The cluster flags `osd set` knows: `noout` (the monitor marks no down OSD out),
+/// `noin` (a booting OSD that is out, or new, stays out).
+pub const CLUSTER_FLAGS: [&str; 2] = ["noout", "noin"];
 
 impl crate::Versioned for OsdMap {
     const NAME: &'static str = "osd map";
-    const VERSION: u8 = 6;
+    const VERSION: u8 = 7;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<crate::Result<Self>> {
-        if version == 5 {
-            return Some(crate::encoding::decode_body::<v5::OsdMap>("osd map v5", body).map(OsdMap::from));
+        match version {
+            6 => return Some(crate::encoding::decode_body::<v6::OsdMap>("osd map v6", body).map(OsdMap::from)),
+            5 => return Some(crate::encoding::decode_body::<v5::OsdMap>("osd map v5", body).map(OsdMap::from)),
+            _ => {}
         }
         let v4 = match version {
             1 => crate::encoding::decode_body::<v1::OsdMap>("osd map v1", body)
@@ -145,6 +154,61 @@ impl crate::Versioned for OsdMap {
             _ => return None,
         };
         Some(v4.map(|m| OsdMap::from(v5::OsdMap::from(m))))
+    }
+}
+
+/// Version 6 of the map, before cluster flags.
+pub mod v6 {
+    use super::{ActiveInterval, OsdEntry, Pool};
+    use crate::crush::CrushMap;
+    use crate::erasure::ErasureProfile;
+    use crate::ids::{OsdId, PgId, PoolId};
+    use serde::{Deserialize, Serialize};
+    use std::collections::BTreeMap;
+
+    /// The map as version 6 stored it.
+    #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct OsdMap {
+        /// Epoch.
+        pub epoch: u64,
+        /// Next pool id.
+        pub next_pool_id: u64,
+        /// Pools.
+        pub pools: BTreeMap<PoolId, Pool>,
+        /// OSDs.
+        pub osds: BTreeMap<OsdId, OsdEntry>,
+        /// Central configuration.
+        pub config: BTreeMap<String, BTreeMap<String, String>>,
+        /// Activated intervals.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub pg_active: BTreeMap<PgId, ActiveInterval>,
+        /// Erasure-code profiles.
+        pub erasure_profiles: BTreeMap<String, ErasureProfile>,
+        /// Primaries in place of placement's.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub primary_temp: BTreeMap<PgId, OsdId>,
+        /// The CRUSH map.
+        pub crush: CrushMap,
+        /// Override weights.
+        pub osd_reweight: BTreeMap<OsdId, u32>,
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        fn from(old: OsdMap) -> Self {
+            super::OsdMap {
+                epoch: old.epoch,
+                next_pool_id: old.next_pool_id,
+                pools: old.pools,
+                osds: old.osds,
+                config: old.config,
+                pg_active: old.pg_active,
+                erasure_profiles: old.erasure_profiles,
+                primary_temp: old.primary_temp,
+                crush: old.crush,
+                osd_reweight: old.osd_reweight,
+                flags: Default::default(),
+            }
+        }
     }
 }
 
@@ -270,6 +334,7 @@ pub mod v5 {
                 primary_temp: old.primary_temp,
                 crush: Default::default(),
                 osd_reweight: BTreeMap::new(),
+                flags: Default::default(),
             };
             map.fill_placement();
             map
@@ -814,7 +879,7 @@ mod tests {
     }
 
     #[test]
-    fn version_6_has_golden_bytes() {
+    fn version_7_has_golden_bytes() {
         use crate::Versioned;
         let mut map = OsdMap { epoch: 1, ..OsdMap::default() };
         let profile = ErasureProfile { k: 4, m: 2, stripe_unit: 4096, ..ErasureProfile::default() };
@@ -841,7 +906,7 @@ mod tests {
         };
         let profiles = |code: &[u8]| [&[1, 3, b'p', b'4', b'2'][..], code].concat();
         let crush = [&[1, 7, b'd', b'e', b'f', b'a', b'u', b'l', b't', 1, 6, 0, 1, 2, b'e', b'c'][..], root, &[0, 0]];
-        let expected: Vec<u8> = [
+        let v6: Vec<u8> = [
             &[6, 3, 2][..],
             &pool(&code(root), &[2, b'e', b'c']),
             &[0, 0, 0],
@@ -851,8 +916,14 @@ mod tests {
             &[0],
         ]
         .concat();
-        assert_eq!(map.encode(), expected);
-        assert_eq!(OsdMap::decode(&map.encode()).unwrap(), map);
+        // Version 7 ends with the cluster flags: here `noout`.
+        let mut flagged = map.clone();
+        flagged.flags.insert("noout".into());
+        let expected: Vec<u8> = [&[7][..], &v6[1..], &[1, 5, b'n', b'o', b'o', b'u', b't']].concat();
+        assert_eq!(flagged.encode(), expected);
+        assert_eq!(OsdMap::decode(&flagged.encode()).unwrap(), flagged);
+        // Version 6 ended at the override weights.
+        assert_eq!(OsdMap::decode(&v6).unwrap(), map);
         // Version 5 had no CRUSH map, rules or override weights, and profiles without root
         // and class: it decodes with the rule its placement followed.
         let v5: Vec<u8> =

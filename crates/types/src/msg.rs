@@ -637,6 +637,13 @@ pub enum MapCommand {
         /// Purge even if PGs may need its data.
         force: bool,
     },
+    /// Sets or clears a cluster flag (`osd set noout`, `osd unset noout`).
+    SetFlag {
+        /// The flag, one of [`crate::CLUSTER_FLAGS`].
+        flag: String,
+        /// Set (true) or clear.
+        on: bool,
+    },
 }
 
 #[cfg(test)]
@@ -770,6 +777,14 @@ mod tests {
         let msg =
             Message::Request { tid: 4, request: Request::Map(MapCommand::OsdPurge { id: OsdId(3), force: true }) };
         assert_eq!(msg.encode(), [1, 0, 4, 6, 20, 3, 1]);
+    }
+
+    #[test]
+    fn a_cluster_flag_has_golden_bytes() {
+        // Request (0), tid 4, Request::Map (6), SetFlag (21), "noin", on.
+        let flag = MapCommand::SetFlag { flag: "noin".into(), on: true };
+        let msg = Message::Request { tid: 4, request: Request::Map(flag) };
+        assert_eq!(msg.encode(), [1, 0, 4, 6, 21, 4, b'n', b'o', b'i', b'n', 1]);
     }
 
     #[test]
