@@ -97,6 +97,11 @@ fn moved(before: &[Vec<OsdId>], after: &[Vec<OsdId>]) -> f64 {
     gone as f64 / total.max(1) as f64
 }
 
+/// The first OSD, which the changes act on.
+fn osd0(map: &mut OsdMap) -> Result<&mut OsdEntry> {
+    map.osds.get_mut(&OsdId(0)).ok_or_else(|| err::not_found("the cluster has no osd.0"))
+}
+
 /// A change to the cluster, applied to a copy of its map.
 type Change = Box<dyn Fn(&mut OsdMap) -> Result<()>>;
 
@@ -138,9 +143,9 @@ pub fn run(args: PlacementBenchArgs) -> Result<()> {
             format!("add a host of {per_host} OSDs to rack0"),
             Box::new(move |map: &mut OsdMap| {
                 let first = map.osds.len() as u32;
+                let entry = OsdEntry { host: "new-host".into(), ..osd0(map)?.clone() };
                 for id in first..first + per_host as u32 {
-                    let entry = OsdEntry { host: "new-host".into(), ..map.osds[&OsdId(0)].clone() };
-                    map.osds.insert(OsdId(id), entry);
+                    map.osds.insert(OsdId(id), entry.clone());
                 }
                 CrushChange::Move { name: "new-host".into(), parent: "rack0".into() }.apply(map)
             }),
@@ -149,7 +154,7 @@ pub fn run(args: PlacementBenchArgs) -> Result<()> {
         (
             "crush reweight osd.0 to 0.5".into(),
             Box::new(|map: &mut OsdMap| {
-                map.osds.get_mut(&OsdId(0)).expect("osd.0").weight = 0x8000;
+                osd0(map)?.weight = 0x8000;
                 Ok(())
             }),
             1.0 / n - 0.5 / (n - 0.5),
@@ -162,7 +167,7 @@ pub fn run(args: PlacementBenchArgs) -> Result<()> {
         (
             "osd.0 out".into(),
             Box::new(|map: &mut OsdMap| {
-                map.osds.get_mut(&OsdId(0)).expect("osd.0").is_in = false;
+                osd0(map)?.is_in = false;
                 Ok(())
             }),
             1.0 / n,

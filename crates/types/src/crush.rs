@@ -165,7 +165,12 @@ impl CrushMap {
 
     /// The bucket `name`, or ENOENT.
     pub fn bucket(&self, name: &str) -> Result<&CrushBucket> {
-        self.buckets.get(name).ok_or_else(|| err::not_found(format!("CRUSH bucket '{name}' does not exist")))
+        self.buckets.get(name).ok_or_else(|| missing_bucket(name))
+    }
+
+    /// The bucket `name` to change, or ENOENT.
+    pub(crate) fn bucket_mut(&mut self, name: &str) -> Result<&mut CrushBucket> {
+        self.buckets.get_mut(name).ok_or_else(|| missing_bucket(name))
     }
 
     /// Checks that `parent` may hold `child` (a bucket of type `kind`).
@@ -179,6 +184,10 @@ impl CrushMap {
         }
         Ok(())
     }
+}
+
+fn missing_bucket(name: &str) -> crate::RadosError {
+    err::not_found(format!("CRUSH bucket '{name}' does not exist"))
 }
 
 /// A change to the hierarchy, classes, rules or weights (`shoal osd crush …`, `osd

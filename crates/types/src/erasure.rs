@@ -138,10 +138,11 @@ impl CrushMap {
             failure_domain: code.failure_domain,
             device_class: code.crush_device_class.clone(),
         };
-        let name = (0..)
-            .map(|n| if n == 0 { pool.to_owned() } else { format!("{pool}-{n}") })
-            .find(|name| self.rule(name).map_or(true, |existing| existing == rule))
-            .expect("some name is free");
+        let (mut name, mut n) = (pool.to_owned(), 0);
+        while self.rule(&name).is_ok_and(|existing| existing != rule) {
+            n += 1;
+            name = format!("{pool}-{n}");
+        }
         self.rules.insert(name.clone(), rule);
         name
     }

@@ -730,7 +730,7 @@ impl CrushChange {
             CrushChange::Move { name, parent } | CrushChange::Link { name, parent } => {
                 let kind = crush.bucket(name)?.kind;
                 crush.check_parent(name, kind, parent)?;
-                let parents = &mut crush.buckets.get_mut(name).expect("checked above").parents;
+                let parents = &mut crush.bucket_mut(name)?.parents;
                 if matches!(self, CrushChange::Move { .. }) {
                     parents.clear();
                 }
@@ -739,11 +739,7 @@ impl CrushChange {
                 }
             }
             CrushChange::Unlink { name, parent } => {
-                let parents = &mut crush
-                    .buckets
-                    .get_mut(name)
-                    .ok_or_else(|| err::not_found(format!("CRUSH bucket '{name}' does not exist")))?
-                    .parents;
+                let parents = &mut crush.bucket_mut(name)?.parents;
                 let at = parents
                     .iter()
                     .position(|p| p == parent)
@@ -804,7 +800,9 @@ impl CrushChange {
             CrushChange::SetPoolRule { pool, rule } => {
                 crush.rule(rule)?;
                 let id = map.pool_named(pool)?.id;
-                map.pools.get_mut(&id).expect("found by name").crush_rule = rule.clone();
+                if let Some(pool) = map.pools.get_mut(&id) {
+                    pool.crush_rule = rule.clone();
+                }
             }
             CrushChange::Reweight { osd, reweight } => {
                 known_osd(map, *osd)?;
