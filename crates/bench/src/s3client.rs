@@ -8,7 +8,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use shoal_gateway::sigv4::{sha256_hex, signature, string_to_sign, uri_encode};
-use shoal_types::{Result, err};
+use shoal_types::{Errno, Result, err};
 
 /// An S3 endpoint and the credentials to sign with.
 #[derive(Clone)]
@@ -178,6 +178,25 @@ impl S3Client {
 
     /// Like [`S3Client::send`] with extra (unsigned) headers.
     pub async fn send_with(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        headers: &[(&str, String)],
+        body: Bytes,
+    ) -> Result<S3Response> {
+        let idempotent = method == Method::GET || method == Method::HEAD;
+        match self.send_once(method.clone(), path, query, headers, body.clone()).await {
+            // A pooled connection the server closed as the request went out (a restarted
+            // gateway, an idle timeout): a read is sent again once, as SDKs do.
+            Err(e) if idempotent && e.errno == Errno::NotConnected => {
+                self.send_once(method, path, query, headers, body).await
+            }
+            result => result,
+        }
+    }
+
+    async fn send_once(
         &self,
         method: Method,
         path: &str,

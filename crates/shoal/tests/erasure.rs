@@ -6,7 +6,7 @@
 //! PG that loses more than `m` shards stops serving rather than answering wrongly.
 
 use bytes::Bytes;
-use shoal_bench::harness::{Restarted, Vstart, cmdline, kill9, ok, osd_counters, wait_clean, wait_for};
+use shoal_bench::harness::{Restarted, Vstart, cmdline, kill9, ok, osd_counters, shoal_c, wait_clean, wait_for};
 use shoal_client::{IoCtx, WriteOp};
 use shoal_types::{ObjectName, OsdId};
 use std::collections::BTreeMap;
@@ -216,14 +216,26 @@ fn an_erasure_coded_pool_serves_degraded_rebuilds_lost_shards_and_repairs_a_bad_
     // other shards), a deep scrub finds the bad shard and repair rebuilds it.
     let map = runtime.block_on(rados.refresh_map()).unwrap();
     let pool = map.pool_named(POOL).unwrap().clone();
-    // The largest object: its shards' chunks are on the data device, not in RocksDB.
-    let name = model.lock().unwrap().acked.iter().max_by_key(|(_, d)| d.len()).map(|(n, _)| n.clone()).unwrap();
-    let pg = shoal_placement::pg_of(&pool, &ObjectName::new("", &name));
-    let shards = shoal_placement::pg_up_osds(&map, &pool, pg);
-    assert_eq!(shards.len(), 6, "{shards:?}");
-    let corrupt =
-        ["debug", "corrupt", "--pool", POOL, "--object", &name, "--osd", &shards[1].0.to_string(), "--chunk", "1"];
-    ok(&conf, &corrupt);
+    // The largest object whose shard 1 has its chunk 1 on the data device (a small patch of a
+    // large object goes to RocksDB, where the engine's own checksums guard it).
+    let mut by_size: Vec<_> = model.lock().unwrap().acked.iter().map(|(n, d)| (d.len(), n.clone())).collect();
+    by_size.sort_unstable_by(|a, b| b.cmp(a));
+    let corrupt_args = |name: &str, osd: OsdId, chunk: &str| {
+        let (osd, pool) = (osd.0.to_string(), POOL.to_owned());
+        ["debug", "corrupt", "--pool", &pool, "--object", name, "--osd", &osd, "--chunk", chunk].map(str::to_owned)
+    };
+    let (name, pg, shards) = by_size
+        .iter()
+        .find_map(|(_, name)| {
+            let pg = shoal_placement::pg_of(&pool, &ObjectName::new("", name));
+            let shards = shoal_placement::pg_up_osds(&map, &pool, pg);
+            assert_eq!(shards.len(), 6, "{shards:?}");
+            let args = corrupt_args(name, shards[1], "1");
+            shoal_c(&conf, &args.each_ref().map(String::as_str)).0.then(|| (name.clone(), pg, shards))
+        })
+        .expect("no object has chunk 1 of shard 1 on the data device");
+    let corrupt = corrupt_args(&name, shards[1], "1");
+    let corrupt = corrupt.each_ref().map(String::as_str);
     let scrub = |verb: &str| ok(&conf, &["pg", verb, &pg.to_string(), "--wait", "120"]);
     let out = scrub("deep-scrub");
     assert!(out.contains("1 inconsistent") && out.contains("read error"), "{out}");
@@ -236,9 +248,8 @@ fn an_erasure_coded_pool_serves_degraded_rebuilds_lost_shards_and_repairs_a_bad_
 
     // Wrong bytes under a matching checksum in a data shard: reads do not notice, the deep
     // scrub's parity check does and names the shard, and repair rebuilds it.
-    let silent =
-        ["debug", "corrupt", "--pool", POOL, "--object", &name, "--osd", &shards[2].0.to_string(), "--chunk", "0"];
-    ok(&conf, &[&silent[..], &["--rewrite"]].concat());
+    let silent = corrupt_args(&name, shards[2], "0");
+    ok(&conf, &[&silent.each_ref().map(String::as_str)[..], &["--rewrite"]].concat());
     let out = scrub("deep-scrub");
     assert!(out.contains("1 inconsistent") && out.contains("parity"), "{out}");
     assert!(out.contains(&format!("{}: shard 2", shards[2])), "{out}");
