@@ -18,6 +18,7 @@ use shoal_transport::Network;
 use shoal_types::msg::{
     self, MapCommand, NotifyReply, NotifyRequest, OpReply, OsdOp, PgListRequest, Reply, Request, WatchRequest,
 };
+use shoal_types::space::StoreUsage;
 use shoal_types::{
     ActiveInterval, ClientId, Errno, ObjectName, ObjectStat, OsdEntry, OsdId, OsdMap, PgId, PgStat, Pool, PoolSpec,
     ReqId, Result, Step, StepOutput, err,
@@ -127,9 +128,10 @@ impl Rados {
         self.mon_call(MapCommand::OsdRefused { target, reporter, addr }).await.map(|_| ())
     }
 
-    /// Reports the states of the PGs an OSD is primary of (used by OSDs).
-    pub async fn report_pg_stats(&self, osd: OsdId, stats: Vec<PgStat>) -> Result<()> {
-        self.mon_call(MapCommand::PgStats { osd, stats }).await.map(|_| ())
+    /// Reports the states of the PGs an OSD is primary of and how full its store is (used
+    /// by OSDs).
+    pub async fn report_pg_stats(&self, osd: OsdId, stats: Vec<PgStat>, usage: StoreUsage) -> Result<()> {
+        self.mon_call(MapCommand::PgStats { osd, stats, usage }).await.map(|_| ())
     }
 
     /// The monitors (id, address) and the current leader.
@@ -150,7 +152,15 @@ impl Rados {
     /// operation rate (per second).
     pub async fn pg_stats(&self) -> Result<(Vec<PgStat>, u64)> {
         match self.mon_call(MapCommand::GetPgStats).await? {
-            Reply::PgStats { stats, client_ops_per_sec } => Ok((stats, client_ops_per_sec)),
+            Reply::PgStats { stats, client_ops_per_sec, .. } => Ok((stats, client_ops_per_sec)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// How full each up OSD's store was at its last report to the monitors.
+    pub async fn osd_usage(&self) -> Result<std::collections::BTreeMap<OsdId, StoreUsage>> {
+        match self.mon_call(MapCommand::GetPgStats).await? {
+            Reply::PgStats { usage, .. } => Ok(usage.into_iter().collect()),
             other => Err(unexpected(other)),
         }
     }
@@ -221,7 +231,7 @@ impl Rados {
     /// Fetches the current cluster map from the monitor.
     pub async fn refresh_map(&self) -> Result<Arc<OsdMap>> {
         match self.mon_call(MapCommand::Get).await? {
-            Reply::Map(map) => Ok(self.adopt(map)),
+            Reply::Map(map) => Ok(self.adopt(*map)),
             other => Err(unexpected(other)),
         }
     }
@@ -229,7 +239,7 @@ impl Rados {
     /// Sends a command the monitor answers with the new map; keeps that map.
     async fn map_command(&self, command: MapCommand) -> Result<Arc<OsdMap>> {
         match self.mon_call(command).await? {
-            Reply::Map(map) => Ok(self.adopt(map)),
+            Reply::Map(map) => Ok(self.adopt(*map)),
             other => Err(unexpected(other)),
         }
     }
@@ -282,6 +292,11 @@ impl Rados {
     /// returns the new map.
     pub async fn crush(&self, change: shoal_types::crush::CrushChange) -> Result<Arc<OsdMap>> {
         self.map_command(MapCommand::Crush(change)).await
+    }
+
+    /// Changes the full ratios or a pool's quota; returns the new map.
+    pub async fn space(&self, change: shoal_types::space::SpaceChange) -> Result<Arc<OsdMap>> {
+        self.map_command(MapCommand::Space(change)).await
     }
 
     /// Removes a down OSD from the map for good; unless `force`, only if no PG may need its
@@ -480,6 +495,18 @@ pub struct IoCtx {
     namespace: String,
 }
 
+tokio::task_local! {
+    /// Set while a task frees space: see [`freeing_space`].
+    static FREEING_SPACE: ();
+}
+
+/// Runs `work` (a delete and its bookkeeping) with every write it sends marked
+/// [`Step::FullTry`]: it goes through when its pool is at its quota or an OSD is full,
+/// so that users can free space (Ceph's `FULL_TRY`).
+pub async fn freeing_space<F: std::future::Future>(work: F) -> F::Output {
+    FREEING_SPACE.scope((), work).await
+}
+
 /// A registered watch: receive its events with [`Watch::next`].
 pub struct Watch {
     /// The watch's cookie.
@@ -510,6 +537,15 @@ impl IoCtx {
     /// The pool.
     pub fn pool(&self) -> &Pool {
         &self.pool
+    }
+
+    /// Whether writes to this pool are refused now (an OSD of the cluster is full or the
+    /// pool reached its quota), as the monitors' newest map says (the last one this client
+    /// had if they cannot be asked).
+    pub async fn is_full(&self) -> bool {
+        let map = self.rados.refresh_map().await.unwrap_or_else(|_| self.rados.map());
+        map.full_pools.contains(&self.pool.id)
+            || map.osd_space.values().any(|s| *s == shoal_types::space::SpaceState::Full)
     }
 
     /// Switches to a namespace ("" is the default).
@@ -588,7 +624,11 @@ impl IoCtx {
     /// fetches a newer map and resends with the same request id, so an OSD answers a
     /// write already applied from its PG log instead of applying it twice. Gives up with
     /// ETIMEDOUT after the op timeout.
-    async fn submit(&self, name: &str, steps: Vec<Step>) -> Result<OpReply> {
+    async fn submit(&self, name: &str, mut steps: Vec<Step>) -> Result<OpReply> {
+        let may_write = |s: &Step| s.is_mutation() || matches!(s, Step::Exec { .. });
+        if FREEING_SPACE.try_with(|_| ()).is_ok() && steps.iter().any(may_write) {
+            steps.push(Step::FullTry);
+        }
         msg::check_carried(format_args!("the operation on '{name}'"), steps.iter().map(Step::carried_bytes).sum())?;
         let object = self.object(name);
         let pg = self.pg_of(&object)?;

@@ -12,6 +12,11 @@ pub fn rados_error(e: RadosError) -> S3Error {
         }
         Errno::FileTooBig | Errno::TooBig => s3_error!(EntityTooLarge, "{e}"),
         Errno::AccessDenied => s3_error!(AccessDenied, "{}", e.message),
+        // A full OSD or a pool at its quota: the cluster cannot take the data now, whatever
+        // the client sends; deletes still work (as MinIO's 507 for a full drive).
+        Errno::NoSpace | Errno::QuotaExceeded => {
+            custom_error("InsufficientStorage", http::StatusCode::INSUFFICIENT_STORAGE, &e.message)
+        }
         _ => {
             tracing::error!(error = %e, "object layer error");
             s3_error!(InternalError, "{e}")

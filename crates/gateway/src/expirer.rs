@@ -33,7 +33,8 @@ impl Expirer {
     pub async fn run(self: Arc<Self>) {
         loop {
             tokio::time::sleep(self.period).await;
-            match self.pass(now_ns() / 1_000_000_000).await {
+            // Removing expired objects must work when the cluster is full.
+            match shoal_client::freeing_space(self.pass(now_ns() / 1_000_000_000)).await {
                 Ok(0) => {}
                 Ok(removed) => tracing::info!(removed, "object expirer pass"),
                 Err(e) => tracing::warn!(error = %e, "object expirer pass failed"),

@@ -379,7 +379,10 @@ impl Gc {
     pub async fn run(self: std::sync::Arc<Self>, period: Duration) {
         loop {
             tokio::time::sleep(period).await;
-            match self.process(false).await {
+            // Removing data must work when the cluster is full, and then it cannot wait:
+            // every entry is processed, whatever its age (reads of removed data may fail).
+            let urgent = self.data.is_full().await;
+            match shoal_client::freeing_space(self.process(urgent)).await {
                 Ok(r) if r.entries > 0 => tracing::info!(?r, "gc pass"),
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "gc pass failed"),

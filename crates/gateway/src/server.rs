@@ -289,6 +289,21 @@ impl Front {
         }
     }
 
+    /// Runs a request on a worker: SNS, Swift or S3.
+    async fn dispatch(&self, req: Request<Body>) -> Result<Response<Body>, s3s::HttpError> {
+        match self.workers.acquire().await {
+            Ok(_permit) if crate::sns::is_sns(req.method(), req.uri(), req.headers()) => {
+                Ok(self.routes.sns_request(req).await)
+            }
+            Ok(_permit) if self.swift.handles(req.method(), req.uri().path()) => {
+                let secure = req.extensions().get::<Origin>().is_some_and(|o| o.secure);
+                Ok(self.swift.handle(req, secure).await)
+            }
+            Ok(_permit) => self.service.call(req).await,
+            Err(_) => Err(s3s::HttpError::new(Box::new(std::io::Error::other("worker pool closed")))),
+        }
+    }
+
     /// Handles one request.
     pub async fn handle(&self, mut req: Request<Incoming>) -> Response<Body> {
         let id = format!("tx{:012x}-{:08x}", self.id_base, self.next_id.fetch_add(1, Ordering::Relaxed));
@@ -422,16 +437,14 @@ impl Front {
                 (None, None) => Body::http_body_unsync(body),
             }
         });
-        let response = match self.workers.acquire().await {
-            Ok(_permit) if crate::sns::is_sns(req.method(), req.uri(), req.headers()) => {
-                Ok(self.routes.sns_request(req).await)
+        let response = match frees_space(&req) {
+            true => {
+                // Boxed as a trait object: the compiler's Send check gives up on the nested type.
+                let work: std::pin::Pin<Box<dyn Future<Output = _> + Send + '_>> =
+                    Box::pin(shoal_client::freeing_space(self.dispatch(req)));
+                work.await
             }
-            Ok(_permit) if self.swift.handles(req.method(), req.uri().path()) => {
-                let secure = req.extensions().get::<Origin>().is_some_and(|o| o.secure);
-                Ok(self.swift.handle(req, secure).await)
-            }
-            Ok(_permit) => self.service.call(req).await,
-            Err(_) => Err(s3s::HttpError::new(Box::new(std::io::Error::other("worker pool closed")))),
+            false => self.dispatch(req).await,
         };
         self.admitted.fetch_sub(1, Ordering::AcqRel);
         match response {
@@ -449,6 +462,13 @@ impl Front {
             }
         }
     }
+}
+
+/// Whether a request deletes (DELETE, or S3's multi-object delete `POST ?delete`): its
+/// writes go through when the cluster or a pool is full, so users can free space.
+fn frees_space<B>(req: &Request<B>) -> bool {
+    let multi_delete = || req.uri().query().unwrap_or_default().split('&').any(|p| p == "delete" || p == "delete=");
+    req.method() == http::Method::DELETE || (req.method() == http::Method::POST && multi_delete())
 }
 
 /// Whether a request is unsigned (no Authorization header, no presigned signature, no

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use shoal_types::crush::CrushChange;
 use shoal_types::erasure::{ErasurePoolSpec, ErasureProfile};
 use shoal_types::msg::Reply;
+use shoal_types::space::SpaceChange;
 use shoal_types::{ActiveInterval, OsdEntry, OsdId, OsdMap, PgId, PoolSpec, Result, err};
 
 /// One change to the cluster map.
@@ -80,6 +81,8 @@ pub enum MapChange {
     Crush(CrushChange),
     /// Remove a down OSD from the map (its weights, class and leads with it).
     OsdPurge(OsdId),
+    /// Change the full ratios, an OSD's space state or a pool's quota.
+    Space(SpaceChange),
     /// Set or clear a cluster flag.
     SetFlag {
         /// One of [`shoal_types::CLUSTER_FLAGS`].
@@ -114,6 +117,10 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
             erasure_shards_keep_places(&before, map).inspect_err(|_| *map = before.clone())?;
             Reply::Done
         }
+        MapChange::Space(change) => {
+            change.apply(map)?;
+            Reply::Done
+        }
         MapChange::SetFlag { flag, on } => {
             if !shoal_types::CLUSTER_FLAGS.contains(&flag.as_str()) {
                 let known = shoal_types::CLUSTER_FLAGS.join(", ");
@@ -133,6 +140,7 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
             map.osds.remove(id);
             map.osd_reweight.remove(id);
             map.crush.device_classes.remove(id);
+            map.osd_space.remove(id);
             map.primary_temp.retain(|_, lead| lead != id);
             Reply::Done
         }

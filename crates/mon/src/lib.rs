@@ -20,6 +20,7 @@ use failure::{FailureTracker, Report, Verdict};
 use shoal_transport::{Connection, Listener, Network, Rpc};
 use shoal_types::msg::{MapCommand, Message, RaftRpc, Reply, Request};
 use shoal_types::pg::PgStat;
+use shoal_types::space::{SpaceChange, StoreUsage};
 use shoal_types::{ClientId, OsdId, OsdMap, Result, err};
 use std::collections::HashMap;
 use std::future::Future;
@@ -53,6 +54,8 @@ struct Health {
     pg_stats: HashMap<OsdId, Vec<PgStat>>,
     /// Per OSD: when it last reported, its client operation count then, and its rate.
     io_rates: HashMap<OsdId, (Instant, u64, u64)>,
+    /// Per OSD: how full its store was at its last report.
+    usage: HashMap<OsdId, StoreUsage>,
 }
 
 /// A monitor: answers map requests over an [`Authority`].
@@ -106,7 +109,7 @@ impl Monitor {
     /// Answers one map command: reads locally, everything else on the leader.
     pub async fn handle(&self, command: MapCommand) -> Result<Reply> {
         match command {
-            MapCommand::Get => return Ok(Reply::Map(self.current())),
+            MapCommand::Get => return Ok(Reply::Map(Box::new(self.current()))),
             MapCommand::MonStatus => {
                 let (members, leader) = self.authority.quorum();
                 return Ok(Reply::MonStatus { members, leader });
@@ -115,7 +118,7 @@ impl Monitor {
                 let timeout = Duration::from_millis(timeout_ms.min(300_000));
                 let mut rx = self.subscribe();
                 let _ = tokio::time::timeout(timeout, rx.wait_for(|m| m.epoch > newer_than)).await;
-                return Ok(Reply::Map(self.current()));
+                return Ok(Reply::Map(Box::new(self.current())));
             }
             _ => {}
         }
@@ -141,38 +144,39 @@ impl Monitor {
     async fn lead(&self, command: MapCommand) -> Result<Reply> {
         let map = self.current();
         let change = match command {
-            MapCommand::Get | MapCommand::WaitNewer { .. } | MapCommand::MonStatus => return Ok(Reply::Map(map)),
+            MapCommand::Get | MapCommand::WaitNewer { .. } | MapCommand::MonStatus => {
+                return Ok(Reply::Map(Box::new(map)));
+            }
             MapCommand::GetPgStats => {
                 // A down OSD's last rate is history, not current IO.
                 let up = |osd: &OsdId| map.osds.get(osd).is_some_and(|o| o.up);
                 let client_ops_per_sec =
                     self.health().io_rates.iter().filter(|(osd, _)| up(osd)).map(|(_, (_, _, rate))| rate).sum();
-                return Ok(Reply::PgStats { stats: self.pg_stats(&map), client_ops_per_sec });
+                let mut usage: Vec<_> =
+                    self.health().usage.iter().filter(|(osd, _)| up(osd)).map(|(o, u)| (*o, *u)).collect();
+                usage.sort_by_key(|(osd, _)| *osd);
+                return Ok(Reply::PgStats { stats: self.pg_stats(&map), client_ops_per_sec, usage });
             }
-            MapCommand::PgStats { osd, stats } => {
-                let mut health = self.health();
-                let total: u64 = stats.iter().map(|s| s.client_ops).sum();
-                let now = Instant::now();
-                let rate = match health.io_rates.get(&osd) {
-                    Some((at, before, _)) if total >= *before && now > *at => {
-                        ((total - before) as f64 / now.duration_since(*at).as_secs_f64()).round() as u64
-                    }
-                    _ => 0,
-                };
-                health.io_rates.insert(osd, (now, total, rate));
-                health.pg_stats.insert(osd, stats);
+            MapCommand::PgStats { osd, stats, usage } => {
+                self.health().usage.insert(osd, usage);
+                self.record_stats(osd, stats);
+                for change in self.space_changes(&map, osd, usage) {
+                    tracing::info!(?change, "space state changed");
+                    self.authority.commit(MapChange::Space(change)).await?;
+                }
                 return Ok(Reply::Done);
             }
+            MapCommand::Space(change) => MapChange::Space(change),
             MapCommand::OsdFailure { target, reporter } => {
                 match self.failure_reported(&map, target, reporter, Report::Silent) {
                     Some(change) => change,
-                    None => return Ok(Reply::Map(map)),
+                    None => return Ok(Reply::Map(Box::new(map))),
                 }
             }
             MapCommand::OsdRefused { target, reporter, addr } => {
                 match self.failure_reported(&map, target, reporter, Report::Refused { addr: &addr }) {
                     Some(change) => change,
-                    None => return Ok(Reply::Map(map)),
+                    None => return Ok(Reply::Map(Box::new(map))),
                 }
             }
             MapCommand::CreatePool(spec) => MapChange::CreatePool(spec),
@@ -207,9 +211,50 @@ impl Monitor {
         };
         let reply = self.authority.commit(change).await?;
         Ok(match reply {
-            Reply::Done => Reply::Map(self.current()),
+            Reply::Done => Reply::Map(Box::new(self.current())),
             other => other,
         })
+    }
+
+    /// Keeps an OSD's PG reports and its client operation rate.
+    fn record_stats(&self, osd: OsdId, stats: Vec<PgStat>) {
+        let mut health = self.health();
+        let total: u64 = stats.iter().map(|s| s.client_ops).sum();
+        let now = Instant::now();
+        let rate = match health.io_rates.get(&osd) {
+            Some((at, before, _)) if total >= *before && now > *at => {
+                ((total - before) as f64 / now.duration_since(*at).as_secs_f64()).round() as u64
+            }
+            _ => 0,
+        };
+        health.io_rates.insert(osd, (now, total, rate));
+        health.pg_stats.insert(osd, stats);
+    }
+
+    /// The space changes an OSD's report calls for: its own state when its store crossed a
+    /// ratio, and pools reaching their quota (as soon as the PGs reported so far hold
+    /// enough) or falling below it (once every PG of the pool reported).
+    fn space_changes(&self, map: &OsdMap, osd: OsdId, usage: StoreUsage) -> Vec<SpaceChange> {
+        let mut changes = Vec::new();
+        let state = map.full_ratios.state(usage);
+        if map.osds.contains_key(&osd) && map.osd_space.get(&osd).copied() != state {
+            changes.push(SpaceChange::OsdState { osd, state });
+        }
+        if map.pool_quotas.is_empty() {
+            return changes;
+        }
+        let stats = self.pg_stats(map);
+        for (pool, quota) in &map.pool_quotas {
+            let Some(pg_num) = map.pools.get(pool).map(|p| p.pg_num) else { continue };
+            let of_pool: Vec<&PgStat> = stats.iter().filter(|s| s.pg.pool == *pool).collect();
+            let (objects, bytes) = of_pool.iter().fold((0, 0), |(o, b), s| (o + s.objects, b + s.bytes));
+            let reached = quota.reached_by(objects, bytes);
+            let full = map.full_pools.contains(pool);
+            if reached != full && (reached || of_pool.len() == pg_num as usize) {
+                changes.push(SpaceChange::PoolFull { pool: *pool, full: reached });
+            }
+        }
+        changes
     }
 
     /// Records a failure report; returns the change marking the target down once enough
@@ -399,6 +444,8 @@ mod tests {
             objects_to_recover: 0,
             note: String::new(),
             client_ops: 0,
+            objects: 0,
+            bytes: 0,
         };
         let clean = vec![PgStateFlag::Active, PgStateFlag::Clean];
         let (primary, second) = (acting[0], acting[1]);

@@ -86,6 +86,8 @@ mod tests {
                         objects_to_recover: 0,
                         note: String::new(),
                         client_ops: 0,
+                        objects: 0,
+                        bytes: 0,
                     }
                 })
                 .collect()

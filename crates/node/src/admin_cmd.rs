@@ -6,6 +6,7 @@ use crate::session::ClusterArgs;
 use clap::{Args, Subcommand};
 use shoal_types::crush::{BucketType, CrushChange, CrushRule};
 use shoal_types::erasure::{ErasurePoolSpec, ErasureProfile};
+use shoal_types::space::{SpaceChange, SpaceState, StoreUsage};
 use shoal_types::{OsdId, OsdMap, PgId, PgStat, PoolSpec, Result, err};
 use std::collections::BTreeMap;
 
@@ -103,8 +104,17 @@ pub enum OsdCommand {
         weight: u32,
     },
     /// Space per OSD: the data device's size, what objects use, what is free, and what is
-    /// allocated but not referenced (writes in flight, frees waiting for a sync).
+    /// allocated but not referenced (writes in flight, frees waiting for a sync); then the
+    /// whole store (data device and key-value files) against its file system, the share
+    /// used and whether the OSD is nearfull, backfillfull or full.
     Df(StatusArgs),
+    /// Set the ratio of its store at which an OSD counts as full: writes to its PGs get
+    /// ENOSPC, deletes still work (default 0.95).
+    SetFullRatio(RatioArgs),
+    /// Set the ratio at which backfill stops moving data to an OSD (default 0.90).
+    SetBackfillfullRatio(RatioArgs),
+    /// Set the ratio at which an OSD counts as near full: a warning (default 0.85).
+    SetNearfullRatio(RatioArgs),
     /// Erasure-code profiles: `set NAME k=4 m=2 [crush-failure-domain=host|rack|osd|…]
     /// [crush-root=ROOT] [crush-device-class=CLASS] [stripe_unit=4K]
     /// [plugin=reed_solomon]`, `get NAME`, `ls`, `rm NAME`.
@@ -188,6 +198,25 @@ pub struct FlagArgs {
     cluster: ClusterArgs,
     /// The flag: noout or noin.
     flag: String,
+}
+
+/// Arguments of `shoal osd set-full-ratio` and the like.
+#[derive(Args, Debug)]
+pub struct RatioArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// 0 to 1, e.g. 0.95.
+    #[arg(value_parser = parse_ratio)]
+    ratio: u16,
+}
+
+/// A ratio 0..=1 in basis points.
+fn parse_ratio(text: &str) -> std::result::Result<u16, String> {
+    let ratio: f64 = text.parse().map_err(|_| format!("'{text}' is not a number"))?;
+    if !(0.0..=1.0).contains(&ratio) {
+        return Err(format!("ratio {text} is outside 0 to 1"));
+    }
+    Ok((ratio * f64::from(shoal_types::space::WHOLE)).round() as u16)
 }
 
 /// Arguments of `shoal osd crush …`.
@@ -372,6 +401,21 @@ pub enum PoolCommand {
         /// Its value.
         value: String,
     },
+    /// Limit a pool: `max_objects N` or `max_bytes N` (0 removes the limit). Writes to a
+    /// pool at its quota get EDQUOT; deletes still work.
+    SetQuota {
+        /// Pool name.
+        name: String,
+        /// `max_objects` or `max_bytes`.
+        key: String,
+        /// The limit (bytes may carry a K, M, G or T suffix).
+        value: String,
+    },
+    /// A pool's quota and how much of it is used.
+    GetQuota {
+        /// Pool name.
+        name: String,
+    },
     /// Delete a pool and its objects.
     Rm {
         /// Pool name.
@@ -400,22 +444,60 @@ fn describe_pool(pool: &shoal_types::Pool) -> String {
 
 /// `osd tree`: the CRUSH hierarchy from each root down to the OSDs, with CRUSH weights
 /// (a bucket's is its OSDs' sum), classes, states and override weights.
-pub fn tree(map: &OsdMap) -> Vec<String> {
+pub fn tree(map: &OsdMap, usage: &BTreeMap<OsdId, StoreUsage>) -> Vec<String> {
     let crush = map.crush_view();
-    let mut lines =
-        vec![format!("{:>5}  {:<6} {:>9}  {:<28} {:<7} REWEIGHT", "ID", "CLASS", "WEIGHT", "TYPE NAME", "STATUS")];
-    fn weight_under(map: &OsdMap, crush: &shoal_types::crush::CrushMap, bucket: &str) -> u64 {
-        let osds = map.osds.values().filter(|o| o.host == bucket).map(|o| u64::from(o.weight));
-        let children = crush.buckets.iter().filter(|(_, b)| b.parents.iter().any(|p| p == bucket));
-        osds.sum::<u64>() + children.map(|(name, _)| weight_under(map, crush, name)).sum::<u64>()
+    let mut lines = vec![format!(
+        "{:>5}  {:<6} {:>9}  {:<28} {:<7} {:<8} {:>6}",
+        "ID", "CLASS", "WEIGHT", "TYPE NAME", "STATUS", "REWEIGHT", "%USE"
+    )];
+    /// The CRUSH weight under `bucket` and the store bytes (used, used + available) of the
+    /// OSDs under it that reported.
+    fn under(
+        map: &OsdMap,
+        crush: &shoal_types::crush::CrushMap,
+        usage: &BTreeMap<OsdId, StoreUsage>,
+        bucket: &str,
+    ) -> (u64, u128, u128) {
+        let mut total = (0u64, 0u128, 0u128);
+        for (id, osd) in map.osds.iter().filter(|(_, o)| o.host == bucket) {
+            let u = usage.get(id).copied().unwrap_or_default();
+            total.0 += u64::from(osd.weight);
+            total.1 += u128::from(u.used);
+            total.2 += u128::from(u.used) + u128::from(u.available);
+        }
+        for (child, _) in crush.buckets.iter().filter(|(_, b)| b.parents.iter().any(|p| p == bucket)) {
+            let (w, used, size) = under(map, crush, usage, child);
+            total = (total.0 + w, total.1 + used, total.2 + size);
+        }
+        total
     }
-    fn walk(map: &OsdMap, crush: &shoal_types::crush::CrushMap, bucket: &str, depth: usize, lines: &mut Vec<String>) {
+    let percent = |used: u128, size: u128| match size {
+        0 => "-".to_owned(),
+        _ => format!("{:.2}", used as f64 * 100.0 / size as f64),
+    };
+    fn walk(
+        map: &OsdMap,
+        crush: &shoal_types::crush::CrushMap,
+        usage: &BTreeMap<OsdId, StoreUsage>,
+        percent: &dyn Fn(u128, u128) -> String,
+        bucket: &str,
+        depth: usize,
+        lines: &mut Vec<String>,
+    ) {
         let b = &crush.buckets[bucket];
-        let weight = weight_under(map, crush, bucket) as f64 / 65536.0;
+        let (weight, used, size) = under(map, crush, usage, bucket);
+        let weight = weight as f64 / 65536.0;
         let name = format!("{:indent$}{} {bucket}", "", b.kind, indent = depth * 4);
-        lines.push(format!("{:>5}  {:<6} {weight:>9.5}  {name}", b.id, ""));
+        lines.push(format!(
+            "{:>5}  {:<6} {weight:>9.5}  {name:<28} {:<7} {:<8} {:>6}",
+            b.id,
+            "",
+            "",
+            "",
+            percent(used, size)
+        ));
         for (child, _) in crush.buckets.iter().filter(|(_, c)| c.parents.iter().any(|p| p == bucket)) {
-            walk(map, crush, child, depth + 1, lines);
+            walk(map, crush, usage, percent, child, depth + 1, lines);
         }
         for (id, osd) in map.osds.iter().filter(|(_, o)| o.host == bucket) {
             let class = crush.device_classes.get(id).map_or("", String::as_str);
@@ -427,15 +509,17 @@ pub fn tree(map: &OsdMap) -> Vec<String> {
             };
             let reweight = f64::from(map.osd_reweight.get(id).copied().unwrap_or(0x10000)) / 65536.0;
             let name = format!("{:indent$}{id}", "", indent = (depth + 1) * 4);
+            let u = usage.get(id).copied().unwrap_or_default();
+            let used = percent(u128::from(u.used), u128::from(u.used) + u128::from(u.available));
             lines.push(format!(
-                "{:>5}  {class:<6} {:>9.5}  {name:<28} {status:<7} {reweight:.5}",
+                "{:>5}  {class:<6} {:>9.5}  {name:<28} {status:<7} {reweight:<8.5} {used:>6}",
                 id.0,
                 f64::from(osd.weight) / 65536.0
             ));
         }
     }
     for (root, _) in crush.buckets.iter().filter(|(_, b)| b.parents.is_empty()) {
-        walk(map, &crush, root, 0, &mut lines);
+        walk(map, &crush, usage, &percent, root, 0, &mut lines);
     }
     lines
 }
@@ -609,11 +693,25 @@ pub fn health(map: &OsdMap, stats: &[PgStat]) -> (&'static str, Vec<String>) {
     if !map.flags.is_empty() {
         reasons.push(format!("{} flag(s) set", map.flags.iter().cloned().collect::<Vec<_>>().join(",")));
     }
+    let mut full = false;
+    for state in [SpaceState::Full, SpaceState::BackfillFull, SpaceState::NearFull] {
+        let osds: Vec<String> =
+            map.osd_space.iter().filter(|(_, s)| **s == state).map(|(o, _)| o.to_string()).collect();
+        if !osds.is_empty() {
+            reasons.push(format!("{} {} osd(s): {}", osds.len(), state.name(), osds.join(", ")));
+            full |= state == SpaceState::Full;
+        }
+    }
+    let full_pools: Vec<&str> =
+        map.full_pools.iter().filter_map(|p| map.pools.get(p)).map(|p| p.name.as_str()).collect();
+    if !full_pools.is_empty() {
+        reasons.push(format!("{} pool(s) at their quota: {}", full_pools.len(), full_pools.join(", ")));
+    }
     let up_in = map.osds.values().filter(|o| o.up && o.is_in).count() as u32;
     for pool in map.pools.values().filter(|p| p.size > up_in) {
         reasons.push(format!("pool '{}' wants {} replicas but only {up_in} osds are up and in", pool.name, pool.size));
     }
-    if up_in == 0 {
+    if up_in == 0 || full {
         return ("HEALTH_ERR", reasons);
     }
     let states = pg_states(map, stats);
@@ -696,6 +794,7 @@ enum Action {
     SafeToDestroy(OsdId),
     Purge(OsdId, bool),
     Flag(String, bool),
+    Ratio(SpaceState, u16),
     Pool(PoolCommand),
     Profile(ProfileCommand),
     Df,
@@ -756,6 +855,11 @@ pub async fn osd(command: OsdCommand) -> Result<()> {
             run(&cluster, Action::Override(osd, weight)).await
         }
         OsdCommand::Df(args) => run(&args.cluster, Action::Df).await,
+        OsdCommand::SetFullRatio(args) => run(&args.cluster, Action::Ratio(SpaceState::Full, args.ratio)).await,
+        OsdCommand::SetBackfillfullRatio(args) => {
+            run(&args.cluster, Action::Ratio(SpaceState::BackfillFull, args.ratio)).await
+        }
+        OsdCommand::SetNearfullRatio(args) => run(&args.cluster, Action::Ratio(SpaceState::NearFull, args.ratio)).await,
         OsdCommand::ErasureCodeProfile(args) => run(&args.cluster, Action::Profile(args.command)).await,
     }
 }
@@ -883,13 +987,15 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
             }
         }
         Action::Tree => {
-            for line in tree(&*rados.refresh_map().await?) {
+            let usage = rados.osd_usage().await?;
+            for line in tree(&*rados.refresh_map().await?, &usage) {
                 println!("{line}");
             }
         }
         Action::Tell(id, command) => println!("{}", rados.tell_osd(id, &command).await?),
         Action::Df => {
             let map = rados.refresh_map().await?;
+            let usage = rados.osd_usage().await?;
             let mut rows = Vec::new();
             for (id, osd) in map.osds.iter().filter(|(_, o)| o.up) {
                 let df: serde_json::Value = serde_json::from_str(&rados.tell_osd(*id, "df").await?)
@@ -898,6 +1004,16 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
                 for key in ["device_bytes", "used_bytes", "free_bytes", "unreferenced_bytes", "kv_bytes"] {
                     row.push((key, df[key].clone()));
                 }
+                // The whole store against its file system, as the monitor last heard it.
+                let u = usage.get(id).copied().unwrap_or_default();
+                let percent = f64::from(u.basis_points()) / 100.0;
+                let state = map.osd_space.get(id).map_or("", |s| s.name());
+                row.extend([
+                    ("store_bytes", u.used.into()),
+                    ("available_bytes", u.available.into()),
+                    ("use_percent", percent.into()),
+                    ("space", state.into()),
+                ]);
                 rows.push(row);
             }
             crate::bench::print_rows(&rows, false);
@@ -915,6 +1031,36 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
         Action::Flag(flag, on) => {
             let map = rados.osd_set_flag(&flag, on).await?;
             println!("{flag} is {} (map epoch {})", if on { "set" } else { "unset" }, map.epoch);
+        }
+        Action::Ratio(state, basis_points) => {
+            let map = rados.space(SpaceChange::SetRatio { state, basis_points }).await?;
+            println!("{} (map epoch {})", map.full_ratios.describe(), map.epoch);
+        }
+        Action::Pool(PoolCommand::SetQuota { name, key, value }) => {
+            let limit = shoal_types::space::parse_bytes(&value)
+                .ok_or_else(|| err::invalid(format!("quota '{value}' is not a count or size like 1000, 10G")))?;
+            let (max_objects, max_bytes) = match key.as_str() {
+                "max_objects" => (Some(limit), None),
+                "max_bytes" => (None, Some(limit)),
+                _ => return Err(err::invalid(format!("'{key}' is not a quota: max_objects or max_bytes"))),
+            };
+            let map = rados.space(SpaceChange::PoolQuota { pool: name.clone(), max_objects, max_bytes }).await?;
+            println!("set-quota {key} = {limit} for pool '{name}' (map epoch {})", map.epoch);
+        }
+        Action::Pool(PoolCommand::GetQuota { name }) => {
+            let map = rados.refresh_map().await?;
+            let id = map.pool_named(&name)?.id;
+            let quota = map.pool_quotas.get(&id).copied().unwrap_or_default();
+            let (stats, _) = rados.pg_stats().await?;
+            let (objects, bytes) =
+                stats.iter().filter(|s| s.pg.pool == id).fold((0, 0), |(o, b), s| (o + s.objects, b + s.bytes));
+            let limit = |n: u64| if n == 0 { "N/A".to_owned() } else { n.to_string() };
+            println!("quotas for pool '{name}':");
+            println!("  max objects: {} (current {objects})", limit(quota.max_objects));
+            println!("  max bytes  : {} (current {bytes})", limit(quota.max_bytes));
+            if map.full_pools.contains(&id) {
+                println!("  the pool is at its quota: writes get EDQUOT");
+            }
         }
         Action::Purge(osd, force) => {
             let map = rados.osd_purge(osd, force).await?;
@@ -997,6 +1143,12 @@ mod tests {
         map.flags.extend(["noin".to_owned(), "noout".to_owned()]);
         assert_eq!(health(&map, &[]), ("HEALTH_WARN", vec!["noin,noout flag(s) set".to_owned()]));
         map.flags.clear();
+        map.osd_space.insert(OsdId(1), SpaceState::NearFull);
+        assert_eq!(health(&map, &[]), ("HEALTH_WARN", vec!["1 nearfull osd(s): osd.1".to_owned()]));
+        map.osd_space.insert(OsdId(0), SpaceState::Full);
+        let expected = vec!["1 full osd(s): osd.0".to_owned(), "1 nearfull osd(s): osd.1".to_owned()];
+        assert_eq!(health(&map, &[]), ("HEALTH_ERR", expected), "a full OSD stops writes: an error");
+        map.osd_space.clear();
         map.pools.insert(
             PoolId(1),
             Pool {
@@ -1024,6 +1176,8 @@ mod tests {
             objects_to_recover: 0,
             note: String::new(),
             client_ops: 0,
+            objects: 0,
+            bytes: 0,
         };
         let (_, reasons) = health(&map, &[stat]);
         assert!(reasons.iter().any(|r| r.contains("1 pgs degraded")), "{reasons:?}");
@@ -1076,7 +1230,8 @@ mod tests {
         CrushChange::Move { name: "h0".into(), parent }.apply(&mut map).unwrap();
         CrushChange::SetDeviceClass { osds: vec![OsdId(1)], class: "ssd".into() }.apply(&mut map).unwrap();
         CrushChange::Reweight { osd: OsdId(0), reweight: 0x8000 }.apply(&mut map).unwrap();
-        let lines = tree(&map);
+        let usage = BTreeMap::from([(OsdId(0), StoreUsage { used: 1, available: 3 })]);
+        let lines = tree(&map, &usage);
         let names: Vec<String> =
             lines[1..].iter().map(|l| l[25..].chars().take(28).collect::<String>().trim_end().to_owned()).collect();
         assert_eq!(
@@ -1092,9 +1247,10 @@ mod tests {
             ],
             "{lines:#?}"
         );
-        assert!(lines[0].contains("REWEIGHT"));
+        assert!(lines[0].contains("REWEIGHT") && lines[0].ends_with("%USE"), "{}", lines[0]);
         assert!(lines[1].contains("3.00000"), "the root weighs its three OSDs: {}", lines[1]);
-        assert!(lines[6].ends_with("up 0.50000") || lines[6].contains("up      0.50000"), "{}", lines[6]);
+        assert!(lines[6].contains("up      0.50000") && lines[6].ends_with(" 25.00"), "{}", lines[6]);
+        assert!(lines[1].ends_with(" 25.00") && lines[3].ends_with(" -"), "{lines:#?}");
         assert!(lines[7].contains("ssd") && lines[7].contains("up out"), "{}", lines[7]);
         assert!(lines[3].contains("down"), "{}", lines[3]);
     }

@@ -175,6 +175,11 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "the CRUSH weight a new OSD joins with, in TiB as Ceph counts it; below 0: the size of the file system holding its data",
     },
     OptionSpec {
+        name: "osd_failsafe_full_ratio",
+        default: "0.97",
+        help: "the share of its file system past which an OSD's data device does not grow, whatever the map says: the rest is kept for deletes and the key-value store",
+    },
+    OptionSpec {
         name: "mon_osd_down_out_interval",
         default: "600",
         help: "seconds an OSD stays down before the monitor marks it out (its data moves)",
@@ -465,6 +470,15 @@ impl Config {
     pub fn values(&self, names: Option<&[&str]>) -> BTreeMap<String, String> {
         let all: Vec<&str> = OPTIONS.iter().map(|o| o.name).collect();
         names.unwrap_or(&all).iter().map(|&n| (n.to_owned(), self.get(n).to_owned())).collect()
+    }
+
+    /// `osd_failsafe_full_ratio` in basis points.
+    pub fn failsafe_full_ratio(&self) -> Result<u16> {
+        let ratio = self.number("osd_failsafe_full_ratio")?;
+        if !(0.0..=1.0).contains(&ratio) {
+            return Err(err::invalid(format!("osd_failsafe_full_ratio must be between 0 and 1, got {ratio}")));
+        }
+        Ok((ratio * f64::from(shoal_types::space::WHOLE)).round() as u16)
     }
 
     /// The CRUSH weight (16.16, TiB) a new OSD joins with: `osd_crush_initial_weight`, or

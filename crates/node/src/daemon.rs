@@ -299,12 +299,14 @@ pub async fn run_osd(args: OsdArgs) -> Result<()> {
             }
         }
     });
-    let (stats_reporter, stats_osd) = (rados.clone(), osd.clone());
+    let (stats_reporter, stats_osd, stats_store, dir) =
+        (rados.clone(), osd.clone(), store.clone(), resolved.data.clone());
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(PG_STATS_INTERVAL).await;
             let stats = stats_osd.pg_stats().await;
-            if let Err(e) = stats_reporter.report_pg_stats(id, stats).await {
+            let usage = crate::embedded::osd_usage(&dir, &stats_store);
+            if let Err(e) = stats_reporter.report_pg_stats(id, stats, usage).await {
                 tracing::debug!(error = %e, "reporting PG states");
             }
         }

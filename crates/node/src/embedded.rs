@@ -11,6 +11,7 @@ use shoal_osd::Osd;
 use shoal_store::{FileDevice, ObjectStore, StoreFormat};
 use shoal_store_rocks::RocksKv;
 use shoal_transport::{LocalNetwork, Network};
+use shoal_types::space::StoreUsage;
 use shoal_types::{OsdEntry, OsdId, Result, err};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -92,7 +93,7 @@ impl Embedded {
             apply_config(&osd, &maps.borrow().clone(), config.settings());
             tokio::spawn(follow_config(osd.clone(), maps.clone(), config.settings().to_vec()));
             tokio::spawn(follow_pool_removals(osd.clone(), maps));
-            tokio::spawn(report_pg_stats(osd.clone(), Arc::downgrade(&mon)));
+            tokio::spawn(report_pg_stats(osd.clone(), osd_dir(dir, id), store.clone(), Arc::downgrade(&mon)));
             local.push(LocalOsd { kv, store, osd });
         }
         let rados = Rados::connect(network, &mon_addr).await?;
@@ -160,14 +161,23 @@ fn previous_osds(dir: &Path) -> u32 {
     (1..).find(|&id| !osd_dir(dir, id).join("store").exists()).unwrap_or(1)
 }
 
-/// Hands the OSD's PG states to the in-process monitor every second.
-async fn report_pg_stats(osd: Osd, mon: std::sync::Weak<Monitor>) {
+/// Hands the OSD's PG states and store usage to the in-process monitor every second.
+async fn report_pg_stats(osd: Osd, dir: PathBuf, store: Arc<ObjectStore>, mon: std::sync::Weak<Monitor>) {
     loop {
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         let stats = osd.pg_stats().await;
+        let usage = osd_usage(&dir, &store);
         let Some(mon) = mon.upgrade() else { return };
-        let _ = mon.handle(shoal_types::msg::MapCommand::PgStats { osd: osd.id(), stats }).await;
+        let _ = mon.handle(shoal_types::msg::MapCommand::PgStats { osd: osd.id(), stats, usage }).await;
     }
+}
+
+/// How full the store in `dir` is (empty, and logged, if that cannot be read).
+pub fn osd_usage(dir: &Path, store: &ObjectStore) -> StoreUsage {
+    shoal_store::device::store_usage(dir, store.space().free).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "reading the store's space");
+        StoreUsage::default()
+    })
 }
 
 /// Deletes the data of pools as they disappear from the map.
@@ -217,7 +227,8 @@ pub fn open_store(dir: &Path, config: &Config) -> Result<(Arc<RocksKv>, Arc<Obje
     std::fs::create_dir_all(dir)
         .map_err(|e| err::io(format!("cannot create data directory {}: {e}", dir.display())))?;
     let kv = Arc::new(RocksKv::open(&dir.join("store"), config.get("store_rocksdb_options"))?);
-    let device = Arc::new(FileDevice::open(&dir.join("block"))?);
+    let device =
+        Arc::new(FileDevice::open(&dir.join("block"))?.with_failsafe_full_ratio(config.failsafe_full_ratio()?));
     let format = StoreFormat { chunk_size: config.chunk_size()? };
     let store = Arc::new(ObjectStore::open(kv.clone(), device, format, config.store_options()?)?);
     Ok((kv, store))

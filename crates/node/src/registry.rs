@@ -34,7 +34,7 @@ impl LocalMonitor {
         Box::pin(async move {
             let mon = self.0.upgrade().ok_or_else(|| err::again("the monitor stopped"))?;
             match mon.handle(command).await? {
-                Reply::Map(map) => Ok(Arc::new(map)),
+                Reply::Map(map) => Ok(Arc::new(*map)),
                 other => Err(err::io(format!("unexpected reply {other:?}"))),
             }
         })

@@ -176,6 +176,9 @@ impl Driver {
             Job::Scrub { pg, deep, repair } => Input::Scrub { pg, deep, repair },
             Job::ScrubTick(host_load) => Input::ScrubTick { host_load },
             Job::Stats(reply) => {
+                if let Err(e) = self.core.count_usage() {
+                    tracing::warn!(error = %e, "counting the objects of PGs failed");
+                }
                 let _ = reply.send(self.core.stats());
                 return;
             }

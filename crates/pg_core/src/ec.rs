@@ -189,6 +189,8 @@ pub enum EcOutcome {
         touched: Touched,
         /// Class states staged by the operation.
         states: BTreeMap<String, ClassState>,
+        /// What it does to the PG's object and byte counts.
+        usage: crate::usage::UsageDelta,
     },
 }
 
@@ -214,6 +216,7 @@ pub fn execute(
     if view.changes() == 0 {
         return Ok(EcOutcome::Read(OpReply { version: view.base_version(), outputs }));
     }
+    let usage = view.usage_delta();
     let staged = view.into_staged(version, env.now_ns);
     if !allow_overwrites && rewrites_existing_bytes(&staged, object) {
         return Err(err::not_supported(
@@ -222,7 +225,7 @@ pub fn execute(
     }
     let txns = shard_transactions(&staged, &object.layout, coder, key)?;
     let touched = touched(&staged, &object.layout);
-    Ok(EcOutcome::Write { reply: OpReply { version, outputs }, txns, touched, states: staged.states })
+    Ok(EcOutcome::Write { reply: OpReply { version, outputs }, txns, touched, states: staged.states, usage })
 }
 
 /// Whether `staged` changes bytes the object already had (rather than only adding bytes

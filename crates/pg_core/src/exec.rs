@@ -117,6 +117,8 @@ fn execute_step(view: &mut ObjectView<'_>, step: &Step, env: &ExecEnv<'_>) -> Re
             None => Err(err::no_data(format!("no xattr '{name}'"))),
         },
         Step::GetXattrs => view.get_xattrs().map(StepOutput::Xattrs),
+        // Read by the primary before it commits (see `Step::may_run_when_full`).
+        Step::FullTry => Ok(StepOutput::None),
         Step::OmapGetKeys { start_after, filter_prefix, max_return } => {
             let max = (*max_return).min(env.limits.max_omap_entries_per_request) as usize;
             let (entries, more) = view.omap_get_vals(start_after, filter_prefix, max)?;

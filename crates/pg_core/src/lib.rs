@@ -24,6 +24,7 @@ pub mod pglog;
 pub mod primary;
 pub mod scrub;
 pub mod shard;
+pub mod usage;
 pub mod view;
 
 pub use action::{Action, Awaiting, Counted, Durable, Input, Registration, Timer};

@@ -230,6 +230,11 @@ impl<R> Primary<R> {
         self.members().count()
     }
 
+    /// Whether the PG is active (it may still be recovering).
+    pub fn is_active(&self) -> bool {
+        matches!(self.phase, Phase::Active)
+    }
+
     /// The interval this primary runs the PG in.
     pub fn interval(&self) -> u64 {
         self.interval
@@ -302,6 +307,8 @@ impl<R> Primary<R> {
                 _ => String::new(),
             },
             client_ops: self.client_ops,
+            objects: 0,
+            bytes: 0,
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::limits::Limits;
 use crate::pglog::{PgState, RolledBack};
 use crate::primary::Primary;
 use crate::scrub::ScrubBoard;
+use crate::usage::{COUNT_BUDGET, UsageBook, UsageDelta};
 use crate::view::{ObjectView, StoreObject};
 use bytes::Bytes;
 use shoal_objclass::{ClassRegistry, ClassState};
@@ -83,6 +84,8 @@ pub struct Shard<R> {
     pub(crate) out: Vec<Action<R>>,
     /// Deliberate bugs; only a simulator build can switch them on.
     pub(crate) flaws: crate::limits::Flaws,
+    /// Objects and bytes of the PGs this shard leads.
+    usage: UsageBook,
 }
 
 /// The outcome of executing one operation on the primary.
@@ -92,6 +95,8 @@ pub(crate) struct Executed {
     pub(crate) write: Option<(Transaction, shoal_types::PgLogEntry)>,
     pub(crate) key: ObjectKey,
     pub(crate) states: BTreeMap<String, ClassState>,
+    /// What the write does to the PG's object and byte counts.
+    pub(crate) usage: crate::usage::UsageDelta,
 }
 
 impl<R> Shard<R> {
@@ -111,6 +116,7 @@ impl<R> Shard<R> {
             last_client_op_ns: None,
             out: Vec::new(),
             flaws: crate::limits::Flaws::default(),
+            usage: UsageBook::default(),
         }
     }
 
@@ -190,7 +196,8 @@ impl<R> Shard<R> {
         self.check_serving(pg).ok().and_then(|()| self.primaries.get(&pg)).map(Primary::interval)
     }
 
-    /// The state of every PG this shard is primary of.
+    /// The state of every PG this shard is primary of, with the objects and bytes of each
+    /// one counted (see [`Shard::count_usage`]).
     pub fn stats(&self) -> Vec<PgStat> {
         self.primaries
             .iter()
@@ -200,9 +207,61 @@ impl<R> Shard<R> {
                 if self.config.damage.in_pg(*pg) || self.config.scrubs.errors_in(*pg) > 0 {
                     stat.state.push(shoal_types::PgStateFlag::Inconsistent);
                 }
+                let usage = self.usage.get(*pg, p.interval()).unwrap_or_default();
+                (stat.objects, stat.bytes) = (usage.objects, usage.bytes);
                 stat
             })
             .collect()
+    }
+
+    /// Counts the objects and bytes of active PGs this shard leads that have no count for
+    /// their interval yet: whole PGs, until [`COUNT_BUDGET`] objects were read. Later
+    /// writes keep the counts.
+    pub fn count_usage(&mut self) -> Result<()> {
+        let primaries = &self.primaries;
+        self.usage.retain(|pg, interval| primaries.get(&pg).is_some_and(|p| p.interval() == interval));
+        let uncounted: Vec<(PgId, u64, bool)> = self
+            .primaries
+            .iter()
+            .filter(|(pg, p)| p.is_active() && self.usage.get(**pg, p.interval()).is_none())
+            .map(|(pg, p)| (*pg, p.interval(), p.ec.is_some()))
+            .collect();
+        let mut read = 0;
+        for (pg, interval, erasure) in uncounted {
+            if read >= COUNT_BUDGET {
+                break;
+            }
+            let pg_num = self.map.pool(pg.pool)?.pg_num;
+            let mut keys = Vec::new();
+            loop {
+                let (page, more) = self.list_keys(pg, pg_num, keys.last(), 1024)?;
+                keys.extend(page);
+                if !more {
+                    break;
+                }
+            }
+            read += keys.len();
+            let size = |onode| Ok(if erasure { crate::ec::logical_onode(onode)?.size } else { onode.size });
+            self.usage.count(&self.config.store, pg, interval, &keys, size)?;
+        }
+        Ok(())
+    }
+
+    /// Adds a committed write's change to its PG's count.
+    pub(crate) fn record_usage(&mut self, pg: PgId, delta: UsageDelta) {
+        if let Some(interval) = self.primaries.get(&pg).map(Primary::interval) {
+            self.usage.record(pg, interval, delta);
+        }
+    }
+
+    /// EDQUOT or ENOSPC when `pg`'s pool reached its quota or an OSD of its acting set is
+    /// full, unless `steps` only free space or carry [`shoal_types::Step::FullTry`].
+    pub(crate) fn refuse_when_full(&self, pg: PgId, steps: &[shoal_types::Step]) -> Result<()> {
+        let Some(p) = self.primaries.get(&pg) else { return Ok(()) };
+        match self.map.write_refusal(pg.pool, &p.acting) {
+            Some(e) if !shoal_types::Step::may_run_when_full(steps) => Err(e),
+            _ => Ok(()),
+        }
     }
 
     pub(crate) fn emit(&mut self, action: Action<R>) {
@@ -261,12 +320,13 @@ impl<R> Shard<R> {
         let outputs = execute(&mut view, &op.steps, &env)?;
         if view.changes() == 0 {
             let reply = OpReply { version: view.base_version(), outputs };
-            return Ok(Executed { reply, write: None, key, states: BTreeMap::new() });
+            return Ok(Executed { reply, write: None, key, states: BTreeMap::new(), usage: Default::default() });
         }
+        let usage = view.usage_delta();
         let (txn, states) = view.into_transaction(at.version, self.now_ns);
         let reply = OpReply { version: at.version, outputs };
         let entry = PgState::entry(at, op.reqid, op.object.clone(), &reply);
-        Ok(Executed { reply, write: Some((txn, entry)), key, states })
+        Ok(Executed { reply, write: Some((txn, entry)), key, states, usage })
     }
 
     /// Commit callback: publishes the class state staged by a committed write.

@@ -150,6 +150,11 @@ impl<'a> ObjectView<'a> {
         self.base.as_ref().map_or(0, |o| o.version)
     }
 
+    /// What the staged changes do to the PG's object and byte counts.
+    pub fn usage_delta(&self) -> crate::usage::UsageDelta {
+        crate::usage::UsageDelta::between(self.base.as_ref(), self.current.as_ref())
+    }
+
     /// How many changes were staged so far.
     pub fn changes(&self) -> u64 {
         self.changes

@@ -6,6 +6,7 @@
 //! [`crate::alloc::Allocator`]'s job, rebuilt from the engine's extent records at start.
 
 use bytes::Bytes;
+use shoal_types::space::{StoreUsage, WHOLE};
 use shoal_types::{Result, err};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -74,6 +75,8 @@ pub struct FileDevice {
     direct: Option<File>,
     path: PathBuf,
     size: AtomicU64,
+    /// The share of the file system (basis points) the device does not grow past.
+    failsafe_full: u16,
 }
 
 /// The size of the file system holding `path`, in bytes: what a new OSD there weighs.
@@ -81,6 +84,37 @@ pub fn file_system_bytes(path: &Path) -> Result<u64> {
     let stat = rustix::fs::statvfs(path)
         .map_err(|e| shoal_types::err::io(format!("file system size of {}: {e}", path.display())))?;
     Ok(stat.f_blocks.saturating_mul(stat.f_frsize))
+}
+
+/// How much space the store in `dir` (its key-value files and data device) takes and
+/// could still take: the blocks its files hold, less the data device's free `device_free`
+/// bytes (allocated to the file but unused), against what the file system has left plus
+/// those free bytes.
+pub fn store_usage(dir: &Path, device_free: u64) -> Result<StoreUsage> {
+    let stat = rustix::fs::statvfs(dir)
+        .map_err(|e| shoal_types::err::io(format!("file system space of {}: {e}", dir.display())))?;
+    let held = allocated_bytes(dir)?;
+    Ok(StoreUsage {
+        used: held.saturating_sub(device_free),
+        available: stat.f_bavail.saturating_mul(stat.f_frsize).saturating_add(device_free),
+    })
+}
+
+/// The bytes of blocks the files under `dir` hold.
+fn allocated_bytes(dir: &Path) -> Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let entries = std::fs::read_dir(dir).map_err(|e| err::io(format!("listing {}: {e}", dir.display())))?;
+    let mut total = 0u64;
+    for entry in entries {
+        let entry = entry.map_err(|e| err::io(format!("listing {}: {e}", dir.display())))?;
+        // A file may go (a compaction's input) between listing and reading it.
+        let Ok(meta) = entry.metadata() else { continue };
+        total += match meta.is_dir() {
+            true => allocated_bytes(&entry.path())?,
+            false => meta.blocks() * 512,
+        };
+    }
+    Ok(total)
 }
 
 impl FileDevice {
@@ -97,11 +131,46 @@ impl FileDevice {
         // Some file systems (tmpfs) refuse O_DIRECT: then every write is buffered.
         let direct =
             OpenOptions::new().write(true).custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32).open(path).ok();
-        Ok(FileDevice { file, direct, path: path.to_owned(), size: AtomicU64::new(size) })
+        Ok(FileDevice { file, direct, path: path.to_owned(), size: AtomicU64::new(size), failsafe_full: WHOLE })
+    }
+
+    /// The device will not grow into the last `1 - ratio` (basis points) of its file
+    /// system: that space is left for deletes and the key-value store (Ceph's
+    /// `osd_failsafe_full_ratio`, 0.97), whatever the map says of the OSD's state.
+    pub fn with_failsafe_full_ratio(mut self, basis_points: u16) -> Self {
+        self.failsafe_full = basis_points.min(WHOLE);
+        self
+    }
+
+    /// ENOSPC if growing by `by` bytes leaves the file system fuller than the failsafe ratio.
+    fn check_failsafe(&self, by: u64) -> Result<()> {
+        if self.failsafe_full >= WHOLE {
+            return Ok(());
+        }
+        let stat = rustix::fs::statvfs(&self.path).map_err(|e| self.io_error("file system space of", e))?;
+        let total = u128::from(stat.f_blocks) * u128::from(stat.f_frsize);
+        let available = u128::from(stat.f_bavail) * u128::from(stat.f_frsize);
+        let reserve = total * u128::from(WHOLE - self.failsafe_full) / u128::from(WHOLE);
+        match available < reserve + u128::from(by) {
+            true => Err(err::no_space(format!(
+                "the file system of {} is past the failsafe full ratio {} (osd_failsafe_full_ratio)",
+                self.path.display(),
+                f64::from(self.failsafe_full) / f64::from(WHOLE)
+            ))),
+            false => Ok(()),
+        }
     }
 
     fn io_error(&self, what: &str, e: impl std::fmt::Display) -> shoal_types::RadosError {
         err::io(format!("{what} {}: {e}", self.path.display()))
+    }
+
+    /// ENOSPC for a full file system, EIO for anything else.
+    fn write_error(&self, what: &str, e: std::io::Error) -> shoal_types::RadosError {
+        match e.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error()) {
+            true => err::no_space(format!("{what} {}: the file system is full", self.path.display())),
+            false => self.io_error(what, e),
+        }
     }
 }
 
@@ -115,16 +184,17 @@ impl BlockDevice for FileDevice {
         if size <= old {
             return Ok(());
         }
+        self.check_failsafe(size - old)?;
         match rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::empty(), old, size - old) {
             Ok(()) => {}
             // A file system without fallocate gets a sparse file: blocks are found at write.
             Err(rustix::io::Errno::OPNOTSUPP) => {
-                self.file.set_len(size).map_err(|e| self.io_error("growing data device", e))?
+                self.file.set_len(size).map_err(|e| self.write_error("growing data device", e))?
             }
-            Err(e) => return Err(self.io_error("growing data device", e)),
+            Err(e) => return Err(self.write_error("growing data device", e.into())),
         }
         // The new length must be durable before extents past the old end are referenced.
-        self.file.sync_all().map_err(|e| self.io_error("syncing data device", e))?;
+        self.file.sync_all().map_err(|e| self.write_error("syncing data device", e))?;
         self.size.fetch_max(size, Ordering::AcqRel);
         Ok(())
     }
@@ -141,7 +211,7 @@ impl BlockDevice for FileDevice {
             Some(direct) if aligned(addr as usize) && aligned(data.len()) && aligned(data.as_ptr() as usize) => direct,
             _ => &self.file,
         };
-        file.write_all_at(data, addr).map_err(|e| self.io_error("writing", e))
+        file.write_all_at(data, addr).map_err(|e| self.write_error("writing", e))
     }
 
     fn read_at(&self, addr: u64, len: usize) -> Result<Bytes> {
@@ -160,7 +230,7 @@ impl BlockDevice for FileDevice {
     }
 
     fn sync(&self) -> Result<()> {
-        self.file.sync_data().map_err(|e| self.io_error("syncing", e))
+        self.file.sync_data().map_err(|e| self.write_error("syncing", e))
     }
 }
 
@@ -168,12 +238,19 @@ impl BlockDevice for FileDevice {
 #[derive(Default)]
 pub struct MemDevice {
     bytes: RwLock<Vec<u8>>,
+    /// The most it grows to, like a file system's size (`None`: memory is the limit).
+    capacity: Option<u64>,
 }
 
 impl MemDevice {
     /// An empty device.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty device that refuses (ENOSPC) to grow past `capacity` bytes.
+    pub fn with_capacity(capacity: u64) -> Self {
+        MemDevice { capacity: Some(capacity), ..Self::default() }
     }
 }
 
@@ -184,7 +261,11 @@ impl BlockDevice for MemDevice {
 
     fn grow(&self, size: u64) -> Result<()> {
         let mut bytes = self.bytes.write().expect("mem device lock poisoned");
-        let size = usize::try_from(size).map_err(|_| err::no_space("the memory device cannot grow that far"))?;
+        let too_far = || err::no_space("the memory device cannot grow that far");
+        if self.capacity.is_some_and(|capacity| size > capacity) {
+            return Err(too_far());
+        }
+        let size = usize::try_from(size).map_err(|_| too_far())?;
         if size > bytes.len() {
             bytes.resize(size, 0);
         }

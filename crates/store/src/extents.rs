@@ -20,7 +20,7 @@ use crate::device::{AlignedBuffer, BlockDevice};
 use crate::kv::{Batch, BatchOp, Cf, KvEngine};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use shoal_types::{Result, Versioned, err};
+use shoal_types::{Errno, Result, Versioned, err};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -201,8 +201,17 @@ impl DataSpace {
         if let Some(pieces) = allocator.allocate(len, self.chunk_size) {
             return Ok(pieces);
         }
-        let size = allocator.size() + self.device.grow_step().max(allocator.round(len));
-        self.device.grow(size)?;
+        // A whole step if the file system has room, else smaller ones down to what this
+        // write needs: the last free space is used too.
+        let needed = allocator.round(len);
+        let mut step = self.device.grow_step().max(needed);
+        loop {
+            match self.device.grow(allocator.size() + step) {
+                Ok(()) => break,
+                Err(e) if e.errno == Errno::NoSpace && step > needed => step = (step / 2).max(needed),
+                Err(e) => return Err(e),
+            }
+        }
         allocator.grow(self.device.size())?;
         allocator.allocate(len, self.chunk_size).ok_or_else(|| err::no_space("the data device is full"))
     }
@@ -563,6 +572,21 @@ mod tests {
         assert_eq!(bytes, [1, 0x80, 0x20, 0x80, 0x80, 0x01, 0xef, 0xfd, 0xb6, 0xf5, 0x0d]);
         assert_eq!(Extent::decode(&bytes).unwrap(), extent);
         assert!(Extent::decode(&[2, 0, 0, 0]).unwrap_err().message.contains("version"));
+    }
+
+    #[test]
+    fn the_device_grows_into_the_last_free_space_in_smaller_steps() {
+        let kv = crate::MemKv::new();
+        // Room for a step and a half: the second step is cut to what each write needs.
+        let device = Arc::new(crate::MemDevice::with_capacity(3 << 19));
+        let space = DataSpace::open(&kv, device.clone(), 1 << 16, 0).unwrap();
+        let mut taken = 0;
+        for _ in 0..12 {
+            taken += space.allocate(1 << 17).unwrap().iter().map(|(_, len)| len).sum::<u64>();
+        }
+        assert_eq!((taken, device.size()), (3 << 19, 3 << 19), "every byte of the file system is used");
+        let e = space.allocate(1 << 16).unwrap_err();
+        assert_eq!(e.errno, Errno::NoSpace, "{e}");
     }
 
     #[test]

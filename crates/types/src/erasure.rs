@@ -150,15 +150,8 @@ impl CrushMap {
 
 /// `4096`, `4K`, `1M` as bytes.
 fn parse_size(value: &str) -> Result<u32> {
-    let (digits, scale) = match value.as_bytes().last() {
-        Some(b'K' | b'k') => (&value[..value.len() - 1], 1 << 10),
-        Some(b'M' | b'm') => (&value[..value.len() - 1], 1 << 20),
-        _ => (value, 1),
-    };
-    digits
-        .parse::<u32>()
-        .ok()
-        .and_then(|n| n.checked_mul(scale))
+    crate::space::parse_bytes(value)
+        .and_then(|n| u32::try_from(n).ok())
         .ok_or_else(|| err::invalid(format!("stripe_unit must be a size like 4096, 4K or 1M, got '{value}'")))
 }
 

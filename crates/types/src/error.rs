@@ -52,6 +52,8 @@ pub enum Errno {
     /// lost connection as [`Errno::NotConnected`] is, and more: the peer is known dead.
     /// Appended last, so the encodings of the others are unchanged.
     ConnectionRefused,
+    /// The pool is over its quota (`EDQUOT`); deletes still work. Appended last.
+    QuotaExceeded,
 }
 
 impl Errno {
@@ -78,6 +80,7 @@ impl Errno {
             Errno::TimedOut => 110,
             Errno::StaleEpoch => 116,
             Errno::Canceled => 125,
+            Errno::QuotaExceeded => 122,
         }
     }
 
@@ -104,6 +107,7 @@ impl Errno {
             Errno::Again => "EAGAIN",
             Errno::AccessDenied => "EACCES",
             Errno::ConnectionRefused => "ECONNREFUSED",
+            Errno::QuotaExceeded => "EDQUOT",
         }
     }
 
@@ -168,6 +172,7 @@ pub mod err {
         no_data => NoData,
         not_supported => NotSupported,
         no_space => NoSpace,
+        quota_exceeded => QuotaExceeded,
         busy => Busy,
         invalid => InvalidArgument,
         timed_out => TimedOut,

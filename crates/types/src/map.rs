@@ -4,6 +4,7 @@ use crate::crush::{BucketType, CrushBucket, CrushChange, CrushMap, DEFAULT_RULE}
 use crate::erasure::{DEFAULT_PROFILE, ErasurePoolSpec, ErasureProfile, PoolErasure};
 use crate::error::{Result, err};
 use crate::ids::{OsdId, PgId, PoolId};
+use crate::space::{FullRatios, PoolQuota, SpaceChange, SpaceState};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -128,6 +129,18 @@ pub struct OsdMap {
     /// Cluster flags an operator set (`osd set noout`), from [`CLUSTER_FLAGS`].
     #[serde(default)]
     pub flags: BTreeSet<String>,
+    /// The ratios at which OSDs count as near full, backfill full and full.
+    #[serde(default)]
+    pub full_ratios: FullRatios,
+    /// OSDs past the near-full ratio, with how full they are.
+    #[serde(default)]
+    pub osd_space: BTreeMap<OsdId, SpaceState>,
+    /// Pools with a quota.
+    #[serde(default)]
+    pub pool_quotas: BTreeMap<PoolId, PoolQuota>,
+    /// Pools that reached their quota: writes to them get EDQUOT.
+    #[serde(default)]
+    pub full_pools: BTreeSet<PoolId>,
 }
 
 /// The cluster flags `osd set` knows: `noout` (the monitor marks no down OSD out),
@@ -136,11 +149,17 @@ pub const CLUSTER_FLAGS: [&str; 2] = ["noout", "noin"];
 
 impl crate::Versioned for OsdMap {
     const NAME: &'static str = "osd map";
-    const VERSION: u8 = 7;
+    const VERSION: u8 = 8;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<crate::Result<Self>> {
         match version {
-            6 => return Some(crate::encoding::decode_body::<v6::OsdMap>("osd map v6", body).map(OsdMap::from)),
+            7 => return Some(crate::encoding::decode_body::<v7::OsdMap>("osd map v7", body).map(OsdMap::from)),
+            6 => {
+                return Some(
+                    crate::encoding::decode_body::<v6::OsdMap>("osd map v6", body)
+                        .map(|m| OsdMap::from(v7::OsdMap::from(m))),
+                );
+            }
             5 => return Some(crate::encoding::decode_body::<v5::OsdMap>("osd map v5", body).map(OsdMap::from)),
             _ => {}
         }
@@ -154,6 +173,64 @@ impl crate::Versioned for OsdMap {
             _ => return None,
         };
         Some(v4.map(|m| OsdMap::from(v5::OsdMap::from(m))))
+    }
+}
+
+/// Version 7 of the map, before full ratios, OSD space states and pool quotas.
+pub mod v7 {
+    use super::{ActiveInterval, OsdEntry, Pool};
+    use crate::crush::CrushMap;
+    use crate::erasure::ErasureProfile;
+    use crate::ids::{OsdId, PgId, PoolId};
+    use serde::{Deserialize, Serialize};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// The map as version 7 stored it.
+    #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct OsdMap {
+        /// Epoch.
+        pub epoch: u64,
+        /// Next pool id.
+        pub next_pool_id: u64,
+        /// Pools.
+        pub pools: BTreeMap<PoolId, Pool>,
+        /// OSDs.
+        pub osds: BTreeMap<OsdId, OsdEntry>,
+        /// Central configuration.
+        pub config: BTreeMap<String, BTreeMap<String, String>>,
+        /// Activated intervals.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub pg_active: BTreeMap<PgId, ActiveInterval>,
+        /// Erasure-code profiles.
+        pub erasure_profiles: BTreeMap<String, ErasureProfile>,
+        /// Primaries in place of placement's.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub primary_temp: BTreeMap<PgId, OsdId>,
+        /// The CRUSH map.
+        pub crush: CrushMap,
+        /// Override weights.
+        pub osd_reweight: BTreeMap<OsdId, u32>,
+        /// Cluster flags.
+        pub flags: BTreeSet<String>,
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        fn from(old: OsdMap) -> Self {
+            super::OsdMap {
+                epoch: old.epoch,
+                next_pool_id: old.next_pool_id,
+                pools: old.pools,
+                osds: old.osds,
+                config: old.config,
+                pg_active: old.pg_active,
+                erasure_profiles: old.erasure_profiles,
+                primary_temp: old.primary_temp,
+                crush: old.crush,
+                osd_reweight: old.osd_reweight,
+                flags: old.flags,
+                ..Default::default()
+            }
+        }
     }
 }
 
@@ -193,9 +270,9 @@ pub mod v6 {
         pub osd_reweight: BTreeMap<OsdId, u32>,
     }
 
-    impl From<OsdMap> for super::OsdMap {
+    impl From<OsdMap> for super::v7::OsdMap {
         fn from(old: OsdMap) -> Self {
-            super::OsdMap {
+            super::v7::OsdMap {
                 epoch: old.epoch,
                 next_pool_id: old.next_pool_id,
                 pools: old.pools,
@@ -334,7 +411,7 @@ pub mod v5 {
                 primary_temp: old.primary_temp,
                 crush: Default::default(),
                 osd_reweight: BTreeMap::new(),
-                flags: Default::default(),
+                ..Default::default()
             };
             map.fill_placement();
             map
@@ -689,7 +766,65 @@ impl OsdMap {
         self.epoch += 1;
         self.pg_active.retain(|pg, _| pg.pool != id);
         self.primary_temp.retain(|pg, _| pg.pool != id);
+        self.pool_quotas.remove(&id);
+        self.full_pools.remove(&id);
         self.pools.remove(&id).ok_or_else(|| crate::error::err::not_found(format!("pool '{name}' does not exist")))
+    }
+
+    /// Why a write to `pool` on OSDs `acting` is refused, if it is: the pool reached its
+    /// quota (EDQUOT) or one of the OSDs is full (ENOSPC). Deletes are the caller's to let
+    /// through.
+    pub fn write_refusal(&self, pool: PoolId, acting: &[OsdId]) -> Option<crate::RadosError> {
+        if self.full_pools.contains(&pool) {
+            let name = self.pools.get(&pool).map_or("?", |p| p.name.as_str());
+            let quota = self.pool_quotas.get(&pool).copied().unwrap_or_default();
+            return Some(err::quota_exceeded(format!(
+                "pool '{name}' reached its quota (max_objects {}, max_bytes {}): delete objects or raise it",
+                quota.max_objects, quota.max_bytes
+            )));
+        }
+        let full = acting.iter().find(|osd| self.osd_space.get(osd) == Some(&SpaceState::Full))?;
+        Some(err::no_space(format!(
+            "{full} is full (past the full ratio {}): delete data, add OSDs or raise the ratio",
+            f64::from(self.full_ratios.full) / f64::from(crate::space::WHOLE)
+        )))
+    }
+}
+
+impl SpaceChange {
+    /// Applies the change to `map` (its epoch is the caller's to bump); fails naming what
+    /// is wrong, leaving the map as it was.
+    pub fn apply(&self, map: &mut OsdMap) -> Result<()> {
+        match self {
+            SpaceChange::SetRatio { state, basis_points } => {
+                map.full_ratios = map.full_ratios.with(*state, *basis_points)?
+            }
+            SpaceChange::OsdState { osd, state } => {
+                match state {
+                    Some(state) if map.osds.contains_key(osd) => map.osd_space.insert(*osd, *state),
+                    _ => map.osd_space.remove(osd),
+                };
+            }
+            SpaceChange::PoolQuota { pool, max_objects, max_bytes } => {
+                let id = map.pool_named(pool)?.id;
+                let mut quota = map.pool_quotas.get(&id).copied().unwrap_or_default();
+                quota.max_objects = max_objects.unwrap_or(quota.max_objects);
+                quota.max_bytes = max_bytes.unwrap_or(quota.max_bytes);
+                if quota.is_set() {
+                    map.pool_quotas.insert(id, quota);
+                } else {
+                    map.pool_quotas.remove(&id);
+                    map.full_pools.remove(&id);
+                }
+            }
+            SpaceChange::PoolFull { pool, full } => {
+                match *full && map.pools.contains_key(pool) && map.pool_quotas.contains_key(pool) {
+                    true => map.full_pools.insert(*pool),
+                    false => map.full_pools.remove(pool),
+                };
+            }
+        }
+        Ok(())
     }
 }
 
@@ -877,7 +1012,7 @@ mod tests {
     }
 
     #[test]
-    fn version_7_has_golden_bytes() {
+    fn version_8_has_golden_bytes() {
         use crate::Versioned;
         let mut map = OsdMap { epoch: 1, ..OsdMap::default() };
         let profile = ErasureProfile { k: 4, m: 2, stripe_unit: 4096, ..ErasureProfile::default() };
@@ -914,12 +1049,28 @@ mod tests {
             &[0],
         ]
         .concat();
-        // Version 7 ends with the cluster flags: here `noout`.
+        // Version 7 ended with the cluster flags: here `noout`.
         let mut flagged = map.clone();
         flagged.flags.insert("noout".into());
-        let expected: Vec<u8> = [&[7][..], &v6[1..], &[1, 5, b'n', b'o', b'o', b'u', b't']].concat();
-        assert_eq!(flagged.encode(), expected);
-        assert_eq!(OsdMap::decode(&flagged.encode()).unwrap(), flagged);
+        let v7: Vec<u8> = [&[7][..], &v6[1..], &[1, 5, b'n', b'o', b'o', b'u', b't']].concat();
+        assert_eq!(OsdMap::decode(&v7).unwrap(), flagged);
+        // Version 8 ends with the full ratios (8,500, 9,000, 9,500 as varints), the OSDs'
+        // space states (osd.3 full: 2), the pool quotas (pool 1: 10 objects, no byte limit)
+        // and the pools at their quota (pool 1).
+        let ratios = [0xb4, 0x42, 0xa8, 0x46, 0x9c, 0x4a];
+        let space = [&ratios[..], &[1, 3, 2], &[1, 1, 10, 0], &[1, 1]].concat();
+        let mut full = flagged.clone();
+        full.osd_space.insert(OsdId(3), SpaceState::Full);
+        full.pool_quotas.insert(PoolId(1), PoolQuota { max_objects: 10, max_bytes: 0 });
+        full.full_pools.insert(PoolId(1));
+        let expected: Vec<u8> = [&[8][..], &v7[1..], &space].concat();
+        assert_eq!(full.encode(), expected);
+        assert_eq!(OsdMap::decode(&expected).unwrap(), full);
+        assert_eq!(
+            OsdMap::decode(&flagged.encode()).unwrap().full_ratios,
+            FullRatios::default(),
+            "a map without settings has Ceph's ratios"
+        );
         // Version 6 ended at the override weights.
         assert_eq!(OsdMap::decode(&v6).unwrap(), map);
         // Version 5 had no CRUSH map, rules or override weights, and profiles without root

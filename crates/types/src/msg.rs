@@ -92,7 +92,7 @@ pub enum Reply {
     /// Acks and time-outs of a notify.
     Notify(NotifyReply),
     /// The cluster map.
-    Map(OsdMap),
+    Map(Box<OsdMap>),
     /// A pool that was created or removed.
     Pool(Pool),
     /// A replica's PG record and log, for peering.
@@ -113,6 +113,8 @@ pub enum Reply {
         stats: Vec<PgStat>,
         /// Client operations per second over the OSDs' last two reports.
         client_ops_per_sec: u64,
+        /// How full each up OSD's store was at its last report.
+        usage: Vec<(OsdId, crate::space::StoreUsage)>,
     },
     /// The encoded answer to a [`Request::Raft`].
     Raft(Bytes),
@@ -567,6 +569,8 @@ pub enum MapCommand {
         osd: OsdId,
         /// One entry per PG it is primary of.
         stats: Vec<PgStat>,
+        /// How full its store is.
+        usage: crate::space::StoreUsage,
     },
     /// Returns the PG states the monitor has collected.
     GetPgStats,
@@ -644,6 +648,8 @@ pub enum MapCommand {
         /// Set (true) or clear.
         on: bool,
     },
+    /// Changes the full ratios, an OSD's space state or a pool's quota.
+    Space(crate::space::SpaceChange),
 }
 
 #[cfg(test)]
@@ -785,6 +791,31 @@ mod tests {
         let flag = MapCommand::SetFlag { flag: "noin".into(), on: true };
         let msg = Message::Request { tid: 4, request: Request::Map(flag) };
         assert_eq!(msg.encode(), [1, 0, 4, 6, 21, 4, b'n', b'o', b'i', b'n', 1]);
+    }
+
+    #[test]
+    fn space_changes_have_golden_bytes() {
+        use crate::space::{SpaceChange, SpaceState};
+        let map = |change| Message::Request { tid: 4, request: Request::Map(MapCommand::Space(change)) };
+        // Request (0), tid 4, Request::Map (6), Space (22), then the change:
+        let prefix = [1, 0, 4, 6, 22];
+        // SetRatio (0), Full (2), 9,700 basis points (varint 0xe4 0x4b).
+        let ratio = SpaceChange::SetRatio { state: SpaceState::Full, basis_points: 9_700 };
+        assert_eq!(map(ratio).encode(), [&prefix[..], &[0, 2, 0xe4, 0x4b]].concat());
+        // OsdState (1), osd 3, Some(NearFull (0)).
+        let osd = SpaceChange::OsdState { osd: OsdId(3), state: Some(SpaceState::NearFull) };
+        assert_eq!(map(osd).encode(), [&prefix[..], &[1, 3, 1, 0]].concat());
+        // PoolQuota (2), "p", Some(10), None.
+        let quota = SpaceChange::PoolQuota { pool: "p".into(), max_objects: Some(10), max_bytes: None };
+        assert_eq!(map(quota).encode(), [&prefix[..], &[2, 1, b'p', 1, 10, 0]].concat());
+        // PoolFull (3), pool 1, full.
+        let full = SpaceChange::PoolFull { pool: crate::PoolId(1), full: true };
+        assert_eq!(map(full).encode(), [&prefix[..], &[3, 1, 1]].concat());
+        // Reply (1), tid 4, Err (1), Errno::QuotaExceeded (20, appended), "x".
+        let over = Message::Reply { tid: 4, reply: Err(crate::err::quota_exceeded("x")) };
+        assert_eq!(over.encode(), [1, 1, 4, 1, 20, 1, b'x']);
+        // Step::FullTry is appended to the steps (28).
+        assert_eq!(postcard::to_allocvec(&Step::FullTry).unwrap(), [28]);
     }
 
     #[test]

@@ -212,6 +212,9 @@ pub enum Step {
         /// Method input, encoded as the method expects.
         input: Bytes,
     },
+    /// Lets the operation write even when its pool is at its quota or an OSD of its PG is
+    /// full (Ceph's `FULL_TRY`): for the bookkeeping of deletes, which must free space.
+    FullTry,
 }
 
 /// Bytes of keys and values in `entries`.
@@ -235,6 +238,26 @@ impl Step {
             Step::Exec { class, method, input } => class.len() + method.len() + input.len(),
             _ => 0,
         }
+    }
+
+    /// Whether `steps` only take space away (removes, truncates, deletions of attributes
+    /// and omap entries, reads and guards) or carry [`Step::FullTry`]: such an operation
+    /// runs when its pool or an OSD is full.
+    pub fn may_run_when_full(steps: &[Step]) -> bool {
+        steps.contains(&Step::FullTry)
+            || steps.iter().all(|step| {
+                !step.is_mutation() && !matches!(step, Step::Exec { .. })
+                    || matches!(
+                        step,
+                        Step::Remove
+                            | Step::Truncate { .. }
+                            | Step::Zero { .. }
+                            | Step::RmXattr { .. }
+                            | Step::OmapRmKeys { .. }
+                            | Step::OmapRmRange { .. }
+                            | Step::OmapClear
+                    )
+            })
     }
 
     /// Whether the step changes the object (Exec is decided by the method's flags).

@@ -214,6 +214,10 @@ pub struct PgStat {
     pub note: String,
     /// Client operations this primary has served for the PG (since it became primary).
     pub client_ops: u64,
+    /// Objects in the PG (counted once the PG is active on this primary).
+    pub objects: u64,
+    /// Bytes of object data in the PG (erasure-coded: logical bytes, before coding).
+    pub bytes: u64,
 }
 
 impl PgStat {

@@ -132,13 +132,18 @@ impl<R> Shard<R> {
                 let object = op.op.object.clone();
                 self.start_gather(pg, object, Purpose::Op(op, gathered), first, end, None);
             }
-            Ok(Some(ExecutedEc::Done(EcOutcome::Write { reply, txns, touched, .. }))) => {
+            Ok(Some(ExecutedEc::Done(EcOutcome::Write { reply, txns, touched, usage, .. }))) => {
+                if let Err(e) = self.refuse_when_full(pg, &op.op.steps) {
+                    self.respond(Err(e), op.reply);
+                    return None;
+                }
                 let Some(taking_whole) = self.shards_ready_for_write(pg, &op.op.object, &touched) else {
                     return Some(op);
                 };
                 let value = Ok(Reply::Op(reply.clone()));
                 match self.write_erasure(pg, &op, reply, txns, touched, taking_whole) {
                     Ok(actions) => {
+                        self.record_usage(pg, usage);
                         self.attach_to_last_write(pg, op.reply, value);
                         self.out.extend(actions);
                     }

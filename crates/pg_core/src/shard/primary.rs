@@ -994,9 +994,11 @@ impl<R> Shard<R> {
         let Some((mut txn, entry)) = executed.write else {
             return Ok(unchanged(self.last_seq, executed.reply));
         };
+        self.refuse_when_full(pg, &op.steps)?;
         let shipped: Option<Bytes> = replicated.then(|| txn.encode().into());
         self.pg(pg)?.append(&mut txn, &entry);
         let seq = self.commit(pg, txn)?;
+        self.record_usage(pg, executed.usage);
         self.publish_class_state(executed.key, at.version, executed.states);
         Ok(match shipped {
             None => OpOutcome::Done(seq, executed.reply),
