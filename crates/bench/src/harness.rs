@@ -298,9 +298,12 @@ pub fn admin_client(port: u16, keys: &serde_json::Value) -> S3Client {
 /// SIGKILLs a process and waits until it is gone.
 pub fn kill9(pid: u32) {
     assert!(Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap().success());
+    // A zombie leader may still have threads exiting, holding its files (RocksDB's lock):
+    // gone is reaped, or a zombie whose other threads are gone too.
     let gone = wait_for(|| {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        (stat.is_empty() || stat.contains(") Z ")).then_some(())
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
+        (stat.is_empty() || (stat.contains(") Z ") && threads <= 1)).then_some(())
     });
     assert!(gone.is_some(), "pid {pid} survived SIGKILL");
 }

@@ -276,6 +276,43 @@ fn noout_keeps_a_down_osd_in_until_it_is_unset() {
 }
 
 #[test]
+fn norecover_holds_a_returning_osds_recovery_and_pause_holds_client_operations() {
+    let cluster = Vstart::start("3", "3");
+    let conf = cluster.conf();
+    ok(&conf, &["pool", "create", "p", "--size", "3", "--pg-num", "8"]);
+    assert!(cluster.put("p", "before", b"one"));
+    assert!(ok(&conf, &["osd", "set", "norecover"]).contains("norecover is set"));
+    let args = cmdline(cluster.pid("osd.2"));
+    kill9(cluster.pid("osd.2"));
+    let down = wait_for(|| ok(&conf, &["status"]).contains("1 osds down").then_some(()));
+    assert!(down.is_some(), "osd.2 was not marked down");
+    // Written while osd.2 is down: its copies need recovery by log when it returns.
+    for i in 0..16 {
+        assert!(cluster.put("p", &format!("o{i}"), format!("data {i}").as_bytes()));
+    }
+    let mut restarted = Restarted::default();
+    restarted.restart(&cluster, "osd.2", &args);
+    assert!(wait_for(|| (!ok(&conf, &["status"]).contains("osds down")).then_some(())).is_some());
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let status = ok(&conf, &["status"]);
+    assert!(status.contains("norecover flag(s) set") && !status.contains("8 active+clean"), "{status}");
+    assert_eq!(cluster.get("p", "o3"), Ok(b"data 3".to_vec()), "PGs serve while their recovery is held");
+    ok(&conf, &["osd", "unset", "norecover"]);
+    wait_clean(&conf, 8, "norecover unset");
+
+    // Paused, an operation waits and times out; unpaused, it goes through.
+    ok(&conf, &["osd", "set", "pause"]);
+    let file = cluster.path().join("paused");
+    std::fs::write(&file, b"two").unwrap();
+    let put = ["rados", "-o", "rados_osd_op_timeout=3", "-p", "p", "put", "paused", file.to_str().unwrap()];
+    let (stored, _, why) = shoal_c(&conf, &put);
+    assert!(!stored && why.contains("ETIMEDOUT"), "a paused cluster took a write: {why}");
+    ok(&conf, &["osd", "unset", "pause"]);
+    ok(&conf, &put);
+    assert_eq!(cluster.get("p", "paused"), Ok(b"two".to_vec()));
+}
+
+#[test]
 fn erasure_code_profiles_and_pools_through_the_cli() {
     let cluster = Vstart::start("1", "1");
     let conf = cluster.conf();

@@ -65,8 +65,9 @@ pub enum OsdCommand {
     /// Whether stopping an OSD leaves every PG it serves with `min_size` members up (Ceph's
     /// `osd ok-to-stop`); exits with EBUSY naming the PGs that would stop serving if not.
     OkToStop(OsdMark),
-    /// Set a cluster flag: `noout` (no down OSD is marked out: for maintenance) or `noin`
-    /// (booting OSDs that are out, or new, stay out).
+    /// Set a cluster flag: `noout` (no down OSD is marked out: for maintenance), `noin`
+    /// (booting OSDs that are out, or new, stay out), `nobackfill`, `norecover` (no data
+    /// is copied to other members) or `pause` (no client operation is served).
     Set(FlagArgs),
     /// Clear a cluster flag.
     Unset(FlagArgs),
@@ -196,7 +197,7 @@ pub struct OsdMark {
 pub struct FlagArgs {
     #[command(flatten)]
     cluster: ClusterArgs,
-    /// The flag: noout or noin.
+    /// The flag: noout, noin, nobackfill, norecover or pause.
     flag: String,
 }
 

@@ -158,8 +158,16 @@ impl<R> Shard<R> {
             }
             Input::Map(map) => {
                 if map.epoch > self.map.epoch {
+                    let flags_changed = map.flags != self.map.flags;
                     self.map = map;
                     self.on_new_map();
+                    if flags_changed {
+                        // Recovery that `nobackfill` or `norecover` held may go on.
+                        let pgs: Vec<PgId> = self.primaries.keys().copied().collect();
+                        for pg in pgs {
+                            self.pump_recovery(pg);
+                        }
+                    }
                 }
             }
             Input::Answered { awaiting, reply } => {

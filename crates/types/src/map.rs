@@ -144,8 +144,18 @@ pub struct OsdMap {
 }
 
 /// The cluster flags `osd set` knows: `noout` (the monitor marks no down OSD out),
-/// `noin` (a booting OSD that is out, or new, stays out).
-pub const CLUSTER_FLAGS: [&str; 2] = ["noout", "noin"];
+/// `noin` (a booting OSD that is out, or new, stays out), `nobackfill` (primaries copy no
+/// PG to a new member), `norecover` (primaries bring no member's copy up to date from the
+/// log; a primary's own recovery still runs, so its PGs serve), `pause` (OSDs serve no
+/// client operation: clients wait and resend until it is unset or they time out).
+pub const CLUSTER_FLAGS: [&str; 5] = ["noout", "noin", "nobackfill", "norecover", "pause"];
+
+impl OsdMap {
+    /// Whether cluster flag `flag` is set.
+    pub fn has_flag(&self, flag: &str) -> bool {
+        self.flags.contains(flag)
+    }
+}
 
 impl crate::Versioned for OsdMap {
     const NAME: &'static str = "osd map";

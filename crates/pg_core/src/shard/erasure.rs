@@ -598,8 +598,13 @@ impl<R> Shard<R> {
         self.send_recovered(pg, interval, finished);
         let Some(p) = self.primaries.get(&pg) else { return };
         let own_first = p.recovery.contains_key(&me);
-        let targets: Vec<OsdId> =
-            p.recovery.iter().filter(|(o, r)| r.has_work() && (!own_first || **o == me)).map(|(o, _)| *o).collect();
+        let held = |o: &OsdId, r| super::primary::held_by_flags(&self.map, *o == me, r);
+        let targets: Vec<OsdId> = p
+            .recovery
+            .iter()
+            .filter(|(o, r)| r.has_work() && (!own_first || **o == me) && !held(o, r))
+            .map(|(o, _)| *o)
+            .collect();
         for target in targets {
             loop {
                 if self.recovery_slots_taken() {

@@ -802,6 +802,10 @@ impl<R> Shard<R> {
 
     /// Runs a client operation on an active primary; queues it while the PG peers.
     pub(crate) fn client_op(&mut self, op: OsdOp, caller: ClientId, reply: R) {
+        if self.map.has_flag("pause") {
+            let paused = err::again("the cluster is paused (osd set pause): operations wait until it is unset");
+            return self.respond(Err(paused), reply);
+        }
         self.last_client_op_ns = Some(self.now_ns);
         self.serve_op(op, caller, reply, false);
     }
@@ -1106,6 +1110,7 @@ impl<R> Shard<R> {
         if self.primaries.get(&pg).is_some_and(|p| p.ec.is_some()) {
             return self.pump_erasure_recovery(pg);
         }
+        let me = self.config.me;
         let Some(pool) = self.map.pools.get(&pg.pool).cloned() else { return };
         loop {
             let slots_taken = self.recovery_slots_taken();
@@ -1116,7 +1121,8 @@ impl<R> Shard<R> {
                 self.send_recovered(pg, interval, finished);
                 return;
             }
-            let next = p.recovery.iter().find(|(_, r)| r.has_work());
+            let map = &self.map;
+            let next = p.recovery.iter().find(|(osd, r)| r.has_work() && !held_by_flags(map, **osd == me, r));
             let Some((osd, backfill)) = next.map(|(osd, r)| (*osd, r.backfill.as_ref().map(|(c, _)| c.clone()))) else {
                 self.send_recovered(pg, interval, finished);
                 return;
@@ -1301,4 +1307,11 @@ pub(crate) fn fail_all<R>(p: &mut Primary<R>, pg: PgId, why: &str, out: &mut Vec
     for (_, _, to) in p.waiting.drain(..) {
         out.push(Action::Reply { to, after: 0, value: Err(err::again(format!("pg {pg}: {why}"))) });
     }
+}
+
+/// Whether the cluster flags hold back recovery `r` of a member (`nobackfill` a backfill,
+/// `norecover` a recovery by log); the primary's own (`own`) is never held, so that its
+/// PGs serve.
+pub(crate) fn held_by_flags(map: &shoal_types::OsdMap, own: bool, r: &PeerRecovery) -> bool {
+    !own && map.has_flag(if r.backfill.is_some() { "nobackfill" } else { "norecover" })
 }
