@@ -130,8 +130,8 @@ fn racks_of_osds(tree: &str) -> std::collections::BTreeMap<String, String> {
     let mut rack = String::new();
     let mut racks = std::collections::BTreeMap::new();
     for line in tree.lines() {
-        if let Some(name) = line.split("rack ").nth(1) {
-            rack = name.trim().to_owned();
+        if let Some(name) = line.split("rack ").nth(1).and_then(|rest| rest.split_whitespace().next()) {
+            rack = name.to_owned();
         } else if let Some(osd) = line.split_whitespace().find(|w| w.starts_with("osd.")) {
             racks.insert(osd.to_owned(), rack.clone());
         }

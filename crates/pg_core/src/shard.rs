@@ -158,11 +158,11 @@ impl<R> Shard<R> {
             }
             Input::Map(map) => {
                 if map.epoch > self.map.epoch {
-                    let flags_changed = map.flags != self.map.flags;
+                    let holds_changed = map.flags != self.map.flags || map.osd_space != self.map.osd_space;
                     self.map = map;
                     self.on_new_map();
-                    if flags_changed {
-                        // Recovery that `nobackfill` or `norecover` held may go on.
+                    if holds_changed {
+                        // Recovery that the flags or a backfill-full OSD held may go on.
                         let pgs: Vec<PgId> = self.primaries.keys().copied().collect();
                         for pg in pgs {
                             self.pump_recovery(pg);

@@ -598,7 +598,7 @@ impl<R> Shard<R> {
         self.send_recovered(pg, interval, finished);
         let Some(p) = self.primaries.get(&pg) else { return };
         let own_first = p.recovery.contains_key(&me);
-        let held = |o: &OsdId, r| super::primary::held_by_flags(&self.map, *o == me, r);
+        let held = |o: &OsdId, r| super::primary::recovery_held(&self.map, *o, *o == me, r);
         let targets: Vec<OsdId> = p
             .recovery
             .iter()

@@ -1122,7 +1122,7 @@ impl<R> Shard<R> {
                 return;
             }
             let map = &self.map;
-            let next = p.recovery.iter().find(|(osd, r)| r.has_work() && !held_by_flags(map, **osd == me, r));
+            let next = p.recovery.iter().find(|(osd, r)| r.has_work() && !recovery_held(map, **osd, **osd == me, r));
             let Some((osd, backfill)) = next.map(|(osd, r)| (*osd, r.backfill.as_ref().map(|(c, _)| c.clone()))) else {
                 self.send_recovered(pg, interval, finished);
                 return;
@@ -1309,9 +1309,38 @@ pub(crate) fn fail_all<R>(p: &mut Primary<R>, pg: PgId, why: &str, out: &mut Vec
     }
 }
 
-/// Whether the cluster flags hold back recovery `r` of a member (`nobackfill` a backfill,
-/// `norecover` a recovery by log); the primary's own (`own`) is never held, so that its
-/// PGs serve.
-pub(crate) fn held_by_flags(map: &shoal_types::OsdMap, own: bool, r: &PeerRecovery) -> bool {
-    !own && map.has_flag(if r.backfill.is_some() { "nobackfill" } else { "norecover" })
+/// Whether recovery `r` of member `osd` waits: the cluster flags hold it (`nobackfill` a
+/// backfill, `norecover` a recovery by log), or it is a backfill onto an OSD past the
+/// backfill-full ratio (Ceph's `backfill_toofull`). The primary's own (`own`) never
+/// waits, so that its PGs serve.
+pub(crate) fn recovery_held(map: &shoal_types::OsdMap, osd: OsdId, own: bool, r: &PeerRecovery) -> bool {
+    let backfill = r.backfill.is_some();
+    let too_full = || map.osd_space.get(&osd).is_some_and(|s| *s >= shoal_types::space::SpaceState::BackfillFull);
+    !own && (map.has_flag(if backfill { "nobackfill" } else { "norecover" }) || (backfill && too_full()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_types::space::SpaceState;
+
+    #[test]
+    fn flags_and_backfill_full_osds_hold_recovery_of_others_only() {
+        let mut map = shoal_types::OsdMap::default();
+        let log = PeerRecovery::log(VecDeque::new());
+        let backfill = PeerRecovery { backfill: Some((None, false)), ..PeerRecovery::log(VecDeque::new()) };
+        let held = |map: &shoal_types::OsdMap, own, r| recovery_held(map, OsdId(1), own, r);
+        assert!(!held(&map, false, &log) && !held(&map, false, &backfill));
+        map.flags.insert("norecover".into());
+        assert!(held(&map, false, &log) && !held(&map, false, &backfill) && !held(&map, true, &log));
+        map.flags.clear();
+        map.flags.insert("nobackfill".into());
+        assert!(!held(&map, false, &log) && held(&map, false, &backfill) && !held(&map, true, &backfill));
+        map.flags.clear();
+        map.osd_space.insert(OsdId(1), SpaceState::NearFull);
+        assert!(!held(&map, false, &backfill), "near full still takes backfill");
+        map.osd_space.insert(OsdId(1), SpaceState::BackfillFull);
+        assert!(held(&map, false, &backfill) && !held(&map, false, &log), "backfill full: log recovery only");
+        assert!(!recovery_held(&map, OsdId(2), false, &backfill), "another OSD is not full");
+    }
 }
