@@ -18,11 +18,14 @@ pub struct LocalAuthority {
     store: Arc<ObjectStore>,
     map: Mutex<OsdMap>,
     publish: watch::Sender<Arc<OsdMap>>,
+    /// Where the monitor listens, as `mon_status` names it.
+    addr: String,
 }
 
 impl LocalAuthority {
-    /// Loads the map from `store` (or starts one) and records exactly `osds` in it.
-    pub fn open(store: Arc<ObjectStore>, osds: BTreeMap<OsdId, OsdEntry>) -> Result<Arc<LocalAuthority>> {
+    /// Loads the map from `store` (or starts one) and records exactly `osds` in it; the
+    /// monitor listens at `addr`.
+    pub fn open(store: Arc<ObjectStore>, osds: BTreeMap<OsdId, OsdEntry>, addr: &str) -> Result<Arc<LocalAuthority>> {
         let mut map = match store.meta(MAP_KEY)? {
             Some(bytes) => OsdMap::decode(&bytes).map_err(|e| err::io(format!("stored cluster map: {}", e.message)))?,
             None => OsdMap::default(),
@@ -33,7 +36,7 @@ impl LocalAuthority {
         }
         persist(&store, &map)?;
         let (publish, _) = watch::channel(Arc::new(map.clone()));
-        Ok(Arc::new(LocalAuthority { store, map: Mutex::new(map), publish }))
+        Ok(Arc::new(LocalAuthority { store, map: Mutex::new(map), publish, addr: addr.to_owned() }))
     }
 }
 
@@ -71,7 +74,7 @@ impl Authority for LocalAuthority {
     }
 
     fn quorum(&self) -> (Vec<(u64, String)>, Option<u64>) {
-        (vec![(0, "in-process".to_owned())], Some(0))
+        (vec![(0, self.addr.clone())], Some(0))
     }
 
     fn raft_rpc(&self, _kind: RaftRpc, _body: Bytes) -> BoxFuture<'_, Result<Bytes>> {

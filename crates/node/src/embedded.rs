@@ -80,7 +80,7 @@ impl Embedded {
             entries.insert(OsdId(id), entry);
             listeners.push(listener);
         }
-        let authority = LocalAuthority::open(stores[0].1.clone(), entries)?;
+        let authority = LocalAuthority::open(stores[0].1.clone(), entries, &mon_addr)?;
         let mon = Monitor::new(authority, network.clone());
         tokio::spawn(mon.clone().serve(mon_listener));
         let registry = Arc::new(crate::registry::LocalMonitor(Arc::downgrade(&mon)));
