@@ -37,6 +37,19 @@ pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(300);
 /// still makes that OSD the primary (a stopped or partitioned OSD never answers).
 const PRIMARY_CHECK: Duration = Duration::from_secs(2);
 
+/// A map and the CRUSH topology built from it.
+struct MapView {
+    map: Arc<OsdMap>,
+    topology: Arc<shoal_placement::Topology>,
+}
+
+impl MapView {
+    fn new(map: OsdMap) -> Self {
+        let topology = Arc::new(shoal_placement::Topology::from_map(&map));
+        MapView { map: Arc::new(map), topology }
+    }
+}
+
 struct Inner {
     id: ClientId,
     network: Arc<dyn Network>,
@@ -44,7 +57,7 @@ struct Inner {
     /// The monitor in use (index into `mon_addrs`) and its connection.
     mon: tokio::sync::Mutex<(usize, Option<Arc<Peer>>)>,
     osds: tokio::sync::Mutex<HashMap<OsdId, Arc<Peer>>>,
-    map: Mutex<Arc<OsdMap>>,
+    map: Mutex<MapView>,
     next_tid: AtomicU64,
     next_cookie: AtomicU64,
     op_timeout: Mutex<Duration>,
@@ -94,7 +107,7 @@ impl Rados {
                 mon_addrs: addrs,
                 mon: Default::default(),
                 osds: Default::default(),
-                map: Mutex::new(Arc::new(OsdMap::default())),
+                map: Mutex::new(MapView::new(OsdMap::default())),
                 next_tid: AtomicU64::new(1),
                 next_cookie: AtomicU64::new(1),
                 op_timeout: Mutex::new(DEFAULT_OP_TIMEOUT),
@@ -181,7 +194,13 @@ impl Rados {
 
     /// The newest cluster map this client has.
     pub fn map(&self) -> Arc<OsdMap> {
-        self.inner.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.placement().0
+    }
+
+    /// The newest map this client has and the CRUSH topology built from it (once per map).
+    fn placement(&self) -> (Arc<OsdMap>, Arc<shoal_placement::Topology>) {
+        let view = self.inner.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (view.map.clone(), view.topology.clone())
     }
 
     /// Sends a command to a monitor. A monitor that cannot be reached is skipped for the
@@ -305,6 +324,12 @@ impl Rados {
         self.map_command(MapCommand::OsdPurge { id, force }).await
     }
 
+    /// Declares a down OSD's data gone (`osd lost`): PGs whose last active interval only
+    /// lost OSDs served go on from what remains. Returns the new map.
+    pub async fn osd_lost(&self, id: OsdId) -> Result<Arc<OsdMap>> {
+        self.map_command(MapCommand::OsdLost(id)).await
+    }
+
     /// Sets (`on`) or clears a cluster flag; returns the new map.
     pub async fn osd_set_flag(&self, flag: &str, on: bool) -> Result<Arc<OsdMap>> {
         self.map_command(MapCommand::SetFlag { flag: flag.to_owned(), on }).await
@@ -313,10 +338,10 @@ impl Rados {
     /// Keeps `map` if it is newer than the one held; returns the newest.
     fn adopt(&self, map: OsdMap) -> Arc<OsdMap> {
         let mut current = self.inner.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if map.epoch >= current.epoch {
-            *current = Arc::new(map);
+        if map.epoch > current.map.epoch {
+            *current = MapView::new(map);
         }
-        current.clone()
+        current.map.clone()
     }
 
     /// Creates a pool.
@@ -437,14 +462,14 @@ impl Rados {
     /// Moves every watch whose PG changed primary, or whose connection closed, to the
     /// PG's current primary. A watch whose object is gone is reported lost.
     async fn reregister_watches(&self) {
-        let map = self.map();
+        let (map, topology) = self.placement();
         let moved: Vec<(u64, shoal_types::PoolId, ObjectName, OsdId)> = self
             .lingers()
             .iter()
             .filter_map(|(cookie, l)| {
                 let pool = map.pools.get(&l.pool)?;
                 let pg = shoal_placement::pg_of(pool, &l.object);
-                let primary = shoal_placement::pg_primary(&map, pool, pg)?;
+                let primary = topology.primary(&map, pool, pg)?;
                 (primary != l.osd || l.peer.is_closed()).then(|| (*cookie, l.pool, l.object.clone(), primary))
             })
             .collect();
@@ -559,9 +584,9 @@ impl IoCtx {
 
     /// The OSD the client's map makes primary of `pg`.
     fn primary_of(&self, pg: shoal_types::PgId) -> Result<OsdId> {
-        let map = self.rados.map();
+        let (map, topology) = self.rados.placement();
         let pool = map.pool(self.pool.id)?;
-        shoal_placement::pg_primary(&map, pool, pg).ok_or_else(|| err::not_connected(format!("pg {pg} has no OSD up")))
+        topology.primary(&map, pool, pg).ok_or_else(|| err::not_connected(format!("pg {pg} has no OSD up")))
     }
 
     /// Returns once the cluster map no longer makes `osd` the primary of `pg`: a call

@@ -254,6 +254,68 @@ fn a_new_host_joins_and_a_drained_osd_is_purged() {
     }
 }
 
+/// A size-1 PG whose only OSD dies waits: writes acknowledged there exist nowhere else.
+/// `osd lost` is refused without `--yes-i-really-mean-it`; with it, the PG goes on empty
+/// on another OSD and says what it lost, and every other object reads back.
+#[test]
+fn a_pg_whose_only_holder_is_declared_lost_goes_on_and_says_what_it_lost() {
+    let cluster = Vstart::start("3", "3");
+    let conf = cluster.conf();
+    ok(&conf, &["pool", "create", "p", "--size", "1", "--min-size", "1", "--pg-num", "8"]);
+    let names: Vec<String> = (0..32).map(|i| format!("o{i}")).collect();
+    for name in &names {
+        assert!(cluster.put("p", name, name.as_bytes()));
+    }
+    wait_clean(&conf, 8, "after the writes");
+    // `... -> pg 1.3 -> up [2]`: the objects and PGs osd.2 alone holds.
+    let placed: Vec<(String, String, String)> = names
+        .iter()
+        .map(|name| {
+            let line = ok(&conf, &["rados", "-p", "p", "map", name]);
+            let mut parts = line.trim().rsplit(" -> ");
+            let up = parts.next().unwrap().to_owned();
+            let pg = parts.next().unwrap().trim_start_matches("pg ").to_owned();
+            (name.clone(), pg, up)
+        })
+        .collect();
+    let (lost, kept): (Vec<_>, Vec<_>) = placed.into_iter().partition(|(_, _, up)| up == "up [2]");
+    assert!(!lost.is_empty() && !kept.is_empty(), "osd.2 holds some objects and not all: {lost:?}");
+
+    kill9(cluster.pid("osd.2"));
+    assert!(wait_for(|| ok(&conf, &["status"]).contains("1 osds down").then_some(())).is_some());
+    ok(&conf, &["osd", "out", "2"]);
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let dump = ok(&conf, &["pg", "dump"]);
+    let pg = &lost[0].1;
+    let line = dump.lines().find(|l| l.starts_with(&format!("{pg} "))).unwrap_or_default();
+    assert!(line.contains("incomplete"), "the PG waits for osd.2's writes: {dump}");
+    let file = cluster.path().join("read");
+    let get = ["rados", "-o", "rados_osd_op_timeout=3", "-p", "p", "get", &lost[0].0, file.to_str().unwrap()];
+    let (read, _, why) = shoal_c(&conf, &get);
+    assert!(!read && why.contains("ETIMEDOUT"), "a read of the waiting PG waits: {why}");
+
+    let (declared, _, why) = shoal_c(&conf, &["osd", "lost", "2"]);
+    assert!(!declared && why.contains("--yes-i-really-mean-it"), "{why}");
+    let (declared, _, why) = shoal_c(&conf, &["osd", "lost", "1", "--yes-i-really-mean-it"]);
+    assert!(!declared && why.contains("osd.1 is up"), "only a down OSD can be lost: {why}");
+    let out = ok(&conf, &["osd", "lost", "2", "--yes-i-really-mean-it"]);
+    assert!(out.contains("marked osd.2 lost") && out.contains(&format!("  {pg}: osd.2")), "{out}");
+    assert!(ok(&conf, &["osd", "tree"]).lines().any(|l| l.contains("osd.2 ") && l.contains("lost out")));
+    wait_clean(&conf, 8, "after osd.2 was declared lost");
+    let dump = ok(&conf, &["pg", "dump"]);
+    let line = dump.lines().find(|l| l.starts_with(&format!("{pg} "))).unwrap_or_default();
+    assert!(line.contains("lost: the writes of interval") && line.contains("goes on empty"), "{dump}");
+    for (name, _, _) in &lost {
+        let (read, _, why) = shoal_c(&conf, &["rados", "-p", "p", "get", name, file.to_str().unwrap()]);
+        assert!(!read && why.contains("ENOENT"), "{name} was only on osd.2: {why}");
+    }
+    for (name, _, _) in &kept {
+        assert_eq!(cluster.get("p", name), Ok(name.as_bytes().to_vec()));
+    }
+    assert!(cluster.put("p", &lost[0].0, b"again"), "the PG takes writes again");
+    assert_eq!(cluster.get("p", &lost[0].0), Ok(b"again".to_vec()));
+}
+
 /// `noout` keeps a down OSD in (maintenance without data moving); unset, the monitor marks
 /// it out after `mon_osd_down_out_interval`.
 #[test]

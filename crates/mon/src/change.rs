@@ -81,6 +81,8 @@ pub enum MapChange {
     Crush(CrushChange),
     /// Remove a down OSD from the map (its weights, class and leads with it).
     OsdPurge(OsdId),
+    /// Declare a down OSD's data gone (`osd lost`).
+    OsdLost(OsdId),
     /// Change the full ratios, an OSD's space state or a pool's quota.
     Space(SpaceChange),
     /// Set or clear a cluster flag.
@@ -141,7 +143,17 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
             map.osd_reweight.remove(id);
             map.crush.device_classes.remove(id);
             map.osd_space.remove(id);
+            map.osd_lost.remove(id);
             map.primary_temp.retain(|_, lead| lead != id);
+            Reply::Done
+        }
+        MapChange::OsdLost(id) => {
+            let osd = map.osds.get(id).ok_or_else(|| err::not_found(format!("{id} does not exist")))?;
+            if osd.up {
+                return Err(err::busy(format!("{id} is up: only a down OSD can be declared lost")));
+            }
+            let epoch = map.epoch + 1;
+            map.osd_lost.entry(*id).or_insert(epoch);
             Reply::Done
         }
         MapChange::OsdBoot { id, entry, back_in } => {
@@ -154,6 +166,8 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
             // Hosts known so far keep their bucket ids; a new host gets the next one.
             map.crush = map.crush_view();
             map.osds.insert(*id, OsdEntry { up: true, is_in, weight, ..entry.clone() });
+            // Back with its store: peering may count its copies again.
+            map.osd_lost.remove(id);
             map.crush = map.crush_view();
             Reply::Done
         }
@@ -185,9 +199,10 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
             Reply::Done
         }
         MapChange::PgsActivated { osd, pgs } => {
+            let topology = shoal_placement::Topology::from_map(map);
             for (pg, active) in pgs {
                 let current = map.pools.get(&pg.pool).filter(|pool| pg.seed < pool.pg_num).is_some_and(|pool| {
-                    let acting = shoal_placement::pg_acting(map, pool, *pg);
+                    let acting = topology.acting(map, pool, *pg);
                     shoal_placement::acting_primary(map, *pg, &acting) == Some(*osd) && acting == active.acting
                 });
                 let newest = map.pg_active.get(pg).is_none_or(|old| old.interval <= active.interval);
@@ -198,9 +213,10 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
             Reply::Done
         }
         MapChange::PrimaryTemp { osd, pgs } => {
+            let topology = shoal_placement::Topology::from_map(map);
             for (pg, lead) in pgs {
                 let Some(pool) = map.pools.get(&pg.pool).filter(|pool| pg.seed < pool.pg_num) else { continue };
-                let acting = shoal_placement::pg_acting(map, pool, *pg);
+                let acting = topology.acting(map, pool, *pg);
                 if shoal_placement::acting_primary(map, *pg, &acting) != Some(*osd) {
                     continue;
                 }
@@ -268,13 +284,14 @@ fn erasure_shards_keep_places(before: &OsdMap, after: &OsdMap) -> Result<()> {
 /// leader hands the PG back once every member is recovered.
 fn prime_primary_temp(before: &OsdMap, map: &mut OsdMap) {
     let mut primed = Vec::new();
+    let (old_t, new_t) = (shoal_placement::Topology::from_map(before), shoal_placement::Topology::from_map(map));
     for pool in map.pools.values() {
         for seed in 0..pool.pg_num {
             let pg = PgId { pool: pool.id, seed };
             if !map.pg_active.contains_key(&pg) {
                 continue; // never active: no copy to keep
             }
-            let (old, new) = (shoal_placement::pg_acting(before, pool, pg), shoal_placement::pg_acting(map, pool, pg));
+            let (old, new) = (old_t.acting(before, pool, pg), new_t.acting(map, pool, pg));
             if shoal_placement::acting_primary(map, pg, &new).is_none_or(|lead| old.contains(&lead)) {
                 continue;
             }

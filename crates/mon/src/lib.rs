@@ -208,6 +208,7 @@ impl Monitor {
                 }
                 MapChange::OsdPurge(id)
             }
+            MapCommand::OsdLost(id) => MapChange::OsdLost(id),
         };
         let reply = self.authority.commit(change).await?;
         Ok(match reply {
@@ -400,10 +401,11 @@ impl Monitor {
 /// OSD went down or came back) is stale, and its PG stays unreported until its primary
 /// reports again.
 fn current_stats(map: &OsdMap, reports: &HashMap<OsdId, Vec<PgStat>>) -> Vec<PgStat> {
+    let topology = shoal_placement::Topology::from_map(map);
     let current = |osd: &OsdId, s: &PgStat| {
         let pool = map.pools.get(&s.pg.pool).filter(|pool| s.pg.seed < pool.pg_num);
         pool.is_some_and(|pool| {
-            let acting = shoal_placement::pg_up_osds(map, pool, s.pg);
+            let acting = topology.up_osds(map, pool, s.pg);
             shoal_placement::acting_primary(map, s.pg, &acting) == Some(*osd) && s.acting == acting
         })
     };

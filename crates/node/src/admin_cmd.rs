@@ -87,6 +87,17 @@ pub enum OsdCommand {
         #[arg(long)]
         force: bool,
     },
+    /// Declare a down OSD's data gone for good, so that PGs waiting for it go on from the
+    /// copies that remain (or empty): writes only it held are lost. Use it only for an OSD
+    /// that cannot come back.
+    Lost {
+        /// Which OSD, and where the cluster is.
+        #[command(flatten)]
+        mark: OsdMark,
+        /// Say that you mean it: data only this OSD held is given up.
+        #[arg(long)]
+        yes_i_really_mean_it: bool,
+    },
     /// The CRUSH map: the hierarchy (`add-bucket`, `move`, `link`, `unlink`, `rm`), device
     /// classes, rules, and `reweight osd.N WEIGHT` (an OSD's capacity weight, kept across
     /// restarts).
@@ -502,11 +513,13 @@ pub fn tree(map: &OsdMap, usage: &BTreeMap<OsdId, StoreUsage>) -> Vec<String> {
         }
         for (id, osd) in map.osds.iter().filter(|(_, o)| o.host == bucket) {
             let class = crush.device_classes.get(id).map_or("", String::as_str);
-            let status = match (osd.up, osd.is_in) {
-                (true, true) => "up",
-                (true, false) => "up out",
-                (false, true) => "down",
-                (false, false) => "down out",
+            let status = match (osd.up, osd.is_in, map.osd_lost.contains_key(id)) {
+                (true, true, _) => "up",
+                (true, false, _) => "up out",
+                (false, true, false) => "down",
+                (false, false, false) => "down out",
+                (false, true, true) => "lost",
+                (false, false, true) => "lost out",
             };
             let reweight = f64::from(map.osd_reweight.get(id).copied().unwrap_or(0x10000)) / 65536.0;
             let name = format!("{:indent$}{id}", "", indent = (depth + 1) * 4);
@@ -624,14 +637,29 @@ async fn crush(rados: &shoal_client::Rados, command: CrushCommand) -> Result<()>
     Ok(())
 }
 
+/// The PGs that go on without their last active interval under `map` (its members lost),
+/// with the lost members.
+fn given_up_pgs(map: &shoal_types::OsdMap) -> Vec<(PgId, Vec<OsdId>)> {
+    map.pg_active
+        .keys()
+        .filter_map(|pg| {
+            let pool = map.pools.get(&pg.pool)?;
+            let needed = pool.erasure.as_ref().map_or(1, |e| e.code.k as usize);
+            let (_, lost) = shoal_pg_core::peering::required_activation(map, *pg, needed);
+            (!lost.is_empty()).then_some((*pg, lost))
+        })
+        .collect()
+}
+
 /// Every PG of the map with its state: as its primary reported it, or `unknown`.
 fn pg_states(map: &OsdMap, stats: &[PgStat]) -> Vec<(PgId, Vec<OsdId>, String)> {
     let reported: BTreeMap<PgId, &PgStat> = stats.iter().map(|s| (s.pg, s)).collect();
     let mut out = Vec::new();
+    let topology = shoal_placement::Topology::from_map(map);
     for pool in map.pools.values() {
         for seed in 0..pool.pg_num {
             let pg = PgId { pool: pool.id, seed };
-            let up = shoal_placement::pg_up_osds(map, pool, pg);
+            let up = topology.up_osds(map, pool, pg);
             let state = match reported.get(&pg) {
                 Some(s) if s.acting == up => s.state_name(),
                 _ if up.is_empty() => "stale+down".to_owned(),
@@ -650,10 +678,11 @@ pub fn ok_to_stop(map: &OsdMap, osd: OsdId) -> Result<String> {
         return Err(err::not_found(format!("{osd} does not exist")));
     }
     let (mut served, mut blocked) = (0, Vec::new());
+    let topology = shoal_placement::Topology::from_map(map);
     for pool in map.pools.values() {
         for seed in 0..pool.pg_num {
             let pg = PgId { pool: pool.id, seed };
-            let acting = shoal_placement::pg_acting(map, pool, pg);
+            let acting = topology.acting(map, pool, pg);
             if !acting.contains(&osd) {
                 continue;
             }
@@ -794,6 +823,7 @@ enum Action {
     OkToStop(OsdId),
     SafeToDestroy(OsdId),
     Purge(OsdId, bool),
+    Lost(OsdId),
     Flag(String, bool),
     Ratio(SpaceState, u16),
     Pool(PoolCommand),
@@ -847,6 +877,16 @@ pub async fn osd(command: OsdCommand) -> Result<()> {
                 )));
             }
             run(&mark.cluster, Action::Purge(OsdId(mark.id), force)).await
+        }
+        OsdCommand::Lost { mark, yes_i_really_mean_it } => {
+            if !yes_i_really_mean_it {
+                return Err(err::invalid(format!(
+                    "declaring osd.{} lost gives up every write only it holds: PGs waiting for it go on \
+                     without it. If it can never come back, add --yes-i-really-mean-it",
+                    mark.id
+                )));
+            }
+            run(&mark.cluster, Action::Lost(OsdId(mark.id))).await
         }
         OsdCommand::Crush(CrushArgs { cluster, command }) => run(&cluster, Action::Crush(command)).await,
         OsdCommand::Reweight { cluster, osd, weight } => {
@@ -1066,6 +1106,20 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
         Action::Purge(osd, force) => {
             let map = rados.osd_purge(osd, force).await?;
             println!("purged {osd} (map epoch {})", map.epoch);
+        }
+        Action::Lost(osd) => {
+            let map = rados.osd_lost(osd).await?;
+            println!("marked {osd} lost (map epoch {})", map.epoch);
+            let given_up = given_up_pgs(&map);
+            if given_up.is_empty() {
+                println!("no PG had its last active interval only on lost OSDs");
+            } else {
+                println!("PGs going on without their last active interval (its writes only lost OSDs held are gone):");
+                for (pg, lost) in given_up {
+                    let lost = lost.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+                    println!("  {pg}: {lost}");
+                }
+            }
         }
         Action::Override(osd, reweight) => {
             warn_if_erasure_coded(&*rados.refresh_map().await?);

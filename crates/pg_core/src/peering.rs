@@ -14,11 +14,14 @@
 //!   the objects written after that point, on either side, are copied whole. Any other
 //!   replica (incomplete, or whose history ends before the authority's log tail) is
 //!   backfilled: emptied and refilled object by object.
+//! - Only an operator lifts the second rule: once too few members of that interval remain
+//!   besides OSDs declared lost (`osd lost`) or purged, the PG goes on from any complete
+//!   copy, or empty, and says what it lost ([`required_activation`]).
 
 pub mod erasure;
 
 use shoal_types::pg::{EVersion, PgSummary};
-use shoal_types::{ActiveInterval, ObjectName, OsdId};
+use shoal_types::{ActiveInterval, ObjectName, OsdId, OsdMap, PgId};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 /// How one replica catches up with the authority.
@@ -99,6 +102,22 @@ impl Blocked {
             None => Blocked::Incomplete,
         }
     }
+}
+
+/// The activation peering must hear from: the one `map` records for `pg`, unless fewer
+/// than `needed` of its members (1 for a replicated PG, `k` for an erasure-coded one) are
+/// neither declared lost nor purged. Then no member can bring back what that interval
+/// acknowledged, and the PG goes on from what remains: the record becomes interval 0 with
+/// no members (any complete copy counts), and the lost members are returned, to report.
+pub fn required_activation(map: &OsdMap, pg: PgId, needed: usize) -> (Option<ActiveInterval>, Vec<OsdId>) {
+    let Some(recorded) = map.pg_active.get(&pg) else { return (None, Vec::new()) };
+    let gone = |osd: &OsdId| map.osd_lost.contains_key(osd) || !map.osds.contains_key(osd);
+    let members: Vec<OsdId> = recorded.acting.iter().copied().filter(|o| *o != OsdId::NONE).collect();
+    let (lost, remaining): (Vec<OsdId>, Vec<OsdId>) = members.into_iter().partition(gone);
+    if lost.is_empty() || remaining.len() >= needed {
+        return (Some(recorded.clone()), Vec::new());
+    }
+    (Some(ActiveInterval { interval: 0, acting: Vec::new() }), lost)
 }
 
 /// Decides the authority and each replica's recovery from the replicas' summaries and the
@@ -238,6 +257,38 @@ mod tests {
             plan(OsdId(0), &s, None),
             Err(Blocked::Down { epoch: 4, acting: vec![OsdId(1), OsdId(2), OsdId(4)] })
         );
+    }
+
+    #[test]
+    fn a_record_whose_members_were_declared_lost_no_longer_holds_peering_back() {
+        use shoal_types::{OsdEntry, PoolId};
+        let pg = PgId { pool: PoolId(1), seed: 0 };
+        let mut map = OsdMap::default();
+        for o in 0..4 {
+            let entry = OsdEntry { addr: String::new(), host: "h".into(), weight: 0x10000, up: o != 1, is_in: true };
+            map.osds.insert(OsdId(o), entry);
+        }
+        map.pg_active.insert(pg, ActiveInterval { interval: 6, acting: vec![OsdId(1), OsdId(2)] });
+        let recorded = Some(map.pg_active[&pg].clone());
+        assert_eq!(required_activation(&map, pg, 1), (recorded.clone(), vec![]));
+        // osd.1 declared lost, osd.2 still a member: the PG waits for osd.2.
+        map.osd_lost.insert(OsdId(1), 9);
+        assert_eq!(required_activation(&map, pg, 1), (recorded.clone(), vec![]));
+        // ... but an erasure-coded PG needing two members cannot be decoded from one.
+        let waived = Some(ActiveInterval { interval: 0, acting: vec![] });
+        assert_eq!(required_activation(&map, pg, 2), (waived.clone(), vec![OsdId(1)]));
+        // osd.2 purged: nobody of interval 6 remains.
+        map.osds.remove(&OsdId(2));
+        assert_eq!(required_activation(&map, pg, 1), (waived.clone(), vec![OsdId(1), OsdId(2)]));
+        // Under the waived record, a copy from an older interval may lead; with none, an
+        // empty new member does.
+        let (waived, _) = required_activation(&map, pg, 1);
+        let empty = || summary(&[], true, 0, &[]);
+        let s = BTreeMap::from([(OsdId(0), summary(&[(3, 1, "a")], true, 3, &[0])), (OsdId(3), empty())]);
+        assert_eq!(plan(OsdId(3), &s, waived.as_ref()).unwrap().auth, OsdId(0));
+        let s = BTreeMap::from([(OsdId(3), empty())]);
+        assert_eq!(plan(OsdId(3), &s, waived.as_ref()).unwrap().auth, OsdId(3));
+        assert!(matches!(plan(OsdId(3), &s, recorded.as_ref()), Err(Blocked::Down { epoch: 6, .. })));
     }
 
     #[test]

@@ -189,6 +189,8 @@ pub struct Primary<R> {
     pub(crate) committed_to: EVersion,
     /// For an erasure-coded PG: its code and the operations gathering stripes.
     pub(crate) ec: Option<erasure::EcPrimary<R>>,
+    /// What this interval's peering gave up, having gone on without OSDs declared lost.
+    pub(crate) lost: Option<String>,
 }
 
 impl<R> Primary<R> {
@@ -304,7 +306,7 @@ impl<R> Primary<R> {
             objects_to_recover: self.recovery.values().map(|r| r.objects.len() as u64).sum(),
             note: match &self.phase {
                 Phase::Blocked { reason, .. } => reason.clone(),
-                _ => String::new(),
+                _ => self.lost.clone().unwrap_or_default(),
             },
             client_ops: self.client_ops,
             objects: 0,

@@ -12,7 +12,7 @@ use crate::limits::Limits;
 use crate::pglog::{PgState, RolledBack};
 use crate::primary::Primary;
 use crate::scrub::ScrubBoard;
-use crate::usage::{COUNT_BUDGET, UsageBook, UsageDelta};
+use crate::usage::{COUNT_BUDGET, PgUsage, UsageBook, UsageDelta};
 use crate::view::{ObjectView, StoreObject};
 use bytes::Bytes;
 use shoal_objclass::{ClassRegistry, ClassState};
@@ -240,17 +240,24 @@ impl<R> Shard<R> {
                 break;
             }
             let pg_num = self.map.pool(pg.pool)?.pg_num;
-            let mut keys = Vec::new();
-            loop {
-                let (page, more) = self.list_keys(pg, pg_num, keys.last(), 1024)?;
-                keys.extend(page);
-                if !more {
-                    break;
+            let mut usage = PgUsage::default();
+            for range in shoal_placement::pg_reversed_hash_ranges(pg.seed, pg_num) {
+                let mut after = None;
+                loop {
+                    const PAGE: usize = 1024;
+                    let page = self.config.store.list_onodes(pg.pool, range.clone(), after.as_ref(), PAGE)?;
+                    let more = page.len() == PAGE;
+                    after = page.last().map(|(key, _)| key.clone());
+                    for (_, onode) in page {
+                        usage.add(if erasure { crate::ec::logical_onode(onode)?.size } else { onode.size });
+                    }
+                    if !more {
+                        break;
+                    }
                 }
             }
-            read += keys.len();
-            let size = |onode| Ok(if erasure { crate::ec::logical_onode(onode)?.size } else { onode.size });
-            self.usage.count(&self.config.store, pg, interval, &keys, size)?;
+            read += usage.objects as usize;
+            self.usage.insert(pg, interval, usage);
         }
         Ok(())
     }

@@ -2,8 +2,8 @@
 //! the PG's object metadata when it starts to lead the PG, then by the difference each
 //! write makes. The monitor sums them per pool for `df` and quotas.
 
-use shoal_store::{ObjectKey, ObjectStore, Onode};
-use shoal_types::{PgId, Result};
+use shoal_store::Onode;
+use shoal_types::PgId;
 use std::collections::BTreeMap;
 
 /// Objects and bytes of object data in one PG (erasure-coded: logical bytes).
@@ -32,6 +32,12 @@ impl UsageDelta {
 }
 
 impl PgUsage {
+    /// Counts one more object of `bytes`.
+    pub fn add(&mut self, bytes: u64) {
+        self.objects += 1;
+        self.bytes += bytes;
+    }
+
     fn apply(&mut self, delta: UsageDelta) {
         self.objects = self.objects.saturating_add_signed(delta.objects);
         self.bytes = self.bytes.saturating_add_signed(delta.bytes);
@@ -44,7 +50,7 @@ pub struct UsageBook {
     counted: BTreeMap<PgId, (u64, PgUsage)>,
 }
 
-/// Most objects whose metadata one call of [`UsageBook::count_missing`] reads: a PG
+/// Most objects whose metadata one call of `Shard::count_usage` reads: a PG
 /// larger than that is counted on its own, so that a shard is held up briefly.
 pub const COUNT_BUDGET: usize = 20_000;
 
@@ -68,25 +74,9 @@ impl UsageBook {
         self.counted.retain(|pg, (interval, _)| led(*pg, *interval));
     }
 
-    /// Counts `pg` for `interval` from `keys` (every object of the PG) and `size` (an
-    /// object's data bytes from its stored metadata).
-    pub fn count(
-        &mut self,
-        store: &ObjectStore,
-        pg: PgId,
-        interval: u64,
-        keys: &[ObjectKey],
-        size: impl Fn(Onode) -> Result<u64>,
-    ) -> Result<()> {
-        let mut usage = PgUsage::default();
-        for key in keys {
-            if let Some(onode) = store.onode(key)? {
-                usage.objects += 1;
-                usage.bytes += size(onode)?;
-            }
-        }
+    /// Records `usage`, counted from the store, as `pg`'s for `interval`.
+    pub fn insert(&mut self, pg: PgId, interval: u64, usage: PgUsage) {
         self.counted.insert(pg, (interval, usage));
-        Ok(())
     }
 }
 

@@ -78,7 +78,8 @@ pub struct Topology {
     /// Buckets in name order, each with its children; `by_name` finds them.
     buckets: Vec<Bucket>,
     by_name: BTreeMap<String, usize>,
-    rules: BTreeMap<String, CrushRule>,
+    /// Each rule with the weights it places by, computed once per map.
+    rules: BTreeMap<String, RulePlacement>,
     out: BTreeSet<OsdId>,
     reweight: BTreeMap<OsdId, u32>,
     classes: BTreeMap<OsdId, String>,
@@ -122,40 +123,50 @@ impl Topology {
                 buckets[host].children.push(Item::Osd(id, osd.weight));
             }
         }
-        let rules = crush.rule_names().into_iter().filter_map(|n| Some((n.clone(), crush.rule(&n).ok()?))).collect();
-        Topology {
+        let mut topology = Topology {
             buckets,
             by_name,
-            rules,
+            rules: BTreeMap::new(),
             out: map.osds.iter().filter(|(_, o)| !o.is_in).map(|(id, _)| *id).collect(),
             reweight: map.osd_reweight.clone(),
-            classes: crush.device_classes,
-        }
+            classes: crush.device_classes.clone(),
+        };
+        let rules: BTreeMap<String, RulePlacement> = crush
+            .rule_names()
+            .into_iter()
+            .filter_map(|name| Some((name.clone(), topology.rule_placement(&crush.rule(&name).ok()?)?)))
+            .collect();
+        topology.rules = rules;
+        topology
+    }
+
+    /// A rule's root, failure domain and class with the weights of every bucket under
+    /// them; `None` if its root is missing.
+    fn rule_placement(&self, rule: &CrushRule) -> Option<RulePlacement> {
+        let mut placement = RulePlacement {
+            class: rule.device_class.clone(),
+            root: *self.by_name.get(&rule.root)?,
+            domain: rule.failure_domain,
+            weights: Vec::new(),
+            osds: Vec::new(),
+        };
+        let placer = Placer { topology: self, rule: &placement };
+        let mut sums = vec![None; self.buckets.len()];
+        placer.sum_weights(placement.root, &mut sums);
+        let mut osds = Vec::new();
+        self.collect_osds(placement.root, &mut osds);
+        osds.sort_unstable_by_key(|(o, _, _)| *o);
+        osds.dedup_by_key(|(o, _, _)| *o);
+        osds.retain(|&(o, w, _)| placer.item_weight(Item::Osd(o, w)) > 0);
+        placement.weights = sums.into_iter().map(Option::unwrap_or_default).collect();
+        placement.osds = osds;
+        Some(placement)
     }
 
     /// How a pool's PGs are placed: its rule's root, failure domain and class, with the
     /// weights of every bucket under them; `None` if the rule or its root is missing.
     pub fn placer(&self, pool: &Pool) -> Option<Placer<'_>> {
-        let rule = self.rules.get(&pool.crush_rule)?;
-        let root = *self.by_name.get(&rule.root)?;
-        let mut placer = Placer {
-            topology: self,
-            class: rule.device_class.as_deref(),
-            root,
-            domain: rule.failure_domain,
-            weights: Vec::new(),
-            osds: Vec::new(),
-        };
-        let mut sums = vec![None; self.buckets.len()];
-        placer.sum_weights(root, &mut sums);
-        placer.weights = sums.into_iter().map(Option::unwrap_or_default).collect();
-        let mut osds = Vec::new();
-        self.collect_osds(root, &mut osds);
-        osds.sort_unstable_by_key(|(o, _, _)| *o);
-        osds.dedup_by_key(|(o, _, _)| *o);
-        osds.retain(|&(o, w, _)| placer.item_weight(Item::Osd(o, w)) > 0);
-        placer.osds = osds;
-        Some(placer)
+        Some(Placer { topology: self, rule: self.rules.get(&pool.crush_rule)? })
     }
 
     /// Every OSD under `bucket`, each with its weight and host bucket.
@@ -187,9 +198,16 @@ impl Topology {
 /// turned away when drawn, as CRUSH treats them, so only their copies move.
 pub struct Placer<'a> {
     topology: &'a Topology,
-    class: Option<&'a str>,
+    rule: &'a RulePlacement,
+}
+
+/// What a [`Placer`] places by: its rule, and the weights under the rule's root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct RulePlacement {
+    class: Option<String>,
     root: usize,
     domain: BucketType,
+    /// Each bucket's weight (0 outside the root).
     weights: Vec<u32>,
     /// Every OSD of the rule's class under the root with its CRUSH weight and host bucket.
     osds: Vec<(OsdId, u32, usize)>,
@@ -216,8 +234,8 @@ impl Placer<'_> {
     fn item_weight(&self, item: Item) -> u32 {
         let t = self.topology;
         match item {
-            Item::Bucket(b) => self.weights[b],
-            Item::Osd(osd, _) if self.class.is_some_and(|c| t.classes.get(&osd).is_none_or(|o| o != c)) => 0,
+            Item::Bucket(b) => self.rule.weights.get(b).copied().unwrap_or_default(),
+            Item::Osd(osd, _) if self.rule.class.as_ref().is_some_and(|c| t.classes.get(&osd) != Some(c)) => 0,
             Item::Osd(_, w) => w,
         }
     }
@@ -267,7 +285,7 @@ impl Placer<'_> {
     /// failure domain, or too few domain buckets).
     fn any_osd(&self, x: u32, r: u32, eligible: impl Fn(OsdId) -> bool) -> Option<(OsdId, usize)> {
         let mut best: Option<(i64, OsdId, usize)> = None;
-        for &(osd, weight, host) in self.osds.iter().filter(|(o, _, _)| eligible(*o)) {
+        for &(osd, weight, host) in self.rule.osds.iter().filter(|(o, _, _)| eligible(*o)) {
             let draw = straw2::draw(x, osd.0 as i32, r, weight);
             if best.is_none_or(|(best_draw, _, _)| draw > best_draw) {
                 best = Some((draw, osd, host));
@@ -294,11 +312,11 @@ impl Placer<'_> {
         let size = pool.size as usize;
         let out = &self.topology.out;
         let mut chosen: Vec<OsdId> = Vec::with_capacity(size);
-        if self.domain != BucketType::Osd {
+        if self.rule.domain != BucketType::Osd {
             let mut used: Vec<usize> = Vec::new();
             let mut r = 0u32;
             while chosen.len() < size && r < MAX_TRIES * pool.size {
-                let drawn = self.descend(self.root, self.domain, x, r);
+                let drawn = self.descend(self.rule.root, self.rule.domain, x, r);
                 r += 1;
                 let Some(Item::Bucket(domain)) = drawn else { continue };
                 if used.contains(&domain) {
@@ -374,12 +392,12 @@ impl Placer<'_> {
                     continue;
                 }
                 let r = shard + round * size;
-                let drawn = if self.domain == BucketType::Osd {
+                let drawn = if self.rule.domain == BucketType::Osd {
                     self.any_osd(x, r, |_| true)
                 } else {
                     // Within the bucket, an out OSD is redrawn (as CRUSH's `chooseleaf`
                     // does), so the shard stays in its bucket while it has OSDs in.
-                    match self.descend(self.root, self.domain, x, r) {
+                    match self.descend(self.rule.root, self.rule.domain, x, r) {
                         Some(Item::Bucket(domain)) => (0..MAX_TRIES).find_map(|t| {
                             let osd = self.leaf(domain, x, r + t * size * MAX_TRIES)?;
                             usable(osd).then_some((osd, domain))
@@ -388,8 +406,10 @@ impl Placer<'_> {
                     }
                 };
                 let Some((osd, domain)) = drawn else { continue };
-                let taken =
-                    shards.iter().flatten().any(|&(o, d)| o == osd || (self.domain != BucketType::Osd && d == domain));
+                let taken = shards
+                    .iter()
+                    .flatten()
+                    .any(|&(o, d)| o == osd || (self.rule.domain != BucketType::Osd && d == domain));
                 if !taken && usable(osd) {
                     shards[shard as usize] = Some((osd, domain));
                 }
@@ -403,22 +423,14 @@ impl Placer<'_> {
 /// replicated pool primary first ([`pg_primary`]); for an erasure-coded pool the OSDs of the
 /// shards that are up, in shard order.
 pub fn pg_up_osds(map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<OsdId> {
-    if pool.erasure.is_some() {
-        return pg_up_shards(map, pool, pg).into_iter().flatten().collect();
-    }
-    let mut osds = Topology::from_map(map).pg_to_osds(pool, pg);
-    osds.retain(|o| map.osds.get(o).is_some_and(|e| e.up));
-    if let Some(at) = map.primary_temp.get(&pg).and_then(|temp| osds.iter().position(|o| o == temp)) {
-        osds[..=at].rotate_right(1);
-    }
-    osds
+    Topology::from_map(map).up_osds(map, pool, pg)
 }
 
 /// The primary of a PG under `map`: the OSD the map's `primary_temp` names while it is in
 /// the acting set, else placement's first OSD up (for an erasure-coded pool the lowest
 /// shard up, as in Ceph).
 pub fn pg_primary(map: &OsdMap, pool: &Pool, pg: PgId) -> Option<OsdId> {
-    acting_primary(map, pg, &pg_acting(map, pool, pg))
+    Topology::from_map(map).primary(map, pool, pg)
 }
 
 /// [`pg_primary`] for a PG whose acting set (from [`pg_acting`] or [`pg_up_osds`]) is known.
@@ -436,22 +448,53 @@ pub fn temp_primary(map: &OsdMap, pg: PgId, acting: &[OsdId]) -> Option<OsdId> {
 /// primary first ([`pg_up_osds`]); for an erasure-coded pool one entry per shard, in shard
 /// order, with [`OsdId::NONE`] where no OSD serves the shard.
 pub fn pg_acting(map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<OsdId> {
-    match pool.erasure {
-        Some(_) => pg_up_shards(map, pool, pg).into_iter().map(|o| o.unwrap_or(OsdId::NONE)).collect(),
-        None => pg_up_osds(map, pool, pg),
-    }
+    Topology::from_map(map).acting(map, pool, pg)
 }
 
 /// The OSD serving each shard of an erasure-coded PG under `map` (a replicated pool's
 /// replicas, in order): `None` where placement found none or its OSD is down. A shard keeps
 /// its position, so shard `i` is always chunk `i` of each stripe.
 pub fn pg_up_shards(map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<Option<OsdId>> {
-    let topology = Topology::from_map(map);
-    let shards = match &pool.erasure {
-        Some(_) => topology.pg_to_shards(pool, pg),
-        None => topology.pg_to_osds(pool, pg).into_iter().map(Some).collect(),
-    };
-    shards.into_iter().map(|o| o.filter(|o| map.osds.get(o).is_some_and(|e| e.up))).collect()
+    Topology::from_map(map).up_shards(map, pool, pg)
+}
+
+/// The functions above for a topology built once from `map` (building it is most of their
+/// cost: callers that place many PGs, or place per operation, keep one per map epoch).
+impl Topology {
+    /// [`pg_up_osds`] under `map`, this topology's map.
+    pub fn up_osds(&self, map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<OsdId> {
+        if pool.erasure.is_some() {
+            return self.up_shards(map, pool, pg).into_iter().flatten().collect();
+        }
+        let mut osds = self.pg_to_osds(pool, pg);
+        osds.retain(|o| map.osds.get(o).is_some_and(|e| e.up));
+        if let Some(at) = map.primary_temp.get(&pg).and_then(|temp| osds.iter().position(|o| o == temp)) {
+            osds[..=at].rotate_right(1);
+        }
+        osds
+    }
+
+    /// [`pg_primary`] under `map`, this topology's map.
+    pub fn primary(&self, map: &OsdMap, pool: &Pool, pg: PgId) -> Option<OsdId> {
+        acting_primary(map, pg, &self.acting(map, pool, pg))
+    }
+
+    /// [`pg_acting`] under `map`, this topology's map.
+    pub fn acting(&self, map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<OsdId> {
+        match pool.erasure {
+            Some(_) => self.up_shards(map, pool, pg).into_iter().map(|o| o.unwrap_or(OsdId::NONE)).collect(),
+            None => self.up_osds(map, pool, pg),
+        }
+    }
+
+    /// [`pg_up_shards`] under `map`, this topology's map.
+    pub fn up_shards(&self, map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<Option<OsdId>> {
+        let shards = match &pool.erasure {
+            Some(_) => self.pg_to_shards(pool, pg),
+            None => self.pg_to_osds(pool, pg).into_iter().map(Some).collect(),
+        };
+        shards.into_iter().map(|o| o.filter(|o| map.osds.get(o).is_some_and(|e| e.up))).collect()
+    }
 }
 
 #[cfg(test)]

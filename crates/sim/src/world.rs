@@ -1059,10 +1059,12 @@ impl World {
 
     fn check_replicas(&mut self) {
         let Ok(pool) = self.map.pool(self.pool).cloned() else { return };
+        let topology = shoal_placement::Topology::from_map(&self.map);
         for seed in 0..pool.pg_num {
             let pg = PgId { pool: pool.id, seed };
             if let Some(erasure) = &pool.erasure {
-                let shards: Vec<Option<&ObjectStore>> = shoal_placement::pg_acting(&self.map, &pool, pg)
+                let shards: Vec<Option<&ObjectStore>> = topology
+                    .acting(&self.map, &pool, pg)
                     .into_iter()
                     .map(|osd| self.osds.get(&osd).map(|sim| sim.store.as_ref()))
                     .collect();
@@ -1072,7 +1074,8 @@ impl World {
                 }
                 continue;
             }
-            let acting: Vec<(OsdId, &ObjectStore)> = shoal_placement::pg_up_osds(&self.map, &pool, pg)
+            let acting: Vec<(OsdId, &ObjectStore)> = topology
+                .up_osds(&self.map, &pool, pg)
                 .into_iter()
                 .filter_map(|osd| self.osds.get(&osd).map(|sim| (osd, sim.store.as_ref())))
                 .collect();

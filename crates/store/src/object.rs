@@ -602,13 +602,39 @@ impl ObjectStore {
         after: Option<&ObjectKey>,
         limit: usize,
     ) -> Result<Vec<ObjectKey>> {
+        self.scan_onodes(pool, range, after, limit)?.into_iter().map(|(k, _)| ObjectKey::from_bytes(k)).collect()
+    }
+
+    /// As [`ObjectStore::list`], with each object's metadata, read in the same scan.
+    pub fn list_onodes(
+        &self,
+        pool: PoolId,
+        range: RangeInclusive<u32>,
+        after: Option<&ObjectKey>,
+        limit: usize,
+    ) -> Result<Vec<(ObjectKey, Onode)>> {
+        let decode = |(k, v): (Vec<u8>, Vec<u8>)| {
+            let key = ObjectKey::from_bytes(k)?;
+            let onode = Onode::decode(&v).map_err(|e| err::io(format!("onode of {}: {e}", key.describe())))?;
+            Ok((key, onode))
+        };
+        self.scan_onodes(pool, range, after, limit)?.into_iter().map(decode).collect()
+    }
+
+    fn scan_onodes(
+        &self,
+        pool: PoolId,
+        range: RangeInclusive<u32>,
+        after: Option<&ObjectKey>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let (mut start, end) = hash_range_bounds(pool, &range);
         if let Some(after) = after {
             let mut past = after.0.clone();
             past.push(0);
             start = start.max(past);
         }
-        self.kv.scan(Cf::Onode, &start, &end, limit)?.into_iter().map(|(k, _)| ObjectKey::from_bytes(k)).collect()
+        self.kv.scan(Cf::Onode, &start, &end, limit)
     }
 
     /// A transaction that makes another store's copy of the object identical to this

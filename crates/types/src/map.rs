@@ -141,6 +141,10 @@ pub struct OsdMap {
     /// Pools that reached their quota: writes to them get EDQUOT.
     #[serde(default)]
     pub full_pools: BTreeSet<PoolId>,
+    /// OSDs an operator declared lost (`osd lost`), with the epoch of the declaration:
+    /// peering no longer waits for their copies.
+    #[serde(default)]
+    pub osd_lost: BTreeMap<OsdId, u64>,
 }
 
 /// The cluster flags `osd set` knows: `noout` (the monitor marks no down OSD out),
@@ -159,10 +163,11 @@ impl OsdMap {
 
 impl crate::Versioned for OsdMap {
     const NAME: &'static str = "osd map";
-    const VERSION: u8 = 8;
+    const VERSION: u8 = 9;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<crate::Result<Self>> {
         match version {
+            8 => return Some(crate::encoding::decode_body::<v8::OsdMap>("osd map v8", body).map(OsdMap::from)),
             7 => return Some(crate::encoding::decode_body::<v7::OsdMap>("osd map v7", body).map(OsdMap::from)),
             6 => {
                 return Some(
@@ -183,6 +188,77 @@ impl crate::Versioned for OsdMap {
             _ => return None,
         };
         Some(v4.map(|m| OsdMap::from(v5::OsdMap::from(m))))
+    }
+}
+
+/// Version 8 of the map, before lost OSDs.
+pub mod v8 {
+    use super::{ActiveInterval, OsdEntry, Pool};
+    use crate::crush::CrushMap;
+    use crate::erasure::ErasureProfile;
+    use crate::ids::{OsdId, PgId, PoolId};
+    use crate::space::{FullRatios, PoolQuota, SpaceState};
+    use serde::{Deserialize, Serialize};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// The map as version 8 stored it.
+    #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct OsdMap {
+        /// Epoch.
+        pub epoch: u64,
+        /// Next pool id.
+        pub next_pool_id: u64,
+        /// Pools.
+        pub pools: BTreeMap<PoolId, Pool>,
+        /// OSDs.
+        pub osds: BTreeMap<OsdId, OsdEntry>,
+        /// Central configuration.
+        pub config: BTreeMap<String, BTreeMap<String, String>>,
+        /// Activated intervals.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub pg_active: BTreeMap<PgId, ActiveInterval>,
+        /// Erasure-code profiles.
+        pub erasure_profiles: BTreeMap<String, ErasureProfile>,
+        /// Primaries in place of placement's.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub primary_temp: BTreeMap<PgId, OsdId>,
+        /// The CRUSH map.
+        pub crush: CrushMap,
+        /// Override weights.
+        pub osd_reweight: BTreeMap<OsdId, u32>,
+        /// Cluster flags.
+        pub flags: BTreeSet<String>,
+        /// Full ratios.
+        pub full_ratios: FullRatios,
+        /// OSD space states.
+        pub osd_space: BTreeMap<OsdId, SpaceState>,
+        /// Pool quotas.
+        pub pool_quotas: BTreeMap<PoolId, PoolQuota>,
+        /// Pools at their quota.
+        pub full_pools: BTreeSet<PoolId>,
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        fn from(old: OsdMap) -> Self {
+            super::OsdMap {
+                epoch: old.epoch,
+                next_pool_id: old.next_pool_id,
+                pools: old.pools,
+                osds: old.osds,
+                config: old.config,
+                pg_active: old.pg_active,
+                erasure_profiles: old.erasure_profiles,
+                primary_temp: old.primary_temp,
+                crush: old.crush,
+                osd_reweight: old.osd_reweight,
+                flags: old.flags,
+                full_ratios: old.full_ratios,
+                osd_space: old.osd_space,
+                pool_quotas: old.pool_quotas,
+                full_pools: old.full_pools,
+                osd_lost: BTreeMap::new(),
+            }
+        }
     }
 }
 
@@ -1022,7 +1098,7 @@ mod tests {
     }
 
     #[test]
-    fn version_8_has_golden_bytes() {
+    fn version_9_has_golden_bytes() {
         use crate::Versioned;
         let mut map = OsdMap { epoch: 1, ..OsdMap::default() };
         let profile = ErasureProfile { k: 4, m: 2, stripe_unit: 4096, ..ErasureProfile::default() };
@@ -1073,9 +1149,14 @@ mod tests {
         full.osd_space.insert(OsdId(3), SpaceState::Full);
         full.pool_quotas.insert(PoolId(1), PoolQuota { max_objects: 10, max_bytes: 0 });
         full.full_pools.insert(PoolId(1));
-        let expected: Vec<u8> = [&[8][..], &v7[1..], &space].concat();
-        assert_eq!(full.encode(), expected);
-        assert_eq!(OsdMap::decode(&expected).unwrap(), full);
+        let v8: Vec<u8> = [&[8][..], &v7[1..], &space].concat();
+        assert_eq!(OsdMap::decode(&v8).unwrap(), full);
+        // Version 9 ends with the lost OSDs: osd.5, declared lost at epoch 300 (varint 0xac 0x02).
+        let mut lost = full.clone();
+        lost.osd_lost.insert(OsdId(5), 300);
+        let expected: Vec<u8> = [&[9][..], &v8[1..], &[1, 5, 0xac, 0x02]].concat();
+        assert_eq!(lost.encode(), expected);
+        assert_eq!(OsdMap::decode(&expected).unwrap(), lost);
         assert_eq!(
             OsdMap::decode(&flagged.encode()).unwrap().full_ratios,
             FullRatios::default(),

@@ -650,6 +650,9 @@ pub enum MapCommand {
     },
     /// Changes the full ratios, an OSD's space state or a pool's quota.
     Space(crate::space::SpaceChange),
+    /// Declares a down OSD's data gone for good (`osd lost`): PGs whose last active
+    /// interval only lost OSDs served stop waiting for them and go on from what remains.
+    OsdLost(OsdId),
 }
 
 #[cfg(test)]
@@ -783,6 +786,13 @@ mod tests {
         let msg =
             Message::Request { tid: 4, request: Request::Map(MapCommand::OsdPurge { id: OsdId(3), force: true }) };
         assert_eq!(msg.encode(), [1, 0, 4, 6, 20, 3, 1]);
+    }
+
+    #[test]
+    fn an_osd_lost_has_golden_bytes() {
+        // Request (0), tid 4, Request::Map (6), OsdLost (23), osd 3.
+        let msg = Message::Request { tid: 4, request: Request::Map(MapCommand::OsdLost(OsdId(3))) };
+        assert_eq!(msg.encode(), [1, 0, 4, 6, 23, 3]);
     }
 
     #[test]

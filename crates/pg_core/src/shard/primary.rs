@@ -22,6 +22,7 @@ impl<R> Shard<R> {
     pub(crate) fn on_new_map(&mut self) {
         let map = self.map.clone();
         let me = self.config.me;
+        let topology = shoal_placement::Topology::from_map(&map);
         let mut live = BTreeSet::new();
         for pool in map.pools.values() {
             for seed in 0..pool.pg_num {
@@ -29,7 +30,7 @@ impl<R> Shard<R> {
                 if crate::shard::shard_of(pg, self.config.shards) != self.config.index {
                     continue;
                 }
-                let up = shoal_placement::pg_acting(&map, pool, pg);
+                let up = topology.acting(&map, pool, pg);
                 if !up.contains(&me) {
                     if self.intervals.remove(&pg).is_some() {
                         self.drop_primary(pg, "this OSD no longer serves the PG");
@@ -71,6 +72,7 @@ impl<R> Shard<R> {
                             scrub_requested: None,
                             committed_to: EVersion::default(),
                             ec,
+                            lost: None,
                         };
                         self.primaries.insert(pg, primary);
                         self.start_peering(pg);
@@ -387,11 +389,30 @@ impl<R> Shard<R> {
             summaries = ?considered.iter().map(|(o, s)| (o.0, s.info.last_epoch_started, s.info.last_update.to_string(), s.info.complete, &s.info.last_acting)).collect::<Vec<_>>(),
             "deciding"
         );
-        let recorded = self.map.pg_active.get(&pg);
+        let needed = p.ec.as_ref().map_or(1, |ec| ec.k());
+        let (recorded, lost) = peering::required_activation(&self.map, pg, needed);
+        let recorded = recorded.as_ref();
         let decided = match &p.ec {
             Some(ec) => erasure::plan(ec.k(), &p.acting, &considered, recorded).map(|(plan, head)| (plan, Some(head))),
             None => peering::plan(self.config.me, &considered, recorded).map(|plan| (plan, None)),
         };
+        if let (Ok(_), Some(gone)) = (&decided, self.map.pg_active.get(&pg).filter(|_| !lost.is_empty())) {
+            let from = considered
+                .iter()
+                .filter(|(_, s)| s.info.last_update != EVersion::default())
+                .max_by_key(|(_, s)| s.info.last_update);
+            let what = match from {
+                Some((osd, s)) => format!("goes on from {osd}'s copy at {}", s.info.last_update),
+                None => "goes on empty".to_owned(),
+            };
+            let lost = lost.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+            let note = format!(
+                "lost: the writes of interval {} that only {lost} held (declared lost); the PG {what}",
+                gone.interval
+            );
+            tracing::warn!(%pg, note, "going active without OSDs declared lost");
+            p.lost = Some(note);
+        }
         match decided {
             Err(blocked) => {
                 let reason = format!("{blocked:?}");
