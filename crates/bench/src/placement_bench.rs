@@ -2,7 +2,9 @@
 //! daemons). A cluster of racks of hosts of OSDs and one replicated pool with a host
 //! failure domain; for each change to the cluster, the share of the pool's copies that
 //! move, beside the least any placement could move (the share of capacity that changed
-//! hands), and the spread of copies over OSDs afterwards.
+//! hands), and the spread of copies over OSDs afterwards. Last, the balancer's upmap
+//! exceptions: the spread they reach and the copies they move, against the least that
+//! evens the OSDs out (every copy above an OSD's fair share).
 
 use clap::Args;
 use serde_json::Value;
@@ -30,6 +32,9 @@ pub struct PlacementBenchArgs {
     /// Replicas per PG.
     #[arg(long, default_value_t = 3)]
     size: u32,
+    /// The balancer's goal: copies an OSD may hold above its fair share.
+    #[arg(long, default_value_t = 1.0)]
+    max_deviation: f64,
     /// Print JSON rows.
     #[arg(long)]
     json: bool,
@@ -61,9 +66,10 @@ fn cluster(args: &PlacementBenchArgs) -> Result<OsdMap> {
 fn place(map: &OsdMap, pool: &Pool) -> Result<(Vec<Vec<OsdId>>, f64)> {
     let started = Instant::now();
     let topology = Topology::from_map(map);
-    let placer = topology.placer(pool).ok_or_else(|| err::not_found("the pool's rule has no root"))?;
-    let placed: Vec<Vec<OsdId>> =
-        (0..pool.pg_num).map(|seed| placer.pg_to_osds(pool, PgId { pool: pool.id, seed })).collect();
+    topology.placer(pool).ok_or_else(|| err::not_found("the pool's rule has no root"))?;
+    let placed: Vec<Vec<OsdId>> = (0..pool.pg_num)
+        .map(|seed| topology.raw_shards(map, pool, PgId { pool: pool.id, seed }).into_iter().flatten().collect())
+        .collect();
     Ok((placed, f64::from(pool.pg_num) / started.elapsed().as_secs_f64().max(1e-9)))
 }
 
@@ -88,6 +94,19 @@ fn spread(map: &OsdMap, placed: &[Vec<OsdId>]) -> (f64, f64) {
         .map(|(id, o)| held.get(id).copied().unwrap_or(0) as f64 / (copies as f64 * share(id, o) / total_weight))
         .collect();
     (ratios.iter().copied().fold(0.0, f64::max), ratios.iter().copied().fold(f64::MAX, f64::min))
+}
+
+/// The share of copies above the OSDs' fair shares (the cluster's OSDs weigh the same):
+/// the least a balancer must move.
+fn excess(map: &OsdMap, placed: &[Vec<OsdId>]) -> f64 {
+    let total: usize = placed.iter().map(Vec::len).sum();
+    let n = map.osds.len() as f64;
+    let mut held: std::collections::BTreeMap<OsdId, usize> = std::collections::BTreeMap::new();
+    for osd in placed.iter().flatten() {
+        *held.entry(*osd).or_default() += 1;
+    }
+    let fair = total as f64 / n;
+    held.values().map(|h| (*h as f64 - fair).max(0.0)).sum::<f64>() / total.max(1) as f64
 }
 
 /// The share of copies that are on another OSD after the change.
@@ -119,6 +138,7 @@ pub fn run(args: PlacementBenchArgs) -> Result<()> {
         erasure: None,
         crush_rule: "by-host".into(),
     };
+    map.pools.insert(pool.id, pool.clone());
     let (before, rate) = place(&map, &pool)?;
     let n = args.osds as f64;
     let per_host = args.osds / args.hosts;
@@ -187,6 +207,16 @@ pub fn run(args: PlacementBenchArgs) -> Result<()> {
         let (after, rate) = place(&after_map, &pool)?;
         row(&change, &after_map, &after, ideal, rate);
     }
+    let started = Instant::now();
+    let upmaps = shoal_placement::balancer::optimize(&map, usize::MAX, args.max_deviation);
+    let balanced_in = started.elapsed();
+    let mut balanced = map.clone();
+    let items: usize = upmaps.values().map(Vec::len).sum();
+    balanced.pg_upmap_items.extend(upmaps);
+    let (after, rate) = place(&balanced, &pool)?;
+    let ideal = excess(&map, &before);
+    let change = format!("balancer: {items} upmap items in {:.1} s", balanced_in.as_secs_f64());
+    row(&change, &balanced, &after, ideal, rate);
     print_rows(&rows, args.json);
     Ok(())
 }

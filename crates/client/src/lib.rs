@@ -330,6 +330,11 @@ impl Rados {
         self.map_command(MapCommand::OsdLost(id)).await
     }
 
+    /// Sets PGs' upmap exceptions (an empty list removes a PG's); returns the new map.
+    pub async fn pg_upmap_items(&self, pgs: Vec<(shoal_types::PgId, Vec<(OsdId, OsdId)>)>) -> Result<Arc<OsdMap>> {
+        self.map_command(MapCommand::PgUpmapItems(pgs)).await
+    }
+
     /// Sets (`on`) or clears a cluster flag; returns the new map.
     pub async fn osd_set_flag(&self, flag: &str, on: bool) -> Result<Arc<OsdMap>> {
         self.map_command(MapCommand::SetFlag { flag: flag.to_owned(), on }).await

@@ -316,6 +316,68 @@ fn a_pg_whose_only_holder_is_declared_lost_goes_on_and_says_what_it_lost() {
     assert_eq!(cluster.get("p", &lost[0].0), Ok(b"again".to_vec()));
 }
 
+/// The PG's up set as `pg dump` prints it.
+fn up_of(conf: &str, pg: &str) -> String {
+    let dump = ok(conf, &["pg", "dump"]);
+    let line = dump.lines().find(|l| l.starts_with(&format!("{pg} "))).unwrap_or_default().to_owned();
+    line.split_whitespace().nth(1).unwrap_or_default().to_owned()
+}
+
+/// Upmap exceptions by hand (one within a host is taken, one that would put two copies
+/// on a host is refused) and by the balancer: data moves, every object reads back, and
+/// the score does not get worse.
+#[test]
+fn upmap_items_and_the_balancer_move_copies_within_the_rules() {
+    let cluster = Vstart::start("6", "2");
+    let conf = cluster.conf();
+    ok(&conf, &["pool", "create", "p", "--size", "2", "--pg-num", "32"]);
+    for i in 0..32 {
+        assert!(cluster.put("p", &format!("o{i}"), format!("data {i}").as_bytes()));
+    }
+    wait_clean(&conf, 32, "after the writes");
+    let before = up_of(&conf, "1.0");
+    let up: Vec<u32> = before.trim_matches(['[', ']']).split(',').map(|o| o.parse().unwrap()).collect();
+    let (mut taken, mut refused) = (None, 0);
+    for to in (0..6).filter(|o| !up.contains(o)) {
+        let (set, _, why) = shoal_c(&conf, &["osd", "pg-upmap-items", "1.0", &up[0].to_string(), &to.to_string()]);
+        match set {
+            true => taken = Some(to),
+            false => {
+                assert!(why.contains("two copies in one of its failure domains"), "{why}");
+                refused += 1;
+            }
+        }
+        if taken.is_some() {
+            break;
+        }
+    }
+    let to = taken.expect("an OSD of the same host takes the copy");
+    assert!(refused <= 3, "only the other host's OSDs are refused");
+    let moved = wait_for(|| (up_of(&conf, "1.0") == format!("[{to},{}]", up[1])).then_some(()));
+    assert!(moved.is_some(), "pg 1.0 moved from {before} to osd.{to}: {}", up_of(&conf, "1.0"));
+    let (odd, _, why) = shoal_c(&conf, &["osd", "pg-upmap-items", "1.0", "1"]);
+    assert!(!odd && why.contains("2 values"), "{why}");
+    wait_clean(&conf, 32, "after the upmap");
+    assert!(ok(&conf, &["balancer", "status"]).contains("upmap exceptions: 1 in 1 PGs"));
+    ok(&conf, &["osd", "rm-pg-upmap-items", "1.0"]);
+    assert!(wait_for(|| (up_of(&conf, "1.0") == before).then_some(())).is_some(), "pg 1.0 is back on {before}");
+    wait_clean(&conf, 32, "after the upmap was removed");
+
+    let score = |text: &str| -> f64 {
+        let tail = text.lines().rev().find_map(|l| l.strip_prefix("score: ")).unwrap_or_else(|| panic!("{text}"));
+        tail.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let eval = ok(&conf, &["balancer", "eval", "p"]);
+    assert!(eval.contains("pool 'p': copies per OSD over fair share max"), "{eval}");
+    let optimized = ok(&conf, &["balancer", "optimize", "--max-deviation", "0"]);
+    assert!(optimized.contains("changed the upmap exceptions"), "{optimized}");
+    assert!(score(&optimized) < score(&eval), "{eval}\n{optimized}");
+    wait_clean(&conf, 32, "after the balancer");
+    for i in 0..32 {
+        assert_eq!(cluster.get("p", &format!("o{i}")), Ok(format!("data {i}").into_bytes()));
+    }
+}
+
 /// `noout` keeps a down OSD in (maintenance without data moving); unset, the monitor marks
 /// it out after `mon_osd_down_out_interval`.
 #[test]

@@ -83,6 +83,8 @@ pub enum MapChange {
     OsdPurge(OsdId),
     /// Declare a down OSD's data gone (`osd lost`).
     OsdLost(OsdId),
+    /// Set PGs' upmap exceptions (empty: remove them).
+    PgUpmapItems(Vec<(PgId, Vec<(OsdId, OsdId)>)>),
     /// Change the full ratios, an OSD's space state or a pool's quota.
     Space(SpaceChange),
     /// Set or clear a cluster flag.
@@ -145,6 +147,23 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
             map.osd_space.remove(id);
             map.osd_lost.remove(id);
             map.primary_temp.retain(|_, lead| lead != id);
+            map.pg_upmap_items.retain(|_, items| items.iter().all(|(from, to)| from != id && to != id));
+            Reply::Done
+        }
+        MapChange::PgUpmapItems(pgs) => {
+            let topology = shoal_placement::Topology::from_map(map);
+            for (pg, items) in pgs {
+                map.set_upmap_items(*pg, items.clone()).inspect_err(|_| *map = before.clone())?;
+                let pool = &map.pools[&pg.pool];
+                if topology.upmap_breaks_rule(map, pool, *pg) {
+                    let rule = pool.crush_rule.clone();
+                    *map = before.clone();
+                    return Err(err::invalid(format!(
+                        "pg {pg}: the upmap items would put a copy outside rule '{rule}' or two copies in one of its failure domains"
+                    )));
+                }
+            }
+            erasure_shards_keep_places(&before, map).inspect_err(|_| *map = before.clone())?;
             Reply::Done
         }
         MapChange::OsdLost(id) => {
@@ -236,6 +255,7 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
     let placement_changed = map.osds != before.osds
         || map.crush != before.crush
         || map.osd_reweight != before.osd_reweight
+        || map.pg_upmap_items != before.pg_upmap_items
         || map.pools.values().any(|p| before.pools.get(&p.id).is_some_and(|b| b.crush_rule != p.crush_rule));
     if placement_changed {
         prime_primary_temp(&before, map);
@@ -260,7 +280,7 @@ fn erasure_shards_keep_places(before: &OsdMap, after: &OsdMap) -> Result<()> {
         for pg in
             (0..pool.pg_num).map(|seed| PgId { pool: pool.id, seed }).filter(|pg| after.pg_active.contains_key(pg))
         {
-            let (old, new) = (old_t.pg_to_shards(pool, pg), new_t.pg_to_shards(pool, pg));
+            let (old, new) = (old_t.raw_shards(before, pool, pg), new_t.raw_shards(after, pool, pg));
             for (shard, osd) in new.iter().enumerate() {
                 let Some(osd) = osd else { continue };
                 if let Some(held) = old.iter().position(|o| o == &Some(*osd)).filter(|held| *held != shard) {

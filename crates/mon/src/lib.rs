@@ -209,6 +209,7 @@ impl Monitor {
                 MapChange::OsdPurge(id)
             }
             MapCommand::OsdLost(id) => MapChange::OsdLost(id),
+            MapCommand::PgUpmapItems(pgs) => MapChange::PgUpmapItems(pgs),
         };
         let reply = self.authority.commit(change).await?;
         Ok(match reply {

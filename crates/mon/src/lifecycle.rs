@@ -26,10 +26,7 @@ pub fn safe_to_destroy(map: &OsdMap, stats: &[PgStat], osd: OsdId) -> Result<Str
     for pool in map.pools.values() {
         for seed in 0..pool.pg_num {
             let pg = PgId { pool: pool.id, seed };
-            let placed = match pool.erasure {
-                Some(_) => topology.pg_to_shards(pool, pg).contains(&Some(osd)),
-                None => topology.pg_to_osds(pool, pg).contains(&osd),
-            };
+            let placed = topology.raw_shards(map, pool, pg).contains(&Some(osd));
             if placed || map.pg_active.get(&pg).is_some_and(|a| a.acting.contains(&osd)) {
                 holding.push(pg);
             }

@@ -98,6 +98,27 @@ pub enum OsdCommand {
         #[arg(long)]
         yes_i_really_mean_it: bool,
     },
+    /// Put copies of a PG elsewhere than placement does: each FROM TO pair moves the copy
+    /// placement gives osd FROM to osd TO (Ceph's pg-upmap-items; `balancer optimize`
+    /// sets them too).
+    PgUpmapItems {
+        /// Where the cluster is.
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// The PG, e.g. `1.7`.
+        pgid: String,
+        /// OSD ids in pairs: FROM TO [FROM TO …].
+        #[arg(required = true, num_args = 2..)]
+        osds: Vec<u32>,
+    },
+    /// Remove a PG's upmap exceptions: its copies go back where placement puts them.
+    RmPgUpmapItems {
+        /// Where the cluster is.
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// The PG.
+        pgid: String,
+    },
     /// The CRUSH map: the hierarchy (`add-bucket`, `move`, `link`, `unlink`, `rm`), device
     /// classes, rules, and `reweight osd.N WEIGHT` (an OSD's capacity weight, kept across
     /// restarts).
@@ -877,6 +898,12 @@ pub async fn osd(command: OsdCommand) -> Result<()> {
                 )));
             }
             run(&mark.cluster, Action::Purge(OsdId(mark.id), force)).await
+        }
+        OsdCommand::PgUpmapItems { cluster, pgid, osds } => {
+            crate::balancer_cmd::set_items(&cluster, &pgid, crate::balancer_cmd::parse_items(&osds)?).await
+        }
+        OsdCommand::RmPgUpmapItems { cluster, pgid } => {
+            crate::balancer_cmd::set_items(&cluster, &pgid, Vec::new()).await
         }
         OsdCommand::Lost { mark, yes_i_really_mean_it } => {
             if !yes_i_really_mean_it {

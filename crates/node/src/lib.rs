@@ -4,6 +4,7 @@
 //! The binary only parses arguments; the benchmarks live in `shoal-bench`.
 
 pub mod admin_cmd;
+pub mod balancer_cmd;
 pub mod bench;
 pub mod conffile;
 pub mod config;

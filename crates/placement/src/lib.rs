@@ -3,6 +3,7 @@
 //! Every client and OSD must compute the same answer from the same map, so nothing here
 //! reads the clock, randomness or any IO, and the hashes are fixed forever.
 
+pub mod balancer;
 pub mod hash;
 pub mod straw2;
 
@@ -214,6 +215,30 @@ struct RulePlacement {
 }
 
 impl Placer<'_> {
+    /// Each OSD the rule places copies on (of its class, under its root, with weight), with
+    /// its CRUSH weight and its failure-domain bucket (for an `osd` domain, or an OSD
+    /// under no bucket of the domain's type, a number of its own past the buckets).
+    pub fn domains(&self) -> BTreeMap<OsdId, (u32, usize)> {
+        let mut out = BTreeMap::new();
+        self.walk_domains(self.rule.root, None, &mut out);
+        out
+    }
+
+    fn walk_domains(&self, bucket: usize, domain: Option<usize>, out: &mut BTreeMap<OsdId, (u32, usize)>) {
+        let buckets = &self.topology.buckets;
+        let domain = if buckets[bucket].kind == self.rule.domain { Some(bucket) } else { domain };
+        for &child in &buckets[bucket].children {
+            match child {
+                Item::Bucket(b) => self.walk_domains(b, domain, out),
+                Item::Osd(osd, weight) if self.item_weight(child) > 0 => {
+                    let own = buckets.len() + osd.0 as usize;
+                    out.entry(osd).or_insert((weight, domain.unwrap_or(own)));
+                }
+                Item::Osd(..) => {}
+            }
+        }
+    }
+
     /// Fills `sums[bucket]` for `bucket` and everything under it: the weights of its OSDs.
     fn sum_weights(&self, bucket: usize, sums: &mut [Option<u32>]) -> u32 {
         if let Some(sum) = sums[bucket] {
@@ -466,7 +491,7 @@ impl Topology {
         if pool.erasure.is_some() {
             return self.up_shards(map, pool, pg).into_iter().flatten().collect();
         }
-        let mut osds = self.pg_to_osds(pool, pg);
+        let mut osds: Vec<OsdId> = self.raw_shards(map, pool, pg).into_iter().flatten().collect();
         osds.retain(|o| map.osds.get(o).is_some_and(|e| e.up));
         if let Some(at) = map.primary_temp.get(&pg).and_then(|temp| osds.iter().position(|o| o == temp)) {
             osds[..=at].rotate_right(1);
@@ -489,11 +514,52 @@ impl Topology {
 
     /// [`pg_up_shards`] under `map`, this topology's map.
     pub fn up_shards(&self, map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<Option<OsdId>> {
-        let shards = match &pool.erasure {
+        let shards = self.raw_shards(map, pool, pg);
+        shards.into_iter().map(|o| o.filter(|o| map.osds.get(o).is_some_and(|e| e.up))).collect()
+    }
+
+    /// Placement's OSD for each copy of `pg` whether up or not (an erasure-coded PG's by
+    /// shard, `None` where none was found), with `map`'s upmap exceptions applied.
+    pub fn raw_shards(&self, map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<Option<OsdId>> {
+        let mut shards = self.crush_shards(pool, pg);
+        apply_upmap(map, pg, &mut shards);
+        shards
+    }
+
+    /// [`Topology::raw_shards`] without upmap exceptions.
+    fn crush_shards(&self, pool: &Pool, pg: PgId) -> Vec<Option<OsdId>> {
+        match &pool.erasure {
             Some(_) => self.pg_to_shards(pool, pg),
             None => self.pg_to_osds(pool, pg).into_iter().map(Some).collect(),
+        }
+    }
+
+    /// Whether `map`'s upmap exceptions for `pg` break its rule: copies on OSDs the rule
+    /// does not place on, or fewer distinct failure domains than placement alone gives.
+    pub fn upmap_breaks_rule(&self, map: &OsdMap, pool: &Pool, pg: PgId) -> bool {
+        let Some(placer) = self.placer(pool) else { return false };
+        let domains = placer.domains();
+        let distinct = |shards: Vec<Option<OsdId>>| -> Option<usize> {
+            let of: Option<BTreeSet<usize>> = shards.iter().flatten().map(|o| domains.get(o).map(|d| d.1)).collect();
+            of.map(|d| d.len())
         };
-        shards.into_iter().map(|o| o.filter(|o| map.osds.get(o).is_some_and(|e| e.up))).collect()
+        distinct(self.raw_shards(map, pool, pg)).is_none_or(|with| Some(with) < distinct(self.crush_shards(pool, pg)))
+    }
+}
+
+/// Applies `pg`'s upmap exceptions to its placement: an item `(from, to)` puts `from`'s
+/// copy on `to`, unless `to` is gone, out or without weight, or already holds a copy (as
+/// Ceph skips such items rather than break the PG).
+pub fn apply_upmap(map: &OsdMap, pg: PgId, shards: &mut [Option<OsdId>]) {
+    let Some(items) = map.pg_upmap_items.get(&pg) else { return };
+    for &(from, to) in items {
+        let usable = map.osds.get(&to).is_some_and(|o| o.is_in && o.weight > 0);
+        if !usable || shards.contains(&Some(to)) {
+            continue;
+        }
+        if let Some(slot) = shards.iter_mut().find(|s| **s == Some(from)) {
+            *slot = Some(to);
+        }
     }
 }
 

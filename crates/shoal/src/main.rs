@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use shoal_bench::{ec_bench, guarded_append, placement_bench, recovery_bench, scrub_bench, thrash};
-use shoal_node::{admin_cmd, config_cmd, daemon, debug, gateway_cmd, rados_cmd, sim_cmd, vstart};
+use shoal_node::{admin_cmd, balancer_cmd, config_cmd, daemon, debug, gateway_cmd, rados_cmd, sim_cmd, vstart};
 
 /// Shoal: a distributed object store in the lineage of Ceph.
 #[derive(Parser, Debug)]
@@ -26,6 +26,9 @@ enum Command {
     /// OSDs: run the daemon (`osd run`), `tree`, `df`, `out N`, `in N`.
     #[command(subcommand)]
     Osd(admin_cmd::OsdCommand),
+    /// The balancer: `status`, `eval [POOL]`, `optimize` (upmap exceptions that even out
+    /// copies per OSD).
+    Balancer(balancer_cmd::BalancerArgs),
     /// Send a daemon an administrative command: `tell osd.N perf dump|config show|df`.
     Tell(admin_cmd::TellArgs),
     /// Run the map authority (monitor) daemon.
@@ -82,6 +85,7 @@ impl Command {
             | Command::Status(_)
             | Command::Pg(_)
             | Command::Pool(_)
+            | Command::Balancer(_)
             | Command::Tell(_)
             | Command::Config(_)
             | Command::Admin(_)
@@ -118,6 +122,7 @@ fn main() -> std::process::ExitCode {
             Command::Rados(args) => rados_cmd::run(args).await,
             Command::Status(args) => admin_cmd::status(args).await,
             Command::Pool(args) => admin_cmd::pool(args).await,
+            Command::Balancer(args) => balancer_cmd::balancer(args).await,
             Command::Pg(command) => admin_cmd::pg(command).await,
             Command::Mon(args) => daemon::run_mon(args).await,
             Command::Osd(command) => admin_cmd::osd(command).await,

@@ -145,6 +145,10 @@ pub struct OsdMap {
     /// peering no longer waits for their copies.
     #[serde(default)]
     pub osd_lost: BTreeMap<OsdId, u64>,
+    /// Per PG, exceptions to placement (Ceph's `pg_upmap_items`): each `(from, to)` puts
+    /// the copy placement gives `from` on `to` instead, as the balancer evens PGs out.
+    #[serde(default, with = "crate::encoding::map_as_pairs")]
+    pub pg_upmap_items: BTreeMap<PgId, Vec<(OsdId, OsdId)>>,
 }
 
 /// The cluster flags `osd set` knows: `noout` (the monitor marks no down OSD out),
@@ -191,7 +195,7 @@ impl crate::Versioned for OsdMap {
     }
 }
 
-/// Version 8 of the map, before lost OSDs.
+/// Version 8 of the map, before lost OSDs and upmap exceptions.
 pub mod v8 {
     use super::{ActiveInterval, OsdEntry, Pool};
     use crate::crush::CrushMap;
@@ -257,6 +261,7 @@ pub mod v8 {
                 pool_quotas: old.pool_quotas,
                 full_pools: old.full_pools,
                 osd_lost: BTreeMap::new(),
+                pg_upmap_items: BTreeMap::new(),
             }
         }
     }
@@ -852,9 +857,37 @@ impl OsdMap {
         self.epoch += 1;
         self.pg_active.retain(|pg, _| pg.pool != id);
         self.primary_temp.retain(|pg, _| pg.pool != id);
+        self.pg_upmap_items.retain(|pg, _| pg.pool != id);
         self.pool_quotas.remove(&id);
         self.full_pools.remove(&id);
         self.pools.remove(&id).ok_or_else(|| crate::error::err::not_found(format!("pool '{name}' does not exist")))
+    }
+
+    /// Sets `pg`'s upmap exceptions (`osd pg-upmap-items`; none: removes them): each
+    /// `(from, to)` moves a copy between two distinct OSDs, `to` existing, each OSD named
+    /// once.
+    pub fn set_upmap_items(&mut self, pg: PgId, items: Vec<(OsdId, OsdId)>) -> crate::Result<()> {
+        let pool = self.pools.get(&pg.pool).ok_or_else(|| err::not_found(format!("pg {pg}: no pool {}", pg.pool.0)))?;
+        if pg.seed >= pool.pg_num {
+            return Err(err::not_found(format!(
+                "pg {pg} does not exist: pool '{}' has {} PGs",
+                pool.name, pool.pg_num
+            )));
+        }
+        let mut named = BTreeSet::new();
+        for (from, to) in &items {
+            if from == to || !named.insert(*from) || !named.insert(*to) {
+                return Err(err::invalid(format!("pg {pg}: upmap items must name each OSD once ({from} → {to})")));
+            }
+            if !self.osds.contains_key(to) {
+                return Err(err::not_found(format!("pg {pg}: {to} does not exist")));
+            }
+        }
+        match items.is_empty() {
+            true => self.pg_upmap_items.remove(&pg),
+            false => self.pg_upmap_items.insert(pg, items),
+        };
+        Ok(())
     }
 
     /// Why a write to `pool` on OSDs `acting` is refused, if it is: the pool reached its
@@ -1151,10 +1184,12 @@ mod tests {
         full.full_pools.insert(PoolId(1));
         let v8: Vec<u8> = [&[8][..], &v7[1..], &space].concat();
         assert_eq!(OsdMap::decode(&v8).unwrap(), full);
-        // Version 9 ends with the lost OSDs: osd.5, declared lost at epoch 300 (varint 0xac 0x02).
+        // Version 9 ends with the lost OSDs (osd.5, declared lost at epoch 300: varint 0xac
+        // 0x02) and the upmap exceptions (PG 1.0: osd.3 → osd.4).
         let mut lost = full.clone();
         lost.osd_lost.insert(OsdId(5), 300);
-        let expected: Vec<u8> = [&[9][..], &v8[1..], &[1, 5, 0xac, 0x02]].concat();
+        lost.pg_upmap_items.insert(PgId { pool: PoolId(1), seed: 0 }, vec![(OsdId(3), OsdId(4))]);
+        let expected: Vec<u8> = [&[9][..], &v8[1..], &[1, 5, 0xac, 0x02], &[1, 1, 0, 1, 3, 4]].concat();
         assert_eq!(lost.encode(), expected);
         assert_eq!(OsdMap::decode(&expected).unwrap(), lost);
         assert_eq!(

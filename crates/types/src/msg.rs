@@ -653,6 +653,9 @@ pub enum MapCommand {
     /// Declares a down OSD's data gone for good (`osd lost`): PGs whose last active
     /// interval only lost OSDs served stop waiting for them and go on from what remains.
     OsdLost(OsdId),
+    /// Sets PGs' upmap exceptions (`osd pg-upmap-items`, the balancer): per PG the
+    /// `(from, to)` moves of its copies; an empty list removes the PG's.
+    PgUpmapItems(Vec<(PgId, Vec<(OsdId, OsdId)>)>),
 }
 
 #[cfg(test)]
@@ -793,6 +796,16 @@ mod tests {
         // Request (0), tid 4, Request::Map (6), OsdLost (23), osd 3.
         let msg = Message::Request { tid: 4, request: Request::Map(MapCommand::OsdLost(OsdId(3))) };
         assert_eq!(msg.encode(), [1, 0, 4, 6, 23, 3]);
+    }
+
+    #[test]
+    fn upmap_items_have_golden_bytes() {
+        // Request (0), tid 4, Request::Map (6), PgUpmapItems (24), one PG: 1.2, one item
+        // osd.3 → osd.4.
+        let items =
+            MapCommand::PgUpmapItems(vec![(PgId { pool: crate::PoolId(1), seed: 2 }, vec![(OsdId(3), OsdId(4))])]);
+        let msg = Message::Request { tid: 4, request: Request::Map(items) };
+        assert_eq!(msg.encode(), [1, 0, 4, 6, 24, 1, 1, 2, 1, 3, 4]);
     }
 
     #[test]
