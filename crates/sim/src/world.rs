@@ -879,9 +879,19 @@ impl World {
     }
 
     /// A change of the cluster's shape that moves data: `pick`'s CRUSH weight or override
-    /// weight, or its host moved into a rack (or back to the root).
+    /// weight, its host moved into a rack (or back to the root), a few moves of the
+    /// balancer, or a PG's upmap exceptions removed.
     fn reshape(&mut self, pick: OsdId) {
-        let change = match self.rng.random_range(0..3) {
+        let change = match self.rng.random_range(0..5) {
+            3 => {
+                let moves = self.rng.random_range(1..8);
+                let items = shoal_placement::balancer::optimize(&self.map, moves, 0.0);
+                MapChange::PgUpmapItems(items.into_iter().collect())
+            }
+            4 => match self.map.pg_upmap_items.keys().nth(pick.0 as usize) {
+                Some(pg) => MapChange::PgUpmapItems(vec![(*pg, Vec::new())]),
+                None => return,
+            },
             0 => {
                 let weight = [0x4000, 0x8000, 0x10000, 0x20000][self.rng.random_range(0..4)];
                 MapChange::SetOsdWeight { id: pick, weight }
