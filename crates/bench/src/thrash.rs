@@ -82,6 +82,8 @@ enum Fault {
     KillGateway(String),
     /// Cut a host's namespace off by its link (host, link).
     Partition(String, String),
+    /// Move a few copies by upmap exceptions, as the balancer does, or remove them all.
+    Upmap,
 }
 
 impl std::fmt::Display for Fault {
@@ -93,6 +95,7 @@ impl std::fmt::Display for Fault {
             Fault::KillMonLeader => write!(f, "kill mon leader"),
             Fault::KillGateway(name) => write!(f, "kill {name}"),
             Fault::Partition(host, _) => write!(f, "partition {host}"),
+            Fault::Upmap => write!(f, "upmap moves"),
         }
     }
 }
@@ -411,6 +414,7 @@ fn kind(fault: &Fault) -> &'static str {
         Fault::KillMonLeader => "kill mon leader",
         Fault::KillGateway(_) => "kill gateway",
         Fault::Partition(..) => "partition host",
+        Fault::Upmap => "upmap moves",
     }
 }
 
@@ -432,11 +436,12 @@ async fn pick(
         let (host, link) = links[rng.random_range(0..links.len())].clone();
         return Ok(Fault::Partition(host, link));
     }
-    Ok(match rng.random_range(0..10) {
+    Ok(match rng.random_range(0..11) {
         0..=3 => Fault::KillOsd(osd),
         4 => Fault::KillHost(hosts[rng.random_range(0..hosts.len())].clone()),
         5..=6 => Fault::StopOsd(osd),
         7 => Fault::KillMonLeader,
+        8 => Fault::Upmap,
         _ => Fault::KillGateway(gateways[rng.random_range(0..gateways.len())].0.clone()),
     })
 }
@@ -464,6 +469,18 @@ async fn inject(dir: &Path, rados: &Rados, fault: &Fault, rng: &mut rand::rngs::
             kill_for(dir, &[format!("mon.{leader}")], hold).await
         }
         Fault::KillGateway(name) => kill_for(dir, std::slice::from_ref(name), hold).await,
+        Fault::Upmap => {
+            let map = rados.refresh_map().await?;
+            let changes: Vec<_> = match !map.pg_upmap_items.is_empty() && rng.random_range(0..3) == 0 {
+                true => map.pg_upmap_items.keys().map(|pg| (*pg, Vec::new())).collect(),
+                false => shoal_placement::balancer::optimize(&map, rng.random_range(1..8), 0.0).into_iter().collect(),
+            };
+            if !changes.is_empty() {
+                rados.pg_upmap_items(changes).await?;
+            }
+            tokio::time::sleep(hold).await;
+            Ok(())
+        }
         Fault::Partition(_, link) => {
             vstart::Namespaces::set_link(link, false)?;
             // Long enough for the peers to report the host's OSDs down.

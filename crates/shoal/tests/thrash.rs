@@ -1,7 +1,7 @@
 //! The thrasher's short version (`shoal bench thrash --faults 100` is the long one, run by
 //! hand): 20 random faults — OSDs, a whole host's OSDs, the monitor leader and gateways
 //! SIGKILLed and restarted, OSDs SIGSTOPped past the heartbeat grace, a host cut off by
-//! its network namespace's link — against 3 monitors, 6 OSDs on 3 hosts (one namespace
+//! its network namespace's link, copies moved by the balancer's upmap exceptions — against 3 monitors, 6 OSDs on 3 hosts (one namespace
 //! each) and 2 gateways under RADOS and S3 writers, the bucket's events pushed through a
 //! persistent topic to the thrasher's receiver. Afterwards every acknowledged write is
 //! there, every acknowledged PUT's event came in its key's order, every PG is active+clean
