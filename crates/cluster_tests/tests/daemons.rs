@@ -378,6 +378,30 @@ fn upmap_items_and_the_balancer_move_copies_within_the_rules() {
     }
 }
 
+/// `balancer on`: the leader monitor sets upmap exceptions by itself while every PG is
+/// clean, a few moves per run, until no OSD is more than the deviation over its share.
+#[test]
+fn the_balancer_on_moves_copies_by_itself() {
+    let cluster = Vstart::start("6", "2");
+    let conf = cluster.conf();
+    ok(&conf, &["pool", "create", "p", "--size", "2", "--pg-num", "32"]);
+    wait_clean(&conf, 32, "after the pool was made");
+    assert!(ok(&conf, &["balancer", "status"]).contains("inactive"));
+    ok(&conf, &["config", "set", "mon", "mon_balancer_sleep_interval", "1"]);
+    ok(&conf, &["config", "set", "mon", "mon_balancer_max_deviation", "0"]);
+    ok(&conf, &["config", "set", "mon", "mon_balancer_max_optimizations", "2"]);
+    assert!(ok(&conf, &["balancer", "on"]).contains("the balancer is on"));
+    let status = ok(&conf, &["balancer", "status"]);
+    assert!(status.contains("active: the leader monitor moves up to 2 copies every 1s"), "{status}");
+    let done = wait_for(|| {
+        let status = ok(&conf, &["balancer", "status"]);
+        (status.contains("would still change: 0") && !status.contains("upmap exceptions: 0 ")).then_some(status)
+    });
+    assert!(done.is_some(), "the balancer did not finish: {}", ok(&conf, &["balancer", "status"]));
+    ok(&conf, &["balancer", "off"]);
+    wait_clean(&conf, 32, "after the balancer");
+}
+
 /// `noout` keeps a down OSD in (maintenance without data moving); unset, the monitor marks
 /// it out after `mon_osd_down_out_interval`.
 #[test]

@@ -19,7 +19,7 @@ pub use failure::FailurePolicy;
 use failure::{FailureTracker, Report, Verdict};
 use shoal_transport::{Connection, Listener, Network, Rpc};
 use shoal_types::msg::{MapCommand, Message, RaftRpc, Reply, Request};
-use shoal_types::pg::PgStat;
+use shoal_types::pg::{PgStat, PgStateFlag};
 use shoal_types::space::{SpaceChange, StoreUsage};
 use shoal_types::{ClientId, OsdId, OsdMap, Result, err};
 use std::collections::HashMap;
@@ -58,12 +58,33 @@ struct Health {
     usage: HashMap<OsdId, StoreUsage>,
 }
 
+/// When the leader runs the balancer on its own (`balancer on`), and how far.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BalancerPolicy {
+    /// Whether it runs (`mon_balancer_active`).
+    pub active: bool,
+    /// How often (`mon_balancer_sleep_interval`).
+    pub interval: Duration,
+    /// Copies moved at most per run (`mon_balancer_max_optimizations`).
+    pub max_changes: usize,
+    /// Copies an OSD may hold above its fair share (`mon_balancer_max_deviation`).
+    pub max_deviation: f64,
+}
+
+impl Default for BalancerPolicy {
+    fn default() -> Self {
+        BalancerPolicy { active: false, interval: Duration::from_secs(60), max_changes: 10, max_deviation: 1.0 }
+    }
+}
+
 /// A monitor: answers map requests over an [`Authority`].
 pub struct Monitor {
     authority: Arc<dyn Authority>,
     network: Arc<dyn Network>,
     health: Mutex<Health>,
     policy: Mutex<FailurePolicy>,
+    /// The balancer's settings, and when it last ran.
+    balancer: Mutex<(BalancerPolicy, Option<Instant>)>,
     /// The origin of the `now` given to the failure policy.
     started: Instant,
     /// The connection to the leader, for forwarding.
@@ -78,6 +99,7 @@ impl Monitor {
             network,
             health: Mutex::default(),
             policy: Mutex::new(FailurePolicy::default()),
+            balancer: Mutex::new((BalancerPolicy::default(), None)),
             started: Instant::now(),
             leader_link: tokio::sync::Mutex::new(None),
         })
@@ -96,6 +118,11 @@ impl Monitor {
     /// Replaces the failure policy.
     pub fn set_failure_policy(&self, policy: FailurePolicy) {
         *self.policy.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = policy;
+    }
+
+    /// Replaces the balancer's settings.
+    pub fn set_balancer_policy(&self, policy: BalancerPolicy) {
+        self.balancer.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0 = policy;
     }
 
     fn policy(&self) -> FailurePolicy {
@@ -296,6 +323,32 @@ impl Monitor {
             self.authority.commit(MapChange::SetOsdIn { id, is_in: false }).await?;
             self.health().failures.marked_out(id);
         }
+        self.balance(&map).await
+    }
+
+    /// On the leader, with the balancer on, once per interval: while every PG is
+    /// active+clean (no data moving), sets the upmap exceptions of a few moves.
+    async fn balance(&self, map: &OsdMap) -> Result<()> {
+        let policy = {
+            let mut balancer = self.balancer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (policy, last) = &mut *balancer;
+            if !policy.active || last.is_some_and(|at| at.elapsed() < policy.interval) {
+                return Ok(());
+            }
+            *last = Some(Instant::now());
+            *policy
+        };
+        let pgs: usize = map.pools.values().map(|p| p.pg_num as usize).sum();
+        let clean = |s: &PgStat| [PgStateFlag::Active, PgStateFlag::Clean].iter().all(|f| s.state.contains(f));
+        if self.pg_stats(map).iter().filter(|s| clean(s)).count() < pgs {
+            return Ok(());
+        }
+        let changes = shoal_placement::balancer::optimize(map, policy.max_changes, policy.max_deviation);
+        if changes.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(pgs = changes.len(), "balancer: moving copies by upmap exceptions");
+        self.authority.commit(MapChange::PgUpmapItems(changes.into_iter().collect())).await?;
         Ok(())
     }
 

@@ -1,4 +1,4 @@
-//! `shoal balancer status|eval|optimize` and `shoal osd pg-upmap-items|rm-pg-upmap-items`:
+//! `shoal balancer status|eval|optimize|on|off` and `shoal osd pg-upmap-items|rm-pg-upmap-items`:
 //! per-PG exceptions to placement, set by hand or by the balancer
 //! ([`shoal_placement::balancer`]), which evens out how many copies each OSD holds.
 
@@ -18,8 +18,14 @@ pub struct BalancerArgs {
 /// `shoal balancer …` subcommands.
 #[derive(Subcommand, Debug)]
 pub enum BalancerCommand {
-    /// The upmap exceptions in the map and the cluster's score.
+    /// Whether the leader monitor runs the balancer, the upmap exceptions in the map and
+    /// the cluster's score.
     Status,
+    /// Let the leader monitor run the balancer every `mon_balancer_sleep_interval` while
+    /// every PG is active+clean, `mon_balancer_max_optimizations` moves at a time.
+    On,
+    /// Stop the leader monitor's balancer (exceptions already set stay).
+    Off,
     /// Each pool's spread (or one pool's): the fullest and emptiest OSD's copies over its
     /// fair share, and the score (the fullest OSD's excess over fair; 0 is even).
     Eval {
@@ -47,9 +53,24 @@ pub async fn balancer(args: BalancerArgs) -> Result<()> {
         match args.command {
             BalancerCommand::Status => {
                 let items: usize = map.pg_upmap_items.values().map(Vec::len).sum();
-                println!("mode: manual (`balancer optimize`)");
+                let policy = crate::config::Config::from_settings(&map.config_for("mon"))?.balancer_policy()?;
+                match policy.active {
+                    true => println!(
+                        "active: the leader monitor moves up to {} copies every {:?} while every PG is active+clean \
+                         (max deviation {} copies)",
+                        policy.max_changes, policy.interval, policy.max_deviation
+                    ),
+                    false => println!("inactive: `balancer optimize` by hand, or `balancer on`"),
+                }
+                let pending = shoal_placement::balancer::optimize(&map, usize::MAX, policy.max_deviation).len();
+                println!("PGs the balancer would still change: {pending}");
                 println!("upmap exceptions: {items} in {} PGs", map.pg_upmap_items.len());
                 println!("score: {:.4}", score(&map, None)?);
+            }
+            BalancerCommand::On | BalancerCommand::Off => {
+                let on = matches!(args.command, BalancerCommand::On);
+                rados.config_set("mon", "mon_balancer_active", Some(if on { "true" } else { "false" })).await?;
+                println!("the balancer is {}", if on { "on" } else { "off" });
             }
             BalancerCommand::Eval { pool } => {
                 println!("score: {:.4}", score(&map, pool.as_deref())?);

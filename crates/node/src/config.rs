@@ -42,6 +42,10 @@ pub const LIVE_OPTIONS: &[&str] = &[
     "osd_fast_fail_on_connection_refused",
     "mon_osd_down_out_interval",
     "mon_osd_min_down_reporters",
+    "mon_balancer_active",
+    "mon_balancer_sleep_interval",
+    "mon_balancer_max_optimizations",
+    "mon_balancer_max_deviation",
 ];
 
 /// When a change of option `name` takes effect, for `config help`.
@@ -183,6 +187,22 @@ pub const OPTIONS: &[OptionSpec] = &[
         name: "mon_osd_down_out_interval",
         default: "600",
         help: "seconds an OSD stays down before the monitor marks it out (its data moves)",
+    },
+    OptionSpec {
+        name: "mon_balancer_active",
+        default: "false",
+        help: "whether the leader monitor runs the balancer on its own (`balancer on|off`): upmap exceptions that even out copies per OSD, while every PG is active+clean",
+    },
+    OptionSpec { name: "mon_balancer_sleep_interval", default: "60", help: "seconds between two runs of the balancer" },
+    OptionSpec {
+        name: "mon_balancer_max_optimizations",
+        default: "10",
+        help: "copies the balancer moves at most per run",
+    },
+    OptionSpec {
+        name: "mon_balancer_max_deviation",
+        default: "1",
+        help: "copies an OSD may hold above its fair share before the balancer moves some off it",
     },
     OptionSpec {
         name: "mon_osd_min_down_reporters",
@@ -432,6 +452,7 @@ impl Config {
         config.initial_weight(0)?;
         config.heartbeat()?;
         config.failure_policy()?;
+        config.balancer_policy()?;
         config.gateway()?;
         Ok(config)
     }
@@ -547,6 +568,20 @@ impl Config {
             down_out_interval: self.seconds("mon_osd_down_out_interval")?,
             min_down_reporters: self.u64("mon_osd_min_down_reporters")?.max(1) as usize,
             report_lifetime: self.seconds("osd_heartbeat_grace")?,
+        })
+    }
+
+    /// When and how far the leader monitor runs the balancer.
+    pub fn balancer_policy(&self) -> Result<shoal_mon::BalancerPolicy> {
+        let max_deviation = self.number("mon_balancer_max_deviation")?;
+        if max_deviation < 0.0 {
+            return Err(err::invalid(format!("mon_balancer_max_deviation must be 0 or more, got {max_deviation}")));
+        }
+        Ok(shoal_mon::BalancerPolicy {
+            active: self.bool("mon_balancer_active")?,
+            interval: self.seconds("mon_balancer_sleep_interval")?,
+            max_changes: self.u64("mon_balancer_max_optimizations")? as usize,
+            max_deviation,
         })
     }
 

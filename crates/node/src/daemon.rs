@@ -219,14 +219,18 @@ pub async fn run_mon(args: MonArgs) -> Result<()> {
 }
 
 /// Applies the central configuration (`global`, `mon`, with command-line options on top)
-/// to the monitor's failure policy whenever the map changes.
+/// to the monitor's failure and balancer policies whenever the map changes.
 async fn follow_mon_config(mon: Arc<Monitor>, cli: Vec<String>) {
     let mut maps = mon.subscribe();
     loop {
         let map = maps.borrow_and_update().clone();
         let settings: Vec<String> = map.config_for("mon").into_iter().chain(cli.iter().cloned()).collect();
-        match Config::from_settings(&settings).and_then(|c| c.failure_policy()) {
-            Ok(policy) => mon.set_failure_policy(policy),
+        let policies = Config::from_settings(&settings).and_then(|c| Ok((c.failure_policy()?, c.balancer_policy()?)));
+        match policies {
+            Ok((failures, balancer)) => {
+                mon.set_failure_policy(failures);
+                mon.set_balancer_policy(balancer);
+            }
             Err(e) => tracing::warn!(error = %e, "ignoring the central configuration"),
         }
         if maps.changed().await.is_err() {
