@@ -9,8 +9,9 @@
 use clap::Args;
 use serde_json::Value;
 use shoal_node::bench::{print_rows, round};
-use shoal_placement::Topology;
+use shoal_placement::{Topology, ancestor};
 use shoal_types::crush::{BucketType, CrushChange, CrushRule};
+use shoal_types::resize::MAX_PG_NUM;
 use shoal_types::{OsdEntry, OsdId, OsdMap, PgId, Pool, PoolId, Result, err};
 use std::time::Instant;
 
@@ -143,9 +144,8 @@ pub fn run(args: PlacementBenchArgs) -> Result<()> {
     let n = args.osds as f64;
     let per_host = args.osds / args.hosts;
     let mut rows = Vec::new();
-    let mut row = |change: &str, after_map: &OsdMap, after: &[Vec<OsdId>], ideal: f64, rate: f64| {
+    let mut row = |change: &str, after_map: &OsdMap, after: &[Vec<OsdId>], moved: f64, ideal: f64, rate: f64| {
         let (most, fewest) = spread(after_map, after);
-        let moved = moved(&before, after);
         rows.push(vec![
             ("change", Value::from(change)),
             ("moved", round(moved, 5)),
@@ -156,7 +156,7 @@ pub fn run(args: PlacementBenchArgs) -> Result<()> {
             ("pgs_placed_per_sec", round(rate, 0)),
         ]);
     };
-    row("none", &map, &before, 0.0, rate);
+    row("none", &map, &before, 0.0, 0.0, rate);
 
     let changes: Vec<(String, Change, f64)> = vec![
         (
@@ -205,8 +205,24 @@ pub fn run(args: PlacementBenchArgs) -> Result<()> {
         let mut after_map = map.clone();
         apply(&mut after_map)?;
         let (after, rate) = place(&after_map, &pool)?;
-        row(&change, &after_map, &after, ideal, rate);
+        row(&change, &after_map, &after, moved(&before, &after), ideal, rate);
     }
+    // pg_num doubled and pgp_num following: a child holds half its parent's objects, so
+    // compare where it is with where its parent was. Nothing has to move (children could
+    // stay with their parents and every OSD would keep its share): the ideal is 0.
+    // A pool may have at most MAX_PG_NUM PGs: double one of at most half that.
+    let half = Pool { pg_num: pool.pg_num.min(MAX_PG_NUM / 2), ..pool.clone() };
+    let mut doubled = map.clone();
+    doubled.pools.insert(half.id, half.clone());
+    let (parents, _) = place(&doubled, &half)?;
+    doubled.set_pg_num(&half.name, half.pg_num * 2)?;
+    doubled.step_pgp_num(half.id, half.pg_num * 2)?;
+    let grown = doubled.pool(half.id)?.clone();
+    let (after, rate) = place(&doubled, &grown)?;
+    let parents: Vec<Vec<OsdId>> =
+        (0..grown.pg_num).map(|seed| parents[ancestor(seed, half.pg_num) as usize].clone()).collect();
+    let change = format!("pg_num {} -> {} (pgp_num follows)", half.pg_num, grown.pg_num);
+    row(&change, &doubled, &after, moved(&parents, &after), 0.0, rate);
     let started = Instant::now();
     let upmaps = shoal_placement::balancer::optimize(&map, usize::MAX, args.max_deviation);
     let balanced_in = started.elapsed();
@@ -216,7 +232,7 @@ pub fn run(args: PlacementBenchArgs) -> Result<()> {
     let (after, rate) = place(&balanced, &pool)?;
     let ideal = excess(&map, &before);
     let change = format!("balancer: {items} upmap items in {:.1} s", balanced_in.as_secs_f64());
-    row(&change, &balanced, &after, ideal, rate);
+    row(&change, &balanced, &after, moved(&before, &after), ideal, rate);
     print_rows(&rows, args.json);
     Ok(())
 }

@@ -335,6 +335,18 @@ impl Rados {
         self.map_command(MapCommand::PgUpmapItems(pgs)).await
     }
 
+    /// Sets a pool's `pg_num`: raising it splits every PG in place (lowering it, merging
+    /// PGs, is refused for now). Returns the new map.
+    pub async fn pool_set_pg_num(&self, pool: &str, pg_num: u32) -> Result<Arc<OsdMap>> {
+        self.map_command(MapCommand::SetPgNum { pool: pool.to_owned(), pg_num }).await
+    }
+
+    /// Sets where a pool's `pgp_num` goes; the leader monitor moves it there in steps.
+    /// Returns the new map.
+    pub async fn pool_set_pgp_num(&self, pool: &str, pgp_num: u32) -> Result<Arc<OsdMap>> {
+        self.map_command(MapCommand::SetPgpNum { pool: pool.to_owned(), pgp_num }).await
+    }
+
     /// Sets (`on`) or clears a cluster flag; returns the new map.
     pub async fn osd_set_flag(&self, flag: &str, on: bool) -> Result<Arc<OsdMap>> {
         self.map_command(MapCommand::SetFlag { flag: flag.to_owned(), on }).await

@@ -102,6 +102,27 @@ pub enum MapChange {
         /// The PGs and who should lead each.
         pgs: Vec<(PgId, Option<OsdId>)>,
     },
+    /// Set a pool's PG count (raising it splits every PG in place).
+    SetPgNum {
+        /// The pool.
+        pool: String,
+        /// The new count.
+        pg_num: u32,
+    },
+    /// Set where a pool's `pgp_num` goes.
+    SetPgpNum {
+        /// The pool.
+        pool: String,
+        /// The target.
+        pgp_num: u32,
+    },
+    /// One of the leader's steps of a pool's `pgp_num` towards its target.
+    StepPgpNum {
+        /// The pool.
+        pool: shoal_types::PoolId,
+        /// The new `pgp_num`.
+        pgp_num: u32,
+    },
 }
 
 /// Applies `change` to `map`; the epoch increases when the map changes. Returns the reply
@@ -163,6 +184,19 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
                     )));
                 }
             }
+            erasure_shards_keep_places(&before, map).inspect_err(|_| *map = before.clone())?;
+            Reply::Done
+        }
+        MapChange::SetPgNum { pool, pg_num } => {
+            map.set_pg_num(pool, *pg_num)?;
+            Reply::Done
+        }
+        MapChange::SetPgpNum { pool, pgp_num } => {
+            map.set_pgp_num_target(pool, *pgp_num)?;
+            Reply::Done
+        }
+        MapChange::StepPgpNum { pool, pgp_num } => {
+            map.step_pgp_num(*pool, *pgp_num)?;
             erasure_shards_keep_places(&before, map).inspect_err(|_| *map = before.clone())?;
             Reply::Done
         }

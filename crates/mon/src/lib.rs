@@ -69,11 +69,20 @@ pub struct BalancerPolicy {
     pub max_changes: usize,
     /// Copies an OSD may hold above its fair share (`mon_balancer_max_deviation`).
     pub max_deviation: f64,
+    /// The share of a pool's PGs one step of a `pgp_num` change moves at most
+    /// (`target_max_misplaced_ratio`).
+    pub max_misplaced: f64,
 }
 
 impl Default for BalancerPolicy {
     fn default() -> Self {
-        BalancerPolicy { active: false, interval: Duration::from_secs(60), max_changes: 10, max_deviation: 1.0 }
+        BalancerPolicy {
+            active: false,
+            interval: Duration::from_secs(60),
+            max_changes: 10,
+            max_deviation: 1.0,
+            max_misplaced: 0.05,
+        }
     }
 }
 
@@ -237,6 +246,8 @@ impl Monitor {
             }
             MapCommand::OsdLost(id) => MapChange::OsdLost(id),
             MapCommand::PgUpmapItems(pgs) => MapChange::PgUpmapItems(pgs),
+            MapCommand::SetPgNum { pool, pg_num } => MapChange::SetPgNum { pool, pg_num },
+            MapCommand::SetPgpNum { pool, pgp_num } => MapChange::SetPgpNum { pool, pgp_num },
         };
         let reply = self.authority.commit(change).await?;
         Ok(match reply {
@@ -323,7 +334,35 @@ impl Monitor {
             self.authority.commit(MapChange::SetOsdIn { id, is_in: false }).await?;
             self.health().failures.marked_out(id);
         }
+        self.step_pgp_nums(&map).await?;
         self.balance(&map).await
+    }
+
+    /// Whether every PG of `map` reported active+clean: no data is moving.
+    fn all_clean(&self, map: &OsdMap) -> bool {
+        let pgs: usize = map.pools.values().map(|p| p.pg_num as usize).sum();
+        let clean = |s: &PgStat| [PgStateFlag::Active, PgStateFlag::Clean].iter().all(|f| s.state.contains(f));
+        self.pg_stats(map).iter().filter(|s| clean(s)).count() >= pgs
+    }
+
+    /// On the leader, while every PG is active+clean: moves each resizing pool's
+    /// `pgp_num` one step towards its target, a step moving at most
+    /// `target_max_misplaced_ratio` of its PGs.
+    async fn step_pgp_nums(&self, map: &OsdMap) -> Result<()> {
+        if map.pg_resize.values().all(|r| r.pgp_num == r.pgp_num_target) || !self.all_clean(map) {
+            return Ok(());
+        }
+        let max_misplaced = self.balancer.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0.max_misplaced;
+        for (&pool, resize) in map.pg_resize.iter().filter(|(_, r)| r.pgp_num != r.pgp_num_target) {
+            let Some(pg_num) = map.pools.get(&pool).map(|p| p.pg_num) else { continue };
+            let pgp_num =
+                shoal_types::resize::next_pgp_num(pg_num, resize.pgp_num, resize.pgp_num_target, max_misplaced);
+            tracing::info!(%pool, from = resize.pgp_num, to = pgp_num, target = resize.pgp_num_target, "stepping pgp_num");
+            if let Err(e) = self.authority.commit(MapChange::StepPgpNum { pool, pgp_num }).await {
+                tracing::warn!(%pool, error = %e, "cannot step pgp_num");
+            }
+        }
+        Ok(())
     }
 
     /// On the leader, with the balancer on, once per interval: while every PG is
@@ -338,9 +377,7 @@ impl Monitor {
             *last = Some(Instant::now());
             *policy
         };
-        let pgs: usize = map.pools.values().map(|p| p.pg_num as usize).sum();
-        let clean = |s: &PgStat| [PgStateFlag::Active, PgStateFlag::Clean].iter().all(|f| s.state.contains(f));
-        if self.pg_stats(map).iter().filter(|s| clean(s)).count() < pgs {
+        if !self.all_clean(map) {
             return Ok(());
         }
         let changes = shoal_placement::balancer::optimize(map, policy.max_changes, policy.max_deviation);

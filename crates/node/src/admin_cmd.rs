@@ -56,6 +56,8 @@ pub struct ScrubArgs {
 pub enum OsdCommand {
     /// Run an OSD daemon.
     Run(crate::daemon::OsdArgs),
+    /// Pools, as `shoal pool …` (Ceph spells it `osd pool …`).
+    Pool(PoolArgs),
     /// OSDs by host with weight and state.
     Tree(StatusArgs),
     /// Take an OSD out of data placement (its PGs move elsewhere).
@@ -425,11 +427,12 @@ pub enum PoolCommand {
     },
     /// List pools with their parameters.
     Ls,
-    /// Set a pool's parameter: `crush_rule RULE`.
+    /// Set a pool's parameter: `crush_rule RULE`, `pg_num N` (raising it splits every PG
+    /// in place; `pgp_num` then follows in steps) or `pgp_num N` (where placement goes).
     Set {
         /// Pool name.
         name: String,
-        /// The parameter: `crush_rule`.
+        /// The parameter: `crush_rule`, `pg_num` or `pgp_num`.
         key: String,
         /// Its value.
         value: String,
@@ -456,8 +459,9 @@ pub enum PoolCommand {
     },
 }
 
-/// A pool's parameters as `pool ls` prints them.
-fn describe_pool(pool: &shoal_types::Pool) -> String {
+/// A pool's parameters as `pool ls` prints them; `pgp_num` while placement catches up
+/// with a change of `pg_num`.
+fn describe_pool(pool: &shoal_types::Pool, resize: Option<&shoal_types::resize::PgResize>) -> String {
     let kind = match &pool.erasure {
         Some(e) => format!(
             "erasure profile {} (k {}, m {}, stripe_unit {}){}",
@@ -469,8 +473,13 @@ fn describe_pool(pool: &shoal_types::Pool) -> String {
         ),
         None => "replicated".to_owned(),
     };
+    let pgp = match resize {
+        Some(r) if r.pgp_num == r.pgp_num_target => format!(" pgp_num {}", r.pgp_num),
+        Some(r) => format!(" pgp_num {} (going to {})", r.pgp_num, r.pgp_num_target),
+        None => String::new(),
+    };
     format!(
-        "id {} {kind} size {} min_size {} pg_num {} crush_rule {}",
+        "id {} {kind} size {} min_size {} pg_num {}{pgp} crush_rule {}",
         pool.id, pool.size, pool.min_size, pool.pg_num, pool.crush_rule
     )
 }
@@ -883,6 +892,7 @@ pub async fn pool(args: PoolArgs) -> Result<()> {
 pub async fn osd(command: OsdCommand) -> Result<()> {
     match command {
         OsdCommand::Run(args) => crate::daemon::run_osd(args).await,
+        OsdCommand::Pool(args) => pool(args).await,
         OsdCommand::Tree(args) => run(&args.cluster, Action::Tree).await,
         OsdCommand::Out(mark) => run(&mark.cluster, Action::SetIn(mark.id, false)).await,
         OsdCommand::In(mark) => run(&mark.cluster, Action::SetIn(mark.id, true)).await,
@@ -994,8 +1004,25 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
             }
             let to_recover: u64 = stats.iter().map(|s| s.objects_to_recover).sum();
             println!("  io:\n    client: {ops_per_sec} op/s");
+            let resizing: Vec<String> = map
+                .pg_resize
+                .iter()
+                .filter_map(|(id, r)| map.pools.get(id).map(|p| (p, r)))
+                .map(|(p, r)| {
+                    format!(
+                        "    pool '{}' pg_num {}: pgp_num {} going to {}",
+                        p.name, p.pg_num, r.pgp_num, r.pgp_num_target
+                    )
+                })
+                .collect();
+            if to_recover > 0 || !resizing.is_empty() {
+                println!("  progress:");
+            }
             if to_recover > 0 {
-                println!("  progress:\n    recovery: {to_recover} objects to copy");
+                println!("    recovery: {to_recover} objects to copy");
+            }
+            for line in resizing {
+                println!("{line}");
             }
         }
         Action::Scrub { verb, pg, wait } => {
@@ -1155,11 +1182,21 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
         }
         Action::Crush(command) => crush(rados, command).await?,
         Action::Pool(PoolCommand::Set { name, key, value }) => {
-            if key != "crush_rule" {
-                return Err(err::invalid(format!("pool parameter '{key}' cannot be set (crush_rule can)")));
-            }
-            let map = rados.crush(CrushChange::SetPoolRule { pool: name.clone(), rule: value.clone() }).await?;
-            println!("set pool '{name}' crush_rule to {value} (map epoch {})", map.epoch);
+            let count =
+                || value.parse::<u32>().map_err(|_| err::invalid(format!("{key} must be a number, got '{value}'")));
+            let map = match key.as_str() {
+                "crush_rule" => {
+                    rados.crush(CrushChange::SetPoolRule { pool: name.clone(), rule: value.clone() }).await?
+                }
+                "pg_num" => rados.pool_set_pg_num(&name, count()?).await?,
+                "pgp_num" => rados.pool_set_pgp_num(&name, count()?).await?,
+                _ => {
+                    return Err(err::invalid(format!(
+                        "pool parameter '{key}' cannot be set (crush_rule, pg_num and pgp_num can)"
+                    )));
+                }
+            };
+            println!("set pool '{name}' {key} to {value} (map epoch {})", map.epoch);
         }
         Action::Pool(PoolCommand::Create { name, size, min_size, pg_num, erasure, allow_ec_overwrites }) => {
             let pool = match erasure {
@@ -1173,11 +1210,12 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
                     rados.pool_create(PoolSpec { name, pg_num, size, min_size }).await?
                 }
             };
-            println!("pool '{}' created ({})", pool.name, describe_pool(&pool));
+            println!("pool '{}' created ({})", pool.name, describe_pool(&pool, None));
         }
         Action::Pool(PoolCommand::Ls) => {
-            for p in rados.pool_list().await? {
-                println!("{} {}", p.name, describe_pool(&p));
+            let map = rados.refresh_map().await?;
+            for p in map.pools.values() {
+                println!("{} {}", p.name, describe_pool(p, map.pg_resize.get(&p.id)));
             }
         }
         Action::Profile(ProfileCommand::Set { name, settings, force }) => {

@@ -46,6 +46,7 @@ pub const LIVE_OPTIONS: &[&str] = &[
     "mon_balancer_sleep_interval",
     "mon_balancer_max_optimizations",
     "mon_balancer_max_deviation",
+    "target_max_misplaced_ratio",
 ];
 
 /// When a change of option `name` takes effect, for `config help`.
@@ -203,6 +204,11 @@ pub const OPTIONS: &[OptionSpec] = &[
         name: "mon_balancer_max_deviation",
         default: "1",
         help: "copies an OSD may hold above its fair share before the balancer moves some off it",
+    },
+    OptionSpec {
+        name: "target_max_misplaced_ratio",
+        default: "0.05",
+        help: "the share of a pool's PGs one step of a pgp_num change may move (the leader raises or lowers pgp_num in such steps, each once every PG is active+clean)",
     },
     OptionSpec {
         name: "mon_osd_min_down_reporters",
@@ -495,10 +501,7 @@ impl Config {
 
     /// `osd_failsafe_full_ratio` in basis points.
     pub fn failsafe_full_ratio(&self) -> Result<u16> {
-        let ratio = self.number("osd_failsafe_full_ratio")?;
-        if !(0.0..=1.0).contains(&ratio) {
-            return Err(err::invalid(format!("osd_failsafe_full_ratio must be between 0 and 1, got {ratio}")));
-        }
+        let ratio = self.ratio("osd_failsafe_full_ratio")?;
         Ok((ratio * f64::from(shoal_types::space::WHOLE)).round() as u16)
     }
 
@@ -537,6 +540,15 @@ impl Config {
             .ok()
             .filter(|n| n.is_finite())
             .ok_or_else(|| err::invalid(format!("option {name}: '{}' is not a number", self.get(name))))
+    }
+
+    /// A number option between 0 and 1.
+    fn ratio(&self, name: &str) -> Result<f64> {
+        let ratio = self.number(name)?;
+        if !(0.0..=1.0).contains(&ratio) {
+            return Err(err::invalid(format!("{name} must be between 0 and 1, got {ratio}")));
+        }
+        Ok(ratio)
     }
 
     /// A duration option given in (possibly fractional) seconds.
@@ -582,6 +594,7 @@ impl Config {
             interval: self.seconds("mon_balancer_sleep_interval")?,
             max_changes: self.u64("mon_balancer_max_optimizations")? as usize,
             max_deviation,
+            max_misplaced: self.ratio("target_max_misplaced_ratio")?,
         })
     }
 

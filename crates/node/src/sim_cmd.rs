@@ -38,6 +38,8 @@ pub struct SimArgs {
 enum Flaw {
     /// Acknowledge a write once the primary has it, before the replicas do.
     ReplyBeforeReplicaCommit,
+    /// Split an incomplete copy of a PG into complete children.
+    SplitCompletesChildren,
 }
 
 fn parse_range(s: &str) -> std::result::Result<Range<u64>, String> {
@@ -53,7 +55,8 @@ fn parse_range(s: &str) -> std::result::Result<Range<u64>, String> {
 /// Runs the seeds; fails if any broke an invariant.
 pub fn run_sim(args: SimArgs) -> Result<()> {
     let flaws = match args.flaw {
-        Some(Flaw::ReplyBeforeReplicaCommit) => Flaws { reply_before_replica_commit: true },
+        Some(Flaw::ReplyBeforeReplicaCommit) => Flaws { reply_before_replica_commit: true, ..Flaws::default() },
+        Some(Flaw::SplitCompletesChildren) => Flaws { split_completes_children: true, ..Flaws::default() },
         None => Flaws::default(),
     };
     let options =
@@ -114,6 +117,7 @@ pub fn run_sim(args: SimArgs) -> Result<()> {
 fn flaw_flag(flaw: Option<Flaw>) -> &'static str {
     match flaw {
         Some(Flaw::ReplyBeforeReplicaCommit) => " --flaw reply-before-replica-commit",
+        Some(Flaw::SplitCompletesChildren) => " --flaw split-completes-children",
         None => "",
     }
 }

@@ -15,6 +15,7 @@ pub mod heartbeat;
 pub mod notify;
 pub mod peers;
 pub mod shard;
+mod split;
 
 pub use shoal_pg_core::{Limits, ScrubLimits};
 
@@ -225,10 +226,18 @@ impl Osd {
         // The shard and committer threads end when the last handle to this OSD is dropped
         // (their queues close); the process exits without waiting for them.
         let committer = committer::start(store.clone(), durability.clone());
-        let damage = shoal_pg_core::damage::Damage::load(&store).unwrap_or_else(|e| {
+        let damage = Arc::new(shoal_pg_core::damage::Damage::load(&store).unwrap_or_else(|e| {
             tracing::error!(error = %e, "reading the damaged objects recorded before failed; a scrub finds them again");
             Default::default()
-        });
+        }));
+        let gate = split::Gate::default();
+        let follower = split::Follower {
+            store: store.clone(),
+            gate: gate.clone(),
+            damage: damage.clone(),
+            fault: durability.fault.clone(),
+        };
+        let map = follower.start(map);
         let (limits, limits_rx) = watch::channel(Arc::new(config.limits.clone()));
         let (mon_requests, mon_request_rx) = mpsc::unbounded_channel();
         let ctx = ShardContext {
@@ -246,8 +255,9 @@ impl Osd {
             class_cache_entries: config.class_cache_entries,
             pg_log_entries: config.pg_log_entries,
             counters: Arc::default(),
-            damage: Arc::new(damage),
+            damage,
             scrubs: Arc::default(),
+            gate,
         };
         let count = config.op_shards.max(1);
         let shards: Vec<_> = (0..count).map(|i| shard::start(i, count, ctx.clone())).collect();

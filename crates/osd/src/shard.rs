@@ -114,6 +114,8 @@ pub struct ShardContext {
     pub scrubs: Arc<shoal_pg_core::ScrubBoard>,
     /// Requests for the monitors: activations to record, `primary_temp` changes.
     pub(crate) mon_requests: mpsc::UnboundedSender<MonRequest>,
+    /// Held shared while a job runs: a split of PG copies waits for it alone.
+    pub(crate) gate: crate::split::Gate,
 }
 
 /// Starts shard `index` of `shards`; it runs jobs until every sender is dropped.
@@ -163,6 +165,8 @@ impl Driver {
         if self.ctx.stopping.load(std::sync::atomic::Ordering::Acquire) {
             return;
         }
+        let gate = self.ctx.gate.clone();
+        let _running = gate.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         self.sync_map_and_limits();
         let input = match job {
             Job::Op { op, caller, reply } => Input::Op { op, caller, reply },

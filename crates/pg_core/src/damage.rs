@@ -56,14 +56,26 @@ impl Damage {
     /// The damage an earlier run of this OSD recorded in `store`.
     pub fn load(store: &ObjectStore) -> Result<Damage> {
         let damage = Damage::default();
+        damage.reload(store)?;
+        Ok(damage)
+    }
+
+    /// Replaces what is known with what `store` records (after PGs split).
+    pub fn reload(&self, store: &ObjectStore) -> Result<()> {
         let (from, to) = pg_damage_rows(None);
+        let mut rows = Vec::new();
         for (row, value) in store.meta_scan(&from, &to, usize::MAX)? {
             let corrupt = || err::io(format!("corrupt damaged-object row {row:02x?}"));
             let (pg, key) = split_damage_key(&row).ok_or_else(corrupt)?;
             let (_, object) = ObjectKey::from_bytes(key.to_vec())?.decode()?;
-            damage.insert(pg, object, Kind::from_row_value(&value).ok_or_else(corrupt)?);
+            rows.push((pg, object, Kind::from_row_value(&value).ok_or_else(corrupt)?));
         }
-        Ok(damage)
+        self.objects().clear();
+        self.count.store(0, Ordering::Relaxed);
+        for (pg, object, kind) in rows {
+            self.insert(pg, object, kind);
+        }
+        Ok(())
     }
 
     /// Records that `object`'s local copy is damaged (in `store` too). An unfound object

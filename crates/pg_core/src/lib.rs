@@ -24,6 +24,7 @@ pub mod pglog;
 pub mod primary;
 pub mod scrub;
 pub mod shard;
+pub mod split;
 pub mod usage;
 pub mod view;
 

@@ -145,6 +145,8 @@ impl Limits {
 pub struct Flaws {
     /// Answer a write once the local store has it, without waiting for the replicas.
     pub reply_before_replica_commit: bool,
+    /// Split an incomplete copy into complete children that lack nothing.
+    pub split_completes_children: bool,
 }
 
 /// Bytes of object data and omap per push or pulled part (Ceph's

@@ -20,8 +20,8 @@ use shoal_store::{CopyResume, ObjectKey, ObjectStore, Transaction};
 use shoal_types::erasure::Touched;
 use shoal_types::msg::{EcWrite, OpReply, OsdOp, PeerRequest, PgListReply, PgListRequest, Reply};
 use shoal_types::pg::{EVersion, PgStat};
-use shoal_types::{ClientId, ObjectName, OsdId, OsdMap, PgId, Result, Versioned, err};
-use std::collections::BTreeMap;
+use shoal_types::{ClientId, ObjectName, OsdId, OsdMap, PgId, PoolId, Result, Versioned, err};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 mod erasure;
@@ -50,6 +50,16 @@ pub struct Config {
     pub damage: Arc<Damage>,
     /// The OSD's scrubs: slots, stamps and findings (shared likewise).
     pub scrubs: Arc<ScrubBoard>,
+}
+
+/// The interval a request that opens or activates one comes from: a replica answers it
+/// only under a map at least that new.
+fn opening_interval(request: &PeerRequest) -> Option<u64> {
+    match request {
+        PeerRequest::Query { interval, .. } => Some(*interval),
+        PeerRequest::Activate(activate) => Some(activate.interval),
+        _ => None,
+    }
 }
 
 /// The shard a PG's operations run on.
@@ -86,6 +96,9 @@ pub struct Shard<R> {
     pub(crate) flaws: crate::limits::Flaws,
     /// Objects and bytes of the PGs this shard leads.
     usage: UsageBook,
+    /// Peering requests from an interval newer than this shard's map, answered once the
+    /// map catches up (a PG's copies may split under that map).
+    parked: Vec<(PeerRequest, R)>,
 }
 
 /// The outcome of executing one operation on the primary.
@@ -117,6 +130,7 @@ impl<R> Shard<R> {
             out: Vec::new(),
             flaws: crate::limits::Flaws::default(),
             usage: UsageBook::default(),
+            parked: Vec::new(),
         }
     }
 
@@ -124,6 +138,11 @@ impl<R> Shard<R> {
     #[cfg(feature = "flaws")]
     pub fn set_flaws(&mut self, flaws: crate::limits::Flaws) {
         self.flaws = flaws;
+    }
+
+    /// The map the shard last examined its PGs under.
+    pub fn map(&self) -> &Arc<OsdMap> {
+        &self.map
     }
 
     /// The epoch of the map the shard last examined its PGs under.
@@ -153,14 +172,36 @@ impl<R> Shard<R> {
                 self.respond(outcome, reply);
             }
             Input::Peer { request, reply } => {
-                let outcome = self.peer_request(request);
-                self.respond(outcome, reply);
+                if opening_interval(&request).is_some_and(|interval| interval > self.map.epoch) {
+                    self.parked.push((request, reply));
+                } else {
+                    let outcome = self.peer_request(request);
+                    self.respond(outcome, reply);
+                }
             }
             Input::Map(map) => {
                 if map.epoch > self.map.epoch {
                     let holds_changed = map.flags != self.map.flags || map.osd_space != self.map.osd_space;
+                    let resized: BTreeSet<PoolId> = map
+                        .pools
+                        .values()
+                        .filter(|p| self.map.pools.get(&p.id).is_some_and(|old| old.pg_num != p.pg_num))
+                        .map(|p| p.id)
+                        .collect();
                     self.map = map;
+                    for pool in resized {
+                        self.resized(pool);
+                    }
                     self.on_new_map();
+                    let epoch = self.map.epoch;
+                    let (ready, parked): (Vec<_>, Vec<_>) = std::mem::take(&mut self.parked)
+                        .into_iter()
+                        .partition(|(request, _)| opening_interval(request).is_none_or(|i| i <= epoch));
+                    self.parked = parked;
+                    for (request, reply) in ready {
+                        let outcome = self.peer_request(request);
+                        self.respond(outcome, reply);
+                    }
                     if holds_changed {
                         // Recovery that the flags or a backfill-full OSD held may go on.
                         let pgs: Vec<PgId> = self.primaries.keys().copied().collect();
@@ -197,6 +238,25 @@ impl<R> Shard<R> {
             Input::ScrubTick { host_load } => self.scrub_tick(host_load),
         }
         std::mem::take(&mut self.out)
+    }
+
+    /// The PG count of `pool` changed (its copies here were split before this map came):
+    /// every PG of it starts a new interval, and requests from earlier ones are refused.
+    fn resized(&mut self, pool: PoolId) {
+        let of_pool: Vec<PgId> = self.intervals.keys().filter(|pg| pg.pool == pool).copied().collect();
+        for pg in of_pool {
+            self.intervals.remove(&pg);
+            self.drop_primary(pg, "the pool's PG count changed");
+        }
+        self.pgs.retain(|pg, _| pg.pool != pool);
+        self.clear_class_cache();
+        let pg_num = self.map.pools.get(&pool).map_or(0, |p| p.pg_num);
+        for seed in 0..pg_num {
+            let pg = PgId { pool, seed };
+            if shard_of(pg, self.config.shards) == self.config.index {
+                self.fence(pg, self.map.epoch);
+            }
+        }
     }
 
     /// The interval `pg` is served in, if this shard is its active primary.

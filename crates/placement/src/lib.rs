@@ -26,16 +26,7 @@ pub fn object_hash(name: &ObjectName) -> u32 {
     }
 }
 
-/// The mask `next_pow2(n) - 1` used by [`stable_mod`].
-pub fn pg_mask(pg_num: u32) -> u32 {
-    pg_num.max(1).next_power_of_two() - 1
-}
-
-/// Ceph's stable modulo: maps `x` into `0..b` so that growing `b` only moves values from
-/// a bucket to its new child, never between old buckets.
-pub fn stable_mod(x: u32, b: u32, mask: u32) -> u32 {
-    if x & mask < b { x & mask } else { x & (mask >> 1) }
-}
+pub use shoal_types::resize::{ancestor, pg_mask, stable_mod};
 
 /// The PG an object hash falls into.
 pub fn pg_of_hash(pool: &Pool, hash: u32) -> PgId {
@@ -521,13 +512,15 @@ impl Topology {
     /// Placement's OSD for each copy of `pg` whether up or not (an erasure-coded PG's by
     /// shard, `None` where none was found), with `map`'s upmap exceptions applied.
     pub fn raw_shards(&self, map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<Option<OsdId>> {
-        let mut shards = self.crush_shards(pool, pg);
+        let mut shards = self.crush_shards(map, pool, pg);
         apply_upmap(map, pg, &mut shards);
         shards
     }
 
-    /// [`Topology::raw_shards`] without upmap exceptions.
-    fn crush_shards(&self, pool: &Pool, pg: PgId) -> Vec<Option<OsdId>> {
+    /// [`Topology::raw_shards`] without upmap exceptions: placement of the PG's placement
+    /// seed (its ancestor under the pool's `pgp_num`).
+    fn crush_shards(&self, map: &OsdMap, pool: &Pool, pg: PgId) -> Vec<Option<OsdId>> {
+        let pg = PgId { pool: pg.pool, seed: map.placement_seed(pg) };
         match &pool.erasure {
             Some(_) => self.pg_to_shards(pool, pg),
             None => self.pg_to_osds(pool, pg).into_iter().map(Some).collect(),
@@ -543,7 +536,8 @@ impl Topology {
             let of: Option<BTreeSet<usize>> = shards.iter().flatten().map(|o| domains.get(o).map(|d| d.1)).collect();
             of.map(|d| d.len())
         };
-        distinct(self.raw_shards(map, pool, pg)).is_none_or(|with| Some(with) < distinct(self.crush_shards(pool, pg)))
+        distinct(self.raw_shards(map, pool, pg))
+            .is_none_or(|with| Some(with) < distinct(self.crush_shards(map, pool, pg)))
     }
 }
 
@@ -749,6 +743,30 @@ mod tests {
                 let after = stable_mod(h, n + 1, pg_mask(n + 1));
                 assert!(after == before || after == n, "growing {n}->{} moved {before}->{after}", n + 1);
             }
+        }
+    }
+
+    #[test]
+    fn split_pgs_stay_with_their_parent_until_pgp_num_moves() {
+        let mut map = cluster(6, 2);
+        let p = map.create(&shoal_types::PoolSpec { name: "p".into(), pg_num: 8, size: 3, min_size: 2 }).unwrap();
+        let before = Topology::from_map(&map);
+        let parents: Vec<Vec<OsdId>> = (0..8).map(|seed| before.up_osds(&map, &p, PgId { pool: p.id, seed })).collect();
+        map.set_pg_num("p", 32).unwrap();
+        let p = map.pools[&p.id].clone();
+        let split = Topology::from_map(&map);
+        for seed in 0..32 {
+            let osds = split.up_osds(&map, &p, PgId { pool: p.id, seed });
+            assert_eq!(osds, parents[(seed % 8) as usize], "pg {seed} under pgp_num 8");
+        }
+        map.step_pgp_num(p.id, 32).unwrap();
+        let spread = Topology::from_map(&map);
+        let moved = (8..32)
+            .filter(|&seed| spread.up_osds(&map, &p, PgId { pool: p.id, seed }) != parents[(seed % 8) as usize])
+            .count();
+        assert!(moved > 12, "children spread once pgp_num is 32: {moved} of 24 moved");
+        for seed in 0..8 {
+            assert_eq!(spread.up_osds(&map, &p, PgId { pool: p.id, seed }), parents[seed as usize]);
         }
     }
 

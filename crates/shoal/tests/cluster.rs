@@ -7,8 +7,8 @@
 
 use bytes::Bytes;
 use shoal_bench::harness::{
-    Restarted, Vstart, cmdline, first_osd, kill9, metrics_url, ok, osd_counters, sample, scrape_checked, shoal, signal,
-    wait_clean, wait_for,
+    Restarted, Vstart, cmdline, first_osd, kill9, metrics_url, ok, osd_counters, sample, scrape_checked, shoal,
+    shoal_c, signal, wait_clean, wait_for,
 };
 use shoal_client::{Rados, ReadOp, WriteOp};
 use shoal_store::{ObjectKey, ObjectStore};
@@ -26,16 +26,62 @@ fn payload(writer: usize, generation: u64) -> Vec<u8> {
     format!("writer {writer} generation {generation} ").repeat(1 + (generation % 7) as usize).into_bytes()
 }
 
-/// One writer: overwrites its objects in turn (data and an omap entry in one operation),
-/// reads each back, and records what was acknowledged.
-async fn writer(
-    rados: Rados,
-    id: usize,
+/// What the writers share: when to stop, the newest acknowledged generation of each
+/// object, the errors they saw and how many rounds they completed.
+#[derive(Clone, Default)]
+struct Load {
     stop: Arc<AtomicBool>,
     acked: Arc<Mutex<BTreeMap<String, u64>>>,
     errors: Arc<Mutex<Vec<String>>>,
     ops: Arc<AtomicU64>,
-) {
+}
+
+impl Load {
+    /// Starts `WRITERS` writers on `POOL`.
+    fn start(runtime: &tokio::runtime::Runtime, rados: &Rados) -> (Load, Vec<tokio::task::JoinHandle<()>>) {
+        let load = Load::default();
+        let writers = (0..WRITERS).map(|id| runtime.spawn(writer(rados.clone(), id, load.clone()))).collect();
+        (load, writers)
+    }
+
+    /// Stops `writers` and checks that none saw an error.
+    fn stop(&self, runtime: &tokio::runtime::Runtime, writers: Vec<tokio::task::JoinHandle<()>>) {
+        self.stop.store(true, Ordering::Relaxed);
+        for w in writers {
+            runtime.block_on(w).unwrap();
+        }
+        let errors = self.errors.lock().unwrap().clone();
+        assert!(errors.is_empty(), "writers saw {} errors, first: {:?}", errors.len(), &errors[..errors.len().min(5)]);
+    }
+
+    /// Checks that every acknowledged write reads back and that every writer's append log
+    /// holds each generation once, in order; returns the acknowledged generations.
+    fn verify(&self, runtime: &tokio::runtime::Runtime, rados: &Rados) -> BTreeMap<String, u64> {
+        let acked = self.acked.lock().unwrap().clone();
+        let io = runtime.block_on(rados.ioctx(POOL)).unwrap();
+        for (name, generation) in &acked {
+            let writer: usize = name[1..name.find('-').unwrap()].parse().unwrap();
+            let data = runtime.block_on(io.read_full(name)).unwrap();
+            assert_eq!(data, payload(writer, *generation), "{name}: acknowledged generation {generation} lost");
+        }
+        for id in 0..WRITERS {
+            let log = runtime.block_on(io.read_full(&format!("log{id}"))).unwrap();
+            let generations: Vec<u64> = String::from_utf8_lossy(&log)
+                .split(';')
+                .filter(|g| !g.is_empty())
+                .map(|g| g.parse().unwrap())
+                .collect();
+            let expected: Vec<u64> = (1..=generations.len() as u64).collect();
+            assert_eq!(generations, expected, "log{id}: an append was lost or applied twice");
+        }
+        acked
+    }
+}
+
+/// One writer: overwrites its objects in turn (data and an omap entry in one operation),
+/// reads each back, and records what was acknowledged.
+async fn writer(rados: Rados, id: usize, load: Load) {
+    let Load { stop, acked, errors, ops } = load;
     let io = rados.ioctx(POOL).await.unwrap();
     let mut generation = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -83,15 +129,8 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
     let mut restarted = Restarted::default();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let rados = runtime.block_on(cluster.rados(Duration::from_secs(120)));
-    let (stop, acked, errors, ops) = (
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(Mutex::new(BTreeMap::new())),
-        Arc::new(Mutex::new(Vec::new())),
-        Arc::new(AtomicU64::new(0)),
-    );
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|id| runtime.spawn(writer(rados.clone(), id, stop.clone(), acked.clone(), errors.clone(), ops.clone())))
-        .collect();
+    let (load, writers) = Load::start(&runtime, &rados);
+    let ops = &load.ops;
     let progress = |what: &str| {
         let before = ops.load(Ordering::Relaxed);
         std::thread::sleep(Duration::from_secs(3));
@@ -131,32 +170,13 @@ fn writers_survive_osd_and_monitor_failures_and_replicas_agree() {
     restarted.restart(&cluster, &leader, &mon);
     progress("old leader restarted");
 
-    stop.store(true, Ordering::Relaxed);
-    for w in writers {
-        runtime.block_on(w).unwrap();
-    }
-    let errors = errors.lock().unwrap().clone();
-    assert!(errors.is_empty(), "writers saw {} errors, first: {:?}", errors.len(), &errors[..errors.len().min(5)]);
+    load.stop(&runtime, writers);
 
     // Every PG returns to active+clean by itself.
     wait_clean(&conf, 32, "after the kills");
 
-    // Every acknowledged write is readable.
-    let acked = acked.lock().unwrap().clone();
-    let io = runtime.block_on(rados.ioctx(POOL)).unwrap();
-    for (name, generation) in &acked {
-        let writer: usize = name[1..name.find('-').unwrap()].parse().unwrap();
-        let data = runtime.block_on(io.read_full(name)).unwrap();
-        assert_eq!(data, payload(writer, *generation), "{name}: acknowledged generation {generation} lost");
-    }
-    // Every writer's append log holds each generation exactly once, in order.
-    for id in 0..WRITERS {
-        let log = runtime.block_on(io.read_full(&format!("log{id}"))).unwrap();
-        let generations: Vec<u64> =
-            String::from_utf8_lossy(&log).split(';').filter(|g| !g.is_empty()).map(|g| g.parse().unwrap()).collect();
-        let expected: Vec<u64> = (1..=generations.len() as u64).collect();
-        assert_eq!(generations, expected, "log{id}: an append was lost or applied twice");
-    }
+    // Every acknowledged write is readable, every append applied once.
+    let acked = load.verify(&runtime, &rados);
     let map = rados.map();
     drop(rados);
     drop(runtime);
@@ -822,4 +842,126 @@ fn a_pull_from_a_damaged_authority_reports_the_object_unfound() {
     assert!(cluster.put("two", "big", &new));
     assert_eq!(cluster.get("two", "big"), Ok(new));
     cluster.wait_status(|s| !s.contains("unfound")).expect("the removal ends the report");
+}
+
+/// One S3 client's part of `load`: PUTs objects `s{n}` into `bucket` until it stops,
+/// recording each acknowledged one in `acked` and errors in the load's.
+async fn s3_writer(
+    s3: shoal_bench::s3client::S3Client,
+    bucket: &'static str,
+    load: Load,
+    acked: Arc<Mutex<Vec<String>>>,
+) {
+    let Load { stop, errors, .. } = load;
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let key = format!("s{n}");
+        let body = Bytes::from(payload(usize::MAX, n));
+        match s3.expect_ok(http::Method::PUT, &format!("/{bucket}/{key}"), &[], body).await {
+            Ok(_) => acked.lock().unwrap().push(key),
+            Err(e) => errors.lock().unwrap().push(format!("PUT {key}: {e}")),
+        }
+    }
+}
+
+/// The `pool ls` line of `pool`.
+fn pool_line(conf: &str, pool: &str) -> String {
+    ok(conf, &["pool", "ls"]).lines().find(|l| l.starts_with(&format!("{pool} "))).unwrap_or_default().to_owned()
+}
+
+/// The number of PGs every pool has together, as `shoal status` counts them.
+fn all_pgs(conf: &str) -> usize {
+    let status = ok(conf, &["status"]);
+    let line = status.lines().find(|l| l.contains(" pools, ")).unwrap_or_default();
+    line.split_whitespace().rev().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+/// Splitting PGs while RADOS writers and an S3 client write: `pg_num` 16 -> 64 on the RADOS
+/// pool and on the gateway's data pool. Children start on their parents' OSDs (placement
+/// does not move until `pgp_num` does); the leader then raises `pgp_num` step by step to
+/// 64 and the children spread. No client sees an error, every acknowledged write reads
+/// back, every PG ends active+clean and the replicas agree. Lowering pg_num (merging) is
+/// refused with a message that says so.
+#[test]
+fn splitting_pgs_under_load_loses_nothing_and_spreads_the_children() {
+    const DATA: &str = ".rgw.buckets.data";
+    let cluster = Vstart::start_with(&["--osds", "5", "--hosts", "5"]);
+    let conf = cluster.conf();
+    ok(&conf, &["pool", "create", POOL, "--size", "3", "--min-size", "2", "--pg-num", "16"]);
+    ok(&conf, &["pool", "create", DATA, "--size", "3", "--min-size", "2", "--pg-num", "16"]);
+    // A quarter of a pool per step keeps the test short; the default is 0.05.
+    ok(&conf, &["config", "set", "mon", "target_max_misplaced_ratio", "0.25"]);
+    let (_gateway, port) = cluster.start_gateway(0, &[], shoal());
+    let s3 = cluster.user_clients("split", &[port]).remove(0);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(s3.expect_ok(http::Method::PUT, "/split", &[], Bytes::new())).unwrap();
+    let rados = runtime.block_on(cluster.rados(Duration::from_secs(120)));
+    let (load, mut writers) = Load::start(&runtime, &rados);
+    let s3_acked = Arc::new(Mutex::new(Vec::new()));
+    writers.push(runtime.spawn(s3_writer(s3.clone(), "split", load.clone(), s3_acked.clone())));
+    let ops = &load.ops;
+    let moving = || {
+        let before = (ops.load(Ordering::Relaxed), s3_acked.lock().unwrap().len());
+        wait_for(|| (ops.load(Ordering::Relaxed) > before.0 && s3_acked.lock().unwrap().len() > before.1).then_some(()))
+            .is_some()
+    };
+    assert!(moving(), "the writers write");
+    let up_before = up_sets(&conf);
+
+    let (merged, _, why) = shoal_c(&conf, &["osd", "pool", "set", POOL, "pg_num", "8"]);
+    assert!(!merged && why.contains("merging PGs") && why.contains("not supported"), "{why}");
+    for pool in [POOL, DATA] {
+        let set = ok(&conf, &["osd", "pool", "set", pool, "pg_num", "64"]);
+        assert!(set.contains(&format!("set pool '{pool}' pg_num to 64")), "{set}");
+    }
+    // Right after the split, placement (pgp_num) has not caught up: children sit with their parents.
+    let line = pool_line(&conf, POOL);
+    assert!(line.contains("pg_num 64 pgp_num"), "{line}");
+    assert!(moving(), "the writers go on during the split");
+    let spread = wait_for(|| {
+        let (data, rgw) = (pool_line(&conf, POOL), pool_line(&conf, DATA));
+        (data.contains("pg_num 64 crush_rule") && rgw.contains("pg_num 64 crush_rule")).then_some(())
+    });
+    assert!(spread.is_some(), "pgp_num did not reach 64: {}", ok(&conf, &["pool", "ls"]));
+    assert!(moving(), "the writers go on after pgp_num reached pg_num");
+    load.stop(&runtime, writers);
+    wait_clean(&conf, all_pgs(&conf), "after the split");
+
+    let up_after = up_sets(&conf);
+    let pool_id = rados.map().pool_named(POOL).unwrap().id;
+    let moved = (16..64u32)
+        .filter(|seed| {
+            let parent = format!("{pool_id}.{:x}", seed % 16);
+            up_after.get(&format!("{pool_id}.{seed:x}")) != up_before.get(&parent)
+        })
+        .count();
+    assert!(moved > 0, "no child left its parent's OSDs: {up_after:?}");
+    eprintln!("{moved} of 48 children left their parent's OSDs");
+
+    let acked = load.verify(&runtime, &rados);
+    let s3_acked = s3_acked.lock().unwrap().clone();
+    eprintln!("{} RADOS writes and {} S3 PUTs acknowledged", ops.load(Ordering::Relaxed), s3_acked.len());
+    for (n, key) in s3_acked.iter().enumerate() {
+        let got =
+            runtime.block_on(s3.expect_ok(http::Method::GET, &format!("/split/{key}"), &[], Bytes::new())).unwrap();
+        assert_eq!(got.body, payload(usize::MAX, n as u64 + 1), "{key}");
+    }
+    let map = rados.map();
+    drop(rados);
+    drop(runtime);
+    drop(_gateway);
+    cluster.stop();
+    replicas_agree(&cluster, &map, POOL, acked.keys());
+}
+
+/// Every PG's up set as `pg dump` prints it, by PG id.
+fn up_sets(conf: &str) -> BTreeMap<String, String> {
+    let dump = ok(conf, &["pg", "dump"]);
+    dump.lines()
+        .filter_map(|l| {
+            let mut fields = l.split_whitespace();
+            Some((fields.next()?.to_owned(), fields.next()?.to_owned()))
+        })
+        .collect()
 }

@@ -609,9 +609,11 @@ impl World {
         if out.rid != rid || out.work == Work::Read {
             return;
         }
-        let Ok(pool) = self.map.pool(self.pool) else { return };
+        // The PG under the OSD's own map: one that has not split yet serves the parent.
+        let Some(shard) = self.osds.get(&id).and_then(|o| o.shard.as_ref()) else { return };
+        let Ok(pool) = shard.map().pool(self.pool) else { return };
         let pg = shoal_placement::pg_of(pool, &out.object);
-        let interval = self.osds.get(&id).and_then(|o| o.shard.as_ref()).and_then(|s| s.serving_interval(pg));
+        let interval = shard.serving_interval(pg);
         let Some(interval) = interval else {
             let stamp = self.stamp();
             return self.fail(Violation {
@@ -738,6 +740,7 @@ impl World {
         if apply(&mut self.map, &change).is_err() || self.map.epoch == before {
             return;
         }
+        tracing::debug!(?change, epoch = self.map.epoch, primary_temp = ?self.map.primary_temp, "map change");
         let map = Arc::new(self.map.clone());
         let ids: Vec<OsdId> = self.osds.keys().copied().collect();
         for id in ids {
@@ -777,6 +780,14 @@ impl World {
         }
         let marked_down = map.osds.get(&id).is_none_or(|e| !e.up);
         let epoch = map.epoch;
+        // As the OSD daemon does: its copies split before any shard works under the map.
+        if let Some(store) = self.osds.get(&id).map(|o| o.store.clone()) {
+            let split =
+                shoal_pg_core::split::follow_flawed(&store, &map, self.options.flaws).and_then(|s| store.commit(s.txn));
+            if let Err(e) = split {
+                return self.store_failed(id, "splitting PG copies", &e);
+            }
+        }
         self.step(id, Input::Map(map));
         if let Some(osd) = self.osds.get_mut(&id) {
             let (ready, held): (Vec<_>, Vec<_>) =
@@ -880,9 +891,26 @@ impl World {
 
     /// A change of the cluster's shape that moves data: `pick`'s CRUSH weight or override
     /// weight, its host moved into a rack (or back to the root), a few moves of the
-    /// balancer, or a PG's upmap exceptions removed.
+    /// balancer, a PG's upmap exceptions removed, the pool's `pg_num` doubled (up to 32),
+    /// or a step of its `pgp_num` after it.
     fn reshape(&mut self, pick: OsdId) {
-        let change = match self.rng.random_range(0..5) {
+        let change = match self.rng.random_range(0..7) {
+            5 => {
+                let Ok(pool) = self.map.pool(self.pool) else { return };
+                if pool.pg_num >= 32 {
+                    return;
+                }
+                MapChange::SetPgNum { pool: pool.name.clone(), pg_num: pool.pg_num * 2 }
+            }
+            6 => {
+                let (Ok(pool), Some(resize)) = (self.map.pool(self.pool), self.map.pg_resize.get(&self.pool)) else {
+                    return;
+                };
+                let ratio = [0.05, 0.25, 1.0][self.rng.random_range(0..3)];
+                let pgp_num =
+                    shoal_types::resize::next_pgp_num(pool.pg_num, resize.pgp_num, resize.pgp_num_target, ratio);
+                MapChange::StepPgpNum { pool: self.pool, pgp_num }
+            }
             3 => {
                 let moves = self.rng.random_range(1..8);
                 let items = shoal_placement::balancer::optimize(&self.map, moves, 0.0);

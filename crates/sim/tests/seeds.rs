@@ -72,20 +72,31 @@ fn a_seed_replays_to_the_same_trace() {
     assert_ne!(a.trace, run(8, &options).trace, "another seed gives another trace");
 }
 
-#[test]
-fn replying_before_the_replicas_commit_is_caught_within_a_few_hundred_seeds() {
-    let broken = Options { flaws: Flaws { reply_before_replica_commit: true }, ..Options::default() };
+/// Finds a seed below `seeds` that breaks one of `invariants` with `flaws` and keeps every
+/// invariant without them, and prints it with the command that replays it.
+fn caught_within(seeds: u64, flaws: Flaws, flag: &str, invariants: &[&str]) {
+    let broken = Options { flaws, ..Options::default() };
     let real = Options::default();
-    // A seed that breaks an invariant with the flaw and keeps them all without it.
-    let caught = (0..500u64).find_map(|seed| {
+    let caught = (0..seeds).find_map(|seed| {
         let outcome = run(seed, &broken);
         let violation = outcome.violation.clone()?;
         run(seed, &real).violation.is_none().then_some((outcome, violation))
     });
-    let (outcome, violation) = caught.expect("no seed of 500 caught writes acknowledged before the replicas had them");
-    assert_eq!(violation.invariant, "acknowledged_writes", "{outcome}: {violation}");
-    println!(
-        "caught: {outcome}\n{violation}\nreplay: shoal sim --seed {} --flaw reply-before-replica-commit",
-        outcome.seed
-    );
+    let (outcome, violation) = caught.unwrap_or_else(|| panic!("no seed of {seeds} caught --flaw {flag}"));
+    assert!(invariants.contains(&violation.invariant), "{outcome}: {violation}");
+    println!("caught: {outcome}\n{violation}\nreplay: shoal sim --seed {} --flaw {flag}", outcome.seed);
+}
+
+#[test]
+fn replying_before_the_replicas_commit_is_caught_within_a_few_hundred_seeds() {
+    let flaws = Flaws { reply_before_replica_commit: true, ..Flaws::default() };
+    caught_within(500, flaws, "reply-before-replica-commit", &["acknowledged_writes"]);
+}
+
+#[test]
+fn a_split_that_calls_its_children_complete_is_caught_within_a_few_hundred_seeds() {
+    let flaws = Flaws { split_completes_children: true, ..Flaws::default() };
+    // A child that claims writes it never had either serves them stale (a lost write) or
+    // never recovers them (replicas that differ once clean).
+    caught_within(300, flaws, "split-completes-children", &["acknowledged_writes", "identical_replicas"]);
 }

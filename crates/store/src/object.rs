@@ -195,6 +195,7 @@ const PG_ROLLBACK_PREFIX: u8 = b'R';
 const PG_MISSING_PREFIX: u8 = b'M';
 const PG_DAMAGE_PREFIX: u8 = b'D';
 const PG_SCRUB_PREFIX: u8 = b'S';
+const POOL_PG_NUM_PREFIX: u8 = b'N';
 
 /// The `meta` key of a PG log entry: `L` ‖ pool (u64 BE) ‖ seed (u32 BE) ‖ version (u64 BE).
 pub fn pg_log_key(pg: PgId, version: u64) -> Vec<u8> {
@@ -262,6 +263,17 @@ pub fn split_damage_key(key: &[u8]) -> Option<(PgId, &[u8])> {
 /// The `meta` key of when a PG's copy here was last scrubbed: `S` ‖ pool (u64 BE) ‖ seed (u32 BE).
 pub fn pg_scrub_key(pg: PgId) -> Vec<u8> {
     pg_key(PG_SCRUB_PREFIX, pg)
+}
+
+/// The `meta` key of the `pg_num` this store's copies of a pool's PGs are split to:
+/// `N` ‖ pool (u64 BE).
+pub fn pg_pool_pg_num_key(pool: PoolId) -> Vec<u8> {
+    [&[POOL_PG_NUM_PREFIX][..], &pool.0.to_be_bytes()].concat()
+}
+
+/// The `meta` keys `[from, to)` of every pool's [`pg_pool_pg_num_key`].
+pub fn pg_pool_pg_num_rows() -> (Vec<u8>, Vec<u8>) {
+    (vec![POOL_PG_NUM_PREFIX], prefix_end(&[POOL_PG_NUM_PREFIX]))
 }
 
 fn pg_key(prefix: u8, pg: PgId) -> Vec<u8> {

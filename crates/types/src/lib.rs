@@ -11,6 +11,7 @@ pub mod map;
 pub mod msg;
 pub mod op;
 pub mod pg;
+pub mod resize;
 pub mod space;
 
 pub use encoding::Versioned;

@@ -4,6 +4,7 @@ use crate::crush::{BucketType, CrushBucket, CrushChange, CrushMap, DEFAULT_RULE}
 use crate::erasure::{DEFAULT_PROFILE, ErasurePoolSpec, ErasureProfile, PoolErasure};
 use crate::error::{Result, err};
 use crate::ids::{OsdId, PgId, PoolId};
+use crate::resize::PgResize;
 use crate::space::{FullRatios, PoolQuota, SpaceChange, SpaceState};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -58,8 +59,9 @@ impl PoolSpec {
         if self.name.chars().any(char::is_control) {
             return Err(err::invalid("pool name must not contain control characters"));
         }
-        if self.pg_num == 0 || self.pg_num > 65536 {
-            return Err(err::invalid(format!("pg_num must be in 1..=65536, got {}", self.pg_num)));
+        if self.pg_num == 0 || self.pg_num > crate::resize::MAX_PG_NUM {
+            let max = crate::resize::MAX_PG_NUM;
+            return Err(err::invalid(format!("pg_num must be in 1..={max}, got {}", self.pg_num)));
         }
         if self.size == 0 || self.size > 10 {
             return Err(err::invalid(format!("size must be in 1..=10, got {}", self.size)));
@@ -149,6 +151,10 @@ pub struct OsdMap {
     /// the copy placement gives `from` on `to` instead, as the balancer evens PGs out.
     #[serde(default, with = "crate::encoding::map_as_pairs")]
     pub pg_upmap_items: BTreeMap<PgId, Vec<(OsdId, OsdId)>>,
+    /// Pools whose `pgp_num` differs from their `pg_num` or moves towards a target (see
+    /// [`crate::resize`]).
+    #[serde(default)]
+    pub pg_resize: BTreeMap<PoolId, PgResize>,
 }
 
 /// The cluster flags `osd set` knows: `noout` (the monitor marks no down OSD out),
@@ -167,10 +173,11 @@ impl OsdMap {
 
 impl crate::Versioned for OsdMap {
     const NAME: &'static str = "osd map";
-    const VERSION: u8 = 9;
+    const VERSION: u8 = 10;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<crate::Result<Self>> {
         match version {
+            9 => return Some(crate::encoding::decode_body::<v9::OsdMap>("osd map v9", body).map(OsdMap::from)),
             8 => return Some(crate::encoding::decode_body::<v8::OsdMap>("osd map v8", body).map(OsdMap::from)),
             7 => return Some(crate::encoding::decode_body::<v7::OsdMap>("osd map v7", body).map(OsdMap::from)),
             6 => {
@@ -192,6 +199,84 @@ impl crate::Versioned for OsdMap {
             _ => return None,
         };
         Some(v4.map(|m| OsdMap::from(v5::OsdMap::from(m))))
+    }
+}
+
+/// Version 9 of the map, before PG count changes.
+pub mod v9 {
+    use super::{ActiveInterval, OsdEntry, Pool};
+    use crate::crush::CrushMap;
+    use crate::erasure::ErasureProfile;
+    use crate::ids::{OsdId, PgId, PoolId};
+    use crate::space::{FullRatios, PoolQuota, SpaceState};
+    use serde::{Deserialize, Serialize};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// The map as version 9 stored it.
+    #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct OsdMap {
+        /// Epoch.
+        pub epoch: u64,
+        /// Next pool id.
+        pub next_pool_id: u64,
+        /// Pools.
+        pub pools: BTreeMap<PoolId, Pool>,
+        /// OSDs.
+        pub osds: BTreeMap<OsdId, OsdEntry>,
+        /// Central configuration.
+        pub config: BTreeMap<String, BTreeMap<String, String>>,
+        /// Activated intervals.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub pg_active: BTreeMap<PgId, ActiveInterval>,
+        /// Erasure-code profiles.
+        pub erasure_profiles: BTreeMap<String, ErasureProfile>,
+        /// Primaries in place of placement's.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub primary_temp: BTreeMap<PgId, OsdId>,
+        /// The CRUSH map.
+        pub crush: CrushMap,
+        /// Override weights.
+        pub osd_reweight: BTreeMap<OsdId, u32>,
+        /// Cluster flags.
+        pub flags: BTreeSet<String>,
+        /// Full ratios.
+        pub full_ratios: FullRatios,
+        /// OSD space states.
+        pub osd_space: BTreeMap<OsdId, SpaceState>,
+        /// Pool quotas.
+        pub pool_quotas: BTreeMap<PoolId, PoolQuota>,
+        /// Pools at their quota.
+        pub full_pools: BTreeSet<PoolId>,
+        /// Lost OSDs.
+        pub osd_lost: BTreeMap<OsdId, u64>,
+        /// Upmap exceptions.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub pg_upmap_items: BTreeMap<PgId, Vec<(OsdId, OsdId)>>,
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        fn from(old: OsdMap) -> Self {
+            super::OsdMap {
+                epoch: old.epoch,
+                next_pool_id: old.next_pool_id,
+                pools: old.pools,
+                osds: old.osds,
+                config: old.config,
+                pg_active: old.pg_active,
+                erasure_profiles: old.erasure_profiles,
+                primary_temp: old.primary_temp,
+                crush: old.crush,
+                osd_reweight: old.osd_reweight,
+                flags: old.flags,
+                full_ratios: old.full_ratios,
+                osd_space: old.osd_space,
+                pool_quotas: old.pool_quotas,
+                full_pools: old.full_pools,
+                osd_lost: old.osd_lost,
+                pg_upmap_items: old.pg_upmap_items,
+                pg_resize: BTreeMap::new(),
+            }
+        }
     }
 }
 
@@ -260,8 +345,7 @@ pub mod v8 {
                 osd_space: old.osd_space,
                 pool_quotas: old.pool_quotas,
                 full_pools: old.full_pools,
-                osd_lost: BTreeMap::new(),
-                pg_upmap_items: BTreeMap::new(),
+                ..Default::default()
             }
         }
     }
@@ -858,6 +942,7 @@ impl OsdMap {
         self.pg_active.retain(|pg, _| pg.pool != id);
         self.primary_temp.retain(|pg, _| pg.pool != id);
         self.pg_upmap_items.retain(|pg, _| pg.pool != id);
+        self.pg_resize.remove(&id);
         self.pool_quotas.remove(&id);
         self.full_pools.remove(&id);
         self.pools.remove(&id).ok_or_else(|| crate::error::err::not_found(format!("pool '{name}' does not exist")))
@@ -1131,7 +1216,7 @@ mod tests {
     }
 
     #[test]
-    fn version_9_has_golden_bytes() {
+    fn version_10_has_golden_bytes() {
         use crate::Versioned;
         let mut map = OsdMap { epoch: 1, ..OsdMap::default() };
         let profile = ErasureProfile { k: 4, m: 2, stripe_unit: 4096, ..ErasureProfile::default() };
@@ -1189,9 +1274,15 @@ mod tests {
         let mut lost = full.clone();
         lost.osd_lost.insert(OsdId(5), 300);
         lost.pg_upmap_items.insert(PgId { pool: PoolId(1), seed: 0 }, vec![(OsdId(3), OsdId(4))]);
-        let expected: Vec<u8> = [&[9][..], &v8[1..], &[1, 5, 0xac, 0x02], &[1, 1, 0, 1, 3, 4]].concat();
-        assert_eq!(lost.encode(), expected);
-        assert_eq!(OsdMap::decode(&expected).unwrap(), lost);
+        let v9: Vec<u8> = [&[9][..], &v8[1..], &[1, 5, 0xac, 0x02], &[1, 1, 0, 1, 3, 4]].concat();
+        assert_eq!(OsdMap::decode(&v9).unwrap(), lost);
+        // Version 10 ends with the pools whose pgp_num moves (pool 1: placed as 1 PG, going
+        // to 2).
+        let mut resizing = lost.clone();
+        resizing.pg_resize.insert(PoolId(1), crate::resize::PgResize { pgp_num: 1, pgp_num_target: 2 });
+        let expected: Vec<u8> = [&[10][..], &v9[1..], &[1, 1, 1, 2]].concat();
+        assert_eq!(resizing.encode(), expected);
+        assert_eq!(OsdMap::decode(&expected).unwrap(), resizing);
         assert_eq!(
             OsdMap::decode(&flagged.encode()).unwrap().full_ratios,
             FullRatios::default(),

@@ -656,6 +656,22 @@ pub enum MapCommand {
     /// Sets PGs' upmap exceptions (`osd pg-upmap-items`, the balancer): per PG the
     /// `(from, to)` moves of its copies; an empty list removes the PG's.
     PgUpmapItems(Vec<(PgId, Vec<(OsdId, OsdId)>)>),
+    /// Sets a pool's PG count (`osd pool set POOL pg_num N`): raising it splits every PG
+    /// in place; its placement (`pgp_num`) then follows in steps.
+    SetPgNum {
+        /// The pool.
+        pool: String,
+        /// The new count.
+        pg_num: u32,
+    },
+    /// Sets where a pool's `pgp_num` goes (`osd pool set POOL pgp_num N`); the leader
+    /// moves it there in steps.
+    SetPgpNum {
+        /// The pool.
+        pool: String,
+        /// The target, `1..=pg_num`.
+        pgp_num: u32,
+    },
 }
 
 #[cfg(test)]
@@ -806,6 +822,18 @@ mod tests {
             MapCommand::PgUpmapItems(vec![(PgId { pool: crate::PoolId(1), seed: 2 }, vec![(OsdId(3), OsdId(4))])]);
         let msg = Message::Request { tid: 4, request: Request::Map(items) };
         assert_eq!(msg.encode(), [1, 0, 4, 6, 24, 1, 1, 2, 1, 3, 4]);
+    }
+
+    #[test]
+    fn pg_count_changes_have_golden_bytes() {
+        // Request (0), tid 4, Request::Map (6), SetPgNum (25) "p" 300 (varint 0xac 0x02);
+        // SetPgpNum (26) "p" 2.
+        let pg_num = MapCommand::SetPgNum { pool: "p".into(), pg_num: 300 };
+        let msg = Message::Request { tid: 4, request: Request::Map(pg_num) };
+        assert_eq!(msg.encode(), [1, 0, 4, 6, 25, 1, b'p', 0xac, 0x02]);
+        let pgp_num = MapCommand::SetPgpNum { pool: "p".into(), pgp_num: 2 };
+        let msg = Message::Request { tid: 4, request: Request::Map(pgp_num) };
+        assert_eq!(msg.encode(), [1, 0, 4, 6, 26, 1, b'p', 2]);
     }
 
     #[test]

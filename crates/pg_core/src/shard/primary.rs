@@ -86,6 +86,10 @@ impl<R> Shard<R> {
                             if outstanding.iter().any(|osd| !map.osds.get(osd).is_some_and(|o| o.up)))
                 }) {
                     self.start_peering(pg);
+                } else if map.primary_temp.get(&pg) == Some(&me) {
+                    // Primed to lead with the same acting set (this OSD missed the maps in
+                    // between): nothing is left to recover, so placement's primary may lead.
+                    self.release_lead_if_recovered(pg);
                 }
             }
         }
