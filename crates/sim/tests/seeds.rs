@@ -24,8 +24,11 @@ fn the_protocol_keeps_every_invariant_over_hundreds_of_seeds() {
 
 /// Seeds beyond the sweep on which the simulator found a protocol bug, each since fixed
 /// (docs/ARCHITECTURE.md, "What the simulator found"); 957 never healed when the request
-/// that ends a `primary_temp` lead was lost, before it was repeated.
-const SEEDS_THAT_FOUND_BUGS: [u64; 5] = [957, 1104, 3505, 6811, 7001];
+/// that ends a `primary_temp` lead was lost, before it was repeated; 2170 and 9608 never
+/// healed a PG whose leader, having missed maps, was primed with an unchanged acting set;
+/// 1101 and 1749 checked a write acknowledged by an OSD that had not split yet against the
+/// children (a checker bug).
+const SEEDS_THAT_FOUND_BUGS: [u64; 9] = [957, 1101, 1104, 1749, 2170, 3505, 6811, 7001, 9608];
 
 #[test]
 fn seeds_that_found_bugs_keep_passing() {
