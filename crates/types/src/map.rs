@@ -4,7 +4,6 @@ use crate::crush::{BucketType, CrushBucket, CrushChange, CrushMap, DEFAULT_RULE}
 use crate::erasure::{DEFAULT_PROFILE, ErasurePoolSpec, ErasureProfile, PoolErasure};
 use crate::error::{Result, err};
 use crate::ids::{OsdId, PgId, PoolId};
-use crate::resize::PgResize;
 use crate::space::{FullRatios, PoolQuota, SpaceChange, SpaceState};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -59,8 +58,8 @@ impl PoolSpec {
         if self.name.chars().any(char::is_control) {
             return Err(err::invalid("pool name must not contain control characters"));
         }
-        if self.pg_num == 0 || self.pg_num > crate::resize::MAX_PG_NUM {
-            let max = crate::resize::MAX_PG_NUM;
+        if self.pg_num == 0 || self.pg_num > MAX_PG_NUM {
+            let max = MAX_PG_NUM;
             return Err(err::invalid(format!("pg_num must be in 1..={max}, got {}", self.pg_num)));
         }
         if self.size == 0 || self.size > 10 {
@@ -97,6 +96,19 @@ pub struct ActiveInterval {
     pub interval: u64,
     /// Its acting set, primary first.
     pub acting: Vec<OsdId>,
+}
+
+/// Most PGs a pool may have.
+pub const MAX_PG_NUM: u32 = 65536;
+
+/// Where a pool's placement stands while its `pgp_num` moves towards a target
+/// ([`crate::resize`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgResize {
+    /// PGs are placed as if the pool had this many (`1..=pg_num`).
+    pub pgp_num: u32,
+    /// Where the leader monitor moves `pgp_num`, step by step.
+    pub pgp_num_target: u32,
 }
 
 /// The cluster map at one epoch: every client and OSD computes placement from it.
@@ -1279,7 +1291,7 @@ mod tests {
         // Version 10 ends with the pools whose pgp_num moves (pool 1: placed as 1 PG, going
         // to 2).
         let mut resizing = lost.clone();
-        resizing.pg_resize.insert(PoolId(1), crate::resize::PgResize { pgp_num: 1, pgp_num_target: 2 });
+        resizing.pg_resize.insert(PoolId(1), PgResize { pgp_num: 1, pgp_num_target: 2 });
         let expected: Vec<u8> = [&[10][..], &v9[1..], &[1, 1, 1, 2]].concat();
         assert_eq!(resizing.encode(), expected);
         assert_eq!(OsdMap::decode(&expected).unwrap(), resizing);

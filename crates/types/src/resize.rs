@@ -10,10 +10,7 @@
 use crate::error::{Result, err};
 use crate::ids::{PgId, PoolId};
 use crate::map::OsdMap;
-use serde::{Deserialize, Serialize};
-
-/// Most PGs a pool may have.
-pub const MAX_PG_NUM: u32 = 65536;
+pub use crate::map::{MAX_PG_NUM, PgResize};
 
 /// The mask `next_pow2(n) - 1` used by [`stable_mod`].
 pub fn pg_mask(pg_num: u32) -> u32 {
@@ -29,15 +26,6 @@ pub fn stable_mod(x: u32, b: u32, mask: u32) -> u32 {
 /// The PG that `seed` belonged to when the pool had `pg_num` PGs (itself if it existed).
 pub fn ancestor(seed: u32, pg_num: u32) -> u32 {
     stable_mod(seed, pg_num, pg_mask(pg_num))
-}
-
-/// Where a pool's placement stands while its `pgp_num` moves towards a target.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PgResize {
-    /// PGs are placed as if the pool had this many (`1..=pg_num`).
-    pub pgp_num: u32,
-    /// Where the leader monitor moves `pgp_num`, step by step.
-    pub pgp_num_target: u32,
 }
 
 impl OsdMap {
