@@ -102,9 +102,8 @@ fn split_pool(
     flaws: Flaws,
 ) -> Result<()> {
     let (from, to) = counts;
-    let child_of = |object: &shoal_types::ObjectName| {
-        shoal_placement::stable_mod(shoal_placement::object_hash(object), to, shoal_placement::pg_mask(to))
-    };
+    let child_of =
+        |object: &shoal_types::ObjectName| shoal_placement::ancestor(shoal_placement::object_hash(object), to);
     for seed in 0..from {
         let parent = PgId { pool, seed };
         if store.meta(&pg_meta_key(parent))?.is_none() {

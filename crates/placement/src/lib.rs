@@ -30,7 +30,7 @@ pub use shoal_types::resize::{ancestor, pg_mask, stable_mod};
 
 /// The PG an object hash falls into.
 pub fn pg_of_hash(pool: &Pool, hash: u32) -> PgId {
-    PgId { pool: pool.id, seed: stable_mod(hash, pool.pg_num, pg_mask(pool.pg_num)) }
+    PgId { pool: pool.id, seed: ancestor(hash, pool.pg_num) }
 }
 
 /// The PG an object belongs to.
