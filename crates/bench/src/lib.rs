@@ -1,9 +1,10 @@
 //! Shoal's benchmarks and load generators: the S3 benchmark (warp-like workloads, the
-//! Reef cycle), the thrasher, the erasure-code, placement, recovery, scrub and guarded-append
+//! Reef cycle), the thrasher, the erasure-code, placement, recovery, growth, scrub and guarded-append
 //! benchmarks (each prints a table or `--json`), the small SigV4 S3 client they use, and
 //! the process harness of the tests that run `shoal` daemons.
 
 pub mod ec_bench;
+pub mod grow_bench;
 pub mod guarded_append;
 #[cfg(feature = "harness")]
 pub mod harness;

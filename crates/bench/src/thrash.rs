@@ -174,7 +174,7 @@ pub async fn run(args: ThrashArgs) -> Result<()> {
     for client in &clients {
         wait_answering(client).await?;
     }
-    create_bucket(&clients[0]).await?;
+    create_bucket(&clients[0], BUCKET).await?;
     let logs = Arc::new(Logs::default());
     events::subscribe(&clients[0], &logs.events.serve().await?).await?;
     wait_clean(&rados, Duration::from_secs(120)).await?;
@@ -274,7 +274,7 @@ pub async fn run(args: ThrashArgs) -> Result<()> {
 }
 
 /// Runs `shoal ARGS -c CONF` and fails with its stderr if it fails.
-fn shoal(conf: &Path, args: &[&str]) -> Result<String> {
+pub(crate) fn shoal(conf: &Path, args: &[&str]) -> Result<String> {
     let exe = std::env::current_exe().map_err(|e| err::io(format!("locating the shoal binary: {e}")))?;
     let out = std::process::Command::new(exe)
         .args(args)
@@ -289,8 +289,8 @@ fn shoal(conf: &Path, args: &[&str]) -> Result<String> {
 }
 
 /// A user for the run and one S3 client per gateway signed with its keys.
-fn s3_clients(conf: &Path, gateways: &[(String, String)]) -> Result<Vec<S3Client>> {
-    let uid = format!("thrash-{:08x}", rand::random::<u32>());
+pub(crate) fn s3_clients(conf: &Path, gateways: &[(String, String)]) -> Result<Vec<S3Client>> {
+    let uid = format!("bench-{:08x}", rand::random::<u32>());
     let created = shoal(conf, &["admin", "user", "create", "--uid", &uid, "--display-name", "thrash"])?;
     let user: serde_json::Value = serde_json::from_str(&created).map_err(|e| err::io(e.to_string()))?;
     let keys = &user["keys"][0];
@@ -311,12 +311,13 @@ async fn wait_answering(client: &S3Client) -> Result<()> {
     Ok(())
 }
 
-async fn create_bucket(client: &S3Client) -> Result<()> {
-    let response = client.send(Method::PUT, &format!("/{BUCKET}"), &[], bytes::Bytes::new()).await?;
+/// Creates `bucket` (or finds it made).
+pub(crate) async fn create_bucket(client: &S3Client, bucket: &str) -> Result<()> {
+    let response = client.send(Method::PUT, &format!("/{bucket}"), &[], bytes::Bytes::new()).await?;
     if response.status.is_success() || response.status.as_u16() == 409 {
         return Ok(());
     }
-    Err(err::io(format!("creating bucket {BUCKET}: {}", response.status)))
+    Err(err::io(format!("creating bucket {bucket}: {}", response.status)))
 }
 
 /// The sequence number a payload was written with, if it is one of this key's.

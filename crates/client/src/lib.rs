@@ -347,6 +347,22 @@ impl Rados {
         self.map_command(MapCommand::SetPgpNum { pool: pool.to_owned(), pgp_num }).await
     }
 
+    /// Adds monitor `id`, listening at `addr` and started with `--join`, to the quorum;
+    /// returns once it is a voter.
+    pub async fn mon_add(&self, id: u64, addr: &str) -> Result<()> {
+        self.mon_call(MapCommand::MonAdd { id, addr: addr.to_owned() }).await.map(|_| ())
+    }
+
+    /// Removes monitor `id` from the quorum.
+    pub async fn mon_remove(&self, id: u64) -> Result<()> {
+        self.mon_call(MapCommand::MonRemove(id)).await.map(|_| ())
+    }
+
+    /// Changes a pool's PG autoscaler settings; returns the new map.
+    pub async fn pool_autoscale(&self, change: shoal_types::autoscale::AutoscaleChange) -> Result<Arc<OsdMap>> {
+        self.map_command(MapCommand::PoolAutoscale(change)).await
+    }
+
     /// Sets (`on`) or clears a cluster flag; returns the new map.
     pub async fn osd_set_flag(&self, flag: &str, on: bool) -> Result<Arc<OsdMap>> {
         self.map_command(MapCommand::SetFlag { flag: flag.to_owned(), on }).await

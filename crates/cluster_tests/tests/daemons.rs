@@ -1,6 +1,9 @@
 //! A monitor and an OSD as separate processes over authenticated TCP, driven by the CLI.
 
-use shoal_bench::harness::{Daemon, Restarted, Vstart, cmdline, kill9, ok, shoal, shoal_c, wait_clean, wait_for};
+use shoal_bench::harness::{
+    Daemon, Restarted, Vstart, cmdline, conf_value, free_port, kill9, ok, shoal, shoal_c, wait_clean, wait_for,
+    wait_listening,
+};
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
@@ -400,6 +403,108 @@ fn the_balancer_on_moves_copies_by_itself() {
     assert!(done.is_some(), "the balancer did not finish: {}", ok(&conf, &["balancer", "status"]));
     ok(&conf, &["balancer", "off"]);
     wait_clean(&conf, 32, "after the balancer");
+}
+
+/// `conf` with `mon_host` replaced by `addrs`, written next to it as `name`.
+fn conf_with_mons(conf: &str, addrs: &[&str], name: &str) -> String {
+    let text = std::fs::read_to_string(conf).unwrap();
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| if l.starts_with("mon_host") { format!("mon_host = {}", addrs.join(",")) } else { l.to_owned() })
+        .collect();
+    let path = std::path::Path::new(conf).with_file_name(name);
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// A dead monitor is replaced without downtime: a new one started with `--join` is added
+/// (`mon add`) and the dead one removed (`mon rm`); the quorum of two old monitors and the
+/// new one then survives another old one's death, and the new one holds the whole map.
+#[test]
+fn a_dead_monitor_is_replaced_while_the_quorum_serves() {
+    let cluster = Vstart::start_with(&["--mons", "3", "--osds", "1"]);
+    let conf = cluster.conf();
+    let old: Vec<String> = conf_value(std::path::Path::new(&conf), "mon_host").split(',').map(str::to_owned).collect();
+    ok(&conf, &["pool", "create", "before", "--size", "1", "--pg-num", "4"]);
+    kill9(cluster.pid("mon.2"));
+
+    let addr = format!("127.0.0.1:{}", free_port());
+    let secret = conf_value(std::path::Path::new(&conf), "secret_file");
+    let data = cluster.path().join("mon.3");
+    let mut command = shoal();
+    command.args(["mon", "--id", "3", "--join", "--bind", &addr, "--secret-file", &secret, "--data"]).arg(&data);
+    let _mon3 = Daemon::spawn(command, &cluster.path().join("mon.3.log"));
+    wait_listening(addr.rsplit(':').next().unwrap().parse().unwrap());
+    for (args, why) in [
+        (&["mon", "add", "1", addr.as_str()][..], "mon.1 is already a member"),
+        (&["mon", "rm", "7"], "mon.7 is not a member"),
+    ] {
+        let (done, _, err) = shoal_c(&conf, args);
+        assert!(!done && err.contains(why), "{args:?}: {err}");
+    }
+    assert!(ok(&conf, &["mon", "add", "3", &addr]).contains("added mon.3"));
+    let quorum = ok(&conf, &["mon", "rm", "2"]);
+    let expected = format!("3 monitors: mon.0 {}, mon.1 {}, mon.3 {addr}", old[0], old[1]);
+    assert!(quorum.contains(&expected), "{quorum}");
+
+    let conf = conf_with_mons(&conf, &[&old[0], &old[1], &addr], "replaced.conf");
+    kill9(cluster.pid("mon.0"));
+    let created =
+        wait_for(|| shoal_c(&conf, &["pool", "create", "after", "--size", "1", "--pg-num", "4"]).0.then_some(()));
+    assert!(created.is_some(), "mon.1 and mon.3 commit changes");
+    let status = ok(&conf, &["status"]);
+    assert!(status.contains("quorum 1,3") && status.contains("1/3 mons down: mon.0"), "{status}");
+    let only_new = conf_with_mons(&conf, &[&addr], "new.conf");
+    let pools = ok(&only_new, &["pool", "ls"]);
+    assert!(pools.contains("before ") && pools.contains("after "), "mon.3 holds the whole map: {pools}");
+}
+
+/// The PG autoscaler: a pool in mode `warn` sized for half the cluster by
+/// `target_size_ratio` shows its proposal and a health warning, but keeps its pg_num;
+/// switched to `on`, the leader monitor splits it to the proposal and placement follows.
+#[test]
+fn the_autoscaler_warns_and_then_raises_pg_num() {
+    let cluster = Vstart::start("3", "3");
+    let conf = cluster.conf();
+    ok(&conf, &["config", "set", "mon", "mon_pg_autoscale_sleep_interval", "1"]);
+    ok(&conf, &["pool", "create", "p", "--size", "3", "--pg-num", "8", "--autoscale-mode", "warn"]);
+    assert!(ok(&conf, &["pool", "ls"]).contains("pg_num 8 crush_rule replicated_rule autoscale_mode warn"));
+    wait_clean(&conf, 8, "after the pool was made");
+    // Pool p's row of autoscale-status, split at blanks (empty columns vanish).
+    let row = || {
+        let status = ok(&conf, &["osd", "pool", "autoscale-status"]);
+        let line = status.lines().find(|l| l.starts_with("p ")).unwrap_or_else(|| panic!("{status}"));
+        line.split_whitespace().map(str::to_owned).collect::<Vec<String>>()
+    };
+    let columns = row();
+    assert_eq!([&columns[1..3], &columns[6..]].concat(), ["0", "3.0", "8", "warn"], "{columns:?}");
+    assert!(cluster.wait_status(|s| s.contains("HEALTH_OK")).is_ok());
+
+    for (key, value, why) in [
+        ("pg_autoscale_mode", "auto", "'auto' is not an autoscale mode"),
+        ("target_size_ratio", "2", "between 0 and 1"),
+        ("size", "2", "cannot be set"),
+    ] {
+        let (set, _, err) = shoal_c(&conf, &["osd", "pool", "set", "p", key, value]);
+        assert!(!set && err.contains(why), "{key} {value}: {err}");
+    }
+    // Half of 3 OSDs × 100 PG copies, over 3 copies: 50, nearest power of two 64.
+    ok(&conf, &["osd", "pool", "set", "p", "target_size_ratio", "0.5"]);
+    let warned = cluster.wait_status(|s| s.contains("1 pool(s) have too few placement groups: p (8, should have 64)"));
+    assert!(warned.as_ref().is_ok_and(|s| s.contains("HEALTH_WARN")), "{warned:?}");
+    let columns = row();
+    assert_eq!([&columns[5..6], &columns[7..]].concat(), ["0.5000", "8", "64", "warn"], "{columns:?}");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(ok(&conf, &["pool", "ls"]).contains("pg_num 8 "), "warn mode changes nothing");
+
+    ok(&conf, &["osd", "pool", "set", "p", "pg_autoscale_mode", "on"]);
+    let split = wait_for(|| ok(&conf, &["pool", "ls"]).contains("pg_num 64 crush_rule").then_some(()));
+    assert!(split.is_some(), "the autoscaler did not split the pool: {}", ok(&conf, &["pool", "ls"]));
+    wait_clean(&conf, 64, "after the autoscaler split the pool");
+    let status = cluster.wait_status(|s| s.contains("HEALTH_OK"));
+    assert!(status.is_ok(), "{status:?}");
+    let columns = row();
+    assert_eq!(&columns[7..], ["64", "on"], "no proposal left: {columns:?}");
 }
 
 /// `noout` keeps a down OSD in (maintenance without data moving); unset, the monitor marks

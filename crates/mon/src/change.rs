@@ -2,6 +2,7 @@
 //! function, so every monitor that applies the same sequence holds the same map.
 
 use serde::{Deserialize, Serialize};
+use shoal_types::autoscale::AutoscaleChange;
 use shoal_types::crush::CrushChange;
 use shoal_types::erasure::{ErasurePoolSpec, ErasureProfile};
 use shoal_types::msg::Reply;
@@ -123,6 +124,8 @@ pub enum MapChange {
         /// The new `pgp_num`.
         pgp_num: u32,
     },
+    /// Change a pool's autoscaler settings.
+    PoolAutoscale(AutoscaleChange),
 }
 
 /// Applies `change` to `map`; the epoch increases when the map changes. Returns the reply
@@ -143,6 +146,10 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
             Reply::Done
         }
         MapChange::Space(change) => {
+            change.apply(map)?;
+            Reply::Done
+        }
+        MapChange::PoolAutoscale(change) => {
             change.apply(map)?;
             Reply::Done
         }

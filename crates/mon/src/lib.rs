@@ -17,7 +17,9 @@ use bytes::Bytes;
 use change::MapChange;
 pub use failure::FailurePolicy;
 use failure::{FailureTracker, Report, Verdict};
+use shoal_placement::autoscale::{AutoscalePolicy, Usage};
 use shoal_transport::{Connection, Listener, Network, Rpc};
+use shoal_types::autoscale::AutoscaleMode;
 use shoal_types::msg::{MapCommand, Message, RaftRpc, Reply, Request};
 use shoal_types::pg::{PgStat, PgStateFlag};
 use shoal_types::space::{SpaceChange, StoreUsage};
@@ -45,6 +47,23 @@ pub trait Authority: Send + Sync + 'static {
     fn raft_rpc(&self, kind: RaftRpc, body: Bytes) -> BoxFuture<'_, Result<Bytes>>;
     /// The monitors (id, address) and the leader, as this monitor sees them.
     fn quorum(&self) -> (Vec<(u64, String)>, Option<u64>);
+    /// On the leader: adds or removes a monitor of the quorum; returns once the new
+    /// membership is committed.
+    fn change_members(&self, change: MemberChange) -> BoxFuture<'_, Result<()>>;
+}
+
+/// A change of the monitor quorum's membership.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MemberChange {
+    /// Monitor `id`, listening at `addr`, joins as a voter once it has caught up.
+    Add {
+        /// Its id.
+        id: u64,
+        /// Its address.
+        addr: String,
+    },
+    /// Monitor `id` leaves.
+    Remove(u64),
 }
 
 /// What the leader tracks outside the map: failure reports, down times, PG states.
@@ -86,6 +105,21 @@ impl Default for BalancerPolicy {
     }
 }
 
+/// When the leader runs the PG autoscaler, and what it proposes by.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AutoscalerPolicy {
+    /// How often (`mon_pg_autoscale_sleep_interval`).
+    pub interval: Duration,
+    /// The proposal's knobs.
+    pub proposal: AutoscalePolicy,
+}
+
+impl Default for AutoscalerPolicy {
+    fn default() -> Self {
+        AutoscalerPolicy { interval: Duration::from_secs(60), proposal: AutoscalePolicy::default() }
+    }
+}
+
 /// A monitor: answers map requests over an [`Authority`].
 pub struct Monitor {
     authority: Arc<dyn Authority>,
@@ -94,6 +128,8 @@ pub struct Monitor {
     policy: Mutex<FailurePolicy>,
     /// The balancer's settings, and when it last ran.
     balancer: Mutex<(BalancerPolicy, Option<Instant>)>,
+    /// The PG autoscaler's settings, and when it last ran.
+    autoscaler: Mutex<(AutoscalerPolicy, Option<Instant>)>,
     /// The origin of the `now` given to the failure policy.
     started: Instant,
     /// The connection to the leader, for forwarding.
@@ -109,6 +145,7 @@ impl Monitor {
             health: Mutex::default(),
             policy: Mutex::new(FailurePolicy::default()),
             balancer: Mutex::new((BalancerPolicy::default(), None)),
+            autoscaler: Mutex::new((AutoscalerPolicy::default(), None)),
             started: Instant::now(),
             leader_link: tokio::sync::Mutex::new(None),
         })
@@ -132,6 +169,11 @@ impl Monitor {
     /// Replaces the balancer's settings.
     pub fn set_balancer_policy(&self, policy: BalancerPolicy) {
         self.balancer.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0 = policy;
+    }
+
+    /// Replaces the PG autoscaler's settings.
+    pub fn set_autoscaler_policy(&self, policy: AutoscalerPolicy) {
+        self.autoscaler.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0 = policy;
     }
 
     fn policy(&self) -> FailurePolicy {
@@ -182,6 +224,14 @@ impl Monitor {
         let change = match command {
             MapCommand::Get | MapCommand::WaitNewer { .. } | MapCommand::MonStatus => {
                 return Ok(Reply::Map(Box::new(map)));
+            }
+            MapCommand::MonAdd { id, addr } => {
+                self.authority.change_members(MemberChange::Add { id, addr }).await?;
+                return Ok(Reply::Done);
+            }
+            MapCommand::MonRemove(id) => {
+                self.authority.change_members(MemberChange::Remove(id)).await?;
+                return Ok(Reply::Done);
             }
             MapCommand::GetPgStats => {
                 // A down OSD's last rate is history, not current IO.
@@ -248,6 +298,7 @@ impl Monitor {
             MapCommand::PgUpmapItems(pgs) => MapChange::PgUpmapItems(pgs),
             MapCommand::SetPgNum { pool, pg_num } => MapChange::SetPgNum { pool, pg_num },
             MapCommand::SetPgpNum { pool, pgp_num } => MapChange::SetPgpNum { pool, pgp_num },
+            MapCommand::PoolAutoscale(change) => MapChange::PoolAutoscale(change),
         };
         let reply = self.authority.commit(change).await?;
         Ok(match reply {
@@ -335,6 +386,7 @@ impl Monitor {
             self.health().failures.marked_out(id);
         }
         self.step_pgp_nums(&map).await?;
+        self.autoscale(&map).await;
         self.balance(&map).await
     }
 
@@ -363,6 +415,36 @@ impl Monitor {
             }
         }
         Ok(())
+    }
+
+    /// On the leader, once per interval, while every PG is active+clean and no pool's
+    /// placement is moving: raises `pg_num` of the replicated pools in mode `on` that the
+    /// autoscaler finds with too few PGs. Pools with too many wait: merging PGs is not
+    /// built yet, and erasure-coded pools cannot yet move their children by `pgp_num`.
+    async fn autoscale(&self, map: &OsdMap) {
+        let policy = {
+            let mut autoscaler = self.autoscaler.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (policy, last) = &mut *autoscaler;
+            if last.is_some_and(|at| at.elapsed() < policy.interval) {
+                return;
+            }
+            *last = Some(Instant::now());
+            *policy
+        };
+        if !map.pg_resize.is_empty() || !self.all_clean(map) {
+            return;
+        }
+        let usage = Usage::from_reports(&self.pg_stats(map), self.health().usage.iter());
+        for row in shoal_placement::autoscale::proposals(map, &usage, &policy.proposal) {
+            let Some(pg_num) = row.new_pg_num.filter(|n| *n > row.pg_num) else { continue };
+            if row.mode != AutoscaleMode::On || map.pools[&row.pool].erasure.is_some() {
+                continue;
+            }
+            tracing::info!(pool = %row.name, from = row.pg_num, to = pg_num, "autoscaler: raising pg_num");
+            if let Err(e) = self.authority.commit(MapChange::SetPgNum { pool: row.name.clone(), pg_num }).await {
+                tracing::warn!(pool = %row.name, error = %e, "autoscaler: cannot raise pg_num");
+            }
+        }
     }
 
     /// On the leader, with the balancer on, once per interval: while every PG is

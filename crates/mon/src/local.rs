@@ -80,4 +80,8 @@ impl Authority for LocalAuthority {
     fn raft_rpc(&self, _kind: RaftRpc, _body: Bytes) -> BoxFuture<'_, Result<Bytes>> {
         Box::pin(async { Err(err::not_supported("this monitor runs alone, without consensus")) })
     }
+
+    fn change_members(&self, _change: crate::MemberChange) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async { Err(err::not_supported("the embedded monitor is alone: its membership cannot change")) })
+    }
 }

@@ -13,19 +13,19 @@
 #![allow(clippy::result_large_err)]
 
 use crate::change::{MapChange, apply};
-use crate::{Authority, BoxFuture};
+use crate::{Authority, BoxFuture, MemberChange};
 use bytes::Bytes;
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage, RaftStateMachine, Snapshot};
 use openraft::{
-    BasicNode, Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftLogReader, RaftNetwork,
-    RaftNetworkFactory, RaftSnapshotBuilder, SnapshotMeta, StorageError, StoredMembership, Vote,
+    BasicNode, ChangeMembers, Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftLogReader,
+    RaftNetwork, RaftNetworkFactory, RaftSnapshotBuilder, SnapshotMeta, StorageError, StoredMembership, Vote,
 };
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use shoal_store::{ObjectStore, Transaction};
 use shoal_transport::{Network, Rpc};
 use shoal_types::msg::{RaftRpc, Reply, Request};
 use shoal_types::{ClientId, OsdMap, RadosError, Result, err};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::io::Cursor;
 use std::ops::{Bound, RangeBounds};
@@ -376,6 +376,9 @@ impl RaftNetwork<TypeConfig> for MonLink {
     }
 }
 
+/// How long a joining monitor may take to catch up with the leader's log.
+const JOIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A member of the monitor quorum.
 pub struct RaftAuthority {
     raft: MonRaft,
@@ -469,6 +472,44 @@ impl Authority for RaftAuthority {
                 RaftRpc::Vote => json(&self.raft.vote(parse(&body)?).await),
                 RaftRpc::InstallSnapshot => json(&self.raft.install_snapshot(parse(&body)?).await),
             }
+        })
+    }
+
+    fn change_members(&self, change: MemberChange) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            let metrics = self.raft.metrics().borrow().clone();
+            let voters: BTreeSet<u64> = metrics.membership_config.membership().voter_ids().collect();
+            let refused = |e: &dyn std::fmt::Display| err::again(format!("the membership change failed: {e}"));
+            match change {
+                MemberChange::Add { id, addr } => {
+                    if voters.contains(&id) {
+                        return Err(err::exists(format!("mon.{id} is already a member")));
+                    }
+                    let node = BasicNode { addr: addr.clone() };
+                    let caught_up = tokio::time::timeout(JOIN_TIMEOUT, self.raft.add_learner(id, node, true)).await;
+                    match caught_up {
+                        Err(_) => {
+                            return Err(err::timed_out(format!(
+                                "mon.{id} at {addr} did not catch up within {JOIN_TIMEOUT:?}: is it running with --join?"
+                            )));
+                        }
+                        Ok(result) => result.map_err(|e| refused(&e))?,
+                    };
+                    let voters = ChangeMembers::AddVoterIds(BTreeSet::from([id]));
+                    self.raft.change_membership(voters, false).await.map_err(|e| refused(&e))?;
+                }
+                MemberChange::Remove(id) => {
+                    if !voters.contains(&id) {
+                        return Err(err::not_found(format!("mon.{id} is not a member")));
+                    }
+                    if voters.len() == 1 {
+                        return Err(err::busy(format!("mon.{id} is the last monitor")));
+                    }
+                    let voters = ChangeMembers::RemoveVoters(BTreeSet::from([id]));
+                    self.raft.change_membership(voters, false).await.map_err(|e| refused(&e))?;
+                }
+            }
+            Ok(())
         })
     }
 }

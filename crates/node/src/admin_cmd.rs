@@ -4,6 +4,7 @@
 
 use crate::session::ClusterArgs;
 use clap::{Args, Subcommand};
+use shoal_types::autoscale::{AutoscaleChange, AutoscaleMode};
 use shoal_types::crush::{BucketType, CrushChange, CrushRule};
 use shoal_types::erasure::{ErasurePoolSpec, ErasureProfile};
 use shoal_types::space::{SpaceChange, SpaceState, StoreUsage};
@@ -424,15 +425,24 @@ pub enum PoolCommand {
         /// Allow partial overwrites of objects in the erasure-coded pool.
         #[arg(long, requires = "erasure")]
         allow_ec_overwrites: bool,
+        /// The PG autoscaler's mode for it: on, warn or off (default
+        /// `osd_pool_default_pg_autoscale_mode`).
+        #[arg(long, value_name = "MODE")]
+        autoscale_mode: Option<String>,
     },
     /// List pools with their parameters.
     Ls,
+    /// Each pool's usage and the pg_num the PG autoscaler proposes for it.
+    AutoscaleStatus,
     /// Set a pool's parameter: `crush_rule RULE`, `pg_num N` (raising it splits every PG
-    /// in place; `pgp_num` then follows in steps) or `pgp_num N` (where placement goes).
+    /// in place; `pgp_num` then follows in steps), `pgp_num N` (where placement goes),
+    /// `pg_autoscale_mode on|warn|off` or `target_size_ratio 0..1` (the share of its
+    /// OSDs' capacity the autoscaler sizes it for before the data arrives).
     Set {
         /// Pool name.
         name: String,
-        /// The parameter: `crush_rule`, `pg_num` or `pgp_num`.
+        /// The parameter: `crush_rule`, `pg_num`, `pgp_num`, `pg_autoscale_mode` or
+        /// `target_size_ratio`.
         key: String,
         /// Its value.
         value: String,
@@ -461,7 +471,7 @@ pub enum PoolCommand {
 
 /// A pool's parameters as `pool ls` prints them; `pgp_num` while placement catches up
 /// with a change of `pg_num`.
-fn describe_pool(pool: &shoal_types::Pool, resize: Option<&shoal_types::resize::PgResize>) -> String {
+fn describe_pool(map: &OsdMap, pool: &shoal_types::Pool) -> String {
     let kind = match &pool.erasure {
         Some(e) => format!(
             "erasure profile {} (k {}, m {}, stripe_unit {}){}",
@@ -473,14 +483,24 @@ fn describe_pool(pool: &shoal_types::Pool, resize: Option<&shoal_types::resize::
         ),
         None => "replicated".to_owned(),
     };
-    let pgp = match resize {
+    let pgp = match map.pg_resize.get(&pool.id) {
         Some(r) if r.pgp_num == r.pgp_num_target => format!(" pgp_num {}", r.pgp_num),
         Some(r) => format!(" pgp_num {} (going to {})", r.pgp_num, r.pgp_num_target),
         None => String::new(),
     };
+    let autoscale = map.autoscale(pool.id);
+    let target = match autoscale.target_size_ratio {
+        0 => String::new(),
+        r => format!(" target_size_ratio {}", f64::from(r) / f64::from(shoal_types::space::WHOLE)),
+    };
     format!(
-        "id {} {kind} size {} min_size {} pg_num {}{pgp} crush_rule {}",
-        pool.id, pool.size, pool.min_size, pool.pg_num, pool.crush_rule
+        "id {} {kind} size {} min_size {} pg_num {}{pgp} crush_rule {} autoscale_mode {}{target}",
+        pool.id,
+        pool.size,
+        pool.min_size,
+        pool.pg_num,
+        pool.crush_rule,
+        autoscale.mode.name()
     )
 }
 
@@ -956,6 +976,11 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
             let (stats, ops_per_sec) = rados.pg_stats().await?;
             let (mons, leader) = rados.mon_status().await?;
             let (mut state, mut reasons) = health(&map, &stats);
+            let autoscale = crate::autoscale_cmd::warnings(&crate::autoscale_cmd::rows(rados, &map, &stats).await?);
+            if !autoscale.is_empty() && state == "HEALTH_OK" {
+                state = "HEALTH_WARN";
+            }
+            reasons.extend(autoscale);
             let damaged = damaged_objects(rados, &stats).await;
             if !damaged.is_empty() {
                 let s = if damaged.len() == 1 { "" } else { "s" };
@@ -1190,15 +1215,28 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
                 }
                 "pg_num" => rados.pool_set_pg_num(&name, count()?).await?,
                 "pgp_num" => rados.pool_set_pgp_num(&name, count()?).await?,
-                _ => {
-                    return Err(err::invalid(format!(
-                        "pool parameter '{key}' cannot be set (crush_rule, pg_num and pgp_num can)"
-                    )));
-                }
+                _ => match crate::autoscale_cmd::change(&name, &key, &value) {
+                    Some(change) => rados.pool_autoscale(change?).await?,
+                    None => {
+                        return Err(err::invalid(format!(
+                            "pool parameter '{key}' cannot be set (crush_rule, pg_num, pgp_num, \
+                             pg_autoscale_mode and target_size_ratio can)"
+                        )));
+                    }
+                },
             };
             println!("set pool '{name}' {key} to {value} (map epoch {})", map.epoch);
         }
-        Action::Pool(PoolCommand::Create { name, size, min_size, pg_num, erasure, allow_ec_overwrites }) => {
+        Action::Pool(PoolCommand::Create {
+            name,
+            size,
+            min_size,
+            pg_num,
+            erasure,
+            allow_ec_overwrites,
+            autoscale_mode,
+        }) => {
+            let mode = autoscale_mode.map(|m| AutoscaleMode::parse(&m)).transpose()?;
             let pool = match erasure {
                 Some(profile) => {
                     let allow_overwrites = allow_ec_overwrites;
@@ -1210,13 +1248,23 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
                     rados.pool_create(PoolSpec { name, pg_num, size, min_size }).await?
                 }
             };
-            println!("pool '{}' created ({})", pool.name, describe_pool(&pool, None));
+            let change = AutoscaleChange { pool: pool.name.clone(), mode, target_size_ratio: None };
+            let map = match mode {
+                Some(_) => rados.pool_autoscale(change).await?,
+                None => rados.refresh_map().await?,
+            };
+            println!("pool '{}' created ({})", pool.name, describe_pool(&map, &pool));
         }
         Action::Pool(PoolCommand::Ls) => {
             let map = rados.refresh_map().await?;
             for p in map.pools.values() {
-                println!("{} {}", p.name, describe_pool(p, map.pg_resize.get(&p.id)));
+                println!("{} {}", p.name, describe_pool(&map, p));
             }
+        }
+        Action::Pool(PoolCommand::AutoscaleStatus) => {
+            let map = rados.refresh_map().await?;
+            let (stats, _) = rados.pg_stats().await?;
+            crate::autoscale_cmd::print_status(&crate::autoscale_cmd::rows(rados, &map, &stats).await?);
         }
         Action::Profile(ProfileCommand::Set { name, settings, force }) => {
             rados.erasure_profile_set(&name, ErasureProfile::parse(&settings)?, force).await?;

@@ -47,6 +47,11 @@ pub const LIVE_OPTIONS: &[&str] = &[
     "mon_balancer_max_optimizations",
     "mon_balancer_max_deviation",
     "target_max_misplaced_ratio",
+    "osd_pool_default_pg_autoscale_mode",
+    "mon_target_pg_per_osd",
+    "mon_pg_autoscale_threshold",
+    "mon_pg_autoscale_pg_num_min",
+    "mon_pg_autoscale_sleep_interval",
 ];
 
 /// When a change of option `name` takes effect, for `config help`.
@@ -209,6 +214,31 @@ pub const OPTIONS: &[OptionSpec] = &[
         name: "target_max_misplaced_ratio",
         default: "0.05",
         help: "the share of a pool's PGs one step of a pgp_num change may move (the leader raises or lowers pgp_num in such steps, each once every PG is active+clean)",
+    },
+    OptionSpec {
+        name: "osd_pool_default_pg_autoscale_mode",
+        default: "on",
+        help: "the PG autoscaler mode new pools get: on (the leader monitor raises pg_num as a pool fills), warn (a health warning instead) or off",
+    },
+    OptionSpec {
+        name: "mon_target_pg_per_osd",
+        default: "100",
+        help: "PG copies the autoscaler sizes pools for per OSD",
+    },
+    OptionSpec {
+        name: "mon_pg_autoscale_threshold",
+        default: "3",
+        help: "how many times above or below its proposal a pool's pg_num must be before the autoscaler changes it or warns",
+    },
+    OptionSpec {
+        name: "mon_pg_autoscale_pg_num_min",
+        default: "8",
+        help: "the fewest PGs the autoscaler proposes for a pool",
+    },
+    OptionSpec {
+        name: "mon_pg_autoscale_sleep_interval",
+        default: "60",
+        help: "seconds between two runs of the PG autoscaler",
     },
     OptionSpec {
         name: "mon_osd_min_down_reporters",
@@ -595,6 +625,25 @@ impl Config {
             max_changes: self.u64("mon_balancer_max_optimizations")? as usize,
             max_deviation,
             max_misplaced: self.ratio("target_max_misplaced_ratio")?,
+        })
+    }
+
+    /// When the leader monitor runs the PG autoscaler and what it proposes by.
+    pub fn autoscaler_policy(&self) -> Result<shoal_mon::AutoscalerPolicy> {
+        let threshold = self.number("mon_pg_autoscale_threshold")?;
+        if threshold < 1.0 {
+            return Err(err::invalid(format!("mon_pg_autoscale_threshold must be 1 or more, got {threshold}")));
+        }
+        shoal_types::autoscale::AutoscaleMode::parse(self.get("osd_pool_default_pg_autoscale_mode"))
+            .map_err(|e| err::invalid(format!("option osd_pool_default_pg_autoscale_mode: {}", e.message)))?;
+        Ok(shoal_mon::AutoscalerPolicy {
+            interval: self.seconds("mon_pg_autoscale_sleep_interval")?,
+            proposal: shoal_placement::autoscale::AutoscalePolicy {
+                target_pg_per_osd: self.u64("mon_target_pg_per_osd")?.clamp(1, 100_000) as u32,
+                threshold,
+                pg_num_min: self.u64("mon_pg_autoscale_pg_num_min")?.clamp(1, u64::from(shoal_types::map::MAX_PG_NUM))
+                    as u32,
+            },
         })
     }
 

@@ -72,7 +72,7 @@ impl DaemonArgs {
     }
 }
 
-/// Arguments of `shoal mon`.
+/// Arguments of `shoal mon` that run a monitor.
 #[derive(Args, Debug, Clone)]
 pub struct MonArgs {
     #[command(flatten)]
@@ -82,8 +82,12 @@ pub struct MonArgs {
     id: u64,
     /// The monitors that form the quorum the first time, `ID=HOST:PORT,…` (this one
     /// included); the lowest id bootstraps it. Defaults to this monitor alone.
-    #[arg(long, value_name = "ID=HOST:PORT,…")]
+    #[arg(long, value_name = "ID=HOST:PORT,…", conflicts_with = "join")]
     initial_members: Option<String>,
+    /// Join a running quorum instead of forming one: the monitor waits, empty, until
+    /// `shoal mon add ID HOST:PORT` makes it a member (give --bind).
+    #[arg(long)]
+    join: bool,
 }
 
 /// Parses `0=HOST:PORT,1=HOST:PORT`.
@@ -180,7 +184,7 @@ pub async fn until_terminated() {
 
 /// Runs a monitor until SIGTERM or Ctrl-C.
 pub async fn run_mon(args: MonArgs) -> Result<()> {
-    let MonArgs { daemon: args, id, initial_members } = args;
+    let MonArgs { daemon: args, id, initial_members, join } = args;
     let resolved = args.resolve("mon_data", &id.to_string())?;
     let config = Config::from_settings(&resolved.options)?;
     // The quorum: --initial-members, else `mon_host` of the file (monitor i is entry i).
@@ -192,6 +196,9 @@ pub async fn run_mon(args: MonArgs) -> Result<()> {
         (Some(text), _) => Some(parse_members(text)?),
         (None, file) => file,
     };
+    if join && args.bind.is_none() {
+        return Err(err::invalid("a joining monitor needs --bind HOST:PORT (the address `mon add` names)"));
+    }
     let bind = match (&args.bind, &members) {
         (Some(b), _) => b.clone(),
         (None, Some(m)) => m.get(&id).cloned().ok_or_else(|| err::invalid(format!("mon.{id} is not in mon_host")))?,
@@ -200,7 +207,10 @@ pub async fn run_mon(args: MonArgs) -> Result<()> {
     let (kv, store) = open_store(&resolved.data, &config)?;
     let network = network(&resolved.secret_file)?;
     let listener = network.bind(&bind)?;
-    let members = members.unwrap_or_else(|| std::collections::BTreeMap::from([(id, listener.local_addr().to_owned())]));
+    let members = match join {
+        true => std::collections::BTreeMap::new(),
+        false => members.unwrap_or_else(|| std::collections::BTreeMap::from([(id, listener.local_addr().to_owned())])),
+    };
     let authority = RaftAuthority::start(id, store.clone(), network.clone(), &members).await?;
     let mon = Monitor::new(authority.clone(), network);
     if let Some(port) = args.metrics_port {
@@ -219,17 +229,19 @@ pub async fn run_mon(args: MonArgs) -> Result<()> {
 }
 
 /// Applies the central configuration (`global`, `mon`, with command-line options on top)
-/// to the monitor's failure and balancer policies whenever the map changes.
+/// to the monitor's failure, balancer and autoscaler policies whenever the map changes.
 async fn follow_mon_config(mon: Arc<Monitor>, cli: Vec<String>) {
     let mut maps = mon.subscribe();
     loop {
         let map = maps.borrow_and_update().clone();
         let settings: Vec<String> = map.config_for("mon").into_iter().chain(cli.iter().cloned()).collect();
-        let policies = Config::from_settings(&settings).and_then(|c| Ok((c.failure_policy()?, c.balancer_policy()?)));
+        let policies = Config::from_settings(&settings)
+            .and_then(|c| Ok((c.failure_policy()?, c.balancer_policy()?, c.autoscaler_policy()?)));
         match policies {
-            Ok((failures, balancer)) => {
+            Ok((failures, balancer, autoscaler)) => {
                 mon.set_failure_policy(failures);
                 mon.set_balancer_policy(balancer);
+                mon.set_autoscaler_policy(autoscaler);
             }
             Err(e) => tracing::warn!(error = %e, "ignoring the central configuration"),
         }

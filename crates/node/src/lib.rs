@@ -4,6 +4,7 @@
 //! The binary only parses arguments; the benchmarks live in `shoal-bench`.
 
 pub mod admin_cmd;
+pub mod autoscale_cmd;
 pub mod balancer_cmd;
 pub mod bench;
 pub mod conffile;
@@ -14,6 +15,7 @@ pub mod debug;
 pub mod embedded;
 pub mod gateway_cmd;
 pub mod metrics;
+pub mod mon_cmd;
 pub mod rados_cmd;
 pub mod registry;
 pub mod session;

@@ -288,6 +288,20 @@ pub fn restart(dir: &Path, name: &str, command: &[String]) -> Result<u32> {
     Ok(child.id())
 }
 
+/// Starts a new OSD `id` on host `host` (a new host joins the CRUSH tree under the default
+/// root) for the cluster in `dir`, logging to `DIR/osd.ID.log`, so that `vstart --stop`
+/// stops it too; returns its pid. It joins the map when it boots.
+pub fn add_osd(dir: &Path, id: u32, host: &str) -> Result<u32> {
+    let exe = std::env::current_exe().map_err(io("locating the shoal binary".into()))?;
+    let conf = dir.join("shoal.conf").to_string_lossy().into_owned();
+    let args: Vec<String> =
+        ["osd", "run", "--id", &id.to_string(), "--host", host, "-c", &conf].iter().map(|a| a.to_string()).collect();
+    let name = format!("osd.{id}");
+    let child = launch(dir, &name, None, exe.as_os_str(), &args, true)?;
+    record_pid(dir, &name, child.id())?;
+    Ok(child.id())
+}
+
 /// The daemons of the cluster in `dir` and their pids, as `DIR/pids` records them.
 pub fn read_pids(dir: &Path) -> Result<Vec<(String, u32)>> {
     let text = std::fs::read_to_string(dir.join(PIDS))
@@ -306,10 +320,14 @@ pub fn daemon_pid(dir: &Path, name: &str) -> Result<u32> {
         .ok_or_else(|| err::not_found(format!("{name} is not in {}", dir.join(PIDS).display())))
 }
 
-/// Records a restarted daemon's pid, so that `vstart --stop` stops it.
+/// Records a restarted or added daemon's pid, so that `vstart --stop` stops it.
 pub fn record_pid(dir: &Path, name: &str, pid: u32) -> Result<()> {
-    let lines: Vec<String> =
-        read_pids(dir)?.into_iter().map(|(n, old)| format!("{n} {}", if n == name { pid } else { old })).collect();
+    let mut pids = read_pids(dir)?;
+    match pids.iter_mut().find(|(n, _)| n == name) {
+        Some(entry) => entry.1 = pid,
+        None => pids.push((name.to_owned(), pid)),
+    }
+    let lines: Vec<String> = pids.into_iter().map(|(n, pid)| format!("{n} {pid}")).collect();
     std::fs::write(dir.join(PIDS), lines.join("\n") + "\n").map_err(io("writing the pid file".into()))
 }
 

@@ -3,6 +3,7 @@
 //! Every client and OSD must compute the same answer from the same map, so nothing here
 //! reads the clock, randomness or any IO, and the hashes are fixed forever.
 
+pub mod autoscale;
 pub mod balancer;
 pub mod hash;
 pub mod straw2;

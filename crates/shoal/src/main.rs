@@ -1,8 +1,8 @@
 //! `shoal`: one binary for Shoal's daemons and tools.
 
 use clap::{Parser, Subcommand};
-use shoal_bench::{ec_bench, guarded_append, placement_bench, recovery_bench, scrub_bench, thrash};
-use shoal_node::{admin_cmd, balancer_cmd, config_cmd, daemon, debug, gateway_cmd, rados_cmd, sim_cmd, vstart};
+use shoal_bench::{ec_bench, grow_bench, guarded_append, placement_bench, recovery_bench, scrub_bench, thrash};
+use shoal_node::{admin_cmd, balancer_cmd, config_cmd, debug, gateway_cmd, mon_cmd, rados_cmd, sim_cmd, vstart};
 
 /// Shoal: a distributed object store in the lineage of Ceph.
 #[derive(Parser, Debug)]
@@ -31,8 +31,8 @@ enum Command {
     Balancer(balancer_cmd::BalancerArgs),
     /// Send a daemon an administrative command: `tell osd.N perf dump|config show|df`.
     Tell(admin_cmd::TellArgs),
-    /// Run the map authority (monitor) daemon.
-    Mon(daemon::MonArgs),
+    /// Run the map authority (monitor) daemon, or change the quorum: `mon add|rm|stat`.
+    Mon(mon_cmd::MonArgs),
     /// Start (or stop) a local multi-process cluster on loopback.
     Vstart(vstart::VstartArgs),
     /// Benchmarks that reproduce published experiments.
@@ -69,6 +69,9 @@ enum BenchCommand {
     S3(shoal_bench::s3_bench::S3BenchArgs),
     /// Client throughput on a vstart cluster with and without deep scrubs, alternated.
     Scrub(scrub_bench::ScrubBenchArgs),
+    /// Grows a vstart cluster under S3 load (pg_num ×4 and a new host) and measures what
+    /// clients see, the time to active+clean and the data moved against the least.
+    Grow(grow_bench::GrowBenchArgs),
     /// Random faults against a vstart cluster under RADOS and S3 load, then checks.
     Thrash(thrash::ThrashArgs),
     /// The Reef article's S3 cycle on a vstart cluster: fill, hybrid new and aged, hosts
@@ -91,12 +94,10 @@ impl Command {
             | Command::Admin(_)
             | Command::Sim(_) => true,
             Command::Osd(command) => !matches!(command, admin_cmd::OsdCommand::Run(_)),
-            Command::Mon(_)
-            | Command::Vstart(_)
-            | Command::Bench(_)
-            | Command::Server(_)
-            | Command::Gateway(_)
-            | Command::Debug(_) => false,
+            Command::Mon(args) => !args.runs_daemon(),
+            Command::Vstart(_) | Command::Bench(_) | Command::Server(_) | Command::Gateway(_) | Command::Debug(_) => {
+                false
+            }
         }
     }
 }
@@ -124,7 +125,7 @@ fn main() -> std::process::ExitCode {
             Command::Pool(args) => admin_cmd::pool(args).await,
             Command::Balancer(args) => balancer_cmd::balancer(args).await,
             Command::Pg(command) => admin_cmd::pg(command).await,
-            Command::Mon(args) => daemon::run_mon(args).await,
+            Command::Mon(args) => mon_cmd::mon(args).await,
             Command::Osd(command) => admin_cmd::osd(command).await,
             Command::Tell(args) => admin_cmd::tell(args).await,
             Command::Vstart(args) => vstart::run(args),
@@ -134,6 +135,7 @@ fn main() -> std::process::ExitCode {
             Command::Bench(BenchCommand::Recovery(args)) => recovery_bench::run(args).await,
             Command::Bench(BenchCommand::Scrub(args)) => scrub_bench::run(args).await,
             Command::Bench(BenchCommand::Thrash(args)) => thrash::run(args).await,
+            Command::Bench(BenchCommand::Grow(args)) => grow_bench::run(args).await,
             Command::Bench(BenchCommand::S3(args)) => shoal_bench::s3_bench::run(args).await,
             Command::Bench(BenchCommand::Reef(args)) => shoal_bench::s3_bench::reef::run(args).await,
             Command::Config(command) => config_cmd::run(command).await,

@@ -3,16 +3,21 @@
 //! 500), `status` reports the full OSD as an error, deletes still work, and once the
 //! garbage collector has freed their data writes resume without a restart; every
 //! acknowledged object reads back. A quota on the data pool likewise: writes past it get
-//! 507 naming the quota, deletes work, and raising the quota lets writes in again.
+//! 507 naming the quota, deletes work, and raising the quota lets writes in again. The same
+//! on a vstart cluster whose one small OSD fills: RADOS clients get ENOSPC for the pool on
+//! it while other pools keep taking writes.
 //!
 //! Mounting the tmpfs needs root, as the README's test command runs.
 
 use bytes::Bytes;
 use http::{Method, StatusCode};
-use shoal_bench::harness::{admin_client, shoal_c, start_server, wait_for};
+use shoal_bench::harness::{Daemon, Vstart, admin_client, ok, shoal, shoal_c, start_server, wait_clean, wait_for};
 use shoal_bench::s3client::{S3Client, S3Response};
+use shoal_client::IoCtx;
+use shoal_types::Errno;
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 const DATA_POOL: &str = ".rgw.buckets.data";
 
@@ -204,4 +209,88 @@ async fn a_pool_quota_refuses_writes_past_it_and_lets_them_in_when_raised() {
     shoal_ok(&conf, &["pool", "set-quota", DATA_POOL, "max_bytes", "1G"]);
     wait_until_writable(&s3, "after", "after the quota was raised").await;
     read_back(&s3, &acked[1..]).await;
+}
+
+/// Writes objects to `io` until `refusals` in a row were refused; every refusal must be
+/// ENOSPC. Returns the objects acknowledged.
+async fn fill_pool(io: &IoCtx, refusals: usize) -> Vec<usize> {
+    let (mut acked, mut refused) = (Vec::new(), 0);
+    for i in 0..1000 {
+        match io.write_full(&format!("k{i}"), object(i)).await {
+            Ok(()) => {
+                acked.push(i);
+                refused = 0;
+            }
+            Err(e) => {
+                assert_eq!(e.errno, Errno::NoSpace, "write k{i}: {e}");
+                refused += 1;
+                if refused == refusals {
+                    return acked;
+                }
+            }
+        }
+    }
+    panic!("{} objects went in and none was refused", acked.len());
+}
+
+/// Waits until a 60 KB write of `name` succeeds; panics after two minutes.
+async fn wait_until_pool_writable(io: &IoCtx, name: &str, why: &str) {
+    for _ in 0..120 {
+        if io.write_full(name, object(1)).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("writes did not resume {why}");
+}
+
+/// A vstart cluster of two OSDs on the big disk and a third, alone in its device class, on
+/// a small tmpfs: a pool placed on the small one fills it; writes there get ENOSPC, a pool
+/// on the others keeps taking writes, deletes work at full and free space without a
+/// restart, and every acknowledged object reads back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_vstart_osd_refuses_writes_to_its_pgs_and_recovers_once_space_is_freed() {
+    let fs = SmallFileSystem::mount(320);
+    let cluster = Vstart::start("2", "2");
+    let conf = cluster.conf();
+    let mut command = shoal();
+    let data = fs.path().to_str().unwrap();
+    command.args(["osd", "run", "--id", "2", "--host", "host9", "-c", &conf, "--data", data]);
+    let _osd2 = Daemon::spawn(command, &cluster.path().join("osd.2.log"));
+    let up = |tree: String| tree.lines().any(|l| l.contains("osd.2 ") && l.contains(" up "));
+    let joined = wait_for(|| up(ok(&conf, &["osd", "tree"])).then_some(()));
+    assert!(joined.is_some(), "osd.2 joins: {}", ok(&conf, &["osd", "tree"]));
+    ok(&conf, &["osd", "crush", "set-device-class", "small", "osd.2"]);
+    ok(&conf, &["osd", "crush", "rule", "create-replicated", "small", "default", "host", "small"]);
+    // Autoscaling off: the pool's pg_num stays as made while it fills its one OSD.
+    ok(&conf, &["pool", "create", "small", "--size", "1", "--pg-num", "8", "--autoscale-mode", "off"]);
+    ok(&conf, &["pool", "set", "small", "crush_rule", "small"]);
+    ok(&conf, &["pool", "create", "big", "--size", "2", "--pg-num", "8"]);
+    let pgs = ok(&conf, &["pg", "dump"]).lines().filter(|l| l.contains(" active")).count();
+    wait_clean(&conf, pgs, "after the pools were created");
+
+    let rados = cluster.rados(Duration::from_secs(60)).await;
+    let small = rados.ioctx("small").await.unwrap();
+    let big = rados.ioctx("big").await.unwrap();
+    let acked = fill_pool(&small, 3).await;
+    assert!(acked.len() > 40, "only {} objects fit in 320 MiB", acked.len());
+    let marked = wait_for(|| shoal_ok(&conf, &["status"]).contains("1 full osd(s): osd.2").then_some(()));
+    assert!(marked.is_some(), "osd.2 was not marked full:\n{}", shoal_ok(&conf, &["status"]));
+    assert!(shoal_ok(&conf, &["status"]).contains("HEALTH_ERR"));
+    let e = small.write_full("tiny", &b"tiny"[..]).await.unwrap_err();
+    assert!(e.errno == Errno::NoSpace && e.message.contains("osd.2 is full"), "{e}");
+    big.write_full("elsewhere", &b"fine"[..]).await.expect("a pool on the other OSDs takes writes");
+
+    let (deleted, kept) = acked.split_at(acked.len() / 3);
+    for i in deleted {
+        small.remove(&format!("k{i}")).await.unwrap_or_else(|e| panic!("remove k{i} at full: {e}"));
+    }
+    wait_until_pool_writable(&small, "after", "after a third of the objects were deleted").await;
+    let healthy = wait_for(|| (!shoal_ok(&conf, &["status"]).contains("full osd")).then_some(()));
+    assert!(healthy.is_some(), "osd.2 stayed full:\n{}", shoal_ok(&conf, &["status"]));
+    for &i in kept {
+        let data = small.read_full(&format!("k{i}")).await.unwrap_or_else(|e| panic!("k{i}: {e}"));
+        assert!(data == object(i), "k{i} read back other bytes ({} of {})", data.len(), object(i).len());
+    }
+    assert_eq!(big.read_full("elsewhere").await.unwrap(), &b"fine"[..]);
 }

@@ -1,5 +1,6 @@
 //! The cluster map: pools and OSDs at one epoch.
 
+use crate::autoscale::{AutoscaleChange, AutoscaleMode, DEFAULT_MODE_OPTION, PoolAutoscale};
 use crate::crush::{BucketType, CrushBucket, CrushChange, CrushMap, DEFAULT_RULE};
 use crate::erasure::{DEFAULT_PROFILE, ErasurePoolSpec, ErasureProfile, PoolErasure};
 use crate::error::{Result, err};
@@ -167,6 +168,9 @@ pub struct OsdMap {
     /// [`crate::resize`]).
     #[serde(default)]
     pub pg_resize: BTreeMap<PoolId, PgResize>,
+    /// Pools whose autoscaler settings are not the default ([`crate::autoscale`]).
+    #[serde(default)]
+    pub pool_autoscale: BTreeMap<PoolId, PoolAutoscale>,
 }
 
 /// The cluster flags `osd set` knows: `noout` (the monitor marks no down OSD out),
@@ -185,10 +189,11 @@ impl OsdMap {
 
 impl crate::Versioned for OsdMap {
     const NAME: &'static str = "osd map";
-    const VERSION: u8 = 10;
+    const VERSION: u8 = 11;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<crate::Result<Self>> {
         match version {
+            10 => return Some(crate::encoding::decode_body::<v10::OsdMap>("osd map v10", body).map(OsdMap::from)),
             9 => return Some(crate::encoding::decode_body::<v9::OsdMap>("osd map v9", body).map(OsdMap::from)),
             8 => return Some(crate::encoding::decode_body::<v8::OsdMap>("osd map v8", body).map(OsdMap::from)),
             7 => return Some(crate::encoding::decode_body::<v7::OsdMap>("osd map v7", body).map(OsdMap::from)),
@@ -211,6 +216,87 @@ impl crate::Versioned for OsdMap {
             _ => return None,
         };
         Some(v4.map(|m| OsdMap::from(v5::OsdMap::from(m))))
+    }
+}
+
+/// Version 10 of the map, before autoscaler settings.
+pub mod v10 {
+    use super::{ActiveInterval, OsdEntry, PgResize, Pool};
+    use crate::crush::CrushMap;
+    use crate::erasure::ErasureProfile;
+    use crate::ids::{OsdId, PgId, PoolId};
+    use crate::space::{FullRatios, PoolQuota, SpaceState};
+    use serde::{Deserialize, Serialize};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// The map as version 10 stored it.
+    #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct OsdMap {
+        /// Epoch.
+        pub epoch: u64,
+        /// Next pool id.
+        pub next_pool_id: u64,
+        /// Pools.
+        pub pools: BTreeMap<PoolId, Pool>,
+        /// OSDs.
+        pub osds: BTreeMap<OsdId, OsdEntry>,
+        /// Central configuration.
+        pub config: BTreeMap<String, BTreeMap<String, String>>,
+        /// Activated intervals.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub pg_active: BTreeMap<PgId, ActiveInterval>,
+        /// Erasure-code profiles.
+        pub erasure_profiles: BTreeMap<String, ErasureProfile>,
+        /// Primaries in place of placement's.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub primary_temp: BTreeMap<PgId, OsdId>,
+        /// The CRUSH map.
+        pub crush: CrushMap,
+        /// Override weights.
+        pub osd_reweight: BTreeMap<OsdId, u32>,
+        /// Cluster flags.
+        pub flags: BTreeSet<String>,
+        /// Full ratios.
+        pub full_ratios: FullRatios,
+        /// OSD space states.
+        pub osd_space: BTreeMap<OsdId, SpaceState>,
+        /// Pool quotas.
+        pub pool_quotas: BTreeMap<PoolId, PoolQuota>,
+        /// Pools at their quota.
+        pub full_pools: BTreeSet<PoolId>,
+        /// Lost OSDs.
+        pub osd_lost: BTreeMap<OsdId, u64>,
+        /// Upmap exceptions.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub pg_upmap_items: BTreeMap<PgId, Vec<(OsdId, OsdId)>>,
+        /// PG count changes.
+        pub pg_resize: BTreeMap<PoolId, PgResize>,
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        fn from(old: OsdMap) -> Self {
+            super::OsdMap {
+                epoch: old.epoch,
+                next_pool_id: old.next_pool_id,
+                pools: old.pools,
+                osds: old.osds,
+                config: old.config,
+                pg_active: old.pg_active,
+                erasure_profiles: old.erasure_profiles,
+                primary_temp: old.primary_temp,
+                crush: old.crush,
+                osd_reweight: old.osd_reweight,
+                flags: old.flags,
+                full_ratios: old.full_ratios,
+                osd_space: old.osd_space,
+                pool_quotas: old.pool_quotas,
+                full_pools: old.full_pools,
+                osd_lost: old.osd_lost,
+                pg_upmap_items: old.pg_upmap_items,
+                pg_resize: old.pg_resize,
+                pool_autoscale: BTreeMap::new(),
+            }
+        }
     }
 }
 
@@ -286,7 +372,7 @@ pub mod v9 {
                 full_pools: old.full_pools,
                 osd_lost: old.osd_lost,
                 pg_upmap_items: old.pg_upmap_items,
-                pg_resize: BTreeMap::new(),
+                ..Default::default()
             }
         }
     }
@@ -875,6 +961,10 @@ impl OsdMap {
         self.next_pool_id += 1;
         self.epoch += 1;
         self.pools.insert(pool.id, pool.clone());
+        let mode = self.default_autoscale_mode();
+        if mode != AutoscaleMode::default() {
+            self.pool_autoscale.insert(pool.id, PoolAutoscale { mode, target_size_ratio: 0 });
+        }
         pool
     }
 
@@ -955,6 +1045,7 @@ impl OsdMap {
         self.primary_temp.retain(|pg, _| pg.pool != id);
         self.pg_upmap_items.retain(|pg, _| pg.pool != id);
         self.pg_resize.remove(&id);
+        self.pool_autoscale.remove(&id);
         self.pool_quotas.remove(&id);
         self.full_pools.remove(&id);
         self.pools.remove(&id).ok_or_else(|| crate::error::err::not_found(format!("pool '{name}' does not exist")))
@@ -1004,6 +1095,39 @@ impl OsdMap {
             "{full} is full (past the full ratio {}): delete data, add OSDs or raise the ratio",
             f64::from(self.full_ratios.full) / f64::from(crate::space::WHOLE)
         )))
+    }
+}
+
+impl AutoscaleChange {
+    /// Applies the change to `map` (bumping its epoch); fails naming what is wrong.
+    pub fn apply(&self, map: &mut OsdMap) -> Result<()> {
+        let id = map.pool_named(&self.pool)?.id;
+        if self.target_size_ratio.is_some_and(|r| r > crate::space::WHOLE) {
+            return Err(err::invalid("target_size_ratio is between 0 and 1"));
+        }
+        let mut settings = map.autoscale(id);
+        settings.mode = self.mode.unwrap_or(settings.mode);
+        settings.target_size_ratio = self.target_size_ratio.unwrap_or(settings.target_size_ratio);
+        match settings == PoolAutoscale::default() {
+            true => map.pool_autoscale.remove(&id),
+            false => map.pool_autoscale.insert(id, settings),
+        };
+        map.epoch += 1;
+        Ok(())
+    }
+}
+
+impl OsdMap {
+    /// Pool `pool`'s autoscaler settings.
+    pub fn autoscale(&self, pool: PoolId) -> PoolAutoscale {
+        self.pool_autoscale.get(&pool).copied().unwrap_or_default()
+    }
+
+    /// The mode new pools get: [`DEFAULT_MODE_OPTION`] as the central configuration sets
+    /// it for monitors (`on` when unset or not a mode).
+    pub fn default_autoscale_mode(&self) -> AutoscaleMode {
+        let setting = ["mon", "global"].iter().find_map(|who| self.config.get(*who)?.get(DEFAULT_MODE_OPTION));
+        setting.and_then(|name| AutoscaleMode::parse(name).ok()).unwrap_or_default()
     }
 }
 
@@ -1228,7 +1352,7 @@ mod tests {
     }
 
     #[test]
-    fn version_10_has_golden_bytes() {
+    fn version_11_has_golden_bytes() {
         use crate::Versioned;
         let mut map = OsdMap { epoch: 1, ..OsdMap::default() };
         let profile = ErasureProfile { k: 4, m: 2, stripe_unit: 4096, ..ErasureProfile::default() };
@@ -1292,9 +1416,15 @@ mod tests {
         // to 2).
         let mut resizing = lost.clone();
         resizing.pg_resize.insert(PoolId(1), PgResize { pgp_num: 1, pgp_num_target: 2 });
-        let expected: Vec<u8> = [&[10][..], &v9[1..], &[1, 1, 1, 2]].concat();
-        assert_eq!(resizing.encode(), expected);
-        assert_eq!(OsdMap::decode(&expected).unwrap(), resizing);
+        let v10: Vec<u8> = [&[10][..], &v9[1..], &[1, 1, 1, 2]].concat();
+        assert_eq!(OsdMap::decode(&v10).unwrap(), resizing);
+        // Version 11 ends with the pools whose autoscaler settings are not the default
+        // (pool 1: mode warn (1), target ratio 0.25: 2,500 as varint 0xc4 0x13).
+        let mut scaled = resizing.clone();
+        scaled.pool_autoscale.insert(PoolId(1), PoolAutoscale { mode: AutoscaleMode::Warn, target_size_ratio: 2_500 });
+        let expected: Vec<u8> = [&[11][..], &v10[1..], &[1, 1, 1, 0xc4, 0x13]].concat();
+        assert_eq!(scaled.encode(), expected);
+        assert_eq!(OsdMap::decode(&expected).unwrap(), scaled);
         assert_eq!(
             OsdMap::decode(&flagged.encode()).unwrap().full_ratios,
             FullRatios::default(),
@@ -1369,5 +1499,34 @@ mod tests {
         assert!(spec.validate().unwrap_err().message.contains("min_size"));
         spec = PoolSpec::named("", 1);
         assert!(spec.validate().unwrap_err().message.contains("name"));
+    }
+
+    #[test]
+    fn pools_take_the_default_mode_and_keep_their_own() {
+        let mut map = OsdMap::default();
+        let on = map.create(&PoolSpec::named("on", 1)).unwrap().id;
+        assert_eq!(map.autoscale(on).mode, AutoscaleMode::On);
+        assert!(map.pool_autoscale.is_empty(), "the default is not recorded");
+        map.config.entry("global".into()).or_default().insert(DEFAULT_MODE_OPTION.into(), "warn".into());
+        let warn = map.create(&PoolSpec::named("warn", 1)).unwrap().id;
+        assert_eq!(map.autoscale(warn).mode, AutoscaleMode::Warn);
+
+        let change = |mode: Option<&str>, ratio| AutoscaleChange {
+            pool: "on".into(),
+            mode: mode.map(|m| AutoscaleMode::parse(m).unwrap()),
+            target_size_ratio: ratio,
+        };
+        let epoch = map.epoch;
+        change(None, Some(2_500)).apply(&mut map).unwrap();
+        assert_eq!(map.autoscale(on), PoolAutoscale { mode: AutoscaleMode::On, target_size_ratio: 2_500 });
+        assert_eq!(map.epoch, epoch + 1);
+        change(Some("off"), None).apply(&mut map).unwrap();
+        assert_eq!(map.autoscale(on), PoolAutoscale { mode: AutoscaleMode::Off, target_size_ratio: 2_500 });
+        change(Some("on"), Some(0)).apply(&mut map).unwrap();
+        assert!(!map.pool_autoscale.contains_key(&on), "back to the default: not recorded");
+        assert!(change(None, Some(10_001)).apply(&mut map).unwrap_err().message.contains("between 0 and 1"));
+        assert!(AutoscaleMode::parse("auto").unwrap_err().message.contains("off, warn or on"));
+        map.remove("warn").unwrap();
+        assert!(map.pool_autoscale.is_empty(), "a deleted pool's settings go with it");
     }
 }

@@ -672,6 +672,18 @@ pub enum MapCommand {
         /// The target, `1..=pg_num`.
         pgp_num: u32,
     },
+    /// Changes a pool's autoscaler settings (`osd pool set POOL pg_autoscale_mode on`).
+    PoolAutoscale(crate::autoscale::AutoscaleChange),
+    /// Adds a monitor to the quorum (`mon add`): the leader replicates the map to it until
+    /// it has caught up, then makes it a voter.
+    MonAdd {
+        /// Its id, unused by any member.
+        id: u64,
+        /// Where it listens (it runs with `--join`).
+        addr: String,
+    },
+    /// Removes a monitor from the quorum (`mon rm`), running or dead.
+    MonRemove(u64),
 }
 
 #[cfg(test)]
@@ -834,6 +846,27 @@ mod tests {
         let pgp_num = MapCommand::SetPgpNum { pool: "p".into(), pgp_num: 2 };
         let msg = Message::Request { tid: 4, request: Request::Map(pgp_num) };
         assert_eq!(msg.encode(), [1, 0, 4, 6, 26, 1, b'p', 2]);
+    }
+
+    #[test]
+    fn monitor_membership_changes_have_golden_bytes() {
+        // Request (0), tid 4, Request::Map (6), MonAdd (28) id 3 "a:1"; MonRemove (29) 2.
+        let add = MapCommand::MonAdd { id: 3, addr: "a:1".into() };
+        let msg = Message::Request { tid: 4, request: Request::Map(add) };
+        assert_eq!(msg.encode(), [1, 0, 4, 6, 28, 3, 3, b'a', b':', b'1']);
+        let msg = Message::Request { tid: 4, request: Request::Map(MapCommand::MonRemove(2)) };
+        assert_eq!(msg.encode(), [1, 0, 4, 6, 29, 2]);
+    }
+
+    #[test]
+    fn autoscale_changes_have_golden_bytes() {
+        use crate::autoscale::{AutoscaleChange, AutoscaleMode};
+        // Request (0), tid 4, Request::Map (6), PoolAutoscale (27) "p", mode Some(warn: 1),
+        // target ratio Some(2,500: varint 0xc4 0x13).
+        let change =
+            AutoscaleChange { pool: "p".into(), mode: Some(AutoscaleMode::Warn), target_size_ratio: Some(2_500) };
+        let msg = Message::Request { tid: 4, request: Request::Map(MapCommand::PoolAutoscale(change)) };
+        assert_eq!(msg.encode(), [1, 0, 4, 6, 27, 1, b'p', 1, 1, 1, 0xc4, 0x13]);
     }
 
     #[test]
