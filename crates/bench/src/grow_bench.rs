@@ -6,7 +6,7 @@
 //! against the least that had to move (the new OSDs' weighted share of the stored copies),
 //! and the longest a client waited for one PUT.
 
-use crate::recovery_bench::wait_clean;
+use crate::recovery_bench::{wait_clean, wait_settled};
 use crate::s3client::S3Client;
 use crate::thrash::{create_bucket, s3_clients};
 use clap::Args;
@@ -121,17 +121,7 @@ pub async fn run(args: GrowBenchArgs) -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    // pgp_num steps only while every PG is clean: wait until it reached pg_num, and clean.
-    let settled = async {
-        loop {
-            wait_clean(&rados, Duration::from_secs(1800)).await?;
-            if !rados.refresh_map().await?.pg_resize.contains_key(&pool.id) {
-                return wait_clean(&rados, Duration::from_secs(1800)).await;
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    };
-    let settled = settled.await;
+    let settled = wait_settled(&rados, Duration::from_secs(1800)).await;
     let to_clean = started.elapsed();
     stop.store(true, Ordering::Relaxed);
     let growing = growing.await.map_err(joined)??;

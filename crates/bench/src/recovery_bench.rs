@@ -176,6 +176,20 @@ pub(crate) async fn fresh_pool(dir: &std::path::Path, pool: &str, pg_num: u32) -
     Ok((session, io))
 }
 
+/// Waits until every pool's `pgp_num` has reached its target and every PG is active+clean
+/// (the leader steps `pgp_num` only while all are clean, so "clean" alone can be a pause
+/// between two steps).
+pub(crate) async fn wait_settled(rados: &Rados, timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        wait_clean(rados, deadline.saturating_duration_since(Instant::now())).await?;
+        if rados.refresh_map().await?.pg_resize.values().all(|r| r.pgp_num == r.pgp_num_target) {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// Waits until every PG of the map is reported active+clean.
 pub(crate) async fn wait_clean(rados: &Rados, timeout: Duration) -> Result<()> {
     let deadline = Instant::now() + timeout;

@@ -2,7 +2,10 @@
 //! on 3 or more hosts, S3 gateways) under RADOS and S3 load, one fault at a time: SIGKILL
 //! and restart of an OSD, of all OSDs of one host, of the monitor leader, of a gateway;
 //! SIGSTOP of an OSD past the heartbeat grace, then SIGCONT; on a `vstart --netns`
-//! cluster, a host cut off from the others (its namespace's link down) and joined again. Writers keep a log of what
+//! cluster, a host cut off from the others (its namespace's link down) and joined again;
+//! and growth, which stays: copies moved by upmap exceptions, an OSD's override weight
+//! set, the thrasher's pool split (pg_num doubled, up to 128), a new OSD started on a host,
+//! an added OSD drained, stopped and purged. Writers keep a log of what
 //! was acknowledged; the bucket's events go through a persistent topic to a receiver the
 //! thrasher runs ([`events`]). At the end every PG must be active+clean, a deep scrub of
 //! every PG clean, every acknowledged write present (or a newer one of the same writer),
@@ -16,7 +19,7 @@ mod workload;
 /// The pool the object part of the thrasher writes.
 const POOL: &str = "thrash";
 
-use crate::recovery_bench::wait_clean;
+use crate::recovery_bench::{wait_clean, wait_settled};
 use crate::s3client::S3Client;
 use clap::Args;
 use http::Method;
@@ -84,6 +87,14 @@ enum Fault {
     Partition(String, String),
     /// Move a few copies by upmap exceptions, as the balancer does, or remove them all.
     Upmap,
+    /// Set an OSD's override weight (16.16, half to whole): copies move off it or back.
+    Reweight(u32, u32),
+    /// Double the pg_num of the thrasher's pool (every PG splits; pgp_num follows in steps).
+    Split,
+    /// Start a new OSD on a host (a new disk).
+    AddOsd(String),
+    /// Drain an OSD the run added (out, until every PG is clean), stop and purge it.
+    RemoveOsd(u32),
 }
 
 impl std::fmt::Display for Fault {
@@ -96,9 +107,18 @@ impl std::fmt::Display for Fault {
             Fault::KillGateway(name) => write!(f, "kill {name}"),
             Fault::Partition(host, _) => write!(f, "partition {host}"),
             Fault::Upmap => write!(f, "upmap moves"),
+            Fault::Reweight(id, w) => write!(f, "reweight osd.{id} to {:.2}", f64::from(*w) / 65536.0),
+            Fault::Split => write!(f, "double pg_num of {POOL}"),
+            Fault::AddOsd(host) => write!(f, "add an OSD on {host}"),
+            Fault::RemoveOsd(id) => write!(f, "drain and purge osd.{id}"),
         }
     }
 }
+
+/// The largest pg_num the thrasher splits its pool to.
+const MAX_SPLIT_PG_NUM: u32 = 128;
+/// The most OSDs the thrasher has added at once.
+const MAX_ADDED_OSDS: usize = 2;
 
 /// What the writers logged: per object or key, the newest sequence number acknowledged
 /// and the newest attempted.
@@ -200,12 +220,13 @@ pub async fn run(args: ThrashArgs) -> Result<()> {
     let started = Instant::now();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut counts: BTreeMap<&'static str, u32> = BTreeMap::new();
+    let mut added = Vec::new();
     for n in 1..=args.faults {
-        let fault = pick(&mut rng, &rados, &gateways, &links).await?;
+        let fault = pick(&mut rng, &rados, &gateways, &links, &added).await?;
         *counts.entry(kind(&fault)).or_default() += 1;
         eprintln!("[{:>6.1}s] fault {n}/{}: {fault}", started.elapsed().as_secs_f64(), args.faults);
         *current_fault.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = fault.to_string();
-        inject(&dir, &rados, &fault, &mut rng).await?;
+        inject(&dir, &rados, &fault, &mut rng, &mut added).await?;
         heal(&rados).await?;
     }
     let faults_done = started.elapsed();
@@ -215,7 +236,7 @@ pub async fn run(args: ThrashArgs) -> Result<()> {
         task.await.map_err(|e| err::io(e.to_string()))?;
     }
     let cleaned_at = Instant::now();
-    wait_clean(&rados, Duration::from_secs(300)).await?;
+    wait_settled(&rados, Duration::from_secs(300)).await?;
     let to_clean = cleaned_at.elapsed();
     sampler.await.map_err(|e| err::io(e.to_string()))?;
     let to_deliver = logs.events.wait_delivered(DELIVERY_LIMIT).await;
@@ -416,6 +437,10 @@ fn kind(fault: &Fault) -> &'static str {
         Fault::KillGateway(_) => "kill gateway",
         Fault::Partition(..) => "partition host",
         Fault::Upmap => "upmap moves",
+        Fault::Reweight(..) => "reweight",
+        Fault::Split => "split",
+        Fault::AddOsd(_) => "add osd",
+        Fault::RemoveOsd(_) => "remove osd",
     }
 }
 
@@ -424,6 +449,7 @@ async fn pick(
     rados: &Rados,
     gateways: &[(String, String)],
     links: &[(String, String)],
+    added: &[u32],
 ) -> Result<Fault> {
     let map = rados.refresh_map().await?;
     let osds: Vec<u32> = map.osds.keys().map(|o| o.0).collect();
@@ -437,20 +463,75 @@ async fn pick(
         let (host, link) = links[rng.random_range(0..links.len())].clone();
         return Ok(Fault::Partition(host, link));
     }
-    Ok(match rng.random_range(0..11) {
+    let host = hosts[rng.random_range(0..hosts.len())].clone();
+    Ok(match rng.random_range(0..14) {
         0..=3 => Fault::KillOsd(osd),
-        4 => Fault::KillHost(hosts[rng.random_range(0..hosts.len())].clone()),
+        4 => Fault::KillHost(host),
         5..=6 => Fault::StopOsd(osd),
         7 => Fault::KillMonLeader,
         8 => Fault::Upmap,
-        _ => Fault::KillGateway(gateways[rng.random_range(0..gateways.len())].0.clone()),
+        9..=10 => Fault::KillGateway(gateways[rng.random_range(0..gateways.len())].0.clone()),
+        11 => Fault::Reweight(osd, rng.random_range(0x8000..=0x10000)),
+        12 => Fault::Split,
+        _ if added.len() == MAX_ADDED_OSDS || (!added.is_empty() && rng.random_range(0..2) == 0) => {
+            Fault::RemoveOsd(added[rng.random_range(0..added.len())])
+        }
+        _ => Fault::AddOsd(host),
     })
 }
 
-/// Injects `fault`, holds it a few seconds, and undoes it (restarts, SIGCONT).
-async fn inject(dir: &Path, rados: &Rados, fault: &Fault, rng: &mut rand::rngs::StdRng) -> Result<()> {
+/// Injects `fault`, holds it a few seconds, and undoes it (restarts, SIGCONT); growth
+/// stays (weights, splits, OSDs added or removed, as `added` records).
+async fn inject(
+    dir: &Path,
+    rados: &Rados,
+    fault: &Fault,
+    rng: &mut rand::rngs::StdRng,
+    added: &mut Vec<u32>,
+) -> Result<()> {
     let hold = Duration::from_millis(rng.random_range(1500..4500));
     match fault {
+        Fault::Reweight(id, reweight) => {
+            let change = shoal_types::crush::CrushChange::Reweight { osd: OsdId(*id), reweight: *reweight };
+            if let Err(e) = rados.crush(change).await {
+                eprintln!("thrash: the reweight was refused: {e}");
+            }
+            tokio::time::sleep(hold).await;
+            Ok(())
+        }
+        Fault::Split => {
+            let pg_num = rados.refresh_map().await?.pool_named(POOL)?.pg_num;
+            if pg_num * 2 <= MAX_SPLIT_PG_NUM {
+                rados.pool_set_pg_num(POOL, pg_num * 2).await?;
+            }
+            tokio::time::sleep(hold).await;
+            Ok(())
+        }
+        Fault::AddOsd(host) => {
+            // A new id, never one of a purged OSD whose directory is still there.
+            let started = vstart::read_pids(dir)?.into_iter().filter_map(|(n, _)| n.strip_prefix("osd.")?.parse().ok());
+            let id = rados.refresh_map().await?.osds.keys().map(|o| o.0).chain(started).max().map_or(0, |m| m + 1);
+            vstart::add_osd(dir, id, host)?;
+            added.push(id);
+            tokio::time::sleep(hold).await;
+            Ok(())
+        }
+        Fault::RemoveOsd(id) => {
+            let osd = OsdId(*id);
+            rados.osd_set_in(osd, false).await?;
+            wait_clean(rados, Duration::from_secs(300)).await?;
+            vstart::kill(dir, &format!("osd.{id}"))?;
+            let deadline = Instant::now() + Duration::from_secs(120);
+            // Purging is refused until the map has it down and no PG may need its copies.
+            while let Err(e) = rados.osd_purge(osd, false).await {
+                if Instant::now() > deadline {
+                    return Err(err::timed_out(format!("osd.{id} could not be purged: {e}")));
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            added.retain(|a| a != id);
+            Ok(())
+        }
         Fault::KillOsd(id) => kill_for(dir, &[format!("osd.{id}")], hold).await,
         Fault::KillHost(host) => {
             let map = rados.refresh_map().await?;

@@ -265,7 +265,14 @@ impl Rados {
 
     /// Waits up to `timeout` for a map newer than the one this client has, and keeps it.
     pub async fn wait_for_newer_map(&self, timeout: Duration) -> Result<Arc<OsdMap>> {
-        let newer_than = self.map().epoch;
+        self.wait_for_map_newer_than(self.map().epoch, timeout).await
+    }
+
+    /// Waits up to `timeout` for a map newer than epoch `newer_than` (at once if the
+    /// monitors have one, even if this client already has it), and keeps it. A daemon
+    /// that hands maps on follows with this from the epoch it handed on last: maps this
+    /// client adopted from other replies in between would otherwise be skipped.
+    pub async fn wait_for_map_newer_than(&self, newer_than: u64, timeout: Duration) -> Result<Arc<OsdMap>> {
         let command = MapCommand::WaitNewer { newer_than, timeout_ms: timeout.as_millis() as u64 };
         self.map_command(command).await
     }
@@ -565,6 +572,13 @@ pub async fn freeing_space<F: std::future::Future>(work: F) -> F::Output {
     FREEING_SPACE.scope((), work).await
 }
 
+/// What [`IoCtx::call_primary`] sends to: an object's PG, or one PG (listings).
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    Object(&'a ObjectName),
+    Pg(shoal_types::PgId),
+}
+
 /// A registered watch: receive its events with [`Watch::next`].
 pub struct Watch {
     /// The watch's cookie.
@@ -634,15 +648,21 @@ impl IoCtx {
         }
     }
 
-    /// Calls the primary of `pg`, resending after lost connections, EAGAIN and a map
-    /// that moved the PG to another primary while the call waited (a newer map is fetched
-    /// between tries), until the op timeout. `prepare` builds the request for the current
-    /// map epoch.
-    async fn call_primary(&self, pg: shoal_types::PgId, prepare: impl Fn(u64) -> Request) -> Result<Reply> {
+    /// Calls the primary of the PG `target` names under the current map, resending after
+    /// lost connections, EAGAIN and a map that moved the PG to another primary while the
+    /// call waited (a newer map is fetched between tries), until the op timeout. `prepare`
+    /// builds the request for the current map epoch.
+    async fn call_primary(&self, target: Target<'_>, prepare: impl Fn(u64) -> Request) -> Result<Reply> {
         let timeout = self.rados.op_timeout();
         let deadline = tokio::time::Instant::now() + timeout;
         let mut resends = 0u32;
         loop {
+            // An object's PG comes from each try's map: a pg_num change between tries
+            // moves it to a child, whose primary may differ.
+            let pg = match target {
+                Target::Object(object) => self.pg_of(object)?,
+                Target::Pg(pg) => pg,
+            };
             let attempt = async {
                 let osd = self.primary_of(pg)?;
                 let call = async { self.rados.osd(osd).await?.call(prepare(self.rados.map().epoch)).await };
@@ -689,7 +709,6 @@ impl IoCtx {
         }
         msg::check_carried(format_args!("the operation on '{name}'"), steps.iter().map(Step::carried_bytes).sum())?;
         let object = self.object(name);
-        let pg = self.pg_of(&object)?;
         let op = OsdOp {
             reqid: ReqId { client: self.rados.client_id(), tid: self.rados.next_tid() },
             pool: self.pool.id,
@@ -697,7 +716,8 @@ impl IoCtx {
             map_epoch: 0,
             steps,
         };
-        let reply = self.call_primary(pg, |map_epoch| Request::Op(OsdOp { map_epoch, ..op.clone() })).await?;
+        let target = Target::Object(&op.object);
+        let reply = self.call_primary(target, |map_epoch| Request::Op(OsdOp { map_epoch, ..op.clone() })).await?;
         match reply {
             Reply::Op(r) => Ok(r),
             other => Err(unexpected(other)),
@@ -821,7 +841,7 @@ impl IoCtx {
                 after: cursor.after.clone(),
                 max: max - objects.len() as u32,
             };
-            match self.call_primary(pg, |_| Request::PgList(req.clone())).await? {
+            match self.call_primary(Target::Pg(pg), |_| Request::PgList(req.clone())).await? {
                 Reply::PgList(page) => {
                     objects.extend(page.objects);
                     cursor = match page.next {
@@ -878,14 +898,13 @@ impl IoCtx {
     /// Sends `payload` to every watcher of the object; waits up to `timeout` for acks.
     pub async fn notify(&self, name: &str, payload: impl Into<Bytes>, timeout: Duration) -> Result<NotifyReply> {
         let object = self.object(name);
-        let pg = self.pg_of(&object)?;
         let req = NotifyRequest {
             pool: self.pool.id,
             object,
             payload: payload.into(),
             timeout_ms: timeout.as_millis() as u64,
         };
-        match self.call_primary(pg, |_| Request::Notify(req.clone())).await? {
+        match self.call_primary(Target::Object(&req.object), |_| Request::Notify(req.clone())).await? {
             Reply::Notify(r) => Ok(r),
             other => Err(unexpected(other)),
         }

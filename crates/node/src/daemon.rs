@@ -330,7 +330,11 @@ pub async fn run_osd(args: OsdArgs) -> Result<()> {
     let (follower, osd_for_config) = (rados.clone(), osd.clone());
     tokio::spawn(async move {
         loop {
-            match follower.wait_for_newer_map(Duration::from_secs(30)).await {
+            // From the epoch the shards have, not the client's: the client also adopts the
+            // maps its activation and primary_temp requests return, and the shards would
+            // not see such a map until the next change (or 30 s).
+            let published = publish.borrow().epoch;
+            match follower.wait_for_map_newer_than(published, Duration::from_secs(30)).await {
                 Ok(map) => {
                     // Options first, so that operations under the new map see them.
                     if let Some(hb) = apply_config(&osd_for_config, &map, &cli).and_then(|c| c.heartbeat().ok()) {

@@ -288,16 +288,22 @@ pub fn restart(dir: &Path, name: &str, command: &[String]) -> Result<u32> {
     Ok(child.id())
 }
 
-/// Starts a new OSD `id` on host `host` (a new host joins the CRUSH tree under the default
-/// root) for the cluster in `dir`, logging to `DIR/osd.ID.log`, so that `vstart --stop`
-/// stops it too; returns its pid. It joins the map when it boots.
+/// Starts a new OSD `id` on host `host` for the cluster in `dir`, logging to
+/// `DIR/osd.ID.log`, so that `vstart --stop` stops it too; returns its pid. It joins the
+/// map when it boots: a new host joins the CRUSH tree under the default root. On a host
+/// of a `--netns` cluster it runs in the host's namespace, at the host's address.
 pub fn add_osd(dir: &Path, id: u32, host: &str) -> Result<u32> {
     let exe = std::env::current_exe().map_err(io("locating the shoal binary".into()))?;
     let conf = dir.join("shoal.conf").to_string_lossy().into_owned();
-    let args: Vec<String> =
+    let mut args: Vec<String> =
         ["osd", "run", "--id", &id.to_string(), "--host", host, "-c", &conf].iter().map(|a| a.to_string()).collect();
     let name = format!("osd.{id}");
-    let child = launch(dir, &name, None, exe.as_os_str(), &args, true)?;
+    let netns = Namespaces::of_host(dir, host);
+    if let Some(ns) = &netns {
+        args.extend(["--bind".to_owned(), format!("{}:0", Namespaces::address_in(dir, ns)?)]);
+        Namespaces::add_daemon(dir, &name, ns)?;
+    }
+    let child = launch(dir, &name, netns.as_deref(), exe.as_os_str(), &args, true)?;
     record_pid(dir, &name, child.id())?;
     Ok(child.id())
 }
@@ -454,6 +460,35 @@ impl Namespaces {
             .into_iter()
             .find(|e| e.len() == 3 && e[0] == "daemon" && e[1] == name)
             .map(|e| e[2].clone()))
+    }
+
+    /// The namespace of host `host` of the cluster in `dir`, if it has one.
+    fn of_host(dir: &Path, host: &str) -> Option<String> {
+        Self::entries(dir).into_iter().find(|e| e.len() == 4 && e[0] == "host" && e[1] == host).map(|e| e[2].clone())
+    }
+
+    /// The address the daemons in namespace `ns` listen at, from a running one's command
+    /// line (`--bind IP:0`).
+    fn address_in(dir: &Path, ns: &str) -> Result<String> {
+        let in_ns = |name: &str| Self::of_daemon(dir, name).ok().flatten().is_some_and(|n| n == ns);
+        read_pids(dir)?
+            .into_iter()
+            .filter(|(name, _)| in_ns(name))
+            .find_map(|(_, pid)| {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+                let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+                let bind = args.iter().position(|a| *a == b"--bind").and_then(|i| args.get(i + 1))?;
+                let bind = String::from_utf8_lossy(bind).into_owned();
+                Some(bind.rsplit_once(':').map_or(bind.clone(), |(ip, _)| ip.to_owned()))
+            })
+            .ok_or_else(|| err::not_found(format!("no running daemon tells the address of namespace {ns}")))
+    }
+
+    /// Records that daemon `name` runs in namespace `ns`.
+    fn add_daemon(dir: &Path, name: &str, ns: &str) -> Result<()> {
+        let mut text = std::fs::read_to_string(dir.join(NETNS)).unwrap_or_default();
+        text.push_str(&format!("daemon {name} {ns}\n"));
+        std::fs::write(dir.join(NETNS), text).map_err(io("writing the namespace list".into()))
     }
 
     /// The hosts of the cluster in `dir` that can be cut off, with their links.

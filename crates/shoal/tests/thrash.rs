@@ -1,7 +1,8 @@
 //! The thrasher's short version (`shoal bench thrash --faults 100` is the long one, run by
 //! hand): 20 random faults — OSDs, a whole host's OSDs, the monitor leader and gateways
 //! SIGKILLed and restarted, OSDs SIGSTOPped past the heartbeat grace, a host cut off by
-//! its network namespace's link, copies moved by the balancer's upmap exceptions — against 3 monitors, 6 OSDs on 3 hosts (one namespace
+//! its network namespace's link, copies moved by the balancer's upmap exceptions, override
+//! weights, splits of the pool, OSDs added and drained — against 3 monitors, 6 OSDs on 3 hosts (one namespace
 //! each) and 2 gateways under RADOS and S3 writers, the bucket's events pushed through a
 //! persistent topic to the thrasher's receiver. Afterwards every acknowledged write is
 //! there, every acknowledged PUT's event came in its key's order, every PG is active+clean
@@ -45,6 +46,10 @@ fn twenty_faults_lose_no_acknowledged_write() {
     if partitions {
         // Seed 18's schedule partitions a host once.
         assert!(summary["by_kind"].as_str().is_some_and(|k| k.contains("partition host")), "{summary}");
+    }
+    // It also grows the cluster: two OSDs added, the pool split twice, a reweight.
+    for growth in ["add osd", "split", "reweight"] {
+        assert!(summary["by_kind"].as_str().is_some_and(|k| k.contains(growth)), "no {growth}: {summary}");
     }
     let seconds = stdout.lines().filter(|l| l.contains("\"pg_states\"")).count();
     assert!(seconds > 20, "the timeline has {seconds} rows");

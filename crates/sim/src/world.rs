@@ -19,6 +19,7 @@ use shoal_types::erasure::{ErasurePoolSpec, ErasureProfile};
 use shoal_types::msg::{OsdOp, PeerRequest, Reply};
 use shoal_types::op::{Step, StepOutput};
 use shoal_types::pg::PgStat;
+use shoal_types::space::{SpaceChange, SpaceState};
 use shoal_types::{ClientId, Errno, ObjectName, OsdEntry, OsdId, OsdMap, PgId, PoolId, PoolSpec, ReqId, Result, err};
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
@@ -35,6 +36,8 @@ const HEARTBEAT: Us = SECOND;
 const GRACE_BEATS: u32 = 3;
 /// How long a client waits for an answer before resending.
 const OP_TIMEOUT: Us = 10 * SECOND;
+/// How often a drained OSD is checked for being safe to purge before it is marked in again.
+const PURGE_TRIES: u32 = 6;
 /// How long a lost message takes to surface as a reset connection.
 const RESET_AFTER: (Us, Us) = (100_000, 2 * SECOND);
 
@@ -131,6 +134,10 @@ enum Event {
     Restart(OsdId),
     Reconnect(u32),
     MarkIn(OsdId),
+    /// Purge a drained OSD once no PG needs it; after this many more tries, mark it in.
+    Purge(OsdId, u32),
+    /// An OSD marked full has room again.
+    NotFull(OsdId),
     ClientTick(u32),
     EndChaos,
     Reset {
@@ -309,32 +316,10 @@ impl World {
             scenario,
         };
         for i in 0..world.scenario.osds {
-            let id = OsdId(i);
-            let kv = Arc::new(SimKv::new());
-            let store = match open_store(kv.clone(), world.store_format()) {
-                Ok(store) => store,
-                Err(e) => {
-                    world.store_failed(id, "creating the store", &e);
-                    break;
-                }
-            };
-            let osd = SimOsd {
-                id,
-                host: i % world.scenario.hosts,
-                kv,
-                store,
-                shard: None,
-                life: 0,
-                durable: 0,
-                after_sync: Vec::new(),
-                sync_scheduled: false,
-                sync_us: world.scenario.sync_us[i as usize],
-                clock_offset_ns: 0,
-                missed: BTreeMap::new(),
-                held: Vec::new(),
-            };
-            world.osds.insert(id, osd);
-            world.start_osd(id);
+            let sync_us = world.scenario.sync_us[i as usize];
+            if !world.add_osd(OsdId(i), i % world.scenario.hosts, sync_us) {
+                break;
+            }
         }
         world.at(0, Event::Heartbeat);
         world.at(SECOND, Event::Fault);
@@ -343,6 +328,37 @@ impl World {
         }
         world.at(world.options.chaos.as_micros() as Us, Event::EndChaos);
         world
+    }
+
+    /// Creates OSD `id` on host `host` with an empty store and starts it; false if its
+    /// store could not be made (recorded as the run's failure).
+    fn add_osd(&mut self, id: OsdId, host: u32, sync_us: u64) -> bool {
+        let kv = Arc::new(SimKv::new());
+        let store = match open_store(kv.clone(), self.store_format()) {
+            Ok(store) => store,
+            Err(e) => {
+                self.store_failed(id, "creating the store", &e);
+                return false;
+            }
+        };
+        let osd = SimOsd {
+            id,
+            host,
+            kv,
+            store,
+            shard: None,
+            life: 0,
+            durable: 0,
+            after_sync: Vec::new(),
+            sync_scheduled: false,
+            sync_us,
+            clock_offset_ns: 0,
+            missed: BTreeMap::new(),
+            held: Vec::new(),
+        };
+        self.osds.insert(id, osd);
+        self.start_osd(id);
+        true
     }
 
     /// The stores' format: small chunks for an erasure-coded run.
@@ -452,6 +468,14 @@ impl World {
             Event::MarkIn(osd) => {
                 (now, 8u8, osd).hash(&mut self.trace);
                 self.change(MapChange::SetOsdIn { id: osd, is_in: true });
+            }
+            Event::Purge(osd, tries) => {
+                (now, 13u8, osd).hash(&mut self.trace);
+                self.purge(osd, tries);
+            }
+            Event::NotFull(osd) => {
+                (now, 14u8, osd).hash(&mut self.trace);
+                self.change(MapChange::Space(SpaceChange::OsdState { osd, state: None }));
             }
             Event::ClientTick(c) => {
                 (now, 9u8, c).hash(&mut self.trace);
@@ -892,9 +916,29 @@ impl World {
     /// A change of the cluster's shape that moves data: `pick`'s CRUSH weight or override
     /// weight, its host moved into a rack (or back to the root), a few moves of the
     /// balancer, a PG's upmap exceptions removed, the pool's `pg_num` doubled (up to 32),
-    /// or a step of its `pgp_num` after it.
+    /// a step of its `pgp_num` after it, a new OSD on a new host (at most two more than
+    /// the scenario's), `pick` drained to be purged, or `pick` full for a while.
     fn reshape(&mut self, pick: OsdId) {
-        let change = match self.rng.random_range(0..7) {
+        let change = match self.rng.random_range(0..10) {
+            7 => {
+                if self.osds.len() >= self.scenario.osds as usize + 2 {
+                    return;
+                }
+                let id = OsdId(self.osds.keys().map(|o| o.0 + 1).max().unwrap_or_default());
+                let host = self.osds.values().map(|o| o.host + 1).max().unwrap_or_default();
+                let sync_us = self.scenario.sync_us[0];
+                self.add_osd(id, host, sync_us);
+                return;
+            }
+            8 => {
+                self.after(5 * SECOND, Event::Purge(pick, PURGE_TRIES));
+                MapChange::SetOsdIn { id: pick, is_in: false }
+            }
+            9 => {
+                let lasts = self.rng.random_range(2 * SECOND..10 * SECOND);
+                self.after(lasts, Event::NotFull(pick));
+                MapChange::Space(SpaceChange::OsdState { osd: pick, state: Some(SpaceState::Full) })
+            }
             5 => {
                 let Ok(pool) = self.map.pool(self.pool) else { return };
                 if pool.pg_num >= 32 {
@@ -945,11 +989,39 @@ impl World {
         self.change(change);
     }
 
+    /// Purges drained OSD `id` (stopped, then removed from the map and the world) once the
+    /// monitor's rule says no PG needs it (`lifecycle::safe_to_destroy`) and the pool keeps
+    /// enough hosts; tries again every 5 s, `tries` more times, then marks it in again.
+    /// Not while healing.
+    fn purge(&mut self, id: OsdId, tries: u32) {
+        if self.healing || self.map.osds.get(&id).is_none_or(|o| o.is_in) {
+            return;
+        }
+        let stats: Vec<PgStat> = self.unclean().1.into_values().collect();
+        let hosts_left: BTreeSet<u32> = self.osds.values().filter(|o| o.id != id).map(|o| o.host).collect();
+        let enough = hosts_left.len() >= self.scenario.size as usize;
+        if !enough || shoal_mon::lifecycle::safe_to_destroy(&self.map, &stats, id).is_err() {
+            match tries {
+                0 => self.change(MapChange::SetOsdIn { id, is_in: true }),
+                _ => self.after(5 * SECOND, Event::Purge(id, tries - 1)),
+            }
+            return;
+        }
+        self.crash(id);
+        self.change(MapChange::MarkDown(id));
+        self.change(MapChange::OsdPurge(id));
+        self.osds.remove(&id);
+    }
+
     /// Faults stop: partitions heal, crashed OSDs restart, everything is marked in, and
     /// each client reads back every object it wrote.
     fn start_healing(&mut self) {
         self.healing = true;
         self.isolated.clear();
+        let full: Vec<OsdId> = self.map.osd_space.keys().copied().collect();
+        for osd in full {
+            self.change(MapChange::Space(SpaceChange::OsdState { osd, state: None }));
+        }
         let ids: Vec<OsdId> = self.osds.keys().copied().collect();
         for id in ids {
             if !self.alive(Node::Osd(id)) {

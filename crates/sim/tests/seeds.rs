@@ -101,5 +101,5 @@ fn a_split_that_calls_its_children_complete_is_caught_within_a_few_hundred_seeds
     let flaws = Flaws { split_completes_children: true, ..Flaws::default() };
     // A child that claims writes it never had either serves them stale (a lost write) or
     // never recovers them (replicas that differ once clean).
-    caught_within(300, flaws, "split-completes-children", &["acknowledged_writes", "identical_replicas"]);
+    caught_within(800, flaws, "split-completes-children", &["acknowledged_writes", "identical_replicas"]);
 }
