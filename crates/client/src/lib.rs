@@ -164,16 +164,21 @@ impl Rados {
     /// The PG states the monitor collected from the primaries, and the cluster's client
     /// operation rate (per second).
     pub async fn pg_stats(&self) -> Result<(Vec<PgStat>, u64)> {
-        match self.mon_call(MapCommand::GetPgStats).await? {
-            Reply::PgStats { stats, client_ops_per_sec, .. } => Ok((stats, client_ops_per_sec)),
-            other => Err(unexpected(other)),
-        }
+        self.pg_report().await.map(|(stats, ops, _)| (stats, ops))
     }
 
     /// How full each up OSD's store was at its last report to the monitors.
     pub async fn osd_usage(&self) -> Result<std::collections::BTreeMap<OsdId, StoreUsage>> {
+        self.pg_report().await.map(|(_, _, usage)| usage)
+    }
+
+    /// The monitor's whole report in one call: the PG states, the client operation rate and
+    /// how full each up OSD's store was.
+    pub async fn pg_report(&self) -> Result<(Vec<PgStat>, u64, std::collections::BTreeMap<OsdId, StoreUsage>)> {
         match self.mon_call(MapCommand::GetPgStats).await? {
-            Reply::PgStats { usage, .. } => Ok(usage.into_iter().collect()),
+            Reply::PgStats { stats, client_ops_per_sec, usage } => {
+                Ok((stats, client_ops_per_sec, usage.into_iter().collect()))
+            }
             other => Err(unexpected(other)),
         }
     }

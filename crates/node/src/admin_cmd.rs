@@ -973,10 +973,10 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
     match action {
         Action::Status => {
             let map = rados.refresh_map().await?;
-            let (stats, ops_per_sec) = rados.pg_stats().await?;
+            let (stats, ops_per_sec, stores) = rados.pg_report().await?;
             let (mons, leader) = rados.mon_status().await?;
             let (mut state, mut reasons) = health(&map, &stats);
-            let autoscale = crate::autoscale_cmd::warnings(&crate::autoscale_cmd::rows(rados, &map, &stats).await?);
+            let autoscale = crate::autoscale_cmd::warnings(&crate::autoscale_cmd::rows(&map, &stats, &stores)?);
             if !autoscale.is_empty() && state == "HEALTH_OK" {
                 state = "HEALTH_WARN";
             }
@@ -1263,8 +1263,8 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
         }
         Action::Pool(PoolCommand::AutoscaleStatus) => {
             let map = rados.refresh_map().await?;
-            let (stats, _) = rados.pg_stats().await?;
-            crate::autoscale_cmd::print_status(&crate::autoscale_cmd::rows(rados, &map, &stats).await?);
+            let (stats, _, stores) = rados.pg_report().await?;
+            crate::autoscale_cmd::print_status(&crate::autoscale_cmd::rows(&map, &stats, &stores)?);
         }
         Action::Profile(ProfileCommand::Set { name, settings, force }) => {
             rados.erasure_profile_set(&name, ErasureProfile::parse(&settings)?, force).await?;

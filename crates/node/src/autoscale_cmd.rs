@@ -5,17 +5,18 @@
 use crate::config::Config;
 use shoal_placement::autoscale::{AutoscalePolicy, Proposal, Usage, proposals};
 use shoal_types::autoscale::{AutoscaleChange, AutoscaleMode};
-use shoal_types::space::WHOLE;
-use shoal_types::{OsdMap, PgStat, Result, err};
+use shoal_types::space::{StoreUsage, WHOLE};
+use shoal_types::{OsdId, OsdMap, PgStat, Result, err};
+use std::collections::BTreeMap;
 
 /// The proposal's knobs as the central configuration sets them for monitors.
 fn policy(map: &OsdMap) -> Result<AutoscalePolicy> {
     Ok(Config::from_settings(&map.config_for("mon"))?.autoscaler_policy()?.proposal)
 }
 
-/// Every pool's proposal from the monitors' collected reports.
-pub async fn rows(rados: &shoal_client::Rados, map: &OsdMap, stats: &[PgStat]) -> Result<Vec<Proposal>> {
-    let stores = rados.osd_usage().await?;
+/// Every pool's proposal from the monitors' collected reports: the PG states and each
+/// OSD's store usage.
+pub fn rows(map: &OsdMap, stats: &[PgStat], stores: &BTreeMap<OsdId, StoreUsage>) -> Result<Vec<Proposal>> {
     Ok(proposals(map, &Usage::from_reports(stats, stores.iter()), &policy(map)?))
 }
 
