@@ -68,7 +68,7 @@ pub async fn run(args: GrowBenchArgs) -> Result<()> {
     }
     let clients = Arc::new(s3_clients(&conf, &gateways)?);
     create_bucket(&clients[0], BUCKET).await?;
-    let cluster = ClusterArgs { data: None, conf: Some(conf), mon: None, secret_file: None, options: Vec::new() };
+    let cluster = ClusterArgs::from_conf(conf);
     let session = cluster.open().await?;
     let rados = session.rados.clone();
     let payload = bytes::Bytes::from(vec![0x67; args.size]);

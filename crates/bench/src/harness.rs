@@ -7,7 +7,7 @@ use crate::s3client::S3Client;
 use bytes::Bytes;
 use http::Method;
 use shoal_client::Rados;
-use shoal_transport::TcpNetwork;
+use shoal_transport::{Credentials, TcpNetwork};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -133,8 +133,9 @@ impl Vstart {
     /// A RADOS client of the cluster whose operations give up after `timeout`.
     pub async fn rados(&self, timeout: Duration) -> Rados {
         let conf = self.path().join("shoal.conf");
-        let secret = std::fs::read_to_string(conf_value(&conf, "secret_file")).unwrap();
-        let network = Arc::new(TcpNetwork::new(secret.trim().as_bytes(), 256 << 20));
+        let secrets = shoal_node::daemon::read_secrets(Path::new(&conf_value(&conf, "secret_file"))).unwrap();
+        let credentials = Credentials { entity: "client.admin".into(), keys: secrets };
+        let network = Arc::new(TcpNetwork::new(credentials, 256 << 20));
         let rados = Rados::connect(network, &conf_value(&conf, "mon_host")).await.unwrap();
         rados.set_op_timeout(timeout);
         rados
@@ -243,6 +244,11 @@ impl Restarted {
             .spawn()
             .unwrap();
         self.0.push(child);
+    }
+
+    /// The pid of the daemon restarted last.
+    pub fn last_pid(&self) -> u32 {
+        self.0.last().expect("a daemon was restarted").id()
     }
 
     /// SIGKILLs the daemon restarted last and waits for it.

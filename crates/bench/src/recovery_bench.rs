@@ -165,7 +165,7 @@ async fn writers(
 /// size 3, min_size 2, with `pg_num` PGs.
 pub(crate) async fn fresh_pool(dir: &std::path::Path, pool: &str, pg_num: u32) -> Result<(Session, IoCtx)> {
     let conf = dir.join("shoal.conf");
-    let cluster = ClusterArgs { data: None, conf: Some(conf), mon: None, secret_file: None, options: Vec::new() };
+    let cluster = ClusterArgs::from_conf(conf);
     let session = cluster.open().await?;
     let rados = session.rados.clone();
     if rados.map().by_name(pool).is_some() {

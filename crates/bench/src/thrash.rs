@@ -172,8 +172,7 @@ pub async fn run(args: ThrashArgs) -> Result<()> {
     shoal(&conf, &["config", "set", "global", "osd_heartbeat_grace", &HEARTBEAT_GRACE_SECS.to_string()])?;
     shoal(&conf, &["config", "set", "global", "rgw_notify_lock_duration", NOTIFY_LEASE])?;
     shoal(&conf, &["config", "set", "global", "rgw_notify_poll_interval", NOTIFY_POLL])?;
-    let cluster =
-        ClusterArgs { data: None, conf: Some(conf.clone()), mon: None, secret_file: None, options: Vec::new() };
+    let cluster = ClusterArgs::from_conf(conf.clone());
     let session = cluster.open().await?;
     let rados = session.rados.clone();
     rados.set_op_timeout(Duration::from_secs(120));

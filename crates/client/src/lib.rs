@@ -365,6 +365,12 @@ impl Rados {
         self.mon_call(MapCommand::MonAdd { id, addr: addr.to_owned() }).await.map(|_| ())
     }
 
+    /// Changes the monitors' auth table (needs `mon 'allow *'`); returns the new map,
+    /// which carries the table.
+    pub async fn auth(&self, change: shoal_types::auth::AuthChange) -> Result<Arc<OsdMap>> {
+        self.map_command(MapCommand::Auth(change)).await
+    }
+
     /// Removes monitor `id` from the quorum.
     pub async fn mon_remove(&self, id: u64) -> Result<()> {
         self.mon_call(MapCommand::MonRemove(id)).await.map(|_| ())

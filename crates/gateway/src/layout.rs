@@ -11,6 +11,8 @@ pub const INDEX_POOL: &str = ".rgw.buckets.index";
 pub const DATA_POOL: &str = ".rgw.buckets.data";
 /// Persistent notification queues (namespace `notif`, see `shoal_notify::queue`).
 pub const LOG_POOL: &str = ".rgw.log";
+/// Every pool of the gateway.
+pub const POOLS: [&str; 4] = [META_POOL, INDEX_POOL, DATA_POOL, LOG_POOL];
 
 /// Namespace of user records (`<uid>` → JSON).
 pub const NS_USERS: &str = "users";

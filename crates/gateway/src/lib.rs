@@ -88,7 +88,7 @@ pub struct Gateway {
 pub async fn ensure_pools(rados: &Rados, size: u32, data_profile: Option<&str>) -> Result<()> {
     let size = if size == 0 { (rados.map().osds.len() as u32).clamp(1, 3) } else { size };
     let existing = rados.pool_list().await?;
-    for name in [layout::META_POOL, layout::INDEX_POOL, layout::DATA_POOL, layout::LOG_POOL] {
+    for name in layout::POOLS {
         if let Some(pool) = existing.iter().find(|p| p.name == name) {
             if name == layout::DATA_POOL && pool.erasure.is_none() && data_profile.is_some() {
                 tracing::warn!(
@@ -103,6 +103,12 @@ pub async fn ensure_pools(rados: &Rados, size: u32, data_profile: Option<&str>) 
             None => rados.pool_create(PoolSpec::named(name, size)).await,
         };
         match created {
+            Err(e) if e.errno == Errno::AccessDenied => {
+                return Err(err::access(format!(
+                    "pool {name} is missing and this gateway's key may not create pools: create the gateway's pools with `shoal admin pools` as the cluster's administrator ({})",
+                    e.message
+                )));
+            }
             Err(e) if e.errno != Errno::Exists => return Err(e),
             _ => {}
         }

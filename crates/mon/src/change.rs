@@ -2,6 +2,7 @@
 //! function, so every monitor that applies the same sequence holds the same map.
 
 use serde::{Deserialize, Serialize};
+use shoal_types::auth::{AuthEntity, Caps};
 use shoal_types::autoscale::AutoscaleChange;
 use shoal_types::crush::CrushChange;
 use shoal_types::erasure::{ErasurePoolSpec, ErasureProfile};
@@ -126,6 +127,24 @@ pub enum MapChange {
     },
     /// Change a pool's autoscaler settings.
     PoolAutoscale(AutoscaleChange),
+    /// Add a client entity with the key the leader picked, unless it exists.
+    AuthCreate {
+        /// The entity.
+        entity: String,
+        /// Its key.
+        key: Vec<u8>,
+        /// Its caps.
+        caps: Caps,
+    },
+    /// Replace an entity's caps.
+    AuthCaps {
+        /// The entity.
+        entity: String,
+        /// The new caps.
+        caps: Caps,
+    },
+    /// Remove an entity.
+    AuthRemove(String),
 }
 
 /// Applies `change` to `map`; the epoch increases when the map changes. Returns the reply
@@ -151,6 +170,20 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
         }
         MapChange::PoolAutoscale(change) => {
             change.apply(map)?;
+            Reply::Done
+        }
+        MapChange::AuthCreate { entity, key, caps } => {
+            shoal_types::auth::check_entity_name(entity)?;
+            map.auth.entry(entity.clone()).or_insert_with(|| AuthEntity { key: key.clone(), caps: caps.clone() });
+            Reply::Done
+        }
+        MapChange::AuthCaps { entity, caps } => {
+            let known = map.auth.get_mut(entity).ok_or_else(|| err::not_found(format!("no entity {entity}")))?;
+            known.caps = caps.clone();
+            Reply::Done
+        }
+        MapChange::AuthRemove(entity) => {
+            map.auth.remove(entity).ok_or_else(|| err::not_found(format!("no entity {entity}")))?;
             Reply::Done
         }
         MapChange::SetFlag { flag, on } => {

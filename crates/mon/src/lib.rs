@@ -19,6 +19,7 @@ pub use failure::FailurePolicy;
 use failure::{FailureTracker, Report, Verdict};
 use shoal_placement::autoscale::{AutoscalePolicy, Usage};
 use shoal_transport::{Connection, Listener, Network, Rpc};
+use shoal_types::auth::{AuthChange, Perms};
 use shoal_types::autoscale::AutoscaleMode;
 use shoal_types::msg::{MapCommand, Message, RaftRpc, Reply, Request};
 use shoal_types::pg::{PgStat, PgStateFlag};
@@ -299,6 +300,12 @@ impl Monitor {
             MapCommand::SetPgNum { pool, pg_num } => MapChange::SetPgNum { pool, pg_num },
             MapCommand::SetPgpNum { pool, pgp_num } => MapChange::SetPgpNum { pool, pgp_num },
             MapCommand::PoolAutoscale(change) => MapChange::PoolAutoscale(change),
+            MapCommand::Auth(AuthChange::GetOrCreate { entity, caps }) => {
+                let key = rand::random::<[u8; shoal_types::auth::KEY_LEN]>().to_vec();
+                MapChange::AuthCreate { entity, key, caps }
+            }
+            MapCommand::Auth(AuthChange::SetCaps { entity, caps }) => MapChange::AuthCaps { entity, caps },
+            MapCommand::Auth(AuthChange::Remove(entity)) => MapChange::AuthRemove(entity),
         };
         let reply = self.authority.commit(change).await?;
         Ok(match reply {
@@ -490,22 +497,62 @@ impl Monitor {
     }
 
     async fn serve_connection(self: Arc<Self>, conn: Connection) {
-        let Connection { sender, mut receiver } = conn;
+        let Connection { sender, mut receiver, peer } = conn;
+        let peer = Arc::new(peer);
         while let Some(message) = receiver.recv().await {
             let Message::Request { tid, request } = message else { continue };
             // Each request is answered from its own task: long polls and forwarded
             // commands must not hold up the connection.
-            let (mon, sender) = (self.clone(), sender.clone());
+            let (mon, sender, peer) = (self.clone(), sender.clone(), peer.clone());
             tokio::spawn(async move {
-                let reply = match request {
-                    Request::Map(command) => mon.handle(command).await,
-                    Request::Raft { kind, body } => mon.authority.raft_rpc(kind, body).await.map(Reply::Raft),
-                    Request::Hello(_) => Ok(Reply::Done),
+                let reply = match (request, peer.cluster) {
+                    (Request::Map(command), true) => mon.handle(command).await,
+                    (Request::Map(command), false) => mon.handle_entity(&peer.entity, command).await,
+                    (Request::Raft { kind, body }, true) => mon.authority.raft_rpc(kind, body).await.map(Reply::Raft),
+                    (Request::Hello(_), _) => Ok(Reply::Done),
+                    (Request::Raft { .. }, false) => Err(err::access("only monitors take part in the quorum")),
                     _ => Err(err::not_supported("monitors serve map commands only")),
                 };
                 let _ = sender.send(Message::Reply { tid, reply }).await;
             });
         }
+    }
+
+    /// Answers a client entity's command if its caps allow it; the map it gets back
+    /// carries the auth table only if it may manage keys (`mon 'allow *'`).
+    async fn handle_entity(&self, entity: &str, command: MapCommand) -> Result<Reply> {
+        let need = monitor_perms(&command);
+        let mon_cap = self.current().auth.get(entity).map(|e| e.caps.mon.clone());
+        let Some(mon_cap) = mon_cap else {
+            return Err(err::access(format!("{entity} has no key any more: it was removed")));
+        };
+        if !mon_cap.allows(None, None, need) {
+            return Err(err::access(format!("{entity}'s caps (mon '{mon_cap}') do not allow this ({need} needed)")));
+        }
+        let reply = self.handle(command).await?;
+        Ok(match reply {
+            Reply::Map(map) if !mon_cap.allows(None, None, Perms::ALL) => Reply::Map(Box::new(map.without_keys())),
+            other => other,
+        })
+    }
+}
+
+/// What a command needs of a client entity's monitor cap: `r` to read the map and
+/// status, `w` to change the map, `*` to manage keys and the quorum or to send what only
+/// daemons report.
+fn monitor_perms(command: &MapCommand) -> Perms {
+    match command {
+        MapCommand::Get | MapCommand::WaitNewer { .. } | MapCommand::GetPgStats | MapCommand::MonStatus => Perms::R,
+        MapCommand::Auth(_)
+        | MapCommand::MonAdd { .. }
+        | MapCommand::MonRemove(_)
+        | MapCommand::OsdBoot { .. }
+        | MapCommand::OsdFailure { .. }
+        | MapCommand::OsdRefused { .. }
+        | MapCommand::PgStats { .. }
+        | MapCommand::PgsActivated { .. }
+        | MapCommand::PrimaryTemp { .. } => Perms::ALL,
+        _ => Perms::W,
     }
 }
 

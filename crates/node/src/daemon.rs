@@ -6,12 +6,13 @@ use crate::config::Config;
 use crate::embedded::{apply_config, follow_pool_removals, open_store};
 use clap::Args;
 use shoal_client::Rados;
-use shoal_mon::Monitor;
 use shoal_mon::raft::RaftAuthority;
+use shoal_mon::{Authority, Monitor};
 use shoal_osd::Osd;
 use shoal_osd::heartbeat::PeerFailure;
-use shoal_transport::{Network, TcpNetwork};
-use shoal_types::{OsdEntry, OsdId, Result, err};
+use shoal_transport::{Credentials, Network, TcpNetwork};
+use shoal_types::{OsdEntry, OsdId, OsdMap, Result, err};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,20 +120,45 @@ pub struct OsdArgs {
     host: String,
 }
 
-/// Reads a cluster secret file; an empty or unreadable one is an error naming the file.
-pub fn read_secret(path: &Path) -> Result<Vec<u8>> {
+/// Reads a cluster secret file: one secret per line, the one to connect with first and
+/// then older ones still accepted while the secret is rotated (README: rotating the cluster secret);
+/// an empty or unreadable file is an error naming it.
+pub fn read_secrets(path: &Path) -> Result<Vec<Vec<u8>>> {
     let text =
         std::fs::read_to_string(path).map_err(|e| err::invalid(format!("secret file {}: {e}", path.display())))?;
-    let secret = text.trim();
-    if secret.is_empty() {
+    let secrets: Vec<Vec<u8>> =
+        text.lines().map(str::trim).filter(|l| !l.is_empty()).map(|l| l.as_bytes().to_vec()).collect();
+    if secrets.is_empty() {
         return Err(err::invalid(format!("secret file {} is empty", path.display())));
     }
-    Ok(secret.as_bytes().to_vec())
+    Ok(secrets)
 }
 
-/// A TCP network with the secret from `path`.
-pub fn network(secret_file: &Path) -> Result<Arc<TcpNetwork>> {
-    Ok(Arc::new(TcpNetwork::new(&read_secret(secret_file)?, shoal_types::msg::MAX_MESSAGE_BYTES)))
+/// A TCP network of `entity`, one of the cluster's own (`mon.0`, `osd.3`, `client.admin`),
+/// with the secrets from `path`.
+pub fn network(secret_file: &Path, entity: &str) -> Result<Arc<TcpNetwork>> {
+    let credentials = Credentials { entity: entity.to_owned(), keys: read_secrets(secret_file)? };
+    Ok(Arc::new(TcpNetwork::new(credentials, shoal_types::msg::MAX_MESSAGE_BYTES)))
+}
+
+/// Keeps `network` accepting the client entities of the newest map, with their keys: a
+/// key made by `auth get-or-create` works at once, a removed one stops opening
+/// connections (and the caps check refuses the requests of those already open).
+pub fn follow_entity_keys(network: Arc<TcpNetwork>, mut maps: watch::Receiver<Arc<OsdMap>>) {
+    tokio::spawn(async move {
+        let mut known = None;
+        loop {
+            let keys: HashMap<String, Vec<u8>> =
+                maps.borrow_and_update().auth.iter().map(|(name, e)| (name.clone(), e.key.clone())).collect();
+            if known.as_ref() != Some(&keys) {
+                network.set_entity_keys(keys.clone());
+                known = Some(keys);
+            }
+            if maps.changed().await.is_err() {
+                return;
+            }
+        }
+    });
 }
 
 /// Writes a file only its owner may read or write (mode 0600): secrets and keys.
@@ -205,13 +231,14 @@ pub async fn run_mon(args: MonArgs) -> Result<()> {
         (None, None) => return Err(err::invalid("give --bind or a configuration file with mon_host")),
     };
     let (kv, store) = open_store(&resolved.data, &config)?;
-    let network = network(&resolved.secret_file)?;
+    let network = network(&resolved.secret_file, &format!("mon.{id}"))?;
     let listener = network.bind(&bind)?;
     let members = match join {
         true => std::collections::BTreeMap::new(),
         false => members.unwrap_or_else(|| std::collections::BTreeMap::from([(id, listener.local_addr().to_owned())])),
     };
     let authority = RaftAuthority::start(id, store.clone(), network.clone(), &members).await?;
+    follow_entity_keys(network.clone(), authority.subscribe());
     let mon = Monitor::new(authority.clone(), network);
     if let Some(port) = args.metrics_port {
         let mut registry = crate::metrics::registry();
@@ -282,7 +309,7 @@ pub async fn run_osd(args: OsdArgs) -> Result<()> {
         (None, None) => return Err(err::invalid("give --bind or a configuration file with public_addr")),
     };
     let id = OsdId(args.id);
-    let network = network(&resolved.secret_file)?;
+    let network = network(&resolved.secret_file, &id.to_string())?;
     // The central configuration first: the store and the shards are set up with it.
     let rados = Rados::connect(network.clone(), &mon).await?;
     let config = startup_config(&*rados.refresh_map().await?, &id.to_string(), local);
@@ -297,6 +324,7 @@ pub async fn run_osd(args: OsdArgs) -> Result<()> {
     };
     let map = rados.osd_boot(id, entry.clone()).await?;
     let (publish, maps) = watch::channel(map.clone());
+    follow_entity_keys(network.clone(), maps.clone());
     let registry = Arc::new(crate::registry::MonitorClient(rados.clone()));
     let osd = Osd::start(config.osd(id)?, store.clone(), maps.clone(), network.clone(), registry);
     let cli = resolved.options.clone();

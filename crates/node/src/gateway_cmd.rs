@@ -208,7 +208,7 @@ pub async fn run_server(args: ServerArgs) -> Result<()> {
     // Other processes (the CLI) reach the object layer over TCP; the gateway in this one
     // reaches it without a socket.
     let network: Arc<dyn shoal_transport::Network> =
-        Arc::new(shoal_transport::LocalFirst::new(crate::daemon::network(&secret_path)?));
+        Arc::new(shoal_transport::LocalFirst::new(crate::daemon::network(&secret_path, "client.admin")?));
     let osds = args.ec.map_or(1, |ec| ec.k + ec.m);
     let local = Embedded::open_on(dir, &config, network.clone(), "127.0.0.1:0", "127.0.0.1:0", osds).await?;
     let conf = format!("mon_host = {}\nsecret_file = {}\n", local.mon_addr(), secret_path.to_string_lossy());
@@ -342,6 +342,10 @@ pub enum AdminCommand {
     /// Bucket notification configurations.
     #[command(subcommand)]
     Notification(NotificationCommand),
+    /// Lists the gateway's pools, creating missing ones (every admin command does): run it
+    /// as the cluster's administrator before starting gateways whose keys may not create
+    /// pools (`mon 'allow r'`).
+    Pools,
 }
 
 /// Topic commands.
@@ -639,6 +643,12 @@ fn has_subuser(user: &UserInfo, subuser: &str) -> Result<()> {
 async fn admin(gateway: &Gateway, command: AdminCommand) -> Result<()> {
     let meta = &gateway.s3.meta;
     match command {
+        AdminCommand::Pools => {
+            for pool in shoal_gateway::layout::POOLS {
+                println!("{pool}");
+            }
+            Ok(())
+        }
         AdminCommand::User(UserCommand::Create { uid, display_name, email, access_key, secret_key }) => {
             let user = UserInfo::new(uid, display_name, email, key_from(access_key, secret_key));
             meta.create_user(&user).await?;

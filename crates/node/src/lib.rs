@@ -4,6 +4,7 @@
 //! The binary only parses arguments; the benchmarks live in `shoal-bench`.
 
 pub mod admin_cmd;
+pub mod auth_cmd;
 pub mod autoscale_cmd;
 pub mod balancer_cmd;
 pub mod bench;
@@ -14,6 +15,7 @@ pub mod daemon;
 pub mod debug;
 pub mod embedded;
 pub mod gateway_cmd;
+pub mod keyring;
 pub mod metrics;
 pub mod mon_cmd;
 pub mod rados_cmd;

@@ -9,6 +9,8 @@ use shoal_client::Rados;
 use shoal_types::{Result, err};
 use std::path::PathBuf;
 
+const NO_CLUSTER: &str = "give --data DIR, -c CONF, or --mon HOST:PORT with --secret-file FILE or --keyring FILE";
+
 /// Where the object layer is and how it is configured.
 #[derive(Args, Debug, Clone)]
 pub struct ClusterArgs {
@@ -19,12 +21,19 @@ pub struct ClusterArgs {
     /// as `shoal vstart` writes.
     #[arg(short = 'c', long = "conf", value_name = "CONF", global = true)]
     pub conf: Option<PathBuf>,
-    /// A running cluster's monitor (needs --secret-file).
-    #[arg(long, value_name = "HOST:PORT", requires = "secret_file", global = true)]
+    /// A running cluster's monitor (needs --secret-file or --keyring).
+    #[arg(long, value_name = "HOST:PORT", global = true)]
     pub mon: Option<String>,
-    /// File holding the cluster secret.
+    /// File holding the cluster secret (the administrator's and the daemons' key).
     #[arg(long, value_name = "FILE", global = true)]
     pub secret_file: Option<PathBuf>,
+    /// Authenticate as a client entity with its own key from this keyring (as `shoal
+    /// auth get-or-create -o FILE` writes it), instead of with the cluster secret.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub keyring: Option<PathBuf>,
+    /// The entity to authenticate as, from the keyring (default: its first).
+    #[arg(long = "entity", value_name = "client.ID", requires = "keyring", global = true)]
+    pub as_entity: Option<String>,
     /// A configuration option, `key=value` (repeatable; see `shoal config help`).
     #[arg(short = 'o', long = "option", value_name = "KEY=VALUE", global = true)]
     pub options: Vec<String>,
@@ -38,6 +47,19 @@ pub struct Session {
 }
 
 impl ClusterArgs {
+    /// The cluster a configuration file describes, reached as its administrator.
+    pub fn from_conf(conf: PathBuf) -> Self {
+        ClusterArgs {
+            data: None,
+            conf: Some(conf),
+            mon: None,
+            secret_file: None,
+            keyring: None,
+            as_entity: None,
+            options: Vec::new(),
+        }
+    }
+
     /// The settings given locally: the file's options (if any), then `-o` options.
     pub fn settings(&self) -> Result<Vec<String>> {
         let mut settings = match &self.conf {
@@ -72,12 +94,17 @@ impl ClusterArgs {
                 let local = Embedded::open(dir, &config).await?;
                 Ok(Session { rados: local.rados.clone(), local: Some(local) })
             }
-            (None, Some(mon), Some(secret)) => {
-                let rados = Rados::connect(crate::daemon::network(secret)?, mon).await?;
+            (None, Some(mon), secret) => {
+                let network = match (&self.keyring, secret) {
+                    (Some(keyring), _) => crate::keyring::network(keyring, self.as_entity.as_deref())?,
+                    (None, Some(secret)) => crate::daemon::network(secret, "client.admin")?,
+                    (None, None) => return Err(err::invalid(NO_CLUSTER)),
+                };
+                let rados = Rados::connect(network, mon).await?;
                 rados.set_op_timeout(config.op_timeout()?);
                 Ok(Session { rados, local: None })
             }
-            _ => Err(err::invalid("give --data DIR, -c CONF, or --mon HOST:PORT with --secret-file FILE")),
+            (None, None, _) => Err(err::invalid(NO_CLUSTER)),
         }
     }
 }

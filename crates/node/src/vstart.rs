@@ -182,7 +182,8 @@ pub fn run(args: VstartArgs) -> Result<()> {
     let gateway_ports = (0..args.gateways).map(|_| free_port()).collect::<Result<Vec<_>>>()?;
     let gateways = gateway_ports.iter().enumerate().map(|(n, addr)| {
         let port = addr.rsplit(':').next().unwrap_or_default().to_owned();
-        let args = vec!["gateway".to_owned(), "--port".into(), port, "--bind".into(), "127.0.0.1".into()];
+        let mut args = vec!["gateway".to_owned(), "--port".into(), port, "--bind".into(), "127.0.0.1".into()];
+        args.extend(["--keyring".to_owned(), path(gateway_keyring(dir, n))]);
         (format!("gateway.{n}"), None, args)
     });
     let (mut metrics, mut endpoints) = (Vec::new(), Vec::new());
@@ -199,6 +200,9 @@ pub fn run(args: VstartArgs) -> Result<()> {
         }
         if let (Some(ec), Some(domain), true) = (args.ec, failure_domain, name == last_osd) {
             set_profile(&conf_arg, ec, domain).inspect_err(|_| abandon(dir, &pids))?;
+        }
+        if name == last_osd && args.gateways > 0 {
+            gateway_keys(dir, &conf_arg, args.gateways).inspect_err(|_| abandon(dir, &pids))?;
         }
     }
     std::fs::write(dir.join(PIDS), pids.join("\n") + "\n").map_err(io("writing the pid file".into()))?;
@@ -233,19 +237,41 @@ fn ec_failure_domain(ec: EcShape, osds: u32, hosts: u32) -> Result<&'static str>
 /// Sets the erasure-code profile of the gateways' data pool (`shoal osd
 /// erasure-code-profile set`, against the cluster just started).
 fn set_profile(conf: &str, ec: EcShape, failure_domain: &str) -> Result<()> {
+    let mut args = vec!["osd".to_owned(), "erasure-code-profile".into(), "-c".into(), conf.into(), "set".into()];
+    args.push(ec.profile_name());
+    args.extend(ec.profile_settings(failure_domain));
+    shoal(&args, &format!("setting erasure-code profile {}", ec.profile_name()))
+}
+
+/// Where gateway `n`'s keyring is.
+pub fn gateway_keyring(dir: &Path, n: usize) -> PathBuf {
+    dir.join(format!("client.rgw.{n}.keyring"))
+}
+
+/// Creates the gateways' pools as the administrator, then a key for each gateway
+/// (`client.rgw.N`) in its keyring, whose caps let it read the map and work in its own
+/// pools only: it may not create pools or change the cluster.
+fn gateway_keys(dir: &Path, conf: &str, gateways: u32) -> Result<()> {
+    shoal(&["admin".into(), "-c".into(), conf.into(), "pools".into()], "creating the gateways' pools")?;
+    let pools: Vec<String> = shoal_gateway::layout::POOLS.iter().map(|p| format!("allow rwx pool={p}")).collect();
+    for n in 0..gateways as usize {
+        let entity = format!("client.rgw.{n}");
+        let mut args = vec!["auth".to_owned(), "-c".into(), conf.into(), "get-or-create".into(), entity.clone()];
+        args.extend(["mon".to_owned(), "allow r".into(), "osd".into(), pools.join(", ")]);
+        args.extend(["-o".to_owned(), gateway_keyring(dir, n).to_string_lossy().into_owned()]);
+        shoal(&args, &format!("creating {entity}'s key"))?;
+    }
+    Ok(())
+}
+
+/// Runs `shoal ARGS` to its end; an error says `what` failed and why.
+fn shoal(args: &[String], what: &str) -> Result<()> {
     let exe = std::env::current_exe().map_err(io("locating the shoal binary".into()))?;
-    let mut command = Command::new(exe);
-    command.args(["osd", "erasure-code-profile", "-c", conf, "set", &ec.profile_name()]);
-    let output =
-        command.args(ec.profile_settings(failure_domain)).output().map_err(io("setting the profile".into()))?;
+    let output = Command::new(exe).args(args).output().map_err(io(what.to_owned()))?;
     if output.status.success() {
         Ok(())
     } else {
-        Err(err::io(format!(
-            "setting erasure-code profile {}: {}",
-            ec.profile_name(),
-            String::from_utf8_lossy(&output.stderr)
-        )))
+        Err(err::io(format!("{what}: {}", String::from_utf8_lossy(&output.stderr))))
     }
 }
 

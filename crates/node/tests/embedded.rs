@@ -234,10 +234,10 @@ async fn concurrent_writers_share_wal_syncs_and_keep_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_reach_the_object_layer_over_authenticated_tcp() {
-    use shoal_transport::TcpNetwork;
+    use shoal_transport::{Credentials, TcpNetwork};
     use std::sync::Arc;
     let dir = tempfile::tempdir().unwrap();
-    let network = Arc::new(TcpNetwork::new(b"cluster secret", 64 << 20));
+    let network = Arc::new(TcpNetwork::new(Credentials::new("client.admin", b"cluster secret"), 64 << 20));
     let config = Config::from_settings(&[]).unwrap();
     let e = Embedded::open_on(dir.path(), &config, network, "127.0.0.1:0", "127.0.0.1:0", 1).await.unwrap();
     let io = pool(&e, "p").await;
@@ -248,22 +248,32 @@ async fn clients_reach_the_object_layer_over_authenticated_tcp() {
 
     // A second client that knows the secret gets in; one that does not is refused.
     let mon = e.mon_addr().to_owned();
-    let friend =
-        shoal_client::Rados::connect(Arc::new(TcpNetwork::new(b"cluster secret", 1 << 20)), &mon).await.unwrap();
+    let friend = shoal_client::Rados::connect(
+        Arc::new(TcpNetwork::new(Credentials::new("client.admin", b"cluster secret"), 1 << 20)),
+        &mon,
+    )
+    .await
+    .unwrap();
     assert_eq!(friend.ioctx("p").await.unwrap().read_full("obj").await.unwrap().len(), 100_000);
-    let refused = shoal_client::Rados::connect(Arc::new(TcpNetwork::new(b"wrong", 1 << 20)), &mon).await.err().unwrap();
-    assert_eq!(refused.errno, Errno::NotConnected);
+    let refused = shoal_client::Rados::connect(
+        Arc::new(TcpNetwork::new(Credentials::new("client.admin", b"wrong"), 1 << 20)),
+        &mon,
+    )
+    .await
+    .err()
+    .unwrap();
+    assert_eq!(refused.errno, Errno::AccessDenied);
     assert!(refused.message.contains("authentication failed"), "{refused}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resent_write_is_applied_once_even_after_restart() {
-    use shoal_transport::{Network, TcpNetwork};
+    use shoal_transport::{Credentials, Network, TcpNetwork};
     use shoal_types::msg::{Message, OsdOp, Reply, Request};
     use shoal_types::{ClientId, ObjectName, ReqId, Step};
     use std::sync::Arc;
     let dir = tempfile::tempdir().unwrap();
-    let network = Arc::new(TcpNetwork::new(b"s", 1 << 20));
+    let network = Arc::new(TcpNetwork::new(Credentials::new("client.admin", b"s"), 1 << 20));
     let config = Config::from_settings(&[]).unwrap();
     let mut replies = Vec::new();
     for restart in 0..2 {
@@ -297,10 +307,10 @@ async fn a_resent_write_is_applied_once_even_after_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_notify_over_tcp_reports_a_vanished_watcher() {
-    use shoal_transport::TcpNetwork;
+    use shoal_transport::{Credentials, TcpNetwork};
     use std::sync::Arc;
     let dir = tempfile::tempdir().unwrap();
-    let net = || Arc::new(TcpNetwork::new(b"secret", 1 << 20));
+    let net = || Arc::new(TcpNetwork::new(Credentials::new("client.admin", b"secret"), 1 << 20));
     let config = Config::from_settings(&[]).unwrap();
     let e = Embedded::open_on(dir.path(), &config, net(), "127.0.0.1:0", "127.0.0.1:0", 1).await.unwrap();
     let io = pool(&e, "p").await;

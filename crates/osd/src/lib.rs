@@ -24,7 +24,8 @@ use shard::{Job, MonRequest, ShardContext, shard_of};
 use shoal_objclass::ClassRegistry;
 use shoal_pg_core::damage::Kind;
 use shoal_store::{ObjectKey, ObjectStore, Transaction};
-use shoal_transport::{Connection, Listener, Network};
+use shoal_transport::{Connection, Listener, Network, Peer};
+use shoal_types::auth::{Perms, op_perms};
 use shoal_types::msg::{Message, PeerRequest, Reply, Request};
 use shoal_types::pg::PgStat;
 use shoal_types::{ActiveInterval, ClientId, OsdId, OsdMap, PgId, Result, err};
@@ -531,7 +532,7 @@ impl Osd {
     }
 
     async fn serve_connection(self, conn: Connection) {
-        let Connection { sender, mut receiver } = conn;
+        let Connection { sender, mut receiver, peer } = conn;
         let conn_id = self.inner.next_conn.fetch_add(1, Ordering::Relaxed);
         let mut client = ClientId(0);
         while let Some(message) = receiver.recv().await {
@@ -540,6 +541,10 @@ impl Osd {
                     if let Request::Hello(id) = request {
                         client = id;
                         let _ = sender.send(Message::Reply { tid, reply: Ok(Reply::Done) }).await;
+                        continue;
+                    }
+                    if let Err(e) = self.authorize(&peer, &request) {
+                        let _ = sender.send(Message::Reply { tid, reply: Err(e) }).await;
                         continue;
                     }
                     // Queue in arrival order; answer asynchronously.
@@ -571,6 +576,33 @@ impl Osd {
             }
         }
         self.inner.watches.connection_closed(conn_id);
+    }
+
+    /// Whether `peer` may send `request`: the cluster's daemons and its administrator may
+    /// do everything; a client entity what its OSD cap allows on the pool and namespace,
+    /// as the current map says (so changed caps and removed keys apply at once).
+    fn authorize(&self, peer: &Peer, request: &Request) -> Result<()> {
+        if peer.cluster {
+            return Ok(());
+        }
+        let map = self.inner.map.borrow();
+        let entity = &*peer.entity;
+        let Some(known) = map.auth.get(entity) else {
+            return Err(err::access(format!("{entity} has no key any more: it was removed")));
+        };
+        let (pool, namespace, need) = match request {
+            Request::Op(op) => (Some(op.pool), Some(op.object.namespace.as_str()), op_perms(&op.steps)),
+            Request::PgList(list) => (Some(list.pool), list.namespace.as_deref(), Perms::R),
+            Request::Watch(w) | Request::Unwatch(w) => (Some(w.pool), Some(w.object.namespace.as_str()), Perms::R),
+            Request::Notify(n) => (Some(n.pool), Some(n.object.namespace.as_str()), Perms::R),
+            _ => (None, None, Perms::ALL),
+        };
+        let pool_name = pool.and_then(|p| map.pools.get(&p)).map(|p| p.name.as_str());
+        if known.caps.osd.allows(pool_name, namespace, need) {
+            return Ok(());
+        }
+        let what = pool_name.map_or(String::new(), |p| format!(" on pool {p}"));
+        Err(err::access(format!("{entity}'s caps (osd '{}') do not allow this ({need} needed{what})", known.caps.osd)))
     }
 
     async fn dispatch(

@@ -2,7 +2,9 @@
 
 use clap::{Parser, Subcommand};
 use shoal_bench::{ec_bench, grow_bench, guarded_append, placement_bench, recovery_bench, scrub_bench, thrash};
-use shoal_node::{admin_cmd, balancer_cmd, config_cmd, debug, gateway_cmd, mon_cmd, rados_cmd, sim_cmd, vstart};
+use shoal_node::{
+    admin_cmd, auth_cmd, balancer_cmd, config_cmd, debug, gateway_cmd, mon_cmd, rados_cmd, sim_cmd, vstart,
+};
 
 /// Shoal: a distributed object store in the lineage of Ceph.
 #[derive(Parser, Debug)]
@@ -31,6 +33,9 @@ enum Command {
     Balancer(balancer_cmd::BalancerArgs),
     /// Send a daemon an administrative command: `tell osd.N perf dump|config show|df`.
     Tell(admin_cmd::TellArgs),
+    /// Client entities with keys of their own and caps: `get-or-create`, `get`, `ls`,
+    /// `caps`, `rm`, `print-key` (like `ceph auth`).
+    Auth(auth_cmd::AuthArgs),
     /// Run the map authority (monitor) daemon, or change the quorum: `mon add|rm|stat`.
     Mon(mon_cmd::MonArgs),
     /// Start (or stop) a local multi-process cluster on loopback.
@@ -90,6 +95,7 @@ impl Command {
             | Command::Pool(_)
             | Command::Balancer(_)
             | Command::Tell(_)
+            | Command::Auth(_)
             | Command::Config(_)
             | Command::Admin(_)
             | Command::Sim(_) => true,
@@ -126,6 +132,7 @@ fn main() -> std::process::ExitCode {
             Command::Balancer(args) => balancer_cmd::balancer(args).await,
             Command::Pg(command) => admin_cmd::pg(command).await,
             Command::Mon(args) => mon_cmd::mon(args).await,
+            Command::Auth(args) => auth_cmd::auth(args).await,
             Command::Osd(command) => admin_cmd::osd(command).await,
             Command::Tell(args) => admin_cmd::tell(args).await,
             Command::Vstart(args) => vstart::run(args),

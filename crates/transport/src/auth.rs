@@ -1,10 +1,12 @@
-//! Mutual authentication with a shared cluster secret, without sending it, and the keys
-//! of the session that follows. Each side sends an ephemeral X25519 public key as its
-//! nonce and proves knowledge of the secret with an HMAC-SHA256 over both nonces and its
-//! role; the frames after the handshake are sealed (AES-256-GCM, see [`crate::frame`])
-//! with keys derived by HKDF-SHA256 from the X25519 shared secret and the cluster secret,
-//! so only holders of the secret can read or forge them, and a secret stolen later does
-//! not open recorded sessions. Pure functions; the TCP transport drives the exchange.
+//! Mutual authentication with a key both sides know, without sending it, and the keys of
+//! the session that follows. The client names the entity it is (`osd.3`, `client.rgw.0`);
+//! the key is the cluster secret for the cluster's daemons and its administrator, or the
+//! entity's own key (see `shoal_types::auth`). Each side sends an ephemeral X25519 public
+//! key as its nonce and proves knowledge of the key with an HMAC-SHA256 over both nonces,
+//! the entity and its role; the frames after the handshake are sealed (AES-256-GCM, see
+//! [`crate::frame`]) with keys derived by HKDF-SHA256 from the X25519 shared secret and the
+//! key, so only holders of the key can read or forge them, and a key stolen later does not
+//! open recorded sessions. Pure functions; the TCP transport drives the exchange.
 
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
@@ -22,25 +24,27 @@ pub enum Handshake {
         /// The server's ephemeral X25519 public key.
         nonce: [u8; NONCE_LEN],
     },
-    /// Client → server: the client's nonce and its proof.
+    /// Client → server: the client's nonce, who it is, and its proof.
     ClientProof {
         /// The client's ephemeral X25519 public key.
         nonce: [u8; NONCE_LEN],
-        /// HMAC(secret, "shoal client" ‖ server nonce ‖ client nonce).
+        /// The entity the client authenticates as.
+        entity: String,
+        /// HMAC(key, "shoal client" ‖ server nonce ‖ client nonce ‖ entity).
         proof: Vec<u8>,
     },
     /// Server → client: the server's proof; after it, messages flow.
     ServerProof {
-        /// HMAC(secret, "shoal server" ‖ client nonce ‖ server nonce).
+        /// HMAC(key, "shoal server" ‖ client nonce ‖ server nonce ‖ entity).
         proof: Vec<u8>,
     },
 }
 
 impl Versioned for Handshake {
     const NAME: &'static str = "handshake";
-    /// Version 2: the nonces are X25519 public keys and sealed frames follow; a version 1
-    /// peer (random nonces, frames in the clear) is refused.
-    const VERSION: u8 = 2;
+    /// Version 3: the client names its entity, which the proofs bind; a version 2 peer
+    /// (no entity, every peer holding the cluster secret) is refused, as is version 1.
+    const VERSION: u8 = 3;
 }
 
 /// The keys of one connection's two directions.
@@ -68,32 +72,33 @@ pub fn session_keys(secret: &[u8], shared: &[u8], server_nonce: &[u8], client_no
     }
 }
 
-fn mac(secret: &[u8], role: &[u8], first: &[u8], second: &[u8]) -> Hmac<Sha256> {
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret).expect("HMAC accepts keys of any length");
+fn mac(key: &[u8], role: &[u8], first: &[u8], second: &[u8], entity: &str) -> Hmac<Sha256> {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC accepts keys of any length");
     mac.update(role);
     mac.update(first);
     mac.update(second);
+    mac.update(entity.as_bytes());
     mac
 }
 
-/// The client's proof for a server nonce and its own nonce.
-pub fn client_proof(secret: &[u8], server_nonce: &[u8], client_nonce: &[u8]) -> Vec<u8> {
-    mac(secret, b"shoal client", server_nonce, client_nonce).finalize().into_bytes().to_vec()
+/// The client's proof for a server nonce, its own nonce and the entity it claims.
+pub fn client_proof(key: &[u8], server_nonce: &[u8], client_nonce: &[u8], entity: &str) -> Vec<u8> {
+    mac(key, b"shoal client", server_nonce, client_nonce, entity).finalize().into_bytes().to_vec()
 }
 
-/// The server's proof, bound to both nonces in the opposite order.
-pub fn server_proof(secret: &[u8], client_nonce: &[u8], server_nonce: &[u8]) -> Vec<u8> {
-    mac(secret, b"shoal server", client_nonce, server_nonce).finalize().into_bytes().to_vec()
+/// The server's proof, bound to both nonces in the opposite order and the entity.
+pub fn server_proof(key: &[u8], client_nonce: &[u8], server_nonce: &[u8], entity: &str) -> Vec<u8> {
+    mac(key, b"shoal server", client_nonce, server_nonce, entity).finalize().into_bytes().to_vec()
 }
 
 /// Whether `proof` is the client's proof (compared in constant time).
-pub fn verify_client(secret: &[u8], server_nonce: &[u8], client_nonce: &[u8], proof: &[u8]) -> bool {
-    mac(secret, b"shoal client", server_nonce, client_nonce).verify_slice(proof).is_ok()
+pub fn verify_client(key: &[u8], server_nonce: &[u8], client_nonce: &[u8], entity: &str, proof: &[u8]) -> bool {
+    mac(key, b"shoal client", server_nonce, client_nonce, entity).verify_slice(proof).is_ok()
 }
 
 /// Whether `proof` is the server's proof (compared in constant time).
-pub fn verify_server(secret: &[u8], client_nonce: &[u8], server_nonce: &[u8], proof: &[u8]) -> bool {
-    mac(secret, b"shoal server", client_nonce, server_nonce).verify_slice(proof).is_ok()
+pub fn verify_server(key: &[u8], client_nonce: &[u8], server_nonce: &[u8], entity: &str, proof: &[u8]) -> bool {
+    mac(key, b"shoal server", client_nonce, server_nonce, entity).verify_slice(proof).is_ok()
 }
 
 #[cfg(test)]
@@ -101,14 +106,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn proofs_bind_secret_role_and_nonces() {
+    fn proofs_bind_key_role_nonces_and_entity() {
         let (s, c) = ([1u8; NONCE_LEN], [2u8; NONCE_LEN]);
-        let proof = client_proof(b"secret", &s, &c);
-        assert!(verify_client(b"secret", &s, &c, &proof));
-        assert!(!verify_client(b"other", &s, &c, &proof), "wrong secret");
-        assert!(!verify_client(b"secret", &c, &s, &proof), "swapped nonces");
-        assert!(!verify_server(b"secret", &c, &s, &proof), "a client proof is no server proof");
-        assert!(verify_server(b"secret", &c, &s, &server_proof(b"secret", &c, &s)));
+        let proof = client_proof(b"secret", &s, &c, "client.a");
+        assert!(verify_client(b"secret", &s, &c, "client.a", &proof));
+        assert!(!verify_client(b"other", &s, &c, "client.a", &proof), "wrong key");
+        assert!(!verify_client(b"secret", &c, &s, "client.a", &proof), "swapped nonces");
+        assert!(!verify_client(b"secret", &s, &c, "client.b", &proof), "another entity");
+        assert!(!verify_server(b"secret", &c, &s, "client.a", &proof), "a client proof is no server proof");
+        assert!(verify_server(b"secret", &c, &s, "client.a", &server_proof(b"secret", &c, &s, "client.a")));
+    }
+
+    #[test]
+    fn handshake_messages_have_golden_bytes() {
+        // Version 3, ClientProof (1): 32 nonce bytes, entity "c.a", a 2-byte proof.
+        let proof = Handshake::ClientProof { nonce: [9; NONCE_LEN], entity: "c.a".into(), proof: vec![5, 6] };
+        let expected = [&[3, 1][..], &[9; NONCE_LEN], &[3, b'c', b'.', b'a'], &[2, 5, 6]].concat();
+        assert_eq!(proof.encode(), expected);
+        assert_eq!(Handshake::decode(&expected).unwrap(), proof);
+        let v2 = [&[2, 1][..], &[9; NONCE_LEN], &[2, 5, 6]].concat();
+        assert!(Handshake::decode(&v2).is_err(), "a version 2 handshake is refused");
     }
 
     #[test]

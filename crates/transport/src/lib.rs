@@ -13,12 +13,12 @@ pub mod rpc;
 pub mod tcp;
 
 pub(crate) use network::ACCEPT_QUEUE;
-pub use network::{CONNECTION_QUEUE, ConnectFuture, Connection, Listener, Network, connection_pair};
+pub use network::{CONNECTION_QUEUE, ConnectFuture, Connection, Listener, Network, Peer, connection_pair};
 pub use rpc::Rpc;
 use shoal_types::{Result, err};
 use std::collections::HashMap;
 use std::sync::Mutex;
-pub use tcp::TcpNetwork;
+pub use tcp::{Credentials, TcpNetwork};
 use tokio::sync::mpsc;
 
 /// An in-process network: addresses are names, connections are channel pairs.
@@ -120,7 +120,8 @@ mod tests {
 
     #[tokio::test]
     async fn local_first_keeps_own_connections_in_process() {
-        let tcp: std::sync::Arc<dyn Network> = std::sync::Arc::new(TcpNetwork::new(b"secret", 1 << 20));
+        let tcp: std::sync::Arc<dyn Network> =
+            std::sync::Arc::new(TcpNetwork::new(Credentials::new("client.admin", b"secret"), 1 << 20));
         let net = LocalFirst::new(tcp.clone());
         let mut listener = net.bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().to_owned();

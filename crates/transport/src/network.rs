@@ -5,6 +5,7 @@ use shoal_types::Result;
 use shoal_types::msg::Message;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// Connections waiting to be accepted before connectors wait.
@@ -18,13 +19,36 @@ pub struct Connection {
     pub sender: mpsc::Sender<Message>,
     /// Receives from the peer; `None` once the peer has gone.
     pub receiver: mpsc::Receiver<Message>,
+    /// Who the peer authenticated as.
+    pub peer: Peer,
 }
 
-/// Two connected ends.
+/// Who is at the other end of a connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    /// The entity it authenticated as (`osd.3`, `client.rgw.0`).
+    pub entity: Arc<str>,
+    /// Whether it proved the cluster secret: a daemon of the cluster or its
+    /// administrator, allowed everything; otherwise its caps say what it may do.
+    pub cluster: bool,
+}
+
+impl Peer {
+    /// A peer of the cluster itself: in-process connections, and the daemons a client
+    /// connected to.
+    pub fn daemon() -> Peer {
+        Peer { entity: Arc::from("cluster"), cluster: true }
+    }
+}
+
+/// Two connected ends, each trusting the other as the cluster's.
 pub fn connection_pair() -> (Connection, Connection) {
     let (a_tx, a_rx) = mpsc::channel(CONNECTION_QUEUE);
     let (b_tx, b_rx) = mpsc::channel(CONNECTION_QUEUE);
-    (Connection { sender: a_tx, receiver: b_rx }, Connection { sender: b_tx, receiver: a_rx })
+    (
+        Connection { sender: a_tx, receiver: b_rx, peer: Peer::daemon() },
+        Connection { sender: b_tx, receiver: a_rx, peer: Peer::daemon() },
+    )
 }
 
 /// Incoming connections on one address.

@@ -62,7 +62,7 @@ impl Rpc {
         on_push: PushHandler,
         on_close: Box<dyn FnOnce() + Send>,
     ) -> Result<Arc<Rpc>> {
-        let Connection { sender, mut receiver } = network.connect(addr).await?;
+        let Connection { sender, mut receiver, .. } = network.connect(addr).await?;
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
         let rpc = Arc::new(Rpc {
             addr: addr.to_owned(),

@@ -1,5 +1,6 @@
 //! The messenger over TCP: every connection starts with mutual authentication by the
-//! cluster secret and an X25519 key agreement (see [`crate::auth`]); then each
+//! cluster secret or a client entity's own key and an X25519 key agreement (see
+//! [`crate::auth`]); the accepting side learns who connected ([`Peer`]). Then each
 //! [`Message`] travels as one frame sealed with the session's keys (see [`crate::frame`]).
 //! Above this module a TCP connection is the same pair of bounded channels as a local one.
 //!
@@ -11,33 +12,87 @@
 
 use crate::auth::{self, Handshake, NONCE_LEN, SessionKeys};
 use crate::frame::{self, Cipher, Decoder};
-use crate::{ACCEPT_QUEUE, CONNECTION_QUEUE, ConnectFuture, Connection, Listener, Network};
+use crate::{ACCEPT_QUEUE, CONNECTION_QUEUE, ConnectFuture, Connection, Listener, Network, Peer};
 use aws_lc_rs::agreement::{self, EphemeralPrivateKey, UnparsedPublicKey, X25519};
 use aws_lc_rs::rand::SystemRandom;
 use bytes::Bytes;
+use shoal_types::auth::is_cluster_entity;
 use shoal_types::msg::Message;
 use shoal_types::{RadosError, Result, Versioned, err};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 /// How long a peer has to complete the handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a server waits for the key of a client entity it does not know.
+const NEW_ENTITY_WAIT: Duration = Duration::from_secs(3);
 
-/// A TCP network whose peers share a cluster secret.
+/// Who this side is and the keys it proves it with: a daemon of the cluster or its
+/// administrator (`osd.3`, `client.admin`) with the cluster secret, or a client entity
+/// (`client.rgw.0`) with its own key. While the cluster secret is rotated a daemon holds
+/// the new one first and the old one after it: it connects with the first its peer takes
+/// and accepts peers proving either.
+#[derive(Clone)]
+pub struct Credentials {
+    /// The entity this side authenticates as.
+    pub entity: String,
+    /// Its keys, the preferred one first.
+    pub keys: Vec<Vec<u8>>,
+}
+
+impl Credentials {
+    /// Credentials of `entity` with the single key `key`.
+    pub fn new(entity: &str, key: &[u8]) -> Self {
+        Credentials { entity: entity.to_owned(), keys: vec![key.to_vec()] }
+    }
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials").field("entity", &self.entity).field("keys", &self.keys.len()).finish()
+    }
+}
+
+/// A TCP network whose peers prove the cluster secret or a client entity's key.
 #[derive(Clone)]
 pub struct TcpNetwork {
-    secret: Arc<Vec<u8>>,
+    credentials: Arc<Credentials>,
+    /// The keys of client entities this side accepts (the monitors' auth table).
+    entity_keys: Arc<watch::Sender<HashMap<String, Vec<u8>>>>,
     max_message_bytes: usize,
 }
 
 impl TcpNetwork {
-    /// A network authenticating peers with `secret` and refusing messages over `max_message_bytes`.
-    pub fn new(secret: &[u8], max_message_bytes: usize) -> Self {
-        TcpNetwork { secret: Arc::new(secret.to_vec()), max_message_bytes }
+    /// A network authenticating with `credentials` and refusing messages over
+    /// `max_message_bytes`. It accepts the cluster's daemons if `credentials` hold the
+    /// cluster secret, and client entities once [`TcpNetwork::set_entity_keys`] names them.
+    pub fn new(credentials: Credentials, max_message_bytes: usize) -> Self {
+        TcpNetwork { credentials: Arc::new(credentials), entity_keys: Arc::default(), max_message_bytes }
+    }
+
+    /// The client entities accepted from now on and their keys; connections of an entity
+    /// no longer named stay open (its requests are refused by the caps check above).
+    pub fn set_entity_keys(&self, keys: HashMap<String, Vec<u8>>) {
+        self.entity_keys.send_replace(keys);
+    }
+
+    /// The keys a peer claiming to be `entity` may prove, and whether it is the cluster's.
+    /// An entity not known yet gets [`NEW_ENTITY_WAIT`] to appear: its key may have been
+    /// made a moment ago, and the map that carries it not reached this daemon yet.
+    async fn accepted_keys(&self, entity: &str) -> (Vec<Vec<u8>>, bool) {
+        if is_cluster_entity(entity) {
+            let ours = is_cluster_entity(&self.credentials.entity);
+            return (if ours { self.credentials.keys.clone() } else { Vec::new() }, true);
+        }
+        let mut keys = self.entity_keys.subscribe();
+        let _ = tokio::time::timeout(NEW_ENTITY_WAIT, keys.wait_for(|k| k.contains_key(entity))).await;
+        let key = keys.borrow().get(entity).cloned();
+        (key.into_iter().collect(), false)
     }
 }
 
@@ -59,7 +114,7 @@ fn ephemeral() -> Result<(EphemeralPrivateKey, [u8; NONCE_LEN])> {
 
 /// The session keys from our ephemeral key and the peer's nonce.
 fn agree(
-    secret: &[u8],
+    key: &[u8],
     private: EphemeralPrivateKey,
     server_nonce: &[u8; NONCE_LEN],
     client_nonce: &[u8; NONCE_LEN],
@@ -67,7 +122,7 @@ fn agree(
 ) -> Result<SessionKeys> {
     let peer = UnparsedPublicKey::new(&X25519, peer);
     agreement::agree_ephemeral(private, peer, err::not_connected("the peer's X25519 key is invalid"), |shared| {
-        Ok(auth::session_keys(secret, shared, server_nonce, client_nonce))
+        Ok(auth::session_keys(key, shared, server_nonce, client_nonce))
     })
 }
 
@@ -90,59 +145,68 @@ async fn send(stream: &mut TcpStream, h: &Handshake) -> Result<()> {
     stream.write_all(&frame::encode(&h.encode())).await.map_err(|e| io_err("handshake write", e))
 }
 
-/// The server's side of the handshake; returns the cipher sealing what it sends, the
-/// decoder now opening what it receives.
-async fn server_handshake(stream: &mut TcpStream, secret: &[u8], decoder: &mut Decoder) -> Result<Cipher> {
+/// The server's side of the handshake; returns the cipher sealing what it sends (the
+/// decoder now opens what it receives) and who the client proved to be.
+async fn server_handshake(
+    stream: &mut TcpStream,
+    network: &TcpNetwork,
+    decoder: &mut Decoder,
+) -> Result<(Cipher, Peer)> {
     let (private, server_nonce) = ephemeral()?;
     send(stream, &Handshake::Challenge { nonce: server_nonce }).await?;
     match Handshake::decode(&read_frame(stream, decoder).await?)? {
-        Handshake::ClientProof { nonce: client_nonce, proof } => {
-            if !auth::verify_client(secret, &server_nonce, &client_nonce, &proof) {
-                return Err(err::not_connected("authentication failed: the peer does not know the cluster secret"));
-            }
-            let keys = agree(secret, private, &server_nonce, &client_nonce, &client_nonce)?;
-            let proof = auth::server_proof(secret, &client_nonce, &server_nonce);
+        Handshake::ClientProof { nonce: client_nonce, entity, proof } => {
+            let (keys, cluster) = network.accepted_keys(&entity).await;
+            let Some(key) = keys.iter().find(|k| auth::verify_client(k, &server_nonce, &client_nonce, &entity, &proof))
+            else {
+                return Err(err::access(format!("authentication failed: {entity} did not prove a key it holds")));
+            };
+            let keys = agree(key, private, &server_nonce, &client_nonce, &client_nonce)?;
+            let proof = auth::server_proof(key, &client_nonce, &server_nonce, &entity);
             send(stream, &Handshake::ServerProof { proof }).await?;
             decoder.open_with(Cipher::new(&keys.client_to_server));
-            Ok(Cipher::new(&keys.server_to_client))
+            Ok((Cipher::new(&keys.server_to_client), Peer { entity: entity.into(), cluster }))
         }
         other => Err(err::invalid(format!("handshake: expected a client proof, got {other:?}"))),
     }
 }
 
-/// The client's side of the handshake, returning as [`server_handshake`] does.
-async fn client_handshake(stream: &mut TcpStream, secret: &[u8], decoder: &mut Decoder) -> Result<Cipher> {
+/// The client's side of the handshake as `entity` with `key`, returning as
+/// [`server_handshake`] does (the peer: the server, a daemon of the cluster).
+async fn client_handshake(stream: &mut TcpStream, entity: &str, key: &[u8], decoder: &mut Decoder) -> Result<Cipher> {
     let Handshake::Challenge { nonce: server_nonce } = Handshake::decode(&read_frame(stream, decoder).await?)? else {
         return Err(err::invalid("handshake: expected a challenge"));
     };
     let (private, client_nonce) = ephemeral()?;
-    let proof = auth::client_proof(secret, &server_nonce, &client_nonce);
-    send(stream, &Handshake::ClientProof { nonce: client_nonce, proof }).await?;
+    let proof = auth::client_proof(key, &server_nonce, &client_nonce, entity);
+    send(stream, &Handshake::ClientProof { nonce: client_nonce, entity: entity.to_owned(), proof }).await?;
     match read_frame(stream, decoder).await.and_then(|f| Handshake::decode(&f)) {
-        Ok(Handshake::ServerProof { proof }) if auth::verify_server(secret, &client_nonce, &server_nonce, &proof) => {
-            let keys = agree(secret, private, &server_nonce, &client_nonce, &server_nonce)?;
+        Ok(Handshake::ServerProof { proof })
+            if auth::verify_server(key, &client_nonce, &server_nonce, entity, &proof) =>
+        {
+            let keys = agree(key, private, &server_nonce, &client_nonce, &server_nonce)?;
             decoder.open_with(Cipher::new(&keys.server_to_client));
             Ok(Cipher::new(&keys.client_to_server))
         }
         Ok(Handshake::ServerProof { .. }) => {
-            Err(err::not_connected("authentication failed: the server does not know the cluster secret"))
+            Err(err::access(format!("authentication failed: the server does not know {entity}'s key")))
         }
         Ok(other) => Err(err::invalid(format!("handshake: expected a server proof, got {other:?}"))),
-        Err(_) => Err(err::not_connected("authentication failed: the server refused this client's cluster secret")),
+        Err(_) => Err(err::access(format!("authentication failed: the server refused {entity}'s key"))),
     }
 }
 
 /// Turns an authenticated stream into a [`Connection`]: one task opens and decodes
 /// incoming frames, one encodes and seals outgoing messages with `sealing` (several per
 /// write when they queue up).
-fn start_pumps(stream: TcpStream, decoder: Decoder, sealing: Cipher, peer: String) -> Connection {
+fn start_pumps(stream: TcpStream, decoder: Decoder, sealing: Cipher, addr: String, peer: Peer) -> Connection {
     let _ = stream.set_nodelay(true);
     let (read_half, write_half) = stream.into_split();
     let (in_tx, in_rx) = mpsc::channel(CONNECTION_QUEUE);
     let (out_tx, out_rx) = mpsc::channel(CONNECTION_QUEUE);
-    tokio::spawn(read_pump(read_half, decoder, in_tx, peer.clone()));
-    tokio::spawn(write_pump(write_half, out_rx, sealing, peer));
-    Connection { sender: out_tx, receiver: in_rx }
+    tokio::spawn(read_pump(read_half, decoder, in_tx, addr.clone()));
+    tokio::spawn(write_pump(write_half, out_rx, sealing, addr));
+    Connection { sender: out_tx, receiver: in_rx, peer }
 }
 
 async fn read_pump(mut read: OwnedReadHalf, mut decoder: Decoder, to_app: mpsc::Sender<Message>, peer: String) {
@@ -199,7 +263,7 @@ impl Network for TcpNetwork {
         let listener =
             tokio::net::TcpListener::from_std(std_listener).map_err(|e| err::io(format!("listener on {addr}: {e}")))?;
         let (tx, rx) = mpsc::channel(ACCEPT_QUEUE);
-        let (secret, max) = (self.secret.clone(), self.max_message_bytes);
+        let (network, max) = (self.clone(), self.max_message_bytes);
         tokio::spawn(async move {
             loop {
                 let accepted = tokio::select! {
@@ -207,13 +271,13 @@ impl Network for TcpNetwork {
                     () = tx.closed() => return,
                 };
                 let Ok((mut stream, peer)) = accepted else { continue };
-                let (tx, secret) = (tx.clone(), secret.clone());
+                let (tx, network) = (tx.clone(), network.clone());
                 tokio::spawn(async move {
                     let mut decoder = Decoder::new(max);
-                    let handshake = server_handshake(&mut stream, &secret, &mut decoder);
+                    let handshake = server_handshake(&mut stream, &network, &mut decoder);
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
-                        Ok(Ok(sealing)) => {
-                            let _ = tx.send(start_pumps(stream, decoder, sealing, peer.to_string())).await;
+                        Ok(Ok((sealing, who))) => {
+                            let _ = tx.send(start_pumps(stream, decoder, sealing, peer.to_string(), who)).await;
                         }
                         Ok(Err(e)) => tracing::warn!(%peer, error = %e, "refused a peer"),
                         Err(_) => tracing::warn!(%peer, "refused a peer: handshake timed out"),
@@ -226,16 +290,24 @@ impl Network for TcpNetwork {
 
     fn connect<'a>(&'a self, addr: &'a str) -> ConnectFuture<'a> {
         Box::pin(async move {
-            let attempt = async {
-                let mut stream =
-                    TcpStream::connect(addr).await.map_err(|e| io_err(&format!("connect to {addr}"), e))?;
-                let mut decoder = Decoder::new(self.max_message_bytes);
-                let sealing = client_handshake(&mut stream, &self.secret, &mut decoder).await?;
-                Ok(start_pumps(stream, decoder, sealing, addr.to_owned()))
-            };
-            tokio::time::timeout(HANDSHAKE_TIMEOUT, attempt)
-                .await
-                .unwrap_or_else(|_| Err(err::timed_out(format!("connecting to {addr} timed out"))))
+            let Credentials { entity, keys } = self.credentials.as_ref();
+            let mut refused = err::access(format!("{entity} has no key"));
+            // One connection per key until the server takes one (a rotation in progress).
+            for key in keys {
+                let attempt = async {
+                    let mut stream =
+                        TcpStream::connect(addr).await.map_err(|e| io_err(&format!("connect to {addr}"), e))?;
+                    let mut decoder = Decoder::new(self.max_message_bytes);
+                    let sealing = client_handshake(&mut stream, entity, key, &mut decoder).await?;
+                    Ok::<_, RadosError>(start_pumps(stream, decoder, sealing, addr.to_owned(), Peer::daemon()))
+                };
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, attempt).await {
+                    Ok(Err(e)) if e.errno == shoal_types::Errno::AccessDenied => refused = e,
+                    Ok(result) => return result,
+                    Err(_) => return Err(err::timed_out(format!("connecting to {addr} timed out"))),
+                }
+            }
+            Err(refused)
         })
     }
 }
@@ -245,6 +317,10 @@ mod tests {
     use super::*;
     use shoal_types::Errno;
     use shoal_types::msg::{Reply, Request};
+
+    fn admin(secret: &[u8]) -> Credentials {
+        Credentials::new("client.admin", secret)
+    }
 
     async fn echo_server(net: &TcpNetwork) -> String {
         let mut listener = net.bind("127.0.0.1:0").unwrap();
@@ -263,7 +339,7 @@ mod tests {
 
     #[tokio::test]
     async fn authenticated_peers_exchange_messages() {
-        let net = TcpNetwork::new(b"cluster secret", 1 << 20);
+        let net = TcpNetwork::new(admin(b"cluster secret"), 1 << 20);
         let addr = echo_server(&net).await;
         let mut conn = net.connect(&addr).await.unwrap();
         for tid in 0..100 {
@@ -277,19 +353,104 @@ mod tests {
 
     #[tokio::test]
     async fn a_peer_with_the_wrong_secret_is_refused() {
-        let server = TcpNetwork::new(b"cluster secret", 1 << 20);
+        let server = TcpNetwork::new(admin(b"cluster secret"), 1 << 20);
         let addr = echo_server(&server).await;
-        let intruder = TcpNetwork::new(b"guessed", 1 << 20);
+        let intruder = TcpNetwork::new(admin(b"guessed"), 1 << 20);
         let e = intruder.connect(&addr).await.err().unwrap();
-        assert_eq!(e.errno, Errno::NotConnected);
+        assert_eq!(e.errno, Errno::AccessDenied);
         assert!(e.message.contains("authentication failed"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn client_entities_prove_their_own_key_and_the_server_learns_who_they_are() {
+        let server = TcpNetwork::new(Credentials::new("osd.0", b"cluster secret"), 1 << 20);
+        let mut listener = server.bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().to_owned();
+        let gateway = TcpNetwork::new(Credentials::new("client.rgw", b"rgw key"), 1 << 20);
+        let e = gateway.connect(&addr).await.err().unwrap();
+        assert_eq!(e.errno, Errno::AccessDenied, "an entity the server does not know yet: {e}");
+        server.set_entity_keys(HashMap::from([("client.rgw".to_owned(), b"rgw key".to_vec())]));
+        let _conn = gateway.connect(&addr).await.unwrap();
+        let accepted = listener.accept().await.unwrap();
+        assert_eq!(accepted.peer, Peer { entity: Arc::from("client.rgw"), cluster: false });
+        let _admin = TcpNetwork::new(admin(b"cluster secret"), 1 << 20).connect(&addr).await.unwrap();
+        assert_eq!(listener.accept().await.unwrap().peer, Peer { entity: Arc::from("client.admin"), cluster: true });
+        // An entity key does not make its holder a daemon, and a client entity cannot
+        // accept daemons.
+        let impostor = TcpNetwork::new(Credentials::new("osd.1", b"rgw key"), 1 << 20);
+        assert_eq!(impostor.connect(&addr).await.err().unwrap().errno, Errno::AccessDenied);
+        let rgw_addr = echo_server(&gateway).await;
+        let daemon = TcpNetwork::new(Credentials::new("osd.1", b"rgw key"), 1 << 20);
+        assert_eq!(daemon.connect(&rgw_addr).await.err().unwrap().errno, Errno::AccessDenied);
+        server.set_entity_keys(HashMap::new());
+        assert_eq!(gateway.connect(&addr).await.err().unwrap().errno, Errno::AccessDenied, "revoked");
+    }
+
+    #[tokio::test]
+    async fn during_a_rotation_old_and_new_secrets_meet() {
+        let both = Credentials { entity: "osd.0".into(), keys: vec![b"new".to_vec(), b"old".to_vec()] };
+        let (rotated, old, new) = (
+            TcpNetwork::new(both, 1 << 20),
+            TcpNetwork::new(Credentials::new("osd.1", b"old"), 1 << 20),
+            TcpNetwork::new(Credentials::new("osd.2", b"new"), 1 << 20),
+        );
+        let (rotated_addr, old_addr, new_addr) =
+            (echo_server(&rotated).await, echo_server(&old).await, echo_server(&new).await);
+        old.connect(&rotated_addr).await.expect("a daemon not yet rotated reaches a rotated one");
+        rotated.connect(&old_addr).await.expect("a rotated daemon falls back to the old secret");
+        rotated.connect(&new_addr).await.expect("and uses the new one first");
+        new.connect(&rotated_addr).await.unwrap();
+        assert_eq!(
+            new.connect(&old_addr).await.err().unwrap().errno,
+            Errno::AccessDenied,
+            "the old secret alone is gone"
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+        /// Whatever a client sends after the challenge without the key, the server never
+        /// answers with a proof or hands a connection to the application.
+        #[test]
+        fn a_handshake_without_the_key_is_refused(
+            entity in proptest::sample::select(vec!["osd.1", "client.admin", "client.rgw", "client.x"]),
+            proof in proptest::collection::vec(proptest::num::u8::ANY, 0..40),
+            garbage in proptest::collection::vec(proptest::num::u8::ANY, 0..80),
+            raw in proptest::bool::ANY,
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let server = TcpNetwork::new(Credentials::new("osd.0", b"cluster secret"), 1 << 20);
+                server.set_entity_keys(HashMap::from([("client.rgw".to_owned(), b"rgw key".to_vec())]));
+                let mut listener = server.bind("127.0.0.1:0").unwrap();
+                let mut stream = TcpStream::connect(listener.local_addr()).await.unwrap();
+                let mut decoder = Decoder::new(1 << 20);
+                let challenge = read_frame(&mut stream, &mut decoder).await.unwrap();
+                assert!(matches!(Handshake::decode(&challenge), Ok(Handshake::Challenge { .. })));
+                let sent = match raw {
+                    true => garbage.clone(),
+                    false => {
+                        let proof = Handshake::ClientProof { nonce: [7; NONCE_LEN], entity: entity.into(), proof: proof.clone() };
+                        frame::encode(&proof.encode()).to_vec()
+                    }
+                };
+                stream.write_all(&sent).await.unwrap();
+                let _ = stream.shutdown().await;
+                let mut answer = Vec::new();
+                let read = tokio::time::timeout(Duration::from_secs(15), stream.read_to_end(&mut answer)).await;
+                assert!(read.is_ok(), "the server closes the connection");
+                assert!(answer.is_empty(), "no proof comes back: {answer:?}");
+                let accepted = tokio::time::timeout(Duration::from_millis(50), listener.accept()).await;
+                assert!(accepted.is_err(), "no connection reaches the application");
+            });
+        }
     }
 
     #[tokio::test]
     async fn an_address_nothing_listens_at_refuses_and_says_so() {
         // A port just freed: nothing listens there.
         let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
-        let e = TcpNetwork::new(b"s", 1 << 20).connect(&addr).await.err().unwrap();
+        let e = TcpNetwork::new(admin(b"s"), 1 << 20).connect(&addr).await.err().unwrap();
         assert_eq!(e.errno, Errno::ConnectionRefused, "{e}");
         assert!(e.errno.is_disconnect() && e.message.contains(&addr), "{e}");
     }
@@ -330,7 +491,7 @@ mod tests {
 
     #[tokio::test]
     async fn what_crosses_the_wire_is_sealed_and_tampering_ends_the_connection() {
-        let net = TcpNetwork::new(b"cluster secret", 1 << 20);
+        let net = TcpNetwork::new(admin(b"cluster secret"), 1 << 20);
         let server = echo_server(&net).await;
         let (addr, seen) = relay(server.clone(), None).await;
         let mut conn = net.connect(&addr).await.unwrap();
@@ -354,7 +515,7 @@ mod tests {
 
     #[tokio::test]
     async fn garbage_instead_of_a_handshake_is_dropped() {
-        let server = TcpNetwork::new(b"s", 1 << 20);
+        let server = TcpNetwork::new(admin(b"s"), 1 << 20);
         let addr = echo_server(&server).await;
         let mut raw = TcpStream::connect(&addr).await.unwrap();
         raw.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();

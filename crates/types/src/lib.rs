@@ -2,6 +2,7 @@
 //!
 //! Pure data: this crate must not depend on tokio, RocksDB, sockets or the clock.
 
+pub mod auth;
 pub mod autoscale;
 pub mod crush;
 pub mod encoding;

@@ -1,5 +1,6 @@
 //! The cluster map: pools and OSDs at one epoch.
 
+use crate::auth::AuthEntity;
 use crate::autoscale::{AutoscaleChange, AutoscaleMode, DEFAULT_MODE_OPTION, PoolAutoscale};
 use crate::crush::{BucketType, CrushBucket, CrushChange, CrushMap, DEFAULT_RULE};
 use crate::erasure::{DEFAULT_PROFILE, ErasurePoolSpec, ErasureProfile, PoolErasure};
@@ -171,6 +172,10 @@ pub struct OsdMap {
     /// Pools whose autoscaler settings are not the default ([`crate::autoscale`]).
     #[serde(default)]
     pub pool_autoscale: BTreeMap<PoolId, PoolAutoscale>,
+    /// Client entities with keys of their own and their caps ([`crate::auth`]); only
+    /// holders of the cluster secret see it (see [`OsdMap::without_keys`]).
+    #[serde(default)]
+    pub auth: BTreeMap<String, AuthEntity>,
 }
 
 /// The cluster flags `osd set` knows: `noout` (the monitor marks no down OSD out),
@@ -185,14 +190,21 @@ impl OsdMap {
     pub fn has_flag(&self, flag: &str) -> bool {
         self.flags.contains(flag)
     }
+
+    /// This map as a client entity may see it: the auth table removed.
+    pub fn without_keys(mut self) -> OsdMap {
+        self.auth.clear();
+        self
+    }
 }
 
 impl crate::Versioned for OsdMap {
     const NAME: &'static str = "osd map";
-    const VERSION: u8 = 11;
+    const VERSION: u8 = 12;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<crate::Result<Self>> {
         match version {
+            11 => return Some(crate::encoding::decode_body::<v11::OsdMap>("osd map v11", body).map(OsdMap::from)),
             10 => return Some(crate::encoding::decode_body::<v10::OsdMap>("osd map v10", body).map(OsdMap::from)),
             9 => return Some(crate::encoding::decode_body::<v9::OsdMap>("osd map v9", body).map(OsdMap::from)),
             8 => return Some(crate::encoding::decode_body::<v8::OsdMap>("osd map v8", body).map(OsdMap::from)),
@@ -216,6 +228,91 @@ impl crate::Versioned for OsdMap {
             _ => return None,
         };
         Some(v4.map(|m| OsdMap::from(v5::OsdMap::from(m))))
+    }
+}
+
+/// Version 11 of the map, before the auth table.
+pub mod v11 {
+    use super::{ActiveInterval, OsdEntry, PgResize, Pool};
+    use crate::autoscale::PoolAutoscale;
+    use crate::crush::CrushMap;
+    use crate::erasure::ErasureProfile;
+    use crate::ids::{OsdId, PgId, PoolId};
+    use crate::space::{FullRatios, PoolQuota, SpaceState};
+    use serde::{Deserialize, Serialize};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// The map as version 11 stored it.
+    #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct OsdMap {
+        /// Epoch.
+        pub epoch: u64,
+        /// Next pool id.
+        pub next_pool_id: u64,
+        /// Pools.
+        pub pools: BTreeMap<PoolId, Pool>,
+        /// OSDs.
+        pub osds: BTreeMap<OsdId, OsdEntry>,
+        /// Central configuration.
+        pub config: BTreeMap<String, BTreeMap<String, String>>,
+        /// Activated intervals.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub pg_active: BTreeMap<PgId, ActiveInterval>,
+        /// Erasure-code profiles.
+        pub erasure_profiles: BTreeMap<String, ErasureProfile>,
+        /// Primaries in place of placement's.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub primary_temp: BTreeMap<PgId, OsdId>,
+        /// The CRUSH map.
+        pub crush: CrushMap,
+        /// Override weights.
+        pub osd_reweight: BTreeMap<OsdId, u32>,
+        /// Cluster flags.
+        pub flags: BTreeSet<String>,
+        /// Full ratios.
+        pub full_ratios: FullRatios,
+        /// OSD space states.
+        pub osd_space: BTreeMap<OsdId, SpaceState>,
+        /// Pool quotas.
+        pub pool_quotas: BTreeMap<PoolId, PoolQuota>,
+        /// Pools at their quota.
+        pub full_pools: BTreeSet<PoolId>,
+        /// Lost OSDs.
+        pub osd_lost: BTreeMap<OsdId, u64>,
+        /// Upmap exceptions.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub pg_upmap_items: BTreeMap<PgId, Vec<(OsdId, OsdId)>>,
+        /// PG count changes.
+        pub pg_resize: BTreeMap<PoolId, PgResize>,
+        /// Autoscaler settings.
+        pub pool_autoscale: BTreeMap<PoolId, PoolAutoscale>,
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        fn from(old: OsdMap) -> Self {
+            super::OsdMap {
+                epoch: old.epoch,
+                next_pool_id: old.next_pool_id,
+                pools: old.pools,
+                osds: old.osds,
+                config: old.config,
+                pg_active: old.pg_active,
+                erasure_profiles: old.erasure_profiles,
+                primary_temp: old.primary_temp,
+                crush: old.crush,
+                osd_reweight: old.osd_reweight,
+                flags: old.flags,
+                full_ratios: old.full_ratios,
+                osd_space: old.osd_space,
+                pool_quotas: old.pool_quotas,
+                full_pools: old.full_pools,
+                osd_lost: old.osd_lost,
+                pg_upmap_items: old.pg_upmap_items,
+                pg_resize: old.pg_resize,
+                pool_autoscale: old.pool_autoscale,
+                auth: BTreeMap::new(),
+            }
+        }
     }
 }
 
@@ -295,6 +392,7 @@ pub mod v10 {
                 pg_upmap_items: old.pg_upmap_items,
                 pg_resize: old.pg_resize,
                 pool_autoscale: BTreeMap::new(),
+                auth: BTreeMap::new(),
             }
         }
     }
@@ -1303,6 +1401,7 @@ fn known_osd(map: &OsdMap, osd: OsdId) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::{Cap, Caps};
 
     #[test]
     fn create_assigns_fresh_ids_and_rejects_duplicates() {
@@ -1352,7 +1451,7 @@ mod tests {
     }
 
     #[test]
-    fn version_11_has_golden_bytes() {
+    fn version_12_has_golden_bytes() {
         use crate::Versioned;
         let mut map = OsdMap { epoch: 1, ..OsdMap::default() };
         let profile = ErasureProfile { k: 4, m: 2, stripe_unit: 4096, ..ErasureProfile::default() };
@@ -1422,9 +1521,19 @@ mod tests {
         // (pool 1: mode warn (1), target ratio 0.25: 2,500 as varint 0xc4 0x13).
         let mut scaled = resizing.clone();
         scaled.pool_autoscale.insert(PoolId(1), PoolAutoscale { mode: AutoscaleMode::Warn, target_size_ratio: 2_500 });
-        let expected: Vec<u8> = [&[11][..], &v10[1..], &[1, 1, 1, 0xc4, 0x13]].concat();
-        assert_eq!(scaled.encode(), expected);
-        assert_eq!(OsdMap::decode(&expected).unwrap(), scaled);
+        let v11: Vec<u8> = [&[11][..], &v10[1..], &[1, 1, 1, 0xc4, 0x13]].concat();
+        assert_eq!(OsdMap::decode(&v11).unwrap(), scaled);
+        // Version 12 ends with the auth table: "client.a" with a 2-byte key and caps mon
+        // 'allow r' (one grant: r, no pool, no namespace), osd 'allow * pool=p'.
+        let mut keyed = scaled.clone();
+        let caps =
+            Caps { mon: Cap::parse("allow r", false).unwrap(), osd: Cap::parse("allow * pool=p", true).unwrap() };
+        keyed.auth.insert("client.a".into(), AuthEntity { key: vec![7, 8], caps });
+        let entity = [&[1, 8][..], b"client.a", &[2, 7, 8], &[1, 1, 0, 0, 0, 0, 0], &[1, 1, 1, 1, 1, 1, 1, b'p', 0]];
+        let expected: Vec<u8> = [&[12][..], &v11[1..], &entity.concat()].concat();
+        assert_eq!(keyed.encode(), expected);
+        assert_eq!(OsdMap::decode(&expected).unwrap(), keyed);
+        assert!(keyed.clone().without_keys().auth.is_empty(), "clients get the map without the table");
         assert_eq!(
             OsdMap::decode(&flagged.encode()).unwrap().full_ratios,
             FullRatios::default(),

@@ -684,6 +684,8 @@ pub enum MapCommand {
     },
     /// Removes a monitor from the quorum (`mon rm`), running or dead.
     MonRemove(u64),
+    /// Changes the auth table (`auth get-or-create|caps|rm`); answered with the map.
+    Auth(crate::auth::AuthChange),
 }
 
 #[cfg(test)]
@@ -856,6 +858,25 @@ mod tests {
         assert_eq!(msg.encode(), [1, 0, 4, 6, 28, 3, 3, b'a', b':', b'1']);
         let msg = Message::Request { tid: 4, request: Request::Map(MapCommand::MonRemove(2)) };
         assert_eq!(msg.encode(), [1, 0, 4, 6, 29, 2]);
+    }
+
+    #[test]
+    fn auth_changes_have_golden_bytes() {
+        use crate::auth::{AuthChange, Cap, Caps};
+        // Request (0), tid 4, Request::Map (6), Auth (30): GetOrCreate (0) "client.a" with
+        // mon 'allow w' (one grant: w, no pool or namespace) and no OSD grants; SetCaps (1)
+        // with no caps; Remove (2).
+        let caps = Caps { mon: Cap::parse("allow w", false).unwrap(), osd: Cap::default() };
+        let create = AuthChange::GetOrCreate { entity: "client.a".into(), caps };
+        let msg = Message::Request { tid: 4, request: Request::Map(MapCommand::Auth(create)) };
+        let name = [&[8][..], b"client.a"].concat();
+        assert_eq!(msg.encode(), [&[1, 0, 4, 6, 30, 0][..], &name, &[1, 0, 1, 0, 0, 0, 0, 0]].concat());
+        let set = AuthChange::SetCaps { entity: "client.a".into(), caps: Caps::default() };
+        let msg = Message::Request { tid: 4, request: Request::Map(MapCommand::Auth(set)) };
+        assert_eq!(msg.encode(), [&[1, 0, 4, 6, 30, 1][..], &name, &[0, 0]].concat());
+        let msg =
+            Message::Request { tid: 4, request: Request::Map(MapCommand::Auth(AuthChange::Remove("client.a".into()))) };
+        assert_eq!(msg.encode(), [&[1, 0, 4, 6, 30, 2][..], &name].concat());
     }
 
     #[test]

@@ -167,8 +167,7 @@ impl Cluster {
         }
         shoal(&vstart)?;
         let conf = dir.join("shoal.conf");
-        let session =
-            ClusterArgs { data: None, conf: Some(conf.clone()), mon: None, secret_file: None, options: Vec::new() };
+        let session = ClusterArgs::from_conf(conf.clone());
         let rados = session.open().await?.rados;
         // Replaced data is collected within a minute, so that a long run's overwrites do
         // not fill the disk.
