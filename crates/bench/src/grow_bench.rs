@@ -1,10 +1,12 @@
 //! `shoal bench grow`: growing a running `shoal vstart` cluster under S3 load. Writers PUT
 //! objects through every gateway throughout; after a measured phase the bench multiplies
 //! the S3 data pool's pg_num and starts OSDs on a new host at once, and measures until
-//! every PG is active+clean, then once more. The table gives client throughput in each
-//! phase against before, the time to active+clean, the bytes recovery and backfill wrote
-//! against the least that had to move (the new OSDs' weighted share of the stored copies),
-//! and the longest a client waited for one PUT.
+//! every PG is active+clean, then once more; last it halves pg_num again (a merge: pgp_num
+//! comes down, then the pool's IO pauses while its PGs merge) and measures until the pool
+//! is merged and clean. The table gives client throughput in each phase against before,
+//! the time to active+clean and to merged, the bytes recovery and backfill wrote against
+//! the least that had to move (the new OSDs' weighted share of the stored copies), and the
+//! longest a client waited for one PUT.
 
 use crate::recovery_bench::{wait_clean, wait_settled};
 use crate::s3client::S3Client;
@@ -130,6 +132,17 @@ pub async fn run(args: GrowBenchArgs) -> Result<()> {
     let ideal = stored as f64 * new_weight as f64 / (old_weight + new_weight) as f64;
     let after = timed("after").await.map_err(joined)??;
 
+    let stop = Arc::new(AtomicBool::new(false));
+    let merging = phase("merging", stop.clone());
+    let started = Instant::now();
+    eprintln!("pg_num of {DATA_POOL} {pg_num} -> {} (a merge)", pg_num / 2);
+    rados.pool_set_pg_num(DATA_POOL, pg_num / 2).await?;
+    let merged = wait_settled(&rados, Duration::from_secs(1800)).await;
+    let to_merged = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let merging = merging.await.map_err(joined)??;
+    merged?;
+
     let row = |label: &str, stats: &RunStats| {
         let mut row = vec![("phase", serde_json::Value::from(label))];
         row.extend(stats.columns());
@@ -137,7 +150,8 @@ pub async fn run(args: GrowBenchArgs) -> Result<()> {
         row.push(("share_of_before", round(stats.ops_per_sec() / before.ops_per_sec().max(1e-9), 3)));
         row
     };
-    print_rows(&[row("before", &before), row("growing", &growing), row("after", &after)], args.json);
+    let rows = [row("before", &before), row("growing", &growing), row("after", &after), row("merging", &merging)];
+    print_rows(&rows, args.json);
     if !args.json {
         println!();
     }
@@ -151,6 +165,7 @@ pub async fn run(args: GrowBenchArgs) -> Result<()> {
         ("bytes_moved", serde_json::Value::from(moved)),
         ("ideal_bytes", round(ideal, 0)),
         ("moved_over_ideal", round(moved as f64 / ideal.max(1.0), 3)),
+        ("seconds_to_merged", round(to_merged.as_secs_f64(), 1)),
     ];
     print_rows(&[summary], args.json);
     session.close();

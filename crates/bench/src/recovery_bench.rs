@@ -183,7 +183,8 @@ pub(crate) async fn wait_settled(rados: &Rados, timeout: Duration) -> Result<()>
     let deadline = Instant::now() + timeout;
     loop {
         wait_clean(rados, deadline.saturating_duration_since(Instant::now())).await?;
-        if rados.refresh_map().await?.pg_resize.values().all(|r| r.pgp_num == r.pgp_num_target) {
+        let map = rados.refresh_map().await?;
+        if map.pg_resize.values().all(|r| r.pgp_num == r.pgp_num_target) && map.pg_merge.is_empty() {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(500)).await;

@@ -91,6 +91,8 @@ enum Fault {
     Reweight(u32, u32),
     /// Double the pg_num of the thrasher's pool (every PG splits; pgp_num follows in steps).
     Split,
+    /// Halve the pg_num of the thrasher's pool (pgp_num comes down, then the PGs merge).
+    Merge,
     /// Start a new OSD on a host (a new disk).
     AddOsd(String),
     /// Drain an OSD the run added (out, until every PG is clean), stop and purge it.
@@ -109,6 +111,7 @@ impl std::fmt::Display for Fault {
             Fault::Upmap => write!(f, "upmap moves"),
             Fault::Reweight(id, w) => write!(f, "reweight osd.{id} to {:.2}", f64::from(*w) / 65536.0),
             Fault::Split => write!(f, "double pg_num of {POOL}"),
+            Fault::Merge => write!(f, "halve pg_num of {POOL}"),
             Fault::AddOsd(host) => write!(f, "add an OSD on {host}"),
             Fault::RemoveOsd(id) => write!(f, "drain and purge osd.{id}"),
         }
@@ -117,6 +120,8 @@ impl std::fmt::Display for Fault {
 
 /// The largest pg_num the thrasher splits its pool to.
 const MAX_SPLIT_PG_NUM: u32 = 128;
+/// The smallest pg_num the thrasher merges its pool to.
+const MIN_MERGE_PG_NUM: u32 = 8;
 /// The most OSDs the thrasher has added at once.
 const MAX_ADDED_OSDS: usize = 2;
 
@@ -438,6 +443,7 @@ fn kind(fault: &Fault) -> &'static str {
         Fault::Upmap => "upmap moves",
         Fault::Reweight(..) => "reweight",
         Fault::Split => "split",
+        Fault::Merge => "merge",
         Fault::AddOsd(_) => "add osd",
         Fault::RemoveOsd(_) => "remove osd",
     }
@@ -471,6 +477,7 @@ async fn pick(
         8 => Fault::Upmap,
         9..=10 => Fault::KillGateway(gateways[rng.random_range(0..gateways.len())].0.clone()),
         11 => Fault::Reweight(osd, rng.random_range(0x8000..=0x10000)),
+        12 if rng.random_range(0..3) == 0 => Fault::Merge,
         12 => Fault::Split,
         _ if added.len() == MAX_ADDED_OSDS || (!added.is_empty() && rng.random_range(0..2) == 0) => {
             Fault::RemoveOsd(added[rng.random_range(0..added.len())])
@@ -502,6 +509,15 @@ async fn inject(
             let pg_num = rados.refresh_map().await?.pool_named(POOL)?.pg_num;
             if pg_num * 2 <= MAX_SPLIT_PG_NUM {
                 rados.pool_set_pg_num(POOL, pg_num * 2).await?;
+            }
+            tokio::time::sleep(hold).await;
+            Ok(())
+        }
+        Fault::Merge => {
+            let map = rados.refresh_map().await?;
+            let pool = map.pool_named(POOL)?;
+            if pool.pg_num / 2 >= MIN_MERGE_PG_NUM && !map.pg_merge.contains_key(&pool.id) {
+                rados.pool_set_pg_num(POOL, pool.pg_num / 2).await?;
             }
             tokio::time::sleep(hold).await;
             Ok(())

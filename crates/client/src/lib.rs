@@ -347,8 +347,8 @@ impl Rados {
         self.map_command(MapCommand::PgUpmapItems(pgs)).await
     }
 
-    /// Sets a pool's `pg_num`: raising it splits every PG in place (lowering it, merging
-    /// PGs, is refused for now). Returns the new map.
+    /// Sets a pool's `pg_num`: raising it splits every PG in place, lowering it starts a
+    /// merge (replicated pools) that the leader monitor carries out. Returns the new map.
     pub async fn pool_set_pg_num(&self, pool: &str, pg_num: u32) -> Result<Arc<OsdMap>> {
         self.map_command(MapCommand::SetPgNum { pool: pool.to_owned(), pg_num }).await
     }

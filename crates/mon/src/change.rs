@@ -145,6 +145,10 @@ pub enum MapChange {
     },
     /// Remove an entity.
     AuthRemove(String),
+    /// Pause a merging pool's PGs: its sources are on their targets' OSDs.
+    PauseMerge(shoal_types::PoolId),
+    /// Drop a merging pool's `pg_num`: every PG reported it is ready.
+    FinishMerge(shoal_types::PoolId),
 }
 
 /// Applies `change` to `map`; the epoch increases when the map changes. Returns the reply
@@ -180,6 +184,14 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
         MapChange::AuthCaps { entity, caps } => {
             let known = map.auth.get_mut(entity).ok_or_else(|| err::not_found(format!("no entity {entity}")))?;
             known.caps = caps.clone();
+            Reply::Done
+        }
+        MapChange::PauseMerge(pool) => {
+            map.pause_merge(*pool)?;
+            Reply::Done
+        }
+        MapChange::FinishMerge(pool) => {
+            map.finish_merge(*pool)?;
             Reply::Done
         }
         MapChange::AuthRemove(entity) => {

@@ -435,7 +435,9 @@ pub enum PoolCommand {
     /// Each pool's usage and the pg_num the PG autoscaler proposes for it.
     AutoscaleStatus,
     /// Set a pool's parameter: `crush_rule RULE`, `pg_num N` (raising it splits every PG
-    /// in place; `pgp_num` then follows in steps), `pgp_num N` (where placement goes),
+    /// in place; `pgp_num` then follows in steps; lowering it merges PGs once placement
+    /// brought them together, pausing the pool's IO for the merge itself), `pgp_num N`
+    /// (where placement goes),
     /// `pg_autoscale_mode on|warn|off` or `target_size_ratio 0..1` (the share of its
     /// OSDs' capacity the autoscaler sizes it for before the data arrives).
     Set {
@@ -487,6 +489,11 @@ fn describe_pool(map: &OsdMap, pool: &shoal_types::Pool) -> String {
         Some(r) if r.pgp_num == r.pgp_num_target => format!(" pgp_num {}", r.pgp_num),
         Some(r) => format!(" pgp_num {} (going to {})", r.pgp_num, r.pgp_num_target),
         None => String::new(),
+    };
+    let pgp = match map.pg_merge.get(&pool.id) {
+        Some(m) if m.paused > 0 => format!("{pgp} (merging to {}: paused)", m.pg_num),
+        Some(m) => format!("{pgp} (merging to {})", m.pg_num),
+        None => pgp,
     };
     let autoscale = map.autoscale(pool.id);
     let target = match autoscale.target_size_ratio {
@@ -1029,7 +1036,7 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
             }
             let to_recover: u64 = stats.iter().map(|s| s.objects_to_recover).sum();
             println!("  io:\n    client: {ops_per_sec} op/s");
-            let resizing: Vec<String> = map
+            let mut resizing: Vec<String> = map
                 .pg_resize
                 .iter()
                 .filter_map(|(id, r)| map.pools.get(id).map(|p| (p, r)))
@@ -1040,6 +1047,12 @@ async fn execute(rados: &shoal_client::Rados, action: Action) -> Result<()> {
                     )
                 })
                 .collect();
+            resizing.extend(map.pg_merge.iter().filter_map(|(id, m)| {
+                let step = if m.paused > 0 { "paused, merging" } else { "bringing sources to their targets" };
+                map.pools
+                    .get(id)
+                    .map(|p| format!("    pool '{}' pg_num {} merging to {}: {step}", p.name, p.pg_num, m.pg_num))
+            }));
             if to_recover > 0 || !resizing.is_empty() {
                 println!("  progress:");
             }

@@ -89,7 +89,7 @@ pub fn print_status(rows: &[Proposal]) {
         );
     }
     if rows.iter().any(|r| r.mode == AutoscaleMode::On && r.new_pg_num.is_some_and(|n| n < r.pg_num)) {
-        println!("(merge): the autoscaler does not lower pg_num yet: merging PGs is not built");
+        println!("(merge): the autoscaler does not lower pg_num by itself: `osd pool set POOL pg_num N` merges");
     }
 }
 

@@ -40,6 +40,8 @@ enum Flaw {
     ReplyBeforeReplicaCommit,
     /// Split an incomplete copy of a PG into complete children.
     SplitCompletesChildren,
+    /// Serve writes to PGs paused for a merge and merge them with writes in flight.
+    MergeWithoutPause,
 }
 
 fn parse_range(s: &str) -> std::result::Result<Range<u64>, String> {
@@ -57,6 +59,7 @@ pub fn run_sim(args: SimArgs) -> Result<()> {
     let flaws = match args.flaw {
         Some(Flaw::ReplyBeforeReplicaCommit) => Flaws { reply_before_replica_commit: true, ..Flaws::default() },
         Some(Flaw::SplitCompletesChildren) => Flaws { split_completes_children: true, ..Flaws::default() },
+        Some(Flaw::MergeWithoutPause) => Flaws { merge_without_pause: true, ..Flaws::default() },
         None => Flaws::default(),
     };
     let options =
@@ -118,6 +121,7 @@ fn flaw_flag(flaw: Option<Flaw>) -> &'static str {
     match flaw {
         Some(Flaw::ReplyBeforeReplicaCommit) => " --flaw reply-before-replica-commit",
         Some(Flaw::SplitCompletesChildren) => " --flaw split-completes-children",
+        Some(Flaw::MergeWithoutPause) => " --flaw merge-without-pause",
         None => "",
     }
 }

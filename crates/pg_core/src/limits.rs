@@ -147,6 +147,9 @@ pub struct Flaws {
     pub reply_before_replica_commit: bool,
     /// Split an incomplete copy into complete children that lack nothing.
     pub split_completes_children: bool,
+    /// Serve client operations on a PG paused for a merge, and report it ready
+    /// (`premerge`) while their writes are in flight.
+    pub merge_without_pause: bool,
 }
 
 /// Bytes of object data and omap per push or pulled part (Ceph's

@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 use shoal_store::{
-    ObjectKey, ObjectStore, Transaction, pg_damage_rows, pg_log_key, pg_meta_key, pg_missing_key,
+    ObjectKey, ObjectStore, Transaction, pg_damage_rows, pg_dup_rows, pg_log_key, pg_meta_key, pg_missing_key,
     pg_missing_object_key, pg_missing_objects, pg_rollback_key, pg_scrub_key,
 };
 use shoal_types::msg::{Activate, OpReply};
@@ -122,6 +122,12 @@ impl PgState {
             rollbacks,
             missing,
         };
+        let (from, to) = pg_dup_rows(pg);
+        for (_, bytes) in store.meta_scan(&from, &to, usize::MAX)? {
+            let entry =
+                PgLogEntry::decode(&bytes).map_err(|e| corrupt(format!("remembered request: {}", e.message)))?;
+            state.replies.insert(entry.reqid, reply_of(&entry));
+        }
         for entry in state.entries_after(store, EVersion::default())? {
             state.remember(&entry);
         }
@@ -129,10 +135,7 @@ impl PgState {
     }
 
     fn remember(&mut self, entry: &PgLogEntry) {
-        // Detached: a replica's entry came in a frame, and kept slices of it would pin one
-        // receive buffer per entry (gigabytes over a full log).
-        let outputs = entry.outputs.iter().flatten().map(StepOutput::detached).collect();
-        self.replies.insert(entry.reqid, OpReply { version: entry.at.version, outputs });
+        self.replies.insert(entry.reqid, reply_of(entry));
         self.log.push_back((LogPoint { at: entry.at, object: entry.object.clone() }, entry.reqid));
     }
 
@@ -352,6 +355,13 @@ impl PgState {
     }
 }
 
+/// The reply a logged request got. Detached: a replica's entry came in a frame, and kept
+/// slices of it would pin one receive buffer per entry (gigabytes over a full log).
+fn reply_of(entry: &PgLogEntry) -> OpReply {
+    let outputs = entry.outputs.iter().flatten().map(StepOutput::detached).collect();
+    OpReply { version: entry.at.version, outputs }
+}
+
 /// Deletes every object of a PG (it has `pg_num` siblings) in `txn`.
 fn delete_objects(txn: &mut Transaction, pg: PgId, pg_num: u32) {
     txn.delete_hash_ranges(pg.pool, &shoal_placement::pg_reversed_hash_ranges(pg.seed, pg_num));
@@ -360,6 +370,14 @@ fn delete_objects(txn: &mut Transaction, pg: PgId, pg_num: u32) {
 /// Deletes a PG's objects, log and record in `txn`: this OSD no longer holds it.
 pub fn delete_pg(txn: &mut Transaction, pg: PgId, pg_num: u32) {
     delete_objects(txn, pg, pg_num);
+    delete_pg_records(txn, pg);
+}
+
+/// Deletes a PG's log, remembered requests, undo records, missing set, damage and scrub
+/// rows and its record in `txn`, keeping its objects (a merge hands them to the target).
+pub fn delete_pg_records(txn: &mut Transaction, pg: PgId) {
+    let (from, to) = pg_dup_rows(pg);
+    txn.delete_meta_range(&from, &to);
     txn.delete_meta_range(&pg_log_key(pg, 0), &pg_log_key(pg, u64::MAX));
     txn.delete_meta_range(&pg_rollback_key(pg, 0), &pg_rollback_key(pg, u64::MAX));
     txn.delete_meta(&pg_missing_key(pg));

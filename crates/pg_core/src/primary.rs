@@ -288,6 +288,10 @@ impl<R> Primary<R> {
                     state.insert(PgStateFlag::Remapped);
                 } else if self.recovery.is_empty() && self.up_count() >= size {
                     state.insert(PgStateFlag::Clean);
+                    // Paused for a merge with every write on every copy: ready.
+                    if map.merge_paused(pg.pool) && self.inflight.is_empty() && self.pushes_in_flight == 0 {
+                        state.insert(PgStateFlag::Premerge);
+                    }
                 }
                 if let Some(scrub) = &self.scrub {
                     state.insert(PgStateFlag::Scrubbing);

@@ -7,18 +7,27 @@
 //! `last_update` becomes its newest remaining entry (or its log tail), so that rolling
 //! back and peering compare the child's own writes.
 //!
-//! The store records the `pg_num` its copies were split to (`N` ‖ pool), so an OSD that
-//! was down while a pool grew splits on its first map, and a split is done once. The
-//! driver commits the split before any shard sees the map that calls for it.
+//! Merging (a pool's `pg_num` lowered) is the reverse: each source PG's copy goes into
+//! its target's. The monitors merge only once every source sits on its target's OSDs and
+//! every copy of both settled while the pool was paused (clean, no write in flight), so
+//! the copies of a source and its target on every OSD of their acting set agree. Their two
+//! logs cannot interleave under one version counter, so the merged copy starts a new
+//! history, as Ceph's merges do: an empty log whose tail and head are the newer of the two
+//! last updates. A copy of only one side lacks the other's objects: it merges as
+//! incomplete, never an authority, and is backfilled or removed by peering.
+//!
+//! The store records the `pg_num` its copies were split or merged to (`N` ‖ pool), so an
+//! OSD that was down while a pool changed follows on its first map, once. The driver
+//! commits the split or merge before any shard sees the map that calls for it.
 
 use crate::limits::Flaws;
 use crate::pglog::PgState;
 use shoal_store::{
-    ObjectKey, ObjectStore, Transaction, pg_damage_key, pg_damage_rows, pg_log_key, pg_meta_key, pg_missing_key,
-    pg_missing_object_key, pg_missing_objects, pg_pool_pg_num_key, pg_pool_pg_num_rows, pg_rollback_key,
-    split_damage_key,
+    ObjectKey, ObjectStore, Transaction, pg_damage_key, pg_damage_rows, pg_dup_key, pg_dup_rows, pg_log_key,
+    pg_meta_key, pg_missing_key, pg_missing_object_key, pg_missing_objects, pg_pool_pg_num_key, pg_pool_pg_num_rows,
+    pg_rollback_key, split_damage_key,
 };
-use shoal_types::pg::{EVersion, PgInfo};
+use shoal_types::pg::{EVersion, PgInfo, PgLogEntry};
 use shoal_types::{OsdMap, PgId, PoolId, Result, Versioned, err};
 use std::collections::BTreeMap;
 
@@ -31,9 +40,8 @@ pub struct Split {
     pub pools: BTreeMap<PoolId, (u32, u32)>,
 }
 
-/// The split every pool of `map` calls for on this store (nothing for a pool seen for
-/// the first time, whose count is recorded as it is). A pool whose recorded count is
-/// above the map's cannot be followed (merging is not supported yet): an error.
+/// The split or merge every pool of `map` calls for on this store (nothing for a pool
+/// seen for the first time, whose count is recorded as it is).
 pub fn follow(store: &ObjectStore, map: &OsdMap) -> Result<Split> {
     follow_with(store, map, Flaws::default())
 }
@@ -55,10 +63,9 @@ fn follow_with(store: &ObjectStore, map: &OsdMap, flaws: Flaws) -> Result<Split>
                 split.pools.insert(pool, (recorded, p.pg_num));
             }
             Some(p) if p.pg_num < recorded => {
-                return Err(err::not_supported(format!(
-                    "pool {pool}: this OSD's copies are split to {recorded} PGs and the map has {}: merging is not supported",
-                    p.pg_num
-                )));
+                merge_pool(store, &mut split.txn, pool, (recorded, p.pg_num))?;
+                split.txn.put_meta(&row, p.pg_num.to_be_bytes().to_vec());
+                split.pools.insert(pool, (recorded, p.pg_num));
             }
             Some(_) => {}
         }
@@ -72,10 +79,10 @@ fn follow_with(store: &ObjectStore, map: &OsdMap, flaws: Flaws) -> Result<Split>
     Ok(split)
 }
 
-/// Whether `map` has a pool with more PGs than this store's copies are split to.
+/// Whether `map` has a pool with another PG count than this store's copies have.
 pub fn needed(store: &ObjectStore, map: &OsdMap) -> Result<bool> {
     let recorded = recorded_counts(store)?;
-    Ok(map.pools.values().any(|p| recorded.get(&p.id).is_some_and(|(_, count)| *count < p.pg_num)))
+    Ok(map.pools.values().any(|p| recorded.get(&p.id).is_some_and(|(_, count)| *count != p.pg_num)))
 }
 
 /// Per pool, the row recording the count its copies are split to, and that count.
@@ -91,6 +98,81 @@ fn recorded_counts(store: &ObjectStore) -> Result<BTreeMap<PoolId, (Vec<u8>, u32
         counts.insert(pool, (row, recorded));
     }
     Ok(counts)
+}
+
+/// Merges this store's copies of `pool`'s PGs from `from` PGs to `to`, in `txn` (see the
+/// module).
+fn merge_pool(store: &ObjectStore, txn: &mut Transaction, pool: PoolId, counts: (u32, u32)) -> Result<()> {
+    let (from, to) = counts;
+    let info =
+        |pg: PgId| -> Result<Option<PgInfo>> { store.meta(&pg_meta_key(pg))?.map(|b| PgInfo::decode(&b)).transpose() };
+    let mut merged: BTreeMap<u32, Option<PgInfo>> = BTreeMap::new();
+    for seed in to..from {
+        let (source, target) = (PgId { pool, seed }, PgId { pool, seed: shoal_placement::ancestor(seed, to) });
+        let so_far = match merged.remove(&target.seed) {
+            Some(so_far) => so_far,
+            None => {
+                let own = info(target)?;
+                // A copy being recovered by its log cannot be once the log is gone.
+                let recovering = store.meta(&pg_missing_key(target))?.is_some();
+                remember_requests(store, txn, target, target)?;
+                forget_history(txn, target);
+                own.map(|i| PgInfo { complete: i.complete && !recovering, ..i })
+            }
+        };
+        let theirs = info(source)?;
+        remember_requests(store, txn, source, target)?;
+        let (from_row, to_row) = pg_damage_rows(Some(source));
+        for (row, kind) in store.meta_scan(&from_row, &to_row, usize::MAX)? {
+            if let Some((_, key)) = split_damage_key(&row) {
+                txn.put_meta(&pg_damage_key(target, &ObjectKey::from_bytes(key.to_vec())?), kind);
+            }
+        }
+        crate::pglog::delete_pg_records(txn, source);
+        let together = match (so_far, theirs) {
+            (Some(a), Some(b)) => {
+                let newer = if a.last_epoch_started >= b.last_epoch_started { &a } else { &b };
+                let complete = a.complete && b.complete && store.meta(&pg_missing_key(source))?.is_none();
+                Some(PgInfo { last_update: a.last_update.max(b.last_update), complete, ..newer.clone() })
+            }
+            (Some(one), None) | (None, Some(one)) => Some(PgInfo { complete: false, ..one }),
+            (None, None) => None,
+        };
+        merged.insert(target.seed, together);
+    }
+    for (seed, together) in merged {
+        if let Some(record) = together {
+            let record = PgInfo { log_tail: record.last_update, ..record };
+            txn.put_meta(&pg_meta_key(PgId { pool, seed }), record.encode());
+        }
+    }
+    Ok(())
+}
+
+/// Keeps the requests of `pg`'s log, and those it remembers, as requests `into`
+/// remembers ([`pg_dup_key`]): a client that resends one after the merge gets its reply.
+fn remember_requests(store: &ObjectStore, txn: &mut Transaction, pg: PgId, into: PgId) -> Result<()> {
+    for (_, bytes) in store.meta_scan(&pg_log_key(pg, 0), &pg_log_key(pg, u64::MAX), usize::MAX)? {
+        let entry = PgLogEntry::decode(&bytes)?;
+        txn.put_meta(&pg_dup_key(into, entry.reqid), bytes);
+    }
+    if pg != into {
+        let (from, to) = pg_dup_rows(pg);
+        for (_, bytes) in store.meta_scan(&from, &to, usize::MAX)? {
+            let entry = PgLogEntry::decode(&bytes)?;
+            txn.put_meta(&pg_dup_key(into, entry.reqid), bytes);
+        }
+    }
+    Ok(())
+}
+
+/// Deletes a copy's log, undo records and missing set in `txn`: its history restarts.
+fn forget_history(txn: &mut Transaction, pg: PgId) {
+    txn.delete_meta_range(&pg_log_key(pg, 0), &pg_log_key(pg, u64::MAX));
+    txn.delete_meta_range(&pg_rollback_key(pg, 0), &pg_rollback_key(pg, u64::MAX));
+    txn.delete_meta(&pg_missing_key(pg));
+    let (from, to, _) = pg_missing_objects(pg);
+    txn.delete_meta_range(&from, &to);
 }
 
 /// Splits this store's copies of `pool`'s PGs from `from` PGs to `to`, in `txn`.
@@ -269,14 +351,56 @@ mod tests {
         assert_eq!(lacked, 6, "o7…o12 are lacked, each by its own PG");
     }
 
+    /// Merges `map`'s pool back to one PG as the monitors do (placement and pause done).
+    fn merge_to_one(map: &mut OsdMap, pool: PoolId) {
+        map.set_pg_num("p", 1).unwrap();
+        map.pause_merge(pool).unwrap();
+        map.finish_merge(pool).unwrap();
+    }
+
     #[test]
-    fn a_lower_pg_num_than_the_store_holds_is_refused() {
-        let (store, mut map, parent) = one_pg(1);
+    fn merged_copies_start_a_new_history_that_remembers_their_requests() {
+        let (store, mut map, parent) = one_pg(40);
+        map.set_pg_num("p", 4).unwrap();
+        store.commit(follow(&store, &map).unwrap().txn).unwrap();
+        let pool = parent.pool;
+        let newest = (0..4)
+            .map(|seed| PgState::load(&store, PgId { pool, seed }, 1000).unwrap().info.last_update)
+            .max()
+            .unwrap();
+        merge_to_one(&mut map, pool);
+        assert!(needed(&store, &map).unwrap());
+        let merge = follow(&store, &map).unwrap();
+        assert_eq!(merge.pools[&pool], (4, 1));
+        store.commit(merge.txn).unwrap();
+        let merged = PgState::load(&store, parent, 1000).unwrap();
+        assert_eq!((merged.info.last_update, merged.info.log_tail), (newest, newest), "an empty log at the newest");
+        assert!(merged.info.complete && merged.info.last_epoch_started == 3);
+        assert!(merged.entries_after(&store, EVersion::default()).unwrap().is_empty());
+        for tid in 1..=40 {
+            let reqid = ReqId { client: ClientId(1), tid };
+            assert_eq!(merged.applied(&reqid).map(|r| r.version), Some(tid), "request {tid} is remembered");
+        }
+        for seed in 1..4 {
+            assert!(store.meta(&pg_meta_key(PgId { pool, seed })).unwrap().is_none(), "source {seed} is gone");
+        }
+        let data = store.chunks(&ObjectKey::new(pool, &ObjectName::new("", "o7")).unwrap(), 0, 1).unwrap();
+        assert_eq!(data, vec![(0, Bytes::from_static(b"data"))], "the objects stay");
+        let again = follow(&store, &map).unwrap();
+        assert!(again.pools.is_empty() && again.txn.is_empty(), "merged once");
+    }
+
+    #[test]
+    fn a_copy_of_only_one_side_merges_incomplete() {
+        let (store, mut map, parent) = one_pg(10);
         map.set_pg_num("p", 2).unwrap();
         store.commit(follow(&store, &map).unwrap().txn).unwrap();
-        if let Some(pool) = map.pools.get_mut(&parent.pool) {
-            pool.pg_num = 1;
-        }
-        assert!(follow(&store, &map).unwrap_err().message.contains("merging is not supported"));
+        let mut txn = Transaction::new();
+        crate::pglog::delete_pg_records(&mut txn, PgId { pool: parent.pool, seed: 1 });
+        store.commit(txn).unwrap();
+        merge_to_one(&mut map, parent.pool);
+        store.commit(follow(&store, &map).unwrap().txn).unwrap();
+        let merged = PgState::load(&store, parent, 1000).unwrap();
+        assert!(!merged.info.complete, "it lacks the other side's objects: never an authority");
     }
 }

@@ -544,9 +544,10 @@ impl Topology {
 
 /// Applies `pg`'s upmap exceptions to its placement: an item `(from, to)` puts `from`'s
 /// copy on `to`, unless `to` is gone, out or without weight, or already holds a copy (as
-/// Ceph skips such items rather than break the PG).
+/// Ceph skips such items rather than break the PG). A source PG of a merge takes its
+/// target's exceptions, so that both sit on the same OSDs whatever exceptions change.
 pub fn apply_upmap(map: &OsdMap, pg: PgId, shards: &mut [Option<OsdId>]) {
-    let Some(items) = map.pg_upmap_items.get(&pg) else { return };
+    let Some(items) = map.pg_upmap_items.get(&map.upmap_pg(pg)) else { return };
     for &(from, to) in items {
         let usable = map.osds.get(&to).is_some_and(|o| o.is_in && o.weight > 0);
         if !usable || shards.contains(&Some(to)) {

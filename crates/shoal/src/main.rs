@@ -74,8 +74,9 @@ enum BenchCommand {
     S3(shoal_bench::s3_bench::S3BenchArgs),
     /// Client throughput on a vstart cluster with and without deep scrubs, alternated.
     Scrub(scrub_bench::ScrubBenchArgs),
-    /// Grows a vstart cluster under S3 load (pg_num ×4 and a new host) and measures what
-    /// clients see, the time to active+clean and the data moved against the least.
+    /// Grows a vstart cluster under S3 load (pg_num ×4 and a new host, then a merge to
+    /// half) and measures what clients see, the time to active+clean and the data moved
+    /// against the least.
     Grow(grow_bench::GrowBenchArgs),
     /// Random faults against a vstart cluster under RADOS and S3 load, then checks.
     Thrash(thrash::ThrashArgs),

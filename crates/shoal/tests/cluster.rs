@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 use shoal_bench::harness::{
-    Restarted, Vstart, cmdline, first_osd, kill9, metrics_url, ok, osd_counters, sample, scrape_checked, shoal,
+    Daemon, Restarted, Vstart, cmdline, first_osd, kill9, metrics_url, ok, osd_counters, sample, scrape_checked, shoal,
     shoal_c, signal, wait_clean, wait_for,
 };
 use shoal_client::{Rados, ReadOp, WriteOp};
@@ -27,13 +27,15 @@ fn payload(writer: usize, generation: u64) -> Vec<u8> {
 }
 
 /// What the writers share: when to stop, the newest acknowledged generation of each
-/// object, the errors they saw and how many rounds they completed.
+/// object, the errors they saw, how many rounds they completed and the longest write
+/// (microseconds).
 #[derive(Clone, Default)]
 struct Load {
     stop: Arc<AtomicBool>,
     acked: Arc<Mutex<BTreeMap<String, u64>>>,
     errors: Arc<Mutex<Vec<String>>>,
     ops: Arc<AtomicU64>,
+    longest_us: Arc<AtomicU64>,
 }
 
 impl Load {
@@ -81,7 +83,7 @@ impl Load {
 /// One writer: overwrites its objects in turn (data and an omap entry in one operation),
 /// reads each back, and records what was acknowledged.
 async fn writer(rados: Rados, id: usize, load: Load) {
-    let Load { stop, acked, errors, ops } = load;
+    let Load { stop, acked, errors, ops, longest_us } = load;
     let io = rados.ioctx(POOL).await.unwrap();
     let mut generation = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -91,10 +93,12 @@ async fn writer(rados: Rados, id: usize, load: Load) {
         let op = WriteOp::new()
             .write_full(payload(id, generation))
             .omap_set([(Bytes::from_static(b"gen"), gen_bytes.clone())]);
+        let started = std::time::Instant::now();
         if let Err(e) = io.operate(&name, op).await {
             errors.lock().unwrap().push(format!("write {name}: {e}"));
             continue;
         }
+        longest_us.fetch_max(started.elapsed().as_micros() as u64, Ordering::Relaxed);
         acked.lock().unwrap().insert(name.clone(), generation);
         match io.read(&name, ReadOp::new().read(0, 0).omap_get_vals_by_keys([Bytes::from_static(b"gen")])).await {
             Ok(reply) => {
@@ -877,14 +881,17 @@ fn all_pgs(conf: &str) -> usize {
     line.split_whitespace().rev().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0)
 }
 
-/// Splitting PGs while RADOS writers and an S3 client write: `pg_num` 16 -> 64 on the RADOS
-/// pool and on the gateway's data pool. Children start on their parents' OSDs (placement
-/// does not move until `pgp_num` does); the leader then raises `pgp_num` step by step to
-/// 64 and the children spread. No client sees an error, every acknowledged write reads
-/// back, every PG ends active+clean and the replicas agree. Lowering pg_num (merging) is
-/// refused with a message that says so.
+/// Growing and reshaping a cluster while RADOS writers and an S3 client write: `pg_num`
+/// 16 -> 64 -> 32 on the RADOS pool and on the gateway's data pool, then hosts moved into
+/// racks, a new host with two OSDs, an override weight of 0.5 and an OSD drained and
+/// purged. Children start on their parents' OSDs (placement does not move until
+/// `pgp_num` does); the leader then raises `pgp_num` step by step to 64 and the children
+/// spread. Merging brings `pgp_num` down to 32 first, then pauses each pool's IO while its
+/// copies settle and merge (the longest write is printed). No client sees an error, no
+/// append is applied twice, every acknowledged write reads back, every PG ends
+/// active+clean and the replicas agree.
 #[test]
-fn splitting_pgs_under_load_loses_nothing_and_spreads_the_children() {
+fn splitting_merging_and_reshaping_under_load_loses_nothing() {
     const DATA: &str = ".rgw.buckets.data";
     let cluster = Vstart::start_with(&["--osds", "5", "--hosts", "5"]);
     let conf = cluster.conf();
@@ -909,8 +916,6 @@ fn splitting_pgs_under_load_loses_nothing_and_spreads_the_children() {
     assert!(moving(), "the writers write");
     let up_before = up_sets(&conf);
 
-    let (merged, _, why) = shoal_c(&conf, &["osd", "pool", "set", POOL, "pg_num", "8"]);
-    assert!(!merged && why.contains("merging PGs") && why.contains("not supported"), "{why}");
     for pool in [POOL, DATA] {
         let set = ok(&conf, &["osd", "pool", "set", pool, "pg_num", "64"]);
         assert!(set.contains(&format!("set pool '{pool}' pg_num to 64")), "{set}");
@@ -925,7 +930,6 @@ fn splitting_pgs_under_load_loses_nothing_and_spreads_the_children() {
     });
     assert!(spread.is_some(), "pgp_num did not reach 64: {}", ok(&conf, &["pool", "ls"]));
     assert!(moving(), "the writers go on after pgp_num reached pg_num");
-    load.stop(&runtime, writers);
     wait_clean(&conf, all_pgs(&conf), "after the split");
 
     let up_after = up_sets(&conf);
@@ -939,6 +943,58 @@ fn splitting_pgs_under_load_loses_nothing_and_spreads_the_children() {
     assert!(moved > 0, "no child left its parent's OSDs: {up_after:?}");
     eprintln!("{moved} of 48 children left their parent's OSDs");
 
+    // Merging back to 32 under the same load: placement comes down first (each source
+    // joins its target), then each pool's IO pauses while its copies settle and merge.
+    load.longest_us.store(0, Ordering::Relaxed);
+    for pool in [POOL, DATA] {
+        let set = ok(&conf, &["osd", "pool", "set", pool, "pg_num", "32"]);
+        assert!(set.contains(&format!("set pool '{pool}' pg_num to 32")), "{set}");
+        assert!(pool_line(&conf, pool).contains("(merging to 32)"), "{}", pool_line(&conf, pool));
+    }
+    let (refused, _, why) = shoal_c(&conf, &["osd", "pool", "set", POOL, "pg_num", "128"]);
+    assert!(!refused && why.contains("is merging"), "{why}");
+    let merged = wait_for(|| {
+        let (data, rgw) = (pool_line(&conf, POOL), pool_line(&conf, DATA));
+        (data.contains("pg_num 32 crush_rule") && rgw.contains("pg_num 32 crush_rule")).then_some(())
+    });
+    assert!(merged.is_some(), "the pools did not merge to 32: {}", ok(&conf, &["pool", "ls"]));
+    assert!(moving(), "the writers go on after the merge");
+    let longest = Duration::from_micros(load.longest_us.load(Ordering::Relaxed));
+    eprintln!("the longest RADOS write while the pools merged took {longest:?}");
+
+    // Reshaping under the same load: hosts into racks, a new host with two OSDs, one OSD's
+    // override weight halved, one OSD drained and purged.
+    let crush = |args: &[&str]| ok(&conf, &[&["osd", "crush"][..], args].concat());
+    for rack in ["rack0", "rack1"] {
+        crush(&["add-bucket", rack, "rack", "root=default"]);
+    }
+    for (host, rack) in
+        [("host0", "rack0"), ("host1", "rack0"), ("host2", "rack1"), ("host3", "rack1"), ("host4", "rack1")]
+    {
+        crush(&["move", host, &format!("rack={rack}")]);
+    }
+    let new_osds: Vec<Daemon> = ["5", "6"]
+        .iter()
+        .map(|id| {
+            let mut command = shoal();
+            command.args(["osd", "run", "--id", id, "--host", "host9", "-c", &conf]);
+            Daemon::spawn(command, &cluster.path().join(format!("osd.{id}.log")))
+        })
+        .collect();
+    let joined = wait_for(|| ok(&conf, &["status"]).contains("7 up, 7 in").then_some(()));
+    assert!(joined.is_some(), "osd.5 and osd.6 join: {}", ok(&conf, &["osd", "tree"]));
+    assert!(ok(&conf, &["osd", "reweight", "osd.1", "0.5"]).contains("override to 0.5000"));
+    ok(&conf, &["osd", "out", "0"]);
+    wait_clean(&conf, all_pgs(&conf), "after osd.0 went out");
+    assert!(moving(), "the writers go on while the cluster is reshaped");
+    kill9(cluster.pid("osd.0"));
+    let purged = wait_for(|| shoal_c(&conf, &["osd", "purge", "0", "--yes-i-really-mean-it"]).0.then_some(()));
+    assert!(purged.is_some(), "osd.0 is purged once down: {}", ok(&conf, &["osd", "tree"]));
+    let tree = ok(&conf, &["osd", "tree"]);
+    assert!(tree.contains("rack rack0") && tree.contains("host host9") && !tree.contains("osd.0 "), "{tree}");
+    load.stop(&runtime, writers);
+    wait_clean(&conf, all_pgs(&conf), "after the reshape");
+
     let acked = load.verify(&runtime, &rados);
     let s3_acked = s3_acked.lock().unwrap().clone();
     eprintln!("{} RADOS writes and {} S3 PUTs acknowledged", ops.load(Ordering::Relaxed), s3_acked.len());
@@ -951,6 +1007,7 @@ fn splitting_pgs_under_load_loses_nothing_and_spreads_the_children() {
     drop(rados);
     drop(runtime);
     drop(_gateway);
+    drop(new_osds);
     cluster.stop();
     replicas_agree(&cluster, &map, POOL, acked.keys());
 }

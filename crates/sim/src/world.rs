@@ -18,7 +18,7 @@ use shoal_types::crush::{BucketType, CrushChange, DEFAULT_ROOT};
 use shoal_types::erasure::{ErasurePoolSpec, ErasureProfile};
 use shoal_types::msg::{OsdOp, PeerRequest, Reply};
 use shoal_types::op::{Step, StepOutput};
-use shoal_types::pg::PgStat;
+use shoal_types::pg::{PgStat, PgStateFlag};
 use shoal_types::space::{SpaceChange, SpaceState};
 use shoal_types::{ClientId, Errno, ObjectName, OsdEntry, OsdId, OsdMap, PgId, PoolId, PoolSpec, ReqId, Result, err};
 use std::collections::{BTreeMap, BTreeSet};
@@ -138,6 +138,8 @@ enum Event {
     Purge(OsdId, u32),
     /// An OSD marked full has room again.
     NotFull(OsdId),
+    /// The monitor leader's next step of a merge.
+    MergeStep,
     ClientTick(u32),
     EndChaos,
     Reset {
@@ -476,6 +478,10 @@ impl World {
             Event::NotFull(osd) => {
                 (now, 14u8, osd).hash(&mut self.trace);
                 self.change(MapChange::Space(SpaceChange::OsdState { osd, state: None }));
+            }
+            Event::MergeStep => {
+                (now, 15u8).hash(&mut self.trace);
+                self.merge_step();
             }
             Event::ClientTick(c) => {
                 (now, 9u8, c).hash(&mut self.trace);
@@ -915,7 +921,8 @@ impl World {
 
     /// A change of the cluster's shape that moves data: `pick`'s CRUSH weight or override
     /// weight, its host moved into a rack (or back to the root), a few moves of the
-    /// balancer, a PG's upmap exceptions removed, the pool's `pg_num` doubled (up to 32),
+    /// balancer, a PG's upmap exceptions removed, the pool's `pg_num` doubled (up to 32)
+    /// or halved (a merge, which [`World::merge_step`] drives),
     /// a step of its `pgp_num` after it, a new OSD on a new host (at most two more than
     /// the scenario's), `pick` drained to be purged, or `pick` full for a while.
     fn reshape(&mut self, pick: OsdId) {
@@ -940,11 +947,16 @@ impl World {
                 MapChange::Space(SpaceChange::OsdState { osd: pick, state: Some(SpaceState::Full) })
             }
             5 => {
-                let Ok(pool) = self.map.pool(self.pool) else { return };
-                if pool.pg_num >= 32 {
+                let Ok(pool) = self.map.pool(self.pool).cloned() else { return };
+                if self.map.pg_merge.contains_key(&self.pool) {
                     return;
                 }
-                MapChange::SetPgNum { pool: pool.name.clone(), pg_num: pool.pg_num * 2 }
+                let grow = pool.pg_num == 1 || pool.pg_num < 32 && self.rng.random_bool(0.6);
+                if !grow {
+                    self.after(SECOND, Event::MergeStep);
+                }
+                let pg_num = if grow { pool.pg_num * 2 } else { pool.pg_num / 2 };
+                MapChange::SetPgNum { pool: pool.name.clone(), pg_num }
             }
             6 => {
                 let (Ok(pool), Some(resize)) = (self.map.pool(self.pool), self.map.pg_resize.get(&self.pool)) else {
@@ -984,6 +996,37 @@ impl World {
                 let parent = ["rack-a", "rack-b", DEFAULT_ROOT][self.rng.random_range(0..3)].to_owned();
                 let name = format!("host{}", self.osds[&pick].host);
                 MapChange::Crush(CrushChange::Move { name, parent })
+            }
+        };
+        self.change(change);
+    }
+
+    /// The monitor leader's next step of the pool's merge, as `Monitor::step_merges` takes
+    /// it, once a second until it is done (healing too): `pgp_num` down to the new count
+    /// while every PG is clean; then the pause, once each source has its target's acting
+    /// set; then the merge, once every PG reported `premerge` under the pause.
+    fn merge_step(&mut self) {
+        let Some(merge) = self.map.pg_merge.get(&self.pool).cloned() else { return };
+        self.after(SECOND, Event::MergeStep);
+        let Ok(pg_num) = self.map.pool(self.pool).map(|p| p.pg_num) else { return };
+        let (unclean, stats) = self.unclean();
+        let acting = |pg: &PgId| stats.get(pg).map(|s| &s.acting);
+        let pairs = self.map.merge_pairs(self.pool, pg_num, merge.pg_num);
+        let together = pairs.iter().all(|(s, t)| acting(s).is_some() && acting(s) == acting(t));
+        let change = match self.map.pg_resize.get(&self.pool).filter(|r| r.pgp_num > merge.pg_num) {
+            Some(resize) if unclean.is_empty() => {
+                let pgp_num = shoal_types::resize::next_pgp_num(pg_num, resize.pgp_num, merge.pg_num, 0.25);
+                MapChange::StepPgpNum { pool: self.pool, pgp_num }
+            }
+            Some(_) => return,
+            None if merge.paused == 0 && unclean.is_empty() && together => MapChange::PauseMerge(self.pool),
+            None if merge.paused == 0 => return,
+            None => {
+                let ready = |s: &&PgStat| s.epoch >= merge.paused && s.state.contains(&PgStateFlag::Premerge);
+                if stats.values().filter(ready).count() < pg_num as usize || !together {
+                    return;
+                }
+                MapChange::FinishMerge(self.pool)
             }
         };
         self.change(change);

@@ -20,6 +20,6 @@ pub use kv::{Batch, BatchOp, Cf, KvEngine, KvStats};
 pub use mem::MemKv;
 pub use object::{
     CopyResume, FsckReport, ObjectKey, ObjectStore, Onode, StoreFormat, StoreOptions, Transaction, pg_damage_key,
-    pg_damage_rows, pg_log_key, pg_meta_key, pg_missing_key, pg_missing_object_key, pg_missing_objects,
-    pg_pool_pg_num_key, pg_pool_pg_num_rows, pg_rollback_key, pg_scrub_key, split_damage_key,
+    pg_damage_rows, pg_dup_key, pg_dup_rows, pg_log_key, pg_meta_key, pg_missing_key, pg_missing_object_key,
+    pg_missing_objects, pg_pool_pg_num_key, pg_pool_pg_num_rows, pg_rollback_key, pg_scrub_key, split_damage_key,
 };

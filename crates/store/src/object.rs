@@ -196,6 +196,7 @@ const PG_MISSING_PREFIX: u8 = b'M';
 const PG_DAMAGE_PREFIX: u8 = b'D';
 const PG_SCRUB_PREFIX: u8 = b'S';
 const POOL_PG_NUM_PREFIX: u8 = b'N';
+const PG_DUP_PREFIX: u8 = b'U';
 
 /// The `meta` key of a PG log entry: `L` ‖ pool (u64 BE) ‖ seed (u32 BE) ‖ version (u64 BE).
 pub fn pg_log_key(pg: PgId, version: u64) -> Vec<u8> {
@@ -212,6 +213,23 @@ fn pg_version_key(prefix: u8, pg: PgId, version: u64) -> Vec<u8> {
     let mut k = pg_key(prefix, pg);
     k.extend_from_slice(&version.to_be_bytes());
     k
+}
+
+/// The `meta` key of a request a merged copy of a PG remembers from the logs its merge
+/// dropped, so that the request resent is answered rather than applied again:
+/// `U` ‖ pool (u64 BE) ‖ seed (u32 BE) ‖ client (u64 BE) ‖ tid (u64 BE).
+pub fn pg_dup_key(pg: PgId, reqid: shoal_types::ReqId) -> Vec<u8> {
+    let mut k = pg_key(PG_DUP_PREFIX, pg);
+    k.extend_from_slice(&reqid.client.0.to_be_bytes());
+    k.extend_from_slice(&reqid.tid.to_be_bytes());
+    k
+}
+
+/// The `meta` keys `[from, to)` of a PG's remembered requests ([`pg_dup_key`]).
+pub fn pg_dup_rows(pg: PgId) -> (Vec<u8>, Vec<u8>) {
+    let prefix = pg_key(PG_DUP_PREFIX, pg);
+    let end = prefix_end(&prefix);
+    (prefix, end)
 }
 
 /// The `meta` key of a PG's persistent state: `P` ‖ pool (u64 BE) ‖ seed (u32 BE).

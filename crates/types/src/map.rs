@@ -113,6 +113,16 @@ pub struct PgResize {
     pub pgp_num_target: u32,
 }
 
+/// A pool whose PGs merge down to fewer ([`crate::resize`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgMerge {
+    /// The `pg_num` it goes to.
+    pub pg_num: u32,
+    /// The epoch from which its PGs serve no client operation so their copies settle
+    /// before the merge (0 while placement still brings sources to their targets).
+    pub paused: u64,
+}
+
 /// The cluster map at one epoch: every client and OSD computes placement from it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OsdMap {
@@ -176,6 +186,9 @@ pub struct OsdMap {
     /// holders of the cluster secret see it (see [`OsdMap::without_keys`]).
     #[serde(default)]
     pub auth: BTreeMap<String, AuthEntity>,
+    /// Pools whose PGs merge to a lower `pg_num`.
+    #[serde(default)]
+    pub pg_merge: BTreeMap<PoolId, PgMerge>,
 }
 
 /// The cluster flags `osd set` knows: `noout` (the monitor marks no down OSD out),
@@ -311,6 +324,7 @@ pub mod v11 {
                 pg_resize: old.pg_resize,
                 pool_autoscale: old.pool_autoscale,
                 auth: BTreeMap::new(),
+                pg_merge: BTreeMap::new(),
             }
         }
     }
@@ -393,6 +407,7 @@ pub mod v10 {
                 pg_resize: old.pg_resize,
                 pool_autoscale: BTreeMap::new(),
                 auth: BTreeMap::new(),
+                pg_merge: BTreeMap::new(),
             }
         }
     }
@@ -1530,7 +1545,9 @@ mod tests {
             Caps { mon: Cap::parse("allow r", false).unwrap(), osd: Cap::parse("allow * pool=p", true).unwrap() };
         keyed.auth.insert("client.a".into(), AuthEntity { key: vec![7, 8], caps });
         let entity = [&[1, 8][..], b"client.a", &[2, 7, 8], &[1, 1, 0, 0, 0, 0, 0], &[1, 1, 1, 1, 1, 1, 1, b'p', 0]];
-        let expected: Vec<u8> = [&[12][..], &v11[1..], &entity.concat()].concat();
+        // Then the merging pools: pool 1 going to 1 PG, paused from epoch 9.
+        keyed.pg_merge.insert(PoolId(1), PgMerge { pg_num: 1, paused: 9 });
+        let expected: Vec<u8> = [&[12][..], &v11[1..], &entity.concat(), &[1, 1, 1, 9]].concat();
         assert_eq!(keyed.encode(), expected);
         assert_eq!(OsdMap::decode(&expected).unwrap(), keyed);
         assert!(keyed.clone().without_keys().auth.is_empty(), "clients get the map without the table");

@@ -1096,6 +1096,7 @@ mod tests {
         let flags = [crate::PgStateFlag::Active, crate::PgStateFlag::Incomplete, crate::PgStateFlag::Inconsistent];
         assert_eq!(postcard::to_allocvec(&flags).unwrap(), [0, 8, 9]);
         assert_eq!(postcard::to_allocvec(&[crate::PgStateFlag::Remapped]).unwrap(), [12], "remapped, appended");
+        assert_eq!(postcard::to_allocvec(&[crate::PgStateFlag::Premerge]).unwrap(), [13], "premerge, appended");
     }
 
     proptest::proptest! {

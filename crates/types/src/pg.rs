@@ -172,6 +172,9 @@ pub enum PgStateFlag {
     /// Led through the map's `primary_temp` rather than by placement's primary, which is
     /// being recovered or about to lead again: not clean yet (appended).
     Remapped,
+    /// Paused for a merge, clean, with every write on every copy: ready to merge
+    /// (appended).
+    Premerge,
 }
 
 impl PgStateFlag {
@@ -191,6 +194,7 @@ impl PgStateFlag {
             PgStateFlag::Scrubbing => "scrubbing",
             PgStateFlag::Deep => "deep",
             PgStateFlag::Remapped => "remapped",
+            PgStateFlag::Premerge => "premerge",
         }
     }
 }

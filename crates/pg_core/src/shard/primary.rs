@@ -831,6 +831,11 @@ impl<R> Shard<R> {
             let paused = err::again("the cluster is paused (osd set pause): operations wait until it is unset");
             return self.respond(Err(paused), reply);
         }
+        if self.map.merge_paused(op.pool) && !self.flaws.merge_without_pause {
+            let merging =
+                err::again(format!("pool {}'s PGs are merging: operations wait until they are merged", op.pool));
+            return self.respond(Err(merging), reply);
+        }
         self.last_client_op_ns = Some(self.now_ns);
         self.serve_op(op, caller, reply, false);
     }
