@@ -287,11 +287,12 @@ fn a_pg_whose_only_holder_is_declared_lost_goes_on_and_says_what_it_lost() {
     kill9(cluster.pid("osd.2"));
     assert!(wait_for(|| ok(&conf, &["status"]).contains("1 osds down").then_some(())).is_some());
     ok(&conf, &["osd", "out", "2"]);
-    std::thread::sleep(std::time::Duration::from_secs(5));
-    let dump = ok(&conf, &["pg", "dump"]);
     let pg = &lost[0].1;
-    let line = dump.lines().find(|l| l.starts_with(&format!("{pg} "))).unwrap_or_default();
-    assert!(line.contains("incomplete"), "the PG waits for osd.2's writes: {dump}");
+    let waits = wait_for(|| {
+        let dump = ok(&conf, &["pg", "dump"]);
+        dump.lines().any(|l| l.starts_with(&format!("{pg} ")) && l.contains("incomplete")).then_some(())
+    });
+    assert!(waits.is_some(), "the PG waits for osd.2's writes: {}", ok(&conf, &["pg", "dump"]));
     let file = cluster.path().join("read");
     let get = ["rados", "-o", "rados_osd_op_timeout=3", "-p", "p", "get", &lost[0].0, file.to_str().unwrap()];
     let (read, _, why) = shoal_c(&conf, &get);

@@ -101,6 +101,11 @@ impl Embedded {
         Ok(Embedded { rados, mon_addr, store, osds: local, mon, closed: Default::default() })
     }
 
+    /// The maps the embedded monitor publishes.
+    pub fn maps(&self) -> tokio::sync::watch::Receiver<Arc<shoal_types::OsdMap>> {
+        self.mon.subscribe()
+    }
+
     /// Where the monitor listens; other clients connect there.
     pub fn mon_addr(&self) -> &str {
         &self.mon_addr

@@ -207,10 +207,11 @@ pub async fn run_server(args: ServerArgs) -> Result<()> {
     }
     // Other processes (the CLI) reach the object layer over TCP; the gateway in this one
     // reaches it without a socket.
-    let network: Arc<dyn shoal_transport::Network> =
-        Arc::new(shoal_transport::LocalFirst::new(crate::daemon::network(&secret_path, "client.admin")?));
+    let tcp = crate::daemon::network(&secret_path, "client.admin")?;
+    let network: Arc<dyn shoal_transport::Network> = Arc::new(shoal_transport::LocalFirst::new(tcp.clone()));
     let osds = args.ec.map_or(1, |ec| ec.k + ec.m);
     let local = Embedded::open_on(dir, &config, network.clone(), "127.0.0.1:0", "127.0.0.1:0", osds).await?;
+    crate::daemon::follow_entity_keys(tcp, local.maps());
     let conf = format!("mon_host = {}\nsecret_file = {}\n", local.mon_addr(), secret_path.to_string_lossy());
     std::fs::write(dir.join("shoal.conf"), conf).map_err(|e| err::io(format!("writing shoal.conf: {e}")))?;
     let mut central = local.rados.map().config_for("client.rgw");

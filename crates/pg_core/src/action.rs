@@ -210,7 +210,7 @@ pub(crate) enum Event<R> {
     /// A peer's PG summary.
     Summary(OsdId, Result<PgSummary>),
     /// The authority's log entries, for the primary's own recovery.
-    AuthLog(Result<Vec<PgLogEntry>>),
+    AuthLog(Result<(Vec<PgLogEntry>, Vec<PgLogEntry>)>),
     /// A part of an object pulled from the authority, and where its next part starts.
     Pulled(Result<(Bytes, Option<Bytes>)>),
     /// Keys of the authority's objects, and whether more follow.
@@ -291,7 +291,8 @@ impl<R> Expect<R> {
                 }),
             ),
             Expect::AuthLog => Event::AuthLog(reply.and_then(|r| match r {
-                Reply::Log(entries) => Ok(entries),
+                Reply::LogRemembering { entries, remembered } => Ok((entries, remembered)),
+                Reply::Log(entries) => Ok((entries, Vec::new())),
                 other => Err(unexpected(other)),
             })),
             Expect::Pulled => Event::Pulled(reply.and_then(copies)),

@@ -10,8 +10,8 @@
 
 use serde::{Deserialize, Serialize};
 use shoal_store::{
-    ObjectKey, ObjectStore, Transaction, pg_damage_rows, pg_dup_rows, pg_log_key, pg_meta_key, pg_missing_key,
-    pg_missing_object_key, pg_missing_objects, pg_rollback_key, pg_scrub_key,
+    ObjectKey, ObjectStore, Transaction, pg_damage_rows, pg_dup_key, pg_dup_rows, pg_log_key, pg_meta_key,
+    pg_missing_key, pg_missing_object_key, pg_missing_objects, pg_rollback_key, pg_scrub_key,
 };
 use shoal_types::msg::{Activate, OpReply};
 use shoal_types::pg::{EVersion, LogPoint, PgInfo, PgLogEntry, PgMissing, PgSummary};
@@ -63,6 +63,8 @@ pub struct PgState {
     rollbacks: BTreeSet<u64>,
     /// While the copy is incomplete after a recovery by log: the objects it lacks.
     missing: Option<PgMissing>,
+    /// The requests remembered from logs a merge dropped ([`shoal_store::pg_dup_key`]).
+    remembered: Vec<PgLogEntry>,
 }
 
 /// What rolling back a shard's newest write did.
@@ -121,12 +123,14 @@ impl PgState {
             max_entries: max_entries.max(1),
             rollbacks,
             missing,
+            remembered: Vec::new(),
         };
         let (from, to) = pg_dup_rows(pg);
         for (_, bytes) in store.meta_scan(&from, &to, usize::MAX)? {
             let entry =
                 PgLogEntry::decode(&bytes).map_err(|e| corrupt(format!("remembered request: {}", e.message)))?;
             state.replies.insert(entry.reqid, reply_of(&entry));
+            state.remembered.push(entry);
         }
         for entry in state.entries_after(store, EVersion::default())? {
             state.remember(&entry);
@@ -137,6 +141,11 @@ impl PgState {
     fn remember(&mut self, entry: &PgLogEntry) {
         self.replies.insert(entry.reqid, reply_of(entry));
         self.log.push_back((LogPoint { at: entry.at, object: entry.object.clone() }, entry.reqid));
+    }
+
+    /// The requests remembered from logs a merge dropped: an activation hands them on.
+    pub fn remembered(&self) -> &[PgLogEntry] {
+        &self.remembered
     }
 
     /// The recorded reply of an already applied request.
@@ -342,6 +351,9 @@ impl PgState {
         for entry in &activate.entries {
             txn.put_meta(&pg_log_key(self.pg, entry.at.version), entry.encode());
         }
+        for entry in &activate.remembered {
+            txn.put_meta(&pg_dup_key(self.pg, entry.reqid), entry.encode());
+        }
         let keep = activate.keep_until.unwrap_or(activate.log_tail);
         self.info = PgInfo {
             last_update: activate.entries.last().map_or(keep, |e| e.at),
@@ -509,6 +521,7 @@ mod tests {
             entries,
             log_tail: EVersion::default(),
             complete,
+            remembered: Vec::new(),
         };
         let adopt = |state: &mut PgState, activate: &Activate| {
             let mut txn = Transaction::new();

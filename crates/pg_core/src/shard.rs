@@ -530,8 +530,10 @@ impl<R> Shard<R> {
                 Ok((self.last_seq, Reply::Summary(self.pg(pg)?.summary())))
             }
             PeerRequest::Log { pg, after } => {
-                let entries = self.pg(pg)?.entries_after(&store, after)?;
-                Ok((self.last_seq, Reply::Log(entries)))
+                let state = self.pg(pg)?;
+                let entries = state.entries_after(&store, after)?;
+                let remembered = state.remembered().to_vec();
+                Ok((self.last_seq, Reply::LogRemembering { entries, remembered }))
             }
             PeerRequest::Pull { pg, objects } => {
                 let mut txn = Transaction::new();
@@ -869,6 +871,7 @@ mod tests {
             entries: Vec::new(),
             log_tail: EVersion::default(),
             complete: true,
+            remembered: Vec::new(),
         };
         ask(&mut s, PeerRequest::Activate(activate)).unwrap();
         let store = s.config.store.clone();
@@ -917,6 +920,7 @@ mod tests {
             entries,
             log_tail: EVersion::default(),
             complete: false,
+            remembered: Vec::new(),
         };
         ask(&mut s, PeerRequest::Activate(activate(at(1), vec![entry(2)]))).unwrap();
         assert!(s.pg(pg).unwrap().lacks(&object));

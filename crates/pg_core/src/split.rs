@@ -332,6 +332,7 @@ mod tests {
             entries: Vec::new(),
             log_tail: EVersion::default(),
             complete: false,
+            remembered: Vec::new(),
         };
         let mut txn = Transaction::new();
         state.adopt(&mut txn, &activate, 1).unwrap();

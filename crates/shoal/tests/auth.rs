@@ -4,7 +4,9 @@
 //! at a time while clients keep writing.
 
 use bytes::Bytes;
-use shoal_bench::harness::{Restarted, Vstart, cmdline, conf_value, kill9, ok, shoal, shoal_c, wait_clean, wait_for};
+use shoal_bench::harness::{
+    Restarted, Vstart, cmdline, conf_value, kill9, ok, shoal, shoal_c, start_server, wait_clean, wait_for,
+};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -116,4 +118,21 @@ fn the_cluster_secret_rotates_while_clients_write() {
     let out = shoal().args(["rados", "lspools", "--mon", &mon, "--secret-file"]).arg(&old_file).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("authentication failed"), "{err}");
+}
+
+/// `shoal server` takes client keys too: one made with `auth get-or-create` against its
+/// configuration file reaches its object layer within its caps.
+#[test]
+fn shoal_server_takes_entity_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, _, _) = start_server(dir.path(), &[]);
+    let conf = dir.path().join("data/shoal.conf").to_string_lossy().into_owned();
+    let keyring = dir.path().join("reader.keyring").to_string_lossy().into_owned();
+    ok(&conf, &["pool", "create", "p", "--size", "1", "--pg-num", "8"]);
+    ok(&conf, &["rados", "-p", "p", "put", "x", "/etc/hostname"]);
+    ok(&conf, &["auth", "get-or-create", "client.reader", "mon", "allow r", "osd", "allow r pool=p", "-o", &keyring]);
+    let (done, err) = as_entity(&conf, &keyring, &["rados", "-p", "p", "stat", "x"]);
+    assert!(done, "its caps allow reading pool p: {err}");
+    let (done, err) = as_entity(&conf, &keyring, &["rados", "-p", "p", "put", "y", "/etc/hostname"]);
+    assert!(!done && err.contains("w needed on pool p"), "{err}");
 }

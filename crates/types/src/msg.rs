@@ -149,6 +149,14 @@ pub enum Reply {
         /// The store chunks asked for that hold data.
         chunks: Vec<(u32, Bytes)>,
     },
+    /// PG log entries, for [`PeerRequest::Log`], with the requests the PG remembers from
+    /// logs a merge dropped. Appended.
+    LogRemembering {
+        /// The entries asked for.
+        entries: Vec<PgLogEntry>,
+        /// The remembered requests.
+        remembered: Vec<PgLogEntry>,
+    },
 }
 
 /// One object as a scrub sees it on one OSD.
@@ -364,6 +372,9 @@ pub struct Activate {
     pub log_tail: EVersion,
     /// Whether the replica already has every object.
     pub complete: bool,
+    /// The requests the PG remembers from the logs a merge dropped, for the replica to
+    /// remember too (appended; empty unless the PG merged).
+    pub remembered: Vec<PgLogEntry>,
 }
 
 /// A replicated write.

@@ -71,7 +71,7 @@ impl<R> Shard<R> {
             self.roll_back_to(pg, keep)?;
         }
         entries.retain(|e| e.at <= head);
-        self.adopt_locally(pg, keep_until, entries, log_tail)
+        self.adopt_locally(pg, keep_until, entries, log_tail, Vec::new())
     }
 
     /// The primary's shard took the authority's log; the objects it misses are known

@@ -189,7 +189,7 @@ impl<R> Shard<R> {
                 }
             },
             Event::AuthLog(result) => match result {
-                Ok(entries) => self.adopt_auth_log(pg, entries),
+                Ok((entries, remembered)) => self.adopt_auth_log(pg, entries, remembered),
                 Err(e) => self.peer_failed(pg, "fetching the authoritative log", e),
             },
             Event::Pulled(result) => match result {
@@ -493,14 +493,14 @@ impl<R> Shard<R> {
 
     /// First step of the primary's own recovery: adopt the authority's log, marked
     /// incomplete until every missing object is here.
-    pub(crate) fn adopt_auth_log(&mut self, pg: PgId, entries: Vec<PgLogEntry>) {
+    pub(crate) fn adopt_auth_log(&mut self, pg: PgId, entries: Vec<PgLogEntry>, remembered: Vec<PgLogEntry>) {
         let Some(p) = self.primaries.get(&pg) else { return };
         let Phase::SelfRecovery { keep_until, log_tail, erasure, .. } = &p.phase else { return };
         let (keep_until, log_tail, head) = (*keep_until, *log_tail, erasure.as_ref().map(|(_, head)| *head));
         // The PG keeps its own last activation: this is not one.
         let outcome = match head {
             Some(head) => self.adopt_erasure(pg, keep_until, head, entries, log_tail),
-            None => self.adopt_locally(pg, keep_until, entries, log_tail),
+            None => self.adopt_locally(pg, keep_until, entries, log_tail, remembered),
         };
         if let Err(e) = outcome {
             tracing::error!(%pg, error = %e, "adopting the authoritative log failed");
@@ -539,6 +539,7 @@ impl<R> Shard<R> {
         keep_until: Option<EVersion>,
         entries: Vec<PgLogEntry>,
         log_tail: EVersion,
+        remembered: Vec<PgLogEntry>,
     ) -> Result<()> {
         let pg_num = self.map.pool(pg.pool)?.pg_num;
         let state = self.pg(pg)?;
@@ -550,6 +551,7 @@ impl<R> Shard<R> {
             entries,
             log_tail,
             complete: false,
+            remembered,
         };
         let mut txn = Transaction::new();
         state.adopt(&mut txn, &activate, pg_num)?;
@@ -701,6 +703,7 @@ impl<R> Shard<R> {
                     entries,
                     log_tail,
                     complete,
+                    remembered: state.remembered().to_vec(),
                 },
             ));
             let work = match peer.recovery {
