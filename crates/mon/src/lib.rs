@@ -567,7 +567,8 @@ impl Monitor {
     /// carries the auth table only if it may manage keys (`mon 'allow *'`).
     async fn handle_entity(&self, entity: &str, command: MapCommand) -> Result<Reply> {
         let need = monitor_perms(&command);
-        let mon_cap = self.current().auth.get(entity).map(|e| e.caps.mon.clone());
+        // Only the entity's cap, not a copy of the whole map, on every request.
+        let mon_cap = self.subscribe().borrow().auth.get(entity).map(|e| e.caps.mon.clone());
         let Some(mon_cap) = mon_cap else {
             return Err(err::access(format!("{entity} has no key any more: it was removed")));
         };
