@@ -2,9 +2,11 @@
 //! daemons). A cluster of racks of hosts of OSDs and one replicated pool with a host
 //! failure domain; for each change to the cluster, the share of the pool's copies that
 //! move, beside the least any placement could move (the share of capacity that changed
-//! hands), and the spread of copies over OSDs afterwards. Last, the balancer's upmap
+//! hands), and the spread of copies over OSDs afterwards. Then the balancer's upmap
 //! exceptions: the spread they reach and the copies they move, against the least that
-//! evens the OSDs out (every copy above an OSD's fair share).
+//! evens the OSDs out (every copy above an OSD's fair share). Last, growing a balanced
+//! cluster under `norebalance` (the monitor keeps copies in place with exceptions) and
+//! letting the balancer move data: what it moves against the same least.
 
 use clap::Args;
 use serde_json::Value;
@@ -201,28 +203,22 @@ pub fn run(args: PlacementBenchArgs) -> Result<()> {
             per_host as f64 / n,
         ),
     ];
-    for (change, apply, ideal) in changes {
+    for (change, apply, ideal) in &changes {
         let mut after_map = map.clone();
         apply(&mut after_map)?;
         let (after, rate) = place(&after_map, &pool)?;
-        row(&change, &after_map, &after, moved(&before, &after), ideal, rate);
+        row(change, &after_map, &after, moved(&before, &after), *ideal, rate);
     }
     // pg_num doubled and pgp_num following: a child holds half its parent's objects, so
     // compare where it is with where its parent was. Nothing has to move (children could
     // stay with their parents and every OSD would keep its share): the ideal is 0.
     // A pool may have at most MAX_PG_NUM PGs: double one of at most half that.
     let half = Pool { pg_num: pool.pg_num.min(MAX_PG_NUM / 2), ..pool.clone() };
-    let mut doubled = map.clone();
-    doubled.pools.insert(half.id, half.clone());
-    let (parents, _) = place(&doubled, &half)?;
-    doubled.set_pg_num(&half.name, half.pg_num * 2)?;
-    doubled.step_pgp_num(half.id, half.pg_num * 2)?;
+    let doubling = format!("pg_num {} -> {} (pgp_num follows)", half.pg_num, half.pg_num * 2);
+    let (doubled, parents) = double(&map, &half, None)?;
     let grown = doubled.pool(half.id)?.clone();
     let (after, rate) = place(&doubled, &grown)?;
-    let parents: Vec<Vec<OsdId>> =
-        (0..grown.pg_num).map(|seed| parents[ancestor(seed, half.pg_num) as usize].clone()).collect();
-    let change = format!("pg_num {} -> {} (pgp_num follows)", half.pg_num, grown.pg_num);
-    row(&change, &doubled, &after, moved(&parents, &after), 0.0, rate);
+    row(&doubling, &doubled, &after, moved(&parents, &after), 0.0, rate);
     let started = Instant::now();
     let upmaps = shoal_placement::balancer::optimize(&map, usize::MAX, args.max_deviation);
     let balanced_in = started.elapsed();
@@ -233,6 +229,52 @@ pub fn run(args: PlacementBenchArgs) -> Result<()> {
     let ideal = excess(&map, &before);
     let change = format!("balancer: {items} upmap items in {:.1} s", balanced_in.as_secs_f64());
     row(&change, &balanced, &after, moved(&before, &after), ideal, rate);
+    // The growing changes on the balanced cluster with `norebalance` set (exceptions keep
+    // every copy where it was), then the balancer: what it moves, against the same ideal.
+    let even = after;
+    for (change, apply, ideal) in &changes[..2] {
+        let mut after_map = balanced.clone();
+        apply(&mut after_map)?;
+        let kept = shoal_placement::balancer::keep_placement(&balanced, &after_map);
+        after_map.pg_upmap_items.extend(kept);
+        after_map.pg_upmap_items.extend(shoal_placement::balancer::optimize(
+            &after_map,
+            usize::MAX,
+            args.max_deviation,
+        ));
+        let (after, rate) = place(&after_map, &pool)?;
+        let change = format!("balanced, norebalance: {change}, then the balancer");
+        row(&change, &after_map, &after, moved(&even, &after), *ideal, rate);
+    }
+    let (doubled, parents) = double(&map, &half, Some(args.max_deviation))?;
+    let (after, rate) = place(&doubled, &grown)?;
+    let change = format!("balanced, norebalance: {doubling}, then the balancer");
+    row(&change, &doubled, &after, moved(&parents, &after), 0.0, rate);
     print_rows(&rows, args.json);
     Ok(())
+}
+
+/// `map` with `half` for its pool, doubled: `pg_num`, then `pgp_num` in one step. With a
+/// balancer deviation: balanced first, the copies kept in place through the doubling (as
+/// under `norebalance`), then balanced again. Also where each PG's parent was before.
+fn double(map: &OsdMap, half: &Pool, balance: Option<f64>) -> Result<(OsdMap, Vec<Vec<OsdId>>)> {
+    use shoal_placement::balancer::{keep_placement, optimize};
+    let mut doubled = map.clone();
+    doubled.pools.insert(half.id, half.clone());
+    if let Some(deviation) = balance {
+        let moves = optimize(&doubled, usize::MAX, deviation);
+        doubled.pg_upmap_items.extend(moves);
+    }
+    let (parents, _) = place(&doubled, half)?;
+    doubled.set_pg_num(&half.name, half.pg_num * 2)?;
+    let split = doubled.clone();
+    doubled.step_pgp_num(half.id, half.pg_num * 2)?;
+    if let Some(deviation) = balance {
+        let kept = keep_placement(&split, &doubled);
+        doubled.pg_upmap_items.extend(kept);
+        let moves = optimize(&doubled, usize::MAX, deviation);
+        doubled.pg_upmap_items.extend(moves);
+    }
+    let parents = (0..half.pg_num * 2).map(|seed| parents[ancestor(seed, half.pg_num) as usize].clone()).collect();
+    Ok((doubled, parents))
 }

@@ -328,8 +328,8 @@ fn up_of(conf: &str, pg: &str) -> String {
 }
 
 /// Upmap exceptions by hand (one within a host is taken, one that would put two copies
-/// on a host is refused) and by the balancer: data moves, every object reads back, and
-/// the score does not get worse.
+/// on a host is refused), kept by the monitor under `norebalance`, and by the balancer:
+/// data moves, every object reads back, and the score does not get worse.
 #[test]
 fn upmap_items_and_the_balancer_move_copies_within_the_rules() {
     let cluster = Vstart::start("6", "2");
@@ -366,6 +366,27 @@ fn upmap_items_and_the_balancer_move_copies_within_the_rules() {
     ok(&conf, &["osd", "rm-pg-upmap-items", "1.0"]);
     assert!(wait_for(|| (up_of(&conf, "1.0") == before).then_some(())).is_some(), "pg 1.0 is back on {before}");
     wait_clean(&conf, 32, "after the upmap was removed");
+
+    // With norebalance an override weight moves no copy: exceptions keep each in place.
+    let placed = |conf: &str| -> Vec<(String, Vec<u32>)> {
+        let dump = ok(conf, &["pg", "dump"]);
+        let row = |l: &str| {
+            let (pg, up) = (l.split_whitespace().next()?, l.split_whitespace().nth(1)?);
+            let mut osds: Vec<u32> = up.trim_matches(['[', ']']).split(',').filter_map(|o| o.parse().ok()).collect();
+            osds.sort();
+            Some((pg.to_owned(), osds))
+        };
+        dump.lines().filter(|l| l.starts_with("1.")).filter_map(row).collect()
+    };
+    let placement = placed(&conf);
+    assert_eq!(placement.len(), 32, "{placement:?}");
+    ok(&conf, &["osd", "set", "norebalance"]);
+    ok(&conf, &["osd", "reweight", "0", "0.5"]);
+    let status = ok(&conf, &["balancer", "status"]);
+    assert!(!status.contains("upmap exceptions: 0 "), "the monitor kept osd.0's copies: {status}");
+    wait_clean(&conf, 32, "after the override weight under norebalance");
+    assert_eq!(placed(&conf), placement, "no copy moved");
+    ok(&conf, &["osd", "unset", "norebalance"]);
 
     let score = |text: &str| -> f64 {
         let tail = text.lines().rev().find_map(|l| l.strip_prefix("score: ")).unwrap_or_else(|| panic!("{text}"));

@@ -7,8 +7,10 @@ use shoal_types::autoscale::AutoscaleChange;
 use shoal_types::crush::CrushChange;
 use shoal_types::erasure::{ErasurePoolSpec, ErasureProfile};
 use shoal_types::msg::Reply;
+use shoal_types::pg::{PgStat, PgStateFlag};
 use shoal_types::space::SpaceChange;
-use shoal_types::{ActiveInterval, OsdEntry, OsdId, OsdMap, PgId, PoolSpec, Result, err};
+use shoal_types::{ActiveInterval, OsdEntry, OsdId, OsdMap, PgId, PoolId, PoolSpec, Result, err};
+use std::collections::BTreeMap;
 
 /// One change to the cluster map.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -121,7 +123,7 @@ pub enum MapChange {
     /// One of the leader's steps of a pool's `pgp_num` towards its target.
     StepPgpNum {
         /// The pool.
-        pool: shoal_types::PoolId,
+        pool: PoolId,
         /// The new `pgp_num`.
         pgp_num: u32,
     },
@@ -146,12 +148,12 @@ pub enum MapChange {
     /// Remove an entity.
     AuthRemove(String),
     /// Pause a merging pool's PGs: its sources are on their targets' OSDs.
-    PauseMerge(shoal_types::PoolId),
+    PauseMerge(PoolId),
     /// Drop a merging pool's `pg_num`: every PG reported it is ready.
-    FinishMerge(shoal_types::PoolId),
+    FinishMerge(PoolId),
 }
 
-/// Applies `change` to `map`; the epoch increases when the map changes. Returns the reply
+/// Applies `change` to `map`; the epoch goes up by one when the map changes. Returns the reply
 /// for the client that asked (`Done` when the map changed or already was so).
 pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
     let before = map.clone();
@@ -343,13 +345,56 @@ pub fn apply(map: &mut OsdMap, change: &MapChange) -> Result<Reply> {
         || map.osd_reweight != before.osd_reweight
         || map.pg_upmap_items != before.pg_upmap_items
         || map.pools.values().any(|p| before.pools.get(&p.id).is_some_and(|b| b.crush_rule != p.crush_rule));
+    let rebalance = !map.flags.contains("norebalance") || matches!(change, MapChange::PgUpmapItems(_));
+    if !rebalance && placement_inputs_changed(&before, map) {
+        let kept = shoal_placement::balancer::keep_placement(&before, map);
+        map.pg_upmap_items.extend(kept);
+    }
     if placement_changed {
         prime_primary_temp(&before, map);
     }
-    if *map != before {
+    // Changes made by the map's own methods already counted their epoch.
+    if *map != before && map.epoch == before.epoch {
         map.epoch += 1;
     }
     Ok(reply)
+}
+
+/// The leader's next step of `pool`'s merge, if one is due. Once `pgp_num` came down to
+/// the new count, every PG is active+clean (`all_clean`) and each source PG reported its
+/// target's acting set: the pause. Then, once every PG of the pool reported `premerge`
+/// under the pause (and still with its target): the merge. `stats` holds each PG's
+/// latest report.
+pub fn merge_step(map: &OsdMap, pool: PoolId, stats: &[PgStat], all_clean: bool) -> Option<MapChange> {
+    let merge = map.pg_merge.get(&pool)?;
+    let pg_num = map.pools.get(&pool)?.pg_num;
+    let stats: BTreeMap<PgId, &PgStat> = stats.iter().filter(|s| s.pg.pool == pool).map(|s| (s.pg, s)).collect();
+    let acting = |pg: &PgId| stats.get(pg).map(|s| &s.acting);
+    let pairs = map.merge_pairs(pool, pg_num, merge.pg_num);
+    let together = pairs.iter().all(|(s, t)| acting(s).is_some() && acting(s) == acting(t));
+    if merge.paused == 0 {
+        let placed = map.pg_resize.get(&pool).is_none_or(|r| r.pgp_num <= merge.pg_num);
+        return (placed && all_clean && together).then_some(MapChange::PauseMerge(pool));
+    }
+    let ready = |s: &&&PgStat| s.epoch >= merge.paused && s.state.contains(&PgStateFlag::Premerge);
+    let ready = stats.values().filter(ready).count();
+    (ready >= pg_num as usize && together).then_some(MapChange::FinishMerge(pool))
+}
+
+/// Whether CRUSH may place copies differently under `after` than under `before`: a
+/// change of hosts, weights, in or out, the tree, a pool's rule or its `pgp_num` (not of
+/// OSDs going up or down, which placement does not read).
+fn placement_inputs_changed(before: &OsdMap, after: &OsdMap) -> bool {
+    let inputs = |m: &OsdMap| -> Vec<(OsdId, String, u32, bool)> {
+        m.osds.iter().map(|(id, o)| (*id, o.host.clone(), o.weight, o.is_in)).collect()
+    };
+    let rules = |m: &OsdMap| -> Vec<(PoolId, String, u32)> {
+        m.pools.values().map(|p| (p.id, p.crush_rule.clone(), m.pgp_num(p.id))).collect()
+    };
+    before.crush != after.crush
+        || before.osd_reweight != after.osd_reweight
+        || inputs(before) != inputs(after)
+        || rules(before) != rules(after)
 }
 
 /// Refuses an operator's placement change that would put a shard of an erasure-coded PG
@@ -463,7 +508,7 @@ mod tests {
         }
         let spec = PoolSpec { name: "p".into(), pg_num: 1, size: 3, min_size: 2 };
         apply(&mut map, &MapChange::CreatePool(spec)).unwrap();
-        let pool = map.pools[&shoal_types::PoolId(1)].clone();
+        let pool = map.pools[&PoolId(1)].clone();
         let pg = PgId { pool: pool.id, seed: 0 };
         let up = shoal_placement::pg_up_osds(&map, &pool, pg);
         let (primary, second) = (up[0], up[1]);
@@ -491,6 +536,99 @@ mod tests {
     }
 
     #[test]
+    fn a_merge_pauses_once_sources_sit_with_their_targets_and_merges_once_every_pg_is_ready() {
+        let mut map = OsdMap::default();
+        let spec = PoolSpec { name: "p".into(), pg_num: 4, size: 2, min_size: 1 };
+        apply(&mut map, &MapChange::CreatePool(spec)).unwrap();
+        let pool = PoolId(1);
+        apply(&mut map, &MapChange::SetPgNum { pool: "p".into(), pg_num: 2 }).unwrap();
+        let stat = |seed, acting: [u32; 2], state: &[PgStateFlag], epoch| PgStat {
+            pg: PgId { pool, seed },
+            state: state.to_vec(),
+            epoch,
+            acting: acting.map(OsdId).to_vec(),
+            last_update: shoal_types::EVersion::default(),
+            objects_to_recover: 0,
+            note: String::new(),
+            client_ops: 0,
+            objects: 0,
+            bytes: 0,
+        };
+        let clean = [PgStateFlag::Active, PgStateFlag::Clean];
+        let mut stats: Vec<PgStat> = (0..4).map(|seed| stat(seed, [seed % 2, 2], &clean, map.epoch)).collect();
+        assert_eq!(merge_step(&map, pool, &stats, true), None, "pgp_num is not down to 2 yet");
+        apply(&mut map, &MapChange::StepPgpNum { pool, pgp_num: 2 }).unwrap();
+        stats[3].acting = vec![OsdId(3), OsdId(2)];
+        assert_eq!(merge_step(&map, pool, &stats, true), None, "source 3 is not with its target 1");
+        stats[3].acting = vec![OsdId(1), OsdId(2)];
+        assert_eq!(merge_step(&map, pool, &stats, false), None, "a PG is not clean");
+        assert_eq!(merge_step(&map, pool, &stats, true), Some(MapChange::PauseMerge(pool)));
+        apply(&mut map, &MapChange::PauseMerge(pool)).unwrap();
+        let premerge = [PgStateFlag::Active, PgStateFlag::Clean, PgStateFlag::Premerge];
+        for s in &mut stats[..3] {
+            *s = stat(s.pg.seed, [s.pg.seed % 2, 2], &premerge, map.epoch);
+        }
+        assert_eq!(merge_step(&map, pool, &stats, true), None, "source 3 has not reported premerge");
+        stats[3] = stat(3, [1, 2], &premerge, map.epoch - 1);
+        assert_eq!(merge_step(&map, pool, &stats, true), None, "its premerge came before the pause");
+        stats[3].epoch = map.epoch;
+        assert_eq!(merge_step(&map, pool, &stats, false), Some(MapChange::FinishMerge(pool)));
+        assert_eq!(merge_step(&map, PoolId(9), &stats, true), None, "no such merge");
+    }
+
+    #[test]
+    fn with_norebalance_a_new_host_and_a_reweight_move_no_copy_until_the_balancer_does() {
+        let mut map = OsdMap::default();
+        let boot = |map: &mut OsdMap, id: u32| {
+            let entry = OsdEntry { host: format!("h{}", id / 2), ..entry(&format!("a{id}")) };
+            apply(map, &MapChange::OsdBoot { id: OsdId(id), entry, back_in: false }).unwrap();
+        };
+        (0..8).for_each(|id| boot(&mut map, id));
+        let spec = PoolSpec { name: "p".into(), pg_num: 64, size: 3, min_size: 2 };
+        apply(&mut map, &MapChange::CreatePool(spec)).unwrap();
+        let pool = map.pools[&PoolId(1)].clone();
+        let placed = |map: &OsdMap| -> Vec<Vec<OsdId>> {
+            (0..64)
+                .map(|seed| {
+                    let mut osds = shoal_placement::pg_up_osds(map, &pool, PgId { pool: pool.id, seed });
+                    osds.sort();
+                    osds
+                })
+                .collect()
+        };
+        let grow = |map: &mut OsdMap| {
+            (8..10).for_each(|id| boot(map, id));
+            apply(map, &MapChange::SetOsdWeight { id: OsdId(0), weight: 0x8000 }).unwrap();
+        };
+        let (before, mut moving) = (placed(&map), map.clone());
+        grow(&mut moving);
+        assert_ne!(placed(&moving), before, "without the flag, copies move");
+        apply(&mut map, &MapChange::SetFlag { flag: "norebalance".into(), on: true }).unwrap();
+        grow(&mut map);
+        assert_eq!(placed(&map), before, "with it, every copy stays");
+        assert!(!map.pg_upmap_items.is_empty());
+        apply(&mut map, &MapChange::SetPgNum { pool: "p".into(), pg_num: 128 }).unwrap();
+        apply(&mut map, &MapChange::StepPgpNum { pool: pool.id, pgp_num: 128 }).unwrap();
+        let grown = map.pools[&pool.id].clone();
+        for seed in 64..128 {
+            let up = |seed| {
+                let mut osds = shoal_placement::pg_up_osds(&map, &grown, PgId { pool: pool.id, seed });
+                osds.sort();
+                osds
+            };
+            assert_eq!(up(seed), up(seed - 64), "child {seed} stays with its parent");
+        }
+        apply(&mut map, &MapChange::MarkDown(OsdId(3))).unwrap();
+        assert_eq!(placed(&map).iter().flatten().filter(|o| **o == OsdId(3)).count(), 0, "down is not kept up");
+        apply(&mut map, &MapChange::OsdBoot { id: OsdId(3), entry: entry("b3"), back_in: true }).unwrap();
+        let moves = shoal_placement::balancer::optimize(&map, usize::MAX, 1.0);
+        assert!(!moves.is_empty());
+        apply(&mut map, &MapChange::PgUpmapItems(moves.into_iter().collect())).unwrap();
+        let on_new_host = placed(&map).iter().flatten().filter(|o| o.0 >= 8).count();
+        assert!(on_new_host > 10, "the balancer's moves are not kept back: {on_new_host} copies on the new host");
+    }
+
+    #[test]
     fn an_osd_that_joins_an_acting_set_does_not_lead_it_before_it_is_recovered() {
         let mut map = OsdMap::default();
         let boot = |map: &mut OsdMap, id: u32| {
@@ -500,7 +638,7 @@ mod tests {
         (0..3).for_each(|id| boot(&mut map, id));
         let spec = PoolSpec { name: "p".into(), pg_num: 32, size: 3, min_size: 2 };
         apply(&mut map, &MapChange::CreatePool(spec)).unwrap();
-        let pool = map.pools[&shoal_types::PoolId(1)].clone();
+        let pool = map.pools[&PoolId(1)].clone();
         let pgs: Vec<_> = (0..pool.pg_num).map(|seed| PgId { pool: pool.id, seed }).collect();
         let leaders =
             |map: &OsdMap| pgs.iter().map(|pg| shoal_placement::pg_primary(map, &pool, *pg)).collect::<Vec<_>>();
@@ -546,7 +684,7 @@ mod tests {
         apply(&mut map, &MapChange::CreatePool(PoolSpec { name: "p".into(), pg_num: 1, size: 1, min_size: 1 }))
             .unwrap();
         apply(&mut map, &MapChange::OsdBoot { id: OsdId(0), entry: entry("a"), back_in: false }).unwrap();
-        let pg = PgId { pool: shoal_types::PoolId(1), seed: 0 };
+        let pg = PgId { pool: PoolId(1), seed: 0 };
         let activated = |interval, osd: u32| MapChange::PgsActivated {
             osd: OsdId(osd),
             pgs: vec![(pg, ActiveInterval { interval, acting: vec![OsdId(osd)] })],

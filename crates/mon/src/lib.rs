@@ -24,7 +24,7 @@ use shoal_types::autoscale::AutoscaleMode;
 use shoal_types::msg::{MapCommand, Message, RaftRpc, Reply, Request};
 use shoal_types::pg::{PgStat, PgStateFlag};
 use shoal_types::space::{SpaceChange, StoreUsage};
-use shoal_types::{ClientId, OsdId, OsdMap, PgId, Result, err};
+use shoal_types::{ClientId, OsdId, OsdMap, Result, err};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -425,46 +425,19 @@ impl Monitor {
         Ok(())
     }
 
-    /// On the leader, for each merging pool whose `pgp_num` came down to the new count:
-    /// pauses its PGs once every PG is active+clean and each source is led by its
-    /// target's acting set; then, once every PG of the pool reported `premerge` under the
-    /// pause, drops its `pg_num`.
+    /// On the leader: each merging pool's next step ([`change::merge_step`]).
     async fn step_merges(&self, map: &OsdMap) {
-        for (&pool, merge) in &map.pg_merge {
-            let change = if merge.paused == 0 {
-                let placed = map.pg_resize.get(&pool).is_none_or(|r| r.pgp_num <= merge.pg_num);
-                if !placed || !self.all_clean(map) || !self.sources_with_targets(map, pool, merge.pg_num) {
-                    continue;
-                }
-                tracing::info!(%pool, to = merge.pg_num, "merge: pausing the pool's PGs");
-                MapChange::PauseMerge(pool)
-            } else {
-                let pg_num = map.pools.get(&pool).map_or(0, |p| p.pg_num);
-                let ready = self
-                    .pg_stats(map)
-                    .iter()
-                    .filter(|s| s.pg.pool == pool && s.epoch >= merge.paused)
-                    .filter(|s| s.state.contains(&PgStateFlag::Premerge))
-                    .count();
-                if ready < pg_num as usize || !self.sources_with_targets(map, pool, merge.pg_num) {
-                    continue;
-                }
-                tracing::info!(%pool, to = merge.pg_num, "merge: every PG is ready; merging");
-                MapChange::FinishMerge(pool)
-            };
+        if map.pg_merge.is_empty() {
+            return;
+        }
+        let (stats, all_clean) = (self.pg_stats(map), self.all_clean(map));
+        for &pool in map.pg_merge.keys() {
+            let Some(change) = change::merge_step(map, pool, &stats, all_clean) else { continue };
+            tracing::info!(%pool, ?change, "stepping a merge");
             if let Err(e) = self.authority.commit(change).await {
                 tracing::warn!(%pool, error = %e, "cannot step the merge");
             }
         }
-    }
-
-    /// Whether every source PG of `pool` (merging to `pg_num`) reported the same acting
-    /// set as its target.
-    fn sources_with_targets(&self, map: &OsdMap, pool: shoal_types::PoolId, pg_num: u32) -> bool {
-        let stats: HashMap<PgId, Vec<OsdId>> =
-            self.pg_stats(map).into_iter().filter(|s| s.pg.pool == pool).map(|s| (s.pg, s.acting)).collect();
-        let from = map.pools.get(&pool).map_or(0, |p| p.pg_num);
-        map.merge_pairs(pool, from, pg_num).iter().all(|(s, t)| stats.get(s).is_some_and(|a| stats.get(t) == Some(a)))
     }
 
     /// On the leader, once per interval, while every PG is active+clean and no pool's

@@ -232,7 +232,7 @@ pub struct OsdMark {
 pub struct FlagArgs {
     #[command(flatten)]
     cluster: ClusterArgs,
-    /// The flag: noout, noin, nobackfill, norecover or pause.
+    /// The flag: noout, noin, nobackfill, norecover, norebalance or pause.
     flag: String,
 }
 

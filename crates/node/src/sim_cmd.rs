@@ -25,6 +25,9 @@ pub struct SimArgs {
     /// Run an erasure-coded pool (2+1, 2+2 or 3+1) instead of a replicated one.
     #[arg(long)]
     erasure: bool,
+    /// Reshape only by splitting and merging PGs (`pg_num`, `pgp_num`).
+    #[arg(long)]
+    pg_num_only: bool,
     /// Stop at the first failing seed.
     #[arg(long)]
     fail_fast: bool,
@@ -40,8 +43,8 @@ enum Flaw {
     ReplyBeforeReplicaCommit,
     /// Split an incomplete copy of a PG into complete children.
     SplitCompletesChildren,
-    /// Serve writes to PGs paused for a merge and merge them with writes in flight.
-    MergeWithoutPause,
+    /// Merge copies forgetting the requests of the source's log.
+    MergeForgetsSource,
 }
 
 fn parse_range(s: &str) -> std::result::Result<Range<u64>, String> {
@@ -59,11 +62,16 @@ pub fn run_sim(args: SimArgs) -> Result<()> {
     let flaws = match args.flaw {
         Some(Flaw::ReplyBeforeReplicaCommit) => Flaws { reply_before_replica_commit: true, ..Flaws::default() },
         Some(Flaw::SplitCompletesChildren) => Flaws { split_completes_children: true, ..Flaws::default() },
-        Some(Flaw::MergeWithoutPause) => Flaws { merge_without_pause: true, ..Flaws::default() },
+        Some(Flaw::MergeForgetsSource) => Flaws { merge_forgets_source: true, ..Flaws::default() },
         None => Flaws::default(),
     };
-    let options =
-        Options { flaws, chaos: Duration::from_secs(args.chaos_secs), erasure: args.erasure, ..Options::default() };
+    let options = Options {
+        flaws,
+        chaos: Duration::from_secs(args.chaos_secs),
+        erasure: args.erasure,
+        pg_num_only: args.pg_num_only,
+        ..Options::default()
+    };
     let seeds = match (args.seed, args.seeds) {
         (Some(seed), _) => seed..seed + 1,
         (None, Some(range)) => range,
@@ -82,9 +90,10 @@ pub fn run_sim(args: SimArgs) -> Result<()> {
         if let Some(violation) = &outcome.violation {
             if !args.json {
                 println!(
-                    "FAIL {outcome}\n     {violation}\n     replay: shoal sim --seed {seed}{}{}",
+                    "FAIL {outcome}\n     {violation}\n     replay: shoal sim --seed {seed}{}{}{}",
                     flaw_flag(args.flaw),
-                    if args.erasure { " --erasure" } else { "" }
+                    if args.erasure { " --erasure" } else { "" },
+                    if args.pg_num_only { " --pg-num-only" } else { "" }
                 );
             }
             failed.push(seed);
@@ -121,7 +130,7 @@ fn flaw_flag(flaw: Option<Flaw>) -> &'static str {
     match flaw {
         Some(Flaw::ReplyBeforeReplicaCommit) => " --flaw reply-before-replica-commit",
         Some(Flaw::SplitCompletesChildren) => " --flaw split-completes-children",
-        Some(Flaw::MergeWithoutPause) => " --flaw merge-without-pause",
+        Some(Flaw::MergeForgetsSource) => " --flaw merge-forgets-source",
         None => "",
     }
 }

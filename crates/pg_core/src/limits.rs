@@ -147,9 +147,9 @@ pub struct Flaws {
     pub reply_before_replica_commit: bool,
     /// Split an incomplete copy into complete children that lack nothing.
     pub split_completes_children: bool,
-    /// Serve client operations on a PG paused for a merge, and report it ready
-    /// (`premerge`) while their writes are in flight.
-    pub merge_without_pause: bool,
+    /// Merge a PG's copies forgetting the requests of the source's log: a client that
+    /// resends one after the merge has it applied twice.
+    pub merge_forgets_source: bool,
 }
 
 /// Bytes of object data and omap per push or pulled part (Ceph's

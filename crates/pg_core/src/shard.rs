@@ -275,11 +275,6 @@ impl<R> Shard<R> {
                 if self.config.damage.in_pg(*pg) || self.config.scrubs.errors_in(*pg) > 0 {
                     stat.state.push(shoal_types::PgStateFlag::Inconsistent);
                 }
-                let clean = stat.state.contains(&shoal_types::PgStateFlag::Clean);
-                if self.flaws.merge_without_pause && clean && self.map.merge_paused(pg.pool) {
-                    stat.state.push(shoal_types::PgStateFlag::Premerge);
-                    stat.state.dedup();
-                }
                 let usage = self.usage.get(*pg, p.interval()).unwrap_or_default();
                 (stat.objects, stat.bytes) = (usage.objects, usage.bytes);
                 stat

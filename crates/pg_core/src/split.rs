@@ -14,7 +14,10 @@
 //! logs cannot interleave under one version counter, so the merged copy starts a new
 //! history, as Ceph's merges do: an empty log whose tail and head are the newer of the two
 //! last updates. A copy of only one side lacks the other's objects: it merges as
-//! incomplete, never an authority, and is backfilled or removed by peering.
+//! incomplete, never an authority, and is backfilled or removed by peering. So does a copy
+//! this OSD cannot show was current: it did not see the pool paused (it was down), or the
+//! copy was not in its PG's latest activation then (it was behind, and the new history
+//! could no longer tell it by its last update).
 //!
 //! The store records the `pg_num` its copies were split or merged to (`N` ‖ pool), so an
 //! OSD that was down while a pool changed follows on its first map, once. The driver
@@ -41,18 +44,20 @@ pub struct Split {
 }
 
 /// The split or merge every pool of `map` calls for on this store (nothing for a pool
-/// seen for the first time, whose count is recorded as it is).
-pub fn follow(store: &ObjectStore, map: &OsdMap) -> Result<Split> {
-    follow_with(store, map, Flaws::default())
+/// seen for the first time, whose count is recorded as it is). `previous` is the map the
+/// copies were last under, if this OSD knows it: a merge keeps a copy complete only if the
+/// OSD saw its pool paused and the copy was in its PG's latest activation then.
+pub fn follow(store: &ObjectStore, previous: Option<&OsdMap>, map: &OsdMap) -> Result<Split> {
+    follow_with(store, previous, map, Flaws::default())
 }
 
 /// [`follow`] with deliberate bugs (simulator runs only).
 #[cfg(feature = "flaws")]
-pub fn follow_flawed(store: &ObjectStore, map: &OsdMap, flaws: Flaws) -> Result<Split> {
-    follow_with(store, map, flaws)
+pub fn follow_flawed(store: &ObjectStore, previous: Option<&OsdMap>, map: &OsdMap, flaws: Flaws) -> Result<Split> {
+    follow_with(store, previous, map, flaws)
 }
 
-fn follow_with(store: &ObjectStore, map: &OsdMap, flaws: Flaws) -> Result<Split> {
+fn follow_with(store: &ObjectStore, previous: Option<&OsdMap>, map: &OsdMap, flaws: Flaws) -> Result<Split> {
     let mut split = Split::default();
     for (pool, (row, recorded)) in recorded_counts(store)? {
         match map.pools.get(&pool) {
@@ -63,7 +68,9 @@ fn follow_with(store: &ObjectStore, map: &OsdMap, flaws: Flaws) -> Result<Split>
                 split.pools.insert(pool, (recorded, p.pg_num));
             }
             Some(p) if p.pg_num < recorded => {
-                merge_pool(store, &mut split.txn, pool, (recorded, p.pg_num))?;
+                let paused =
+                    previous.filter(|m| m.pg_merge.get(&pool).is_some_and(|g| g.paused > 0 && g.pg_num == p.pg_num));
+                merge_pool(store, &mut split.txn, pool, (recorded, p.pg_num), paused, flaws)?;
                 split.txn.put_meta(&row, p.pg_num.to_be_bytes().to_vec());
                 split.pools.insert(pool, (recorded, p.pg_num));
             }
@@ -102,10 +109,24 @@ fn recorded_counts(store: &ObjectStore) -> Result<BTreeMap<PoolId, (Vec<u8>, u32
 
 /// Merges this store's copies of `pool`'s PGs from `from` PGs to `to`, in `txn` (see the
 /// module).
-fn merge_pool(store: &ObjectStore, txn: &mut Transaction, pool: PoolId, counts: (u32, u32)) -> Result<()> {
+/// `paused`: the map under which this OSD last saw the pool paused for this merge, if it
+/// did. No client writes while paused, so a copy that was in its PG's latest activation
+/// then has every write; any other copy may lack some, which a merged history could no
+/// longer tell by its last update, so it merges incomplete (to be backfilled).
+fn merge_pool(
+    store: &ObjectStore,
+    txn: &mut Transaction,
+    pool: PoolId,
+    counts: (u32, u32),
+    paused: Option<&OsdMap>,
+    flaws: Flaws,
+) -> Result<()> {
     let (from, to) = counts;
     let info =
         |pg: PgId| -> Result<Option<PgInfo>> { store.meta(&pg_meta_key(pg))?.map(|b| PgInfo::decode(&b)).transpose() };
+    let current = |pg: PgId, info: &PgInfo| {
+        paused.is_some_and(|m| m.pg_active.get(&pg).is_some_and(|r| r.interval == info.last_epoch_started))
+    };
     let mut merged: BTreeMap<u32, Option<PgInfo>> = BTreeMap::new();
     for seed in to..from {
         let (source, target) = (PgId { pool, seed }, PgId { pool, seed: shoal_placement::ancestor(seed, to) });
@@ -117,11 +138,13 @@ fn merge_pool(store: &ObjectStore, txn: &mut Transaction, pool: PoolId, counts: 
                 let recovering = store.meta(&pg_missing_key(target))?.is_some();
                 remember_requests(store, txn, target, target)?;
                 forget_history(txn, target);
-                own.map(|i| PgInfo { complete: i.complete && !recovering, ..i })
+                own.map(|i| PgInfo { complete: i.complete && !recovering && current(target, &i), ..i })
             }
         };
         let theirs = info(source)?;
-        remember_requests(store, txn, source, target)?;
+        if !flaws.merge_forgets_source {
+            remember_requests(store, txn, source, target)?;
+        }
         let (from_row, to_row) = pg_damage_rows(Some(source));
         for (row, kind) in store.meta_scan(&from_row, &to_row, usize::MAX)? {
             if let Some((_, key)) = split_damage_key(&row) {
@@ -132,7 +155,8 @@ fn merge_pool(store: &ObjectStore, txn: &mut Transaction, pool: PoolId, counts: 
         let together = match (so_far, theirs) {
             (Some(a), Some(b)) => {
                 let newer = if a.last_epoch_started >= b.last_epoch_started { &a } else { &b };
-                let complete = a.complete && b.complete && store.meta(&pg_missing_key(source))?.is_none();
+                let complete =
+                    a.complete && b.complete && current(source, &b) && store.meta(&pg_missing_key(source))?.is_none();
                 Some(PgInfo { last_update: a.last_update.max(b.last_update), complete, ..newer.clone() })
             }
             (Some(one), None) | (None, Some(one)) => Some(PgInfo { complete: false, ..one }),
@@ -261,7 +285,7 @@ mod tests {
     use bytes::Bytes;
     use shoal_store::{StoreFormat, StoreOptions};
     use shoal_types::msg::OpReply;
-    use shoal_types::{ClientId, ObjectName, PoolSpec, ReqId};
+    use shoal_types::{ActiveInterval, ClientId, ObjectName, OsdId, PoolSpec, ReqId};
 
     /// A store holding one copy of the single PG of a one-PG pool, with `writes` logged
     /// writes to objects `o0…` and their data.
@@ -270,6 +294,7 @@ mod tests {
         let mut map = OsdMap::default();
         let pool = map.create(&PoolSpec { name: "p".into(), pg_num: 1, size: 1, min_size: 1 }).unwrap();
         let pg = PgId { pool: pool.id, seed: 0 };
+        map.pg_active.insert(pg, ActiveInterval { interval: 3, acting: vec![OsdId(0)] });
         let mut state = PgState::load(&store, pg, 1000).unwrap();
         state.info.last_epoch_started = 3;
         for v in 1..=writes {
@@ -281,7 +306,7 @@ mod tests {
             state.append(&mut txn, &PgState::entry(at, ReqId { client: ClientId(1), tid: v }, object, &reply));
             store.commit(txn).unwrap();
         }
-        let first = follow(&store, &map).unwrap();
+        let first = follow(&store, None, &map).unwrap();
         assert!(first.pools.is_empty(), "a pool seen the first time is recorded, not split");
         store.commit(first.txn).unwrap();
         (store, map, pg)
@@ -293,7 +318,7 @@ mod tests {
         assert!(!needed(&store, &map).unwrap());
         map.set_pg_num("p", 4).unwrap();
         assert!(needed(&store, &map).unwrap());
-        let split = follow(&store, &map).unwrap();
+        let split = follow(&store, None, &map).unwrap();
         assert_eq!(split.pools.get(&parent.pool), Some(&(1, 4)));
         store.commit(split.txn).unwrap();
         let pool = map.pools[&parent.pool].clone();
@@ -313,7 +338,7 @@ mod tests {
         }
         assert_eq!(seen, 40, "every entry went to exactly one PG");
         // Done once: the next map with the same count changes nothing.
-        let again = follow(&store, &map).unwrap();
+        let again = follow(&store, None, &map).unwrap();
         assert!(again.pools.is_empty() && again.txn.is_empty());
         // The objects did not move.
         let data = store.chunks(&ObjectKey::new(pool.id, &ObjectName::new("", "o7")).unwrap(), 0, 1).unwrap();
@@ -338,7 +363,7 @@ mod tests {
         state.adopt(&mut txn, &activate, 1).unwrap();
         store.commit(txn).unwrap();
         map.set_pg_num("p", 2).unwrap();
-        store.commit(follow(&store, &map).unwrap().txn).unwrap();
+        store.commit(follow(&store, None, &map).unwrap().txn).unwrap();
         let pool = map.pools[&parent.pool].clone();
         let mut lacked = 0;
         for seed in 0..2 {
@@ -352,26 +377,29 @@ mod tests {
         assert_eq!(lacked, 6, "o7…o12 are lacked, each by its own PG");
     }
 
-    /// Merges `map`'s pool back to one PG as the monitors do (placement and pause done).
-    fn merge_to_one(map: &mut OsdMap, pool: PoolId) {
+    /// Merges `map`'s pool back to one PG as the monitors do (placement and pause done);
+    /// the map while paused.
+    fn merge_to_one(map: &mut OsdMap, pool: PoolId) -> OsdMap {
         map.set_pg_num("p", 1).unwrap();
         map.pause_merge(pool).unwrap();
+        let paused = map.clone();
         map.finish_merge(pool).unwrap();
+        paused
     }
 
     #[test]
     fn merged_copies_start_a_new_history_that_remembers_their_requests() {
         let (store, mut map, parent) = one_pg(40);
         map.set_pg_num("p", 4).unwrap();
-        store.commit(follow(&store, &map).unwrap().txn).unwrap();
+        store.commit(follow(&store, None, &map).unwrap().txn).unwrap();
         let pool = parent.pool;
         let newest = (0..4)
             .map(|seed| PgState::load(&store, PgId { pool, seed }, 1000).unwrap().info.last_update)
             .max()
             .unwrap();
-        merge_to_one(&mut map, pool);
+        let paused = merge_to_one(&mut map, pool);
         assert!(needed(&store, &map).unwrap());
-        let merge = follow(&store, &map).unwrap();
+        let merge = follow(&store, Some(&paused), &map).unwrap();
         assert_eq!(merge.pools[&pool], (4, 1));
         store.commit(merge.txn).unwrap();
         let merged = PgState::load(&store, parent, 1000).unwrap();
@@ -387,20 +415,43 @@ mod tests {
         }
         let data = store.chunks(&ObjectKey::new(pool, &ObjectName::new("", "o7")).unwrap(), 0, 1).unwrap();
         assert_eq!(data, vec![(0, Bytes::from_static(b"data"))], "the objects stay");
-        let again = follow(&store, &map).unwrap();
+        let again = follow(&store, None, &map).unwrap();
         assert!(again.pools.is_empty() && again.txn.is_empty(), "merged once");
+    }
+
+    #[test]
+    fn a_copy_not_shown_current_under_the_pause_merges_incomplete() {
+        let merged_complete = |previous: Option<&dyn Fn(&mut OsdMap)>| {
+            let (store, mut map, parent) = one_pg(10);
+            map.set_pg_num("p", 2).unwrap();
+            store.commit(follow(&store, None, &map).unwrap().txn).unwrap();
+            let mut paused = merge_to_one(&mut map, parent.pool);
+            let previous = previous.map(|change| {
+                change(&mut paused);
+                paused
+            });
+            store.commit(follow(&store, previous.as_ref(), &map).unwrap().txn).unwrap();
+            PgState::load(&store, parent, 1000).unwrap().info.complete
+        };
+        assert!(merged_complete(Some(&|_| {})), "both copies were in their PG's latest activation");
+        assert!(!merged_complete(None), "an OSD that did not see the pause");
+        let reactivated = |m: &mut OsdMap| {
+            let source = PgId { pool: PoolId(1), seed: 1 };
+            m.pg_active.insert(source, ActiveInterval { interval: 5, acting: vec![OsdId(1)] });
+        };
+        assert!(!merged_complete(Some(&reactivated)), "the source went active without this copy");
     }
 
     #[test]
     fn a_copy_of_only_one_side_merges_incomplete() {
         let (store, mut map, parent) = one_pg(10);
         map.set_pg_num("p", 2).unwrap();
-        store.commit(follow(&store, &map).unwrap().txn).unwrap();
+        store.commit(follow(&store, None, &map).unwrap().txn).unwrap();
         let mut txn = Transaction::new();
         crate::pglog::delete_pg_records(&mut txn, PgId { pool: parent.pool, seed: 1 });
         store.commit(txn).unwrap();
-        merge_to_one(&mut map, parent.pool);
-        store.commit(follow(&store, &map).unwrap().txn).unwrap();
+        let paused = merge_to_one(&mut map, parent.pool);
+        store.commit(follow(&store, Some(&paused), &map).unwrap().txn).unwrap();
         let merged = PgState::load(&store, parent, 1000).unwrap();
         assert!(!merged.info.complete, "it lacks the other side's objects: never an authority");
     }

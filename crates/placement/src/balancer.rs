@@ -2,8 +2,9 @@
 //! pool every OSD holds against what its weights entitle it to, as Ceph's upmap balancer
 //! does. Pure: a map in, the PGs whose exceptions change out.
 //!
-//! Per pool, while some OSD holds more than `max_deviation` copies over its fair share,
-//! one copy of one of its PGs moves to the most underfull OSD that keeps the rule's failure
+//! Per pool, while some OSD holds more than `max_deviation` copies over its fair share (or
+//! more than twice that under it, and another OSD holds more), one copy of one of the
+//! fullest OSD's PGs moves to the most underfull OSD that keeps the rule's failure
 //! domains apart and ends no fuller than the source was. A copy moved before is moved on
 //! by rewriting its item, so a PG keeps at most one item per copy.
 
@@ -142,10 +143,17 @@ pub fn optimize(map: &OsdMap, max_changes: usize, max_deviation: f64) -> BTreeMa
         let Some(mut tally) = Tally::new(map, &topology, pool) else { continue };
         let mut stuck: BTreeSet<OsdId> = BTreeSet::new();
         while moves < max_changes {
+            // Copies move off OSDs over their share, and onto OSDs under it (a new host)
+            // from whichever OSD holds the most. Under takes twice the deviation over
+            // does, so that fair shares shifting by a fraction of a copy (a weight changed
+            // elsewhere) move nothing on a balanced cluster.
+            let emptiest = tally.osds.values().map(Held::excess).fold(f64::MAX, f64::min);
+            let short = emptiest < -2.0 * max_deviation;
+            let gives = |h: &Held| h.excess() > max_deviation || short && h.excess() > emptiest + 1.0;
             let fullest = tally
                 .osds
                 .iter()
-                .filter(|(o, h)| !stuck.contains(o) && h.excess() > max_deviation)
+                .filter(|(o, h)| !stuck.contains(o) && gives(h))
                 .max_by(|a, b| a.1.excess().total_cmp(&b.1.excess()).then(b.0.cmp(a.0)))
                 .map(|(o, _)| *o);
             let Some(from) = fullest else { break };
@@ -164,9 +172,63 @@ pub fn optimize(map: &OsdMap, max_changes: usize, max_deviation: f64) -> BTreeMa
     changed
 }
 
+/// Upmap exceptions that keep each replicated PG's copies on the OSDs `before` placed them
+/// on where `after` would move them between OSDs that are both in (as pgremapper's
+/// `cancel-backfill` does for Ceph): a change of weights or of the CRUSH tree then moves no
+/// data, and the balancer moves it later, in its steps. A copy whose OSD went out, or whose
+/// staying would break the rule, moves as placement says. Pools that are merging or
+/// erasure-coded are left alone. Returns the PGs whose exceptions change.
+pub fn keep_placement(before: &OsdMap, after: &OsdMap) -> BTreeMap<PgId, Vec<(OsdId, OsdId)>> {
+    let (was, is) = (Topology::from_map(before), Topology::from_map(after));
+    let mut changed = BTreeMap::new();
+    for pool in after.pools.values().filter(|p| p.erasure.is_none() && !after.pg_merge.contains_key(&p.id)) {
+        let Some(old_pool) = before.pools.get(&pool.id).filter(|p| p.pg_num == pool.pg_num) else { continue };
+        let Some(domains) = is.placer(pool).map(|p| p.domains()) else { continue };
+        let domain = |o: &OsdId| domains.get(o).map(|d| d.1);
+        for seed in 0..pool.pg_num {
+            let pg = PgId { pool: pool.id, seed };
+            let old: Vec<OsdId> = was.raw_shards(before, old_pool, pg).into_iter().flatten().collect();
+            let placed = is.raw_shards(after, pool, pg);
+            if placed.iter().all(|o| o.is_some_and(|o| old.contains(&o))) {
+                continue;
+            }
+            let crush = is.crush_shards(after, pool, pg);
+            let usable = |o: &OsdId| after.osds.get(o).is_some_and(|e| e.is_in && e.weight > 0);
+            let mut leave: Vec<OsdId> = crush.iter().flatten().filter(|o| !old.contains(o)).copied().collect();
+            let mut items = Vec::new();
+            for stay in old.iter().filter(|o| !crush.contains(&Some(**o)) && usable(o)) {
+                // The copy placement puts in the staying copy's failure domain gives way
+                // first, so the domains stay apart.
+                let Some(at) =
+                    leave.iter().position(|l| domain(l) == domain(stay)).or((!leave.is_empty()).then_some(0))
+                else {
+                    break;
+                };
+                items.push((leave.remove(at), *stay));
+            }
+            let mut kept = crush.clone();
+            crate::apply_items(after, &items, &mut kept);
+            let staying = |shards: &[Option<OsdId>]| shards.iter().flatten().filter(|o| old.contains(o)).count();
+            if staying(&kept) > staying(&placed) && !is.breaks_rule(pool, &kept, &crush) {
+                changed.insert(pg, items);
+            }
+        }
+    }
+    changed
+}
+
 /// Records in a PG's `items` that its copy on `from` goes to `to`: an item that brought the
 /// copy to `from` is redirected (or dropped, if it now leads back to its origin).
 fn remap(items: &mut Vec<(OsdId, OsdId)>, from: OsdId, to: OsdId) {
+    if from == to {
+        return;
+    }
+    if let Some(i) = items.iter().position(|(source, _)| *source == to) {
+        // Placement put a copy on `to` that an item sent elsewhere: that copy comes back
+        // and the one on `from` goes where it went, so no OSD is named twice.
+        let (_, elsewhere) = items.remove(i);
+        return remap(items, from, elsewhere);
+    }
     match items.iter().position(|(_, target)| *target == from) {
         Some(i) if items[i].0 == to => {
             items.remove(i);
@@ -236,6 +298,40 @@ mod tests {
     }
 
     #[test]
+    fn kept_placement_moves_nothing_between_osds_that_stay_in_and_the_balancer_then_fills_a_new_host() {
+        let (mut before, pool) = cluster(5, 3, 256);
+        before.pg_upmap_items.extend(optimize(&before, usize::MAX, 1.0));
+        let mut after = before.clone();
+        for id in 15..18 {
+            let entry = OsdEntry { addr: String::new(), host: "h5".into(), weight: 0x10000, up: true, is_in: true };
+            after.osds.insert(OsdId(id), entry);
+        }
+        after.osds.get_mut(&OsdId(0)).unwrap().weight = 0x8000;
+        after.osds.get_mut(&OsdId(1)).unwrap().is_in = false;
+        let up = |map: &OsdMap, seed| {
+            let mut osds = Topology::from_map(map).up_osds(map, &pool, PgId { pool: pool.id, seed });
+            osds.sort();
+            osds
+        };
+        let moved_by_crush = (0..pool.pg_num).filter(|s| up(&before, *s) != up(&after, *s)).count();
+        assert!(moved_by_crush > 100, "{moved_by_crush} PGs move without exceptions");
+        after.pg_upmap_items.extend(keep_placement(&before, &after));
+        for seed in 0..pool.pg_num {
+            let (was, is) = (up(&before, seed), up(&after, seed));
+            let gone: Vec<&OsdId> = was.iter().filter(|o| !is.contains(o)).collect();
+            assert!(gone.iter().all(|o| **o == OsdId(1)), "pg {seed}: {was:?} -> {is:?}");
+            assert!(!Topology::from_map(&after).upmap_breaks_rule(&after, &pool, PgId { pool: pool.id, seed }));
+        }
+        assert!(keep_placement(&before, &after).is_empty(), "nothing left to keep");
+        let on_new_host = |map: &OsdMap| (0..pool.pg_num).filter(|s| up(map, *s).iter().any(|o| o.0 >= 15)).count();
+        let had_osd1 = (0..pool.pg_num).filter(|s| up(&before, *s).contains(&OsdId(1))).count();
+        assert!(on_new_host(&after) < had_osd1, "only copies of the out OSD went to the new host");
+        after.pg_upmap_items.extend(optimize(&after, usize::MAX, 1.0));
+        assert!(on_new_host(&after) > 100, "the balancer fills the new host: {}", on_new_host(&after));
+        assert!(spread(&after, &pool).unwrap().max_over_fair < 1.1);
+    }
+
+    #[test]
     fn a_copy_moved_again_rewrites_its_item() {
         let mut items = vec![(OsdId(1), OsdId(2))];
         remap(&mut items, OsdId(2), OsdId(3));
@@ -244,6 +340,10 @@ mod tests {
         assert!(items.is_empty(), "back where placement put it");
         remap(&mut items, OsdId(4), OsdId(5));
         assert_eq!(items, vec![(OsdId(4), OsdId(5))]);
+        remap(&mut items, OsdId(6), OsdId(4));
+        assert_eq!(items, vec![(OsdId(6), OsdId(5))], "osd.4 takes its own copy back; osd.6's goes to osd.5");
+        remap(&mut items, OsdId(5), OsdId(6));
+        assert!(items.is_empty(), "osd.6 takes its copy back from osd.5");
     }
 
     #[test]

@@ -531,14 +531,19 @@ impl Topology {
     /// Whether `map`'s upmap exceptions for `pg` break its rule: copies on OSDs the rule
     /// does not place on, or fewer distinct failure domains than placement alone gives.
     pub fn upmap_breaks_rule(&self, map: &OsdMap, pool: &Pool, pg: PgId) -> bool {
+        self.breaks_rule(pool, &self.raw_shards(map, pool, pg), &self.crush_shards(map, pool, pg))
+    }
+
+    /// Whether placement `with` exceptions breaks `pool`'s rule, placement `without` them
+    /// being what CRUSH gives.
+    fn breaks_rule(&self, pool: &Pool, with: &[Option<OsdId>], without: &[Option<OsdId>]) -> bool {
         let Some(placer) = self.placer(pool) else { return false };
         let domains = placer.domains();
-        let distinct = |shards: Vec<Option<OsdId>>| -> Option<usize> {
+        let distinct = |shards: &[Option<OsdId>]| -> Option<usize> {
             let of: Option<BTreeSet<usize>> = shards.iter().flatten().map(|o| domains.get(o).map(|d| d.1)).collect();
             of.map(|d| d.len())
         };
-        distinct(self.raw_shards(map, pool, pg))
-            .is_none_or(|with| Some(with) < distinct(self.crush_shards(map, pool, pg)))
+        distinct(with).is_none_or(|with| Some(with) < distinct(without))
     }
 }
 
@@ -547,7 +552,13 @@ impl Topology {
 /// Ceph skips such items rather than break the PG). A source PG of a merge takes its
 /// target's exceptions, so that both sit on the same OSDs whatever exceptions change.
 pub fn apply_upmap(map: &OsdMap, pg: PgId, shards: &mut [Option<OsdId>]) {
-    let Some(items) = map.pg_upmap_items.get(&map.upmap_pg(pg)) else { return };
+    if let Some(items) = map.pg_upmap_items.get(&map.upmap_pg(pg)) {
+        apply_items(map, items, shards);
+    }
+}
+
+/// Applies upmap `items` to a placement, as [`apply_upmap`] applies a PG's.
+fn apply_items(map: &OsdMap, items: &[(OsdId, OsdId)], shards: &mut [Option<OsdId>]) {
     for &(from, to) in items {
         let usable = map.osds.get(&to).is_some_and(|o| o.is_in && o.weight > 0);
         if !usable || shards.contains(&Some(to)) {

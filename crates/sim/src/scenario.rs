@@ -46,9 +46,19 @@ pub struct Scenario {
     pub recovery_sleep: Duration,
 }
 
+/// One seed in this many is large ([`Scenario::is_large`]).
+pub const LARGE_EVERY: u64 = 25;
+
 impl Scenario {
-    /// Draws a scenario: with `erasure`, of an erasure-coded pool.
-    pub fn draw(rng: &mut StdRng, erasure: bool) -> Scenario {
+    /// Whether `seed` draws a large scenario: 12–16 OSDs on 4–6 hosts, 64 PGs and 24–40
+    /// clients issuing up to 300 operations each, faults at least a second apart. The seed
+    /// alone decides (residue 12), so which seeds are large never depends on a draw.
+    pub fn is_large(seed: u64) -> bool {
+        seed % LARGE_EVERY == 12
+    }
+
+    /// Draws a scenario: with `erasure`, of an erasure-coded pool; with `large`, a large one.
+    pub fn draw(rng: &mut StdRng, erasure: bool, large: bool) -> Scenario {
         let hosts = rng.random_range(2..=4u32);
         let osds = rng.random_range(hosts.max(3)..=hosts * 2);
         let mut size = rng.random_range(2..=3u32.min(hosts));
@@ -75,7 +85,7 @@ impl Scenario {
         // Drawn last, so the draws above stay what they were.
         let recovery_max_active = rng.random_range(1..=10);
         let recovery_sleep = Duration::from_millis(if rng.random_ratio(1, 3) { rng.random_range(1..=100) } else { 0 });
-        Scenario {
+        let mut scenario = Scenario {
             hosts,
             osds,
             erasure,
@@ -93,6 +103,24 @@ impl Scenario {
             sync_us,
             recovery_max_active,
             recovery_sleep,
+        };
+        if large {
+            scenario.enlarge(rng);
         }
+        scenario
+    }
+
+    /// Makes the scenario large, keeping its pool's kind and size, latencies and message faults.
+    fn enlarge(&mut self, rng: &mut StdRng) {
+        self.hosts = rng.random_range(4..=6);
+        self.osds = rng.random_range(12..=16);
+        let extra = self.osds as usize - self.sync_us.len();
+        let spare: Vec<u64> = (0..extra).map(|_| rng.random_range(100..3_000)).collect();
+        self.sync_us.extend(spare);
+        self.pg_num = 64;
+        self.clients = rng.random_range(24..=40);
+        self.objects_per_client = rng.random_range(2..=6);
+        self.ops_per_client = rng.random_range(100..=300);
+        self.fault_every = self.fault_every.max(Duration::from_millis(rng.random_range(1_000..3_000)));
     }
 }

@@ -18,7 +18,7 @@ use shoal_types::crush::{BucketType, CrushChange, DEFAULT_ROOT};
 use shoal_types::erasure::{ErasurePoolSpec, ErasureProfile};
 use shoal_types::msg::{OsdOp, PeerRequest, Reply};
 use shoal_types::op::{Step, StepOutput};
-use shoal_types::pg::{PgStat, PgStateFlag};
+use shoal_types::pg::PgStat;
 use shoal_types::space::{SpaceChange, SpaceState};
 use shoal_types::{ClientId, Errno, ObjectName, OsdEntry, OsdId, OsdMap, PgId, PoolId, PoolSpec, ReqId, Result, err};
 use std::collections::{BTreeMap, BTreeSet};
@@ -52,6 +52,9 @@ pub struct Options {
     pub heal_limit: Duration,
     /// Run an erasure-coded pool instead of a replicated one.
     pub erasure: bool,
+    /// Reshape only by changing `pg_num` and stepping `pgp_num` (splits and merges at
+    /// every reshape: the merge flaw's tests).
+    pub pg_num_only: bool,
 }
 
 impl Default for Options {
@@ -61,6 +64,7 @@ impl Default for Options {
             chaos: Duration::from_secs(60),
             heal_limit: Duration::from_secs(600),
             erasure: false,
+            pg_num_only: false,
         }
     }
 }
@@ -225,7 +229,7 @@ struct World {
 /// Runs seed `seed`.
 pub fn run(seed: u64, options: &Options) -> Outcome {
     let mut rng = StdRng::seed_from_u64(seed);
-    let scenario = Scenario::draw(&mut rng, options.erasure);
+    let scenario = Scenario::draw(&mut rng, options.erasure, Scenario::is_large(seed));
     let mut world = World::new(scenario, options.clone(), rng);
     world.run();
     Outcome {
@@ -811,9 +815,10 @@ impl World {
         let marked_down = map.osds.get(&id).is_none_or(|e| !e.up);
         let epoch = map.epoch;
         // As the OSD daemon does: its copies split before any shard works under the map.
-        if let Some(store) = self.osds.get(&id).map(|o| o.store.clone()) {
-            let split =
-                shoal_pg_core::split::follow_flawed(&store, &map, self.options.flaws).and_then(|s| store.commit(s.txn));
+        if let Some(osd) = self.osds.get(&id) {
+            let (store, previous) = (osd.store.clone(), osd.shard.as_ref().map(|s| s.map().clone()));
+            let split = shoal_pg_core::split::follow_flawed(&store, previous.as_deref(), &map, self.options.flaws)
+                .and_then(|s| store.commit(s.txn));
             if let Err(e) = split {
                 return self.store_failed(id, "splitting PG copies", &e);
             }
@@ -924,9 +929,15 @@ impl World {
     /// balancer, a PG's upmap exceptions removed, the pool's `pg_num` doubled (up to 32)
     /// or halved (a merge, which [`World::merge_step`] drives),
     /// a step of its `pgp_num` after it, a new OSD on a new host (at most two more than
-    /// the scenario's), `pick` drained to be purged, or `pick` full for a while.
+    /// the scenario's), `pick` drained to be purged, `pick` full for a while, or the
+    /// `norebalance` flag set or cleared.
     fn reshape(&mut self, pick: OsdId) {
-        let change = match self.rng.random_range(0..10) {
+        let kind = if self.options.pg_num_only { self.rng.random_range(5..=6) } else { self.rng.random_range(0..11) };
+        let change = match kind {
+            10 => {
+                let on = !self.map.flags.contains("norebalance");
+                MapChange::SetFlag { flag: "norebalance".into(), on }
+            }
             7 => {
                 if self.osds.len() >= self.scenario.osds as usize + 2 {
                     return;
@@ -1001,32 +1012,26 @@ impl World {
         self.change(change);
     }
 
-    /// The monitor leader's next step of the pool's merge, as `Monitor::step_merges` takes
-    /// it, once a second until it is done (healing too): `pgp_num` down to the new count
-    /// while every PG is clean; then the pause, once each source has its target's acting
-    /// set; then the merge, once every PG reported `premerge` under the pause.
+    /// The monitor leader's next step of the pool's merge, once a second until it is done
+    /// (healing too): `pgp_num` down to the new count while every PG is clean, then the
+    /// pause and the merge as the monitor takes them ([`shoal_mon::change::merge_step`]).
     fn merge_step(&mut self) {
         let Some(merge) = self.map.pg_merge.get(&self.pool).cloned() else { return };
         self.after(SECOND, Event::MergeStep);
         let Ok(pg_num) = self.map.pool(self.pool).map(|p| p.pg_num) else { return };
         let (unclean, stats) = self.unclean();
-        let acting = |pg: &PgId| stats.get(pg).map(|s| &s.acting);
-        let pairs = self.map.merge_pairs(self.pool, pg_num, merge.pg_num);
-        let together = pairs.iter().all(|(s, t)| acting(s).is_some() && acting(s) == acting(t));
         let change = match self.map.pg_resize.get(&self.pool).filter(|r| r.pgp_num > merge.pg_num) {
             Some(resize) if unclean.is_empty() => {
                 let pgp_num = shoal_types::resize::next_pgp_num(pg_num, resize.pgp_num, merge.pg_num, 0.25);
                 MapChange::StepPgpNum { pool: self.pool, pgp_num }
             }
             Some(_) => return,
-            None if merge.paused == 0 && unclean.is_empty() && together => MapChange::PauseMerge(self.pool),
-            None if merge.paused == 0 => return,
             None => {
-                let ready = |s: &&PgStat| s.epoch >= merge.paused && s.state.contains(&PgStateFlag::Premerge);
-                if stats.values().filter(ready).count() < pg_num as usize || !together {
-                    return;
+                let stats: Vec<PgStat> = stats.into_values().collect();
+                match shoal_mon::change::merge_step(&self.map, self.pool, &stats, unclean.is_empty()) {
+                    Some(change) => change,
+                    None => return,
                 }
-                MapChange::FinishMerge(self.pool)
             }
         };
         self.change(change);

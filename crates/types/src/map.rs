@@ -194,9 +194,12 @@ pub struct OsdMap {
 /// The cluster flags `osd set` knows: `noout` (the monitor marks no down OSD out),
 /// `noin` (a booting OSD that is out, or new, stays out), `nobackfill` (primaries copy no
 /// PG to a new member), `norecover` (primaries bring no member's copy up to date from the
-/// log; a primary's own recovery still runs, so its PGs serve), `pause` (OSDs serve no
-/// client operation: clients wait and resend until it is unset or they time out).
-pub const CLUSTER_FLAGS: [&str; 5] = ["noout", "noin", "nobackfill", "norecover", "pause"];
+/// log; a primary's own recovery still runs, so its PGs serve), `norebalance` (a change of
+/// weights or of the CRUSH tree, or a new OSD, moves no copy between OSDs that stay in:
+/// the monitor keeps each where it was with upmap exceptions, for the balancer to move in
+/// its steps), `pause` (OSDs serve no client operation: clients wait and resend until it
+/// is unset or they time out).
+pub const CLUSTER_FLAGS: [&str; 6] = ["noout", "noin", "nobackfill", "norecover", "norebalance", "pause"];
 
 impl OsdMap {
     /// Whether cluster flag `flag` is set.

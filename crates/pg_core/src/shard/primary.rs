@@ -834,7 +834,7 @@ impl<R> Shard<R> {
             let paused = err::again("the cluster is paused (osd set pause): operations wait until it is unset");
             return self.respond(Err(paused), reply);
         }
-        if self.map.merge_paused(op.pool) && !self.flaws.merge_without_pause {
+        if self.map.merge_paused(op.pool) {
             let merging =
                 err::again(format!("pool {}'s PGs are merging: operations wait until they are merged", op.pool));
             return self.respond(Err(merging), reply);
