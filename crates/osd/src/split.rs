@@ -27,7 +27,7 @@ impl Follower {
     /// that fails raises the OSD's fault and stops the following.
     pub(crate) fn start(self, mut outside: watch::Receiver<Arc<OsdMap>>) -> watch::Receiver<Arc<OsdMap>> {
         let first = outside.borrow_and_update().clone();
-        if let Err(e) = self.split_for(None, &first) {
+        if let Err(e) = self.split_for(&first) {
             self.fault.raise(format!("splitting PG copies for map {}: {e}", first.epoch));
         }
         let (publish, maps) = watch::channel(first);
@@ -36,11 +36,10 @@ impl Follower {
             while outside.changed().await.is_ok() {
                 let next = outside.borrow_and_update().clone();
                 let (f, publish) = (follower.clone(), publish.clone());
-                let previous = publish.borrow().clone();
                 let adopted = tokio::task::spawn_blocking(move || {
                     let split = shoal_pg_core::split::needed(&f.store, &next).and_then(|needed| {
                         let _paused = needed.then(|| f.gate.write().unwrap_or_else(std::sync::PoisonError::into_inner));
-                        f.split_for(Some(&previous), &next)?;
+                        f.split_for(&next)?;
                         publish.send_replace(next.clone());
                         Ok(())
                     });
@@ -57,10 +56,9 @@ impl Follower {
         maps
     }
 
-    /// Commits the split or merge `map` calls for on this store, if any (`previous`: the
-    /// map published before, if any).
-    fn split_for(&self, previous: Option<&OsdMap>, map: &OsdMap) -> Result<()> {
-        let split = shoal_pg_core::split::follow(&self.store, previous, map)?;
+    /// Commits the split or merge `map` calls for on this store, if any.
+    fn split_for(&self, map: &OsdMap) -> Result<()> {
+        let split = shoal_pg_core::split::follow(&self.store, map)?;
         if split.txn.is_empty() {
             return Ok(());
         }

@@ -15,9 +15,10 @@
 //! history, as Ceph's merges do: an empty log whose tail and head are the newer of the two
 //! last updates. A copy of only one side lacks the other's objects: it merges as
 //! incomplete, never an authority, and is backfilled or removed by peering. So does a copy
-//! this OSD cannot show was current: it did not see the pool paused (it was down), or the
-//! copy was not in its PG's latest activation then (it was behind, and the new history
-//! could no longer tell it by its last update).
+//! that was not in its PG's activation under the pause, which the map records for the
+//! pool's last merge ([`OsdMap::pg_merged`]): it was behind, and the new history could no
+//! longer tell it by its last update. An OSD that missed more than that one merge merges
+//! every copy incomplete.
 //!
 //! The store records the `pg_num` its copies were split or merged to (`N` ‖ pool), so an
 //! OSD that was down while a pool changed follows on its first map, once. The driver
@@ -44,20 +45,18 @@ pub struct Split {
 }
 
 /// The split or merge every pool of `map` calls for on this store (nothing for a pool
-/// seen for the first time, whose count is recorded as it is). `previous` is the map the
-/// copies were last under, if this OSD knows it: a merge keeps a copy complete only if the
-/// OSD saw its pool paused and the copy was in its PG's latest activation then.
-pub fn follow(store: &ObjectStore, previous: Option<&OsdMap>, map: &OsdMap) -> Result<Split> {
-    follow_with(store, previous, map, Flaws::default())
+/// seen for the first time, whose count is recorded as it is).
+pub fn follow(store: &ObjectStore, map: &OsdMap) -> Result<Split> {
+    follow_with(store, map, Flaws::default())
 }
 
 /// [`follow`] with deliberate bugs (simulator runs only).
 #[cfg(feature = "flaws")]
-pub fn follow_flawed(store: &ObjectStore, previous: Option<&OsdMap>, map: &OsdMap, flaws: Flaws) -> Result<Split> {
-    follow_with(store, previous, map, flaws)
+pub fn follow_flawed(store: &ObjectStore, map: &OsdMap, flaws: Flaws) -> Result<Split> {
+    follow_with(store, map, flaws)
 }
 
-fn follow_with(store: &ObjectStore, previous: Option<&OsdMap>, map: &OsdMap, flaws: Flaws) -> Result<Split> {
+fn follow_with(store: &ObjectStore, map: &OsdMap, flaws: Flaws) -> Result<Split> {
     let mut split = Split::default();
     for (pool, (row, recorded)) in recorded_counts(store)? {
         match map.pools.get(&pool) {
@@ -68,9 +67,9 @@ fn follow_with(store: &ObjectStore, previous: Option<&OsdMap>, map: &OsdMap, fla
                 split.pools.insert(pool, (recorded, p.pg_num));
             }
             Some(p) if p.pg_num < recorded => {
-                let paused =
-                    previous.filter(|m| m.pg_merge.get(&pool).is_some_and(|g| g.paused > 0 && g.pg_num == p.pg_num));
-                merge_pool(store, &mut split.txn, pool, (recorded, p.pg_num), paused, flaws)?;
+                let merged = map.pg_merged.get(&pool).filter(|m| (m.from, m.to) == (recorded, p.pg_num));
+                let under_pause = merged.map(|m| &m.active);
+                merge_pool(store, &mut split.txn, pool, (recorded, p.pg_num), under_pause, flaws)?;
                 split.txn.put_meta(&row, p.pg_num.to_be_bytes().to_vec());
                 split.pools.insert(pool, (recorded, p.pg_num));
             }
@@ -109,23 +108,23 @@ fn recorded_counts(store: &ObjectStore) -> Result<BTreeMap<PoolId, (Vec<u8>, u32
 
 /// Merges this store's copies of `pool`'s PGs from `from` PGs to `to`, in `txn` (see the
 /// module).
-/// `paused`: the map under which this OSD last saw the pool paused for this merge, if it
-/// did. No client writes while paused, so a copy that was in its PG's latest activation
-/// then has every write; any other copy may lack some, which a merged history could no
-/// longer tell by its last update, so it merges incomplete (to be backfilled).
+/// `under_pause`: each PG's activation interval under the merge's pause, by seed, if
+/// this is the pool's last merge. No client writes while paused, so a copy activated in it
+/// has every write; any other copy may lack some, which a merged history could no longer
+/// tell by its last update, so it merges incomplete (to be backfilled).
 fn merge_pool(
     store: &ObjectStore,
     txn: &mut Transaction,
     pool: PoolId,
     counts: (u32, u32),
-    paused: Option<&OsdMap>,
+    under_pause: Option<&BTreeMap<u32, u64>>,
     flaws: Flaws,
 ) -> Result<()> {
     let (from, to) = counts;
     let info =
         |pg: PgId| -> Result<Option<PgInfo>> { store.meta(&pg_meta_key(pg))?.map(|b| PgInfo::decode(&b)).transpose() };
     let current = |pg: PgId, info: &PgInfo| {
-        paused.is_some_and(|m| m.pg_active.get(&pg).is_some_and(|r| r.interval == info.last_epoch_started))
+        under_pause.is_some_and(|active| active.get(&pg.seed) == Some(&info.last_epoch_started))
     };
     let mut merged: BTreeMap<u32, Option<PgInfo>> = BTreeMap::new();
     for seed in to..from {
@@ -306,7 +305,7 @@ mod tests {
             state.append(&mut txn, &PgState::entry(at, ReqId { client: ClientId(1), tid: v }, object, &reply));
             store.commit(txn).unwrap();
         }
-        let first = follow(&store, None, &map).unwrap();
+        let first = follow(&store, &map).unwrap();
         assert!(first.pools.is_empty(), "a pool seen the first time is recorded, not split");
         store.commit(first.txn).unwrap();
         (store, map, pg)
@@ -318,7 +317,7 @@ mod tests {
         assert!(!needed(&store, &map).unwrap());
         map.set_pg_num("p", 4).unwrap();
         assert!(needed(&store, &map).unwrap());
-        let split = follow(&store, None, &map).unwrap();
+        let split = follow(&store, &map).unwrap();
         assert_eq!(split.pools.get(&parent.pool), Some(&(1, 4)));
         store.commit(split.txn).unwrap();
         let pool = map.pools[&parent.pool].clone();
@@ -338,7 +337,7 @@ mod tests {
         }
         assert_eq!(seen, 40, "every entry went to exactly one PG");
         // Done once: the next map with the same count changes nothing.
-        let again = follow(&store, None, &map).unwrap();
+        let again = follow(&store, &map).unwrap();
         assert!(again.pools.is_empty() && again.txn.is_empty());
         // The objects did not move.
         let data = store.chunks(&ObjectKey::new(pool.id, &ObjectName::new("", "o7")).unwrap(), 0, 1).unwrap();
@@ -363,7 +362,7 @@ mod tests {
         state.adopt(&mut txn, &activate, 1).unwrap();
         store.commit(txn).unwrap();
         map.set_pg_num("p", 2).unwrap();
-        store.commit(follow(&store, None, &map).unwrap().txn).unwrap();
+        store.commit(follow(&store, &map).unwrap().txn).unwrap();
         let pool = map.pools[&parent.pool].clone();
         let mut lacked = 0;
         for seed in 0..2 {
@@ -377,29 +376,28 @@ mod tests {
         assert_eq!(lacked, 6, "o7…o12 are lacked, each by its own PG");
     }
 
-    /// Merges `map`'s pool back to one PG as the monitors do (placement and pause done);
-    /// the map while paused.
-    fn merge_to_one(map: &mut OsdMap, pool: PoolId) -> OsdMap {
+    /// Merges `map`'s pool back to one PG as the monitors do (placement and pause done),
+    /// `under_pause` changing the map while paused.
+    fn merge_to_one(map: &mut OsdMap, pool: PoolId, under_pause: impl FnOnce(&mut OsdMap)) {
         map.set_pg_num("p", 1).unwrap();
         map.pause_merge(pool).unwrap();
-        let paused = map.clone();
+        under_pause(map);
         map.finish_merge(pool).unwrap();
-        paused
     }
 
     #[test]
     fn merged_copies_start_a_new_history_that_remembers_their_requests() {
         let (store, mut map, parent) = one_pg(40);
         map.set_pg_num("p", 4).unwrap();
-        store.commit(follow(&store, None, &map).unwrap().txn).unwrap();
+        store.commit(follow(&store, &map).unwrap().txn).unwrap();
         let pool = parent.pool;
         let newest = (0..4)
             .map(|seed| PgState::load(&store, PgId { pool, seed }, 1000).unwrap().info.last_update)
             .max()
             .unwrap();
-        let paused = merge_to_one(&mut map, pool);
+        merge_to_one(&mut map, pool, |_| {});
         assert!(needed(&store, &map).unwrap());
-        let merge = follow(&store, Some(&paused), &map).unwrap();
+        let merge = follow(&store, &map).unwrap();
         assert_eq!(merge.pools[&pool], (4, 1));
         store.commit(merge.txn).unwrap();
         let merged = PgState::load(&store, parent, 1000).unwrap();
@@ -415,43 +413,43 @@ mod tests {
         }
         let data = store.chunks(&ObjectKey::new(pool, &ObjectName::new("", "o7")).unwrap(), 0, 1).unwrap();
         assert_eq!(data, vec![(0, Bytes::from_static(b"data"))], "the objects stay");
-        let again = follow(&store, None, &map).unwrap();
+        let again = follow(&store, &map).unwrap();
         assert!(again.pools.is_empty() && again.txn.is_empty(), "merged once");
     }
 
     #[test]
     fn a_copy_not_shown_current_under_the_pause_merges_incomplete() {
-        let merged_complete = |previous: Option<&dyn Fn(&mut OsdMap)>| {
+        let merged_complete = |under_pause: &dyn Fn(&mut OsdMap), after: &dyn Fn(&mut OsdMap)| {
             let (store, mut map, parent) = one_pg(10);
             map.set_pg_num("p", 2).unwrap();
-            store.commit(follow(&store, None, &map).unwrap().txn).unwrap();
-            let mut paused = merge_to_one(&mut map, parent.pool);
-            let previous = previous.map(|change| {
-                change(&mut paused);
-                paused
-            });
-            store.commit(follow(&store, previous.as_ref(), &map).unwrap().txn).unwrap();
+            store.commit(follow(&store, &map).unwrap().txn).unwrap();
+            merge_to_one(&mut map, parent.pool, under_pause);
+            after(&mut map);
+            store.commit(follow(&store, &map).unwrap().txn).unwrap();
             PgState::load(&store, parent, 1000).unwrap().info.complete
         };
-        assert!(merged_complete(Some(&|_| {})), "both copies were in their PG's latest activation");
-        assert!(!merged_complete(None), "an OSD that did not see the pause");
+        assert!(merged_complete(&|_| {}, &|_| {}), "both copies were in their PG's activation under the pause");
         let reactivated = |m: &mut OsdMap| {
             let source = PgId { pool: PoolId(1), seed: 1 };
             m.pg_active.insert(source, ActiveInterval { interval: 5, acting: vec![OsdId(1)] });
         };
-        assert!(!merged_complete(Some(&reactivated)), "the source went active without this copy");
+        assert!(!merged_complete(&reactivated, &|_| {}), "the source went active without this copy");
+        let another_merge = |m: &mut OsdMap| {
+            m.pg_merged.get_mut(&PoolId(1)).unwrap().from = 4;
+        };
+        assert!(!merged_complete(&|_| {}, &another_merge), "the map records another merge than this OSD's");
     }
 
     #[test]
     fn a_copy_of_only_one_side_merges_incomplete() {
         let (store, mut map, parent) = one_pg(10);
         map.set_pg_num("p", 2).unwrap();
-        store.commit(follow(&store, None, &map).unwrap().txn).unwrap();
+        store.commit(follow(&store, &map).unwrap().txn).unwrap();
         let mut txn = Transaction::new();
         crate::pglog::delete_pg_records(&mut txn, PgId { pool: parent.pool, seed: 1 });
         store.commit(txn).unwrap();
-        let paused = merge_to_one(&mut map, parent.pool);
-        store.commit(follow(&store, Some(&paused), &map).unwrap().txn).unwrap();
+        merge_to_one(&mut map, parent.pool, |_| {});
+        store.commit(follow(&store, &map).unwrap().txn).unwrap();
         let merged = PgState::load(&store, parent, 1000).unwrap();
         assert!(!merged.info.complete, "it lacks the other side's objects: never an authority");
     }

@@ -815,10 +815,9 @@ impl World {
         let marked_down = map.osds.get(&id).is_none_or(|e| !e.up);
         let epoch = map.epoch;
         // As the OSD daemon does: its copies split before any shard works under the map.
-        if let Some(osd) = self.osds.get(&id) {
-            let (store, previous) = (osd.store.clone(), osd.shard.as_ref().map(|s| s.map().clone()));
-            let split = shoal_pg_core::split::follow_flawed(&store, previous.as_deref(), &map, self.options.flaws)
-                .and_then(|s| store.commit(s.txn));
+        if let Some(store) = self.osds.get(&id).map(|o| o.store.clone()) {
+            let split =
+                shoal_pg_core::split::follow_flawed(&store, &map, self.options.flaws).and_then(|s| store.commit(s.txn));
             if let Err(e) = split {
                 return self.store_failed(id, "splitting PG copies", &e);
             }

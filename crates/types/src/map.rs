@@ -123,6 +123,19 @@ pub struct PgMerge {
     pub paused: u64,
 }
 
+/// A pool's last merge, for OSDs that follow it without having seen its pause
+/// ([`crate::resize`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgMerged {
+    /// The `pg_num` it went from.
+    pub from: u32,
+    /// The `pg_num` it went to.
+    pub to: u32,
+    /// Each PG's activation interval under the pause, by seed: no write came after it,
+    /// so a copy activated in it held every write of its PG.
+    pub active: BTreeMap<u32, u64>,
+}
+
 /// The cluster map at one epoch: every client and OSD computes placement from it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OsdMap {
@@ -189,6 +202,9 @@ pub struct OsdMap {
     /// Pools whose PGs merge to a lower `pg_num`.
     #[serde(default)]
     pub pg_merge: BTreeMap<PoolId, PgMerge>,
+    /// Each pool's last finished merge.
+    #[serde(default)]
+    pub pg_merged: BTreeMap<PoolId, PgMerged>,
 }
 
 /// The cluster flags `osd set` knows: `noout` (the monitor marks no down OSD out),
@@ -216,10 +232,11 @@ impl OsdMap {
 
 impl crate::Versioned for OsdMap {
     const NAME: &'static str = "osd map";
-    const VERSION: u8 = 12;
+    const VERSION: u8 = 13;
 
     fn decode_older(version: u8, body: &[u8]) -> Option<crate::Result<Self>> {
         match version {
+            12 => return Some(crate::encoding::decode_body::<v12::OsdMap>("osd map v12", body).map(OsdMap::from)),
             11 => return Some(crate::encoding::decode_body::<v11::OsdMap>("osd map v11", body).map(OsdMap::from)),
             10 => return Some(crate::encoding::decode_body::<v10::OsdMap>("osd map v10", body).map(OsdMap::from)),
             9 => return Some(crate::encoding::decode_body::<v9::OsdMap>("osd map v9", body).map(OsdMap::from)),
@@ -244,6 +261,98 @@ impl crate::Versioned for OsdMap {
             _ => return None,
         };
         Some(v4.map(|m| OsdMap::from(v5::OsdMap::from(m))))
+    }
+}
+
+/// Version 12 of the map, before the record of each pool's last merge.
+pub mod v12 {
+    use super::{ActiveInterval, OsdEntry, PgMerge, PgResize, Pool};
+    use crate::auth::AuthEntity;
+    use crate::autoscale::PoolAutoscale;
+    use crate::crush::CrushMap;
+    use crate::erasure::ErasureProfile;
+    use crate::ids::{OsdId, PgId, PoolId};
+    use crate::space::{FullRatios, PoolQuota, SpaceState};
+    use serde::{Deserialize, Serialize};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// The map as version 12 stored it.
+    #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct OsdMap {
+        /// Epoch.
+        pub epoch: u64,
+        /// Next pool id.
+        pub next_pool_id: u64,
+        /// Pools.
+        pub pools: BTreeMap<PoolId, Pool>,
+        /// OSDs.
+        pub osds: BTreeMap<OsdId, OsdEntry>,
+        /// Central configuration.
+        pub config: BTreeMap<String, BTreeMap<String, String>>,
+        /// Activated intervals.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub pg_active: BTreeMap<PgId, ActiveInterval>,
+        /// Erasure-code profiles.
+        pub erasure_profiles: BTreeMap<String, ErasureProfile>,
+        /// Primaries in place of placement's.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub primary_temp: BTreeMap<PgId, OsdId>,
+        /// The CRUSH map.
+        pub crush: CrushMap,
+        /// Override weights.
+        pub osd_reweight: BTreeMap<OsdId, u32>,
+        /// Cluster flags.
+        pub flags: BTreeSet<String>,
+        /// Full ratios.
+        pub full_ratios: FullRatios,
+        /// OSD space states.
+        pub osd_space: BTreeMap<OsdId, SpaceState>,
+        /// Pool quotas.
+        pub pool_quotas: BTreeMap<PoolId, PoolQuota>,
+        /// Pools at their quota.
+        pub full_pools: BTreeSet<PoolId>,
+        /// Lost OSDs.
+        pub osd_lost: BTreeMap<OsdId, u64>,
+        /// Upmap exceptions.
+        #[serde(with = "crate::encoding::map_as_pairs")]
+        pub pg_upmap_items: BTreeMap<PgId, Vec<(OsdId, OsdId)>>,
+        /// PG count changes.
+        pub pg_resize: BTreeMap<PoolId, PgResize>,
+        /// Autoscaler settings.
+        pub pool_autoscale: BTreeMap<PoolId, PoolAutoscale>,
+        /// Client entities.
+        pub auth: BTreeMap<String, AuthEntity>,
+        /// Merging pools.
+        pub pg_merge: BTreeMap<PoolId, PgMerge>,
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        fn from(old: OsdMap) -> Self {
+            super::OsdMap {
+                epoch: old.epoch,
+                next_pool_id: old.next_pool_id,
+                pools: old.pools,
+                osds: old.osds,
+                config: old.config,
+                pg_active: old.pg_active,
+                erasure_profiles: old.erasure_profiles,
+                primary_temp: old.primary_temp,
+                crush: old.crush,
+                osd_reweight: old.osd_reweight,
+                flags: old.flags,
+                full_ratios: old.full_ratios,
+                osd_space: old.osd_space,
+                pool_quotas: old.pool_quotas,
+                full_pools: old.full_pools,
+                osd_lost: old.osd_lost,
+                pg_upmap_items: old.pg_upmap_items,
+                pg_resize: old.pg_resize,
+                pool_autoscale: old.pool_autoscale,
+                auth: old.auth,
+                pg_merge: old.pg_merge,
+                pg_merged: BTreeMap::new(),
+            }
+        }
     }
 }
 
@@ -328,6 +437,7 @@ pub mod v11 {
                 pool_autoscale: old.pool_autoscale,
                 auth: BTreeMap::new(),
                 pg_merge: BTreeMap::new(),
+                pg_merged: BTreeMap::new(),
             }
         }
     }
@@ -411,6 +521,7 @@ pub mod v10 {
                 pool_autoscale: BTreeMap::new(),
                 auth: BTreeMap::new(),
                 pg_merge: BTreeMap::new(),
+                pg_merged: BTreeMap::new(),
             }
         }
     }
@@ -1161,6 +1272,8 @@ impl OsdMap {
         self.primary_temp.retain(|pg, _| pg.pool != id);
         self.pg_upmap_items.retain(|pg, _| pg.pool != id);
         self.pg_resize.remove(&id);
+        self.pg_merge.remove(&id);
+        self.pg_merged.remove(&id);
         self.pool_autoscale.remove(&id);
         self.pool_quotas.remove(&id);
         self.full_pools.remove(&id);
@@ -1469,7 +1582,7 @@ mod tests {
     }
 
     #[test]
-    fn version_12_has_golden_bytes() {
+    fn version_13_has_golden_bytes() {
         use crate::Versioned;
         let mut map = OsdMap { epoch: 1, ..OsdMap::default() };
         let profile = ErasureProfile { k: 4, m: 2, stripe_unit: 4096, ..ErasureProfile::default() };
@@ -1550,9 +1663,15 @@ mod tests {
         let entity = [&[1, 8][..], b"client.a", &[2, 7, 8], &[1, 1, 0, 0, 0, 0, 0], &[1, 1, 1, 1, 1, 1, 1, b'p', 0]];
         // Then the merging pools: pool 1 going to 1 PG, paused from epoch 9.
         keyed.pg_merge.insert(PoolId(1), PgMerge { pg_num: 1, paused: 9 });
-        let expected: Vec<u8> = [&[12][..], &v11[1..], &entity.concat(), &[1, 1, 1, 9]].concat();
-        assert_eq!(keyed.encode(), expected);
-        assert_eq!(OsdMap::decode(&expected).unwrap(), keyed);
+        let v12: Vec<u8> = [&[12][..], &v11[1..], &entity.concat(), &[1, 1, 1, 9]].concat();
+        assert_eq!(OsdMap::decode(&v12).unwrap(), keyed);
+        // Version 13 ends with each pool's last merge: pool 1 from 2 PGs to 1, PG 1.0
+        // activated in interval 7 and PG 1.1 in interval 300 (varint 0xac 0x02) under the pause.
+        let mut merged = keyed.clone();
+        merged.pg_merged.insert(PoolId(1), PgMerged { from: 2, to: 1, active: BTreeMap::from([(0, 7), (1, 300)]) });
+        let expected: Vec<u8> = [&[13][..], &v12[1..], &[1, 1, 2, 1, 2, 0, 7, 1, 0xac, 0x02]].concat();
+        assert_eq!(merged.encode(), expected);
+        assert_eq!(OsdMap::decode(&expected).unwrap(), merged);
         assert!(keyed.clone().without_keys().auth.is_empty(), "clients get the map without the table");
         assert_eq!(
             OsdMap::decode(&flagged.encode()).unwrap().full_ratios,

@@ -18,8 +18,8 @@
 
 use crate::error::{Result, err};
 use crate::ids::{PgId, PoolId};
-use crate::map::OsdMap;
 pub use crate::map::{MAX_PG_NUM, PgMerge, PgResize};
+use crate::map::{OsdMap, PgMerged};
 
 /// The mask `next_pow2(n) - 1` used by [`stable_mod`].
 pub fn pg_mask(pg_num: u32) -> u32 {
@@ -141,7 +141,8 @@ impl OsdMap {
 
     /// Drops `pool`'s `pg_num` to its merge's target (every copy settled while paused):
     /// each target keeps the newer activation record of itself and its sources, whose
-    /// records and exceptions go.
+    /// records and exceptions go; [`OsdMap::pg_merged`] keeps every PG's interval under
+    /// the pause, for OSDs that merge their copies later.
     pub fn finish_merge(&mut self, pool: PoolId) -> Result<()> {
         let merge =
             self.pg_merge.get(&pool).cloned().ok_or_else(|| err::not_found(format!("pool {pool} is not merging")))?;
@@ -149,6 +150,9 @@ impl OsdMap {
             return Err(err::busy(format!("pool {pool}: its PGs are not paused for the merge yet")));
         }
         let from = self.pool(pool)?.pg_num;
+        let active = self.pg_active.range(PgId { pool, seed: 0 }..=PgId { pool, seed: u32::MAX });
+        let active = active.map(|(pg, record)| (pg.seed, record.interval)).collect();
+        self.pg_merged.insert(pool, PgMerged { from, to: merge.pg_num, active });
         for (source, target) in self.merge_pairs(pool, from, merge.pg_num) {
             if let Some(record) = self.pg_active.remove(&source) {
                 let newer = self.pg_active.get(&target).is_none_or(|t| t.interval < record.interval);
@@ -300,6 +304,8 @@ mod tests {
         map.finish_merge(pool.id).unwrap();
         assert_eq!((map.pools[&pool.id].pg_num, map.pgp_num(pool.id)), (4, 4));
         assert!(map.pg_merge.is_empty() && map.pg_resize.is_empty());
+        let under_pause = std::collections::BTreeMap::from([(1, 7), (2, 9), (5, 9), (6, 7)]);
+        assert_eq!(map.pg_merged[&pool.id], PgMerged { from: 8, to: 4, active: under_pause });
         assert_eq!(map.pg_active.get(&pg(1)), Some(&new), "target 1 takes its source's newer record");
         assert_eq!(map.pg_active.get(&pg(2)), Some(&new), "target 2 keeps its own newer record");
         assert!((4..8).all(|s| !map.pg_active.contains_key(&pg(s)) && !map.pg_upmap_items.contains_key(&pg(s))));
