@@ -858,8 +858,7 @@ impl Objects {
         start_after: &str,
         max: usize,
     ) -> Result<(Vec<ListItem>, bool)> {
-        let page = (max as u32).clamp(1, 1000);
-        let fetch = |index: IoCtx, shard: String, (after, _): Resume| {
+        let fetch = |index: IoCtx, shard: String, (after, _): Resume, page: u32| {
             let input =
                 ListInput { start_after: after, prefix: prefix.to_owned(), delimiter: delimiter.to_owned(), max: page };
             async move {
@@ -881,8 +880,7 @@ impl Objects {
         resume: Resume,
         max: usize,
     ) -> Result<(Vec<VersionItem>, bool)> {
-        let page = (max as u32).clamp(1, 1000);
-        let fetch = |index: IoCtx, shard: String, (key_marker, version_marker): Resume| {
+        let fetch = |index: IoCtx, shard: String, (key_marker, version_marker): Resume, page: u32| {
             let input = ListVersionsInput {
                 prefix: prefix.to_owned(),
                 delimiter: delimiter.to_owned(),
@@ -901,7 +899,10 @@ impl Objects {
 
     /// Merges the sorted pages `fetch` reads from each index shard: up to `max` items
     /// after `start`, and whether more follow. Items of one name come from one shard,
-    /// except common prefixes, which are kept once.
+    /// except common prefixes, which are kept once. Keys hash evenly over the shards, so
+    /// each is first asked for a little more than its share of `max` (not `max` itself,
+    /// which read every shard's rows `max` deep for one page), and for twice as many each
+    /// time it runs dry, up to 1,000.
     async fn merge_shards<T, F, Fut>(
         &self,
         bucket: &BucketInfo,
@@ -911,24 +912,28 @@ impl Objects {
     ) -> Result<(Vec<T>, bool)>
     where
         T: Listed,
-        F: Fn(IoCtx, String, Resume) -> Fut,
+        F: Fn(IoCtx, String, Resume, u32) -> Fut,
         Fut: std::future::Future<Output = Result<(Vec<T>, bool)>>,
     {
+        let share = max.div_ceil(bucket.num_shards.max(1) as usize);
+        let first_page = (share + share / 2 + 8).min(max).clamp(1, MAX_SHARD_PAGE as usize) as u32;
         let mut cursors: Vec<ShardCursor<T>> = (0..bucket.num_shards)
             .map(|shard| ShardCursor {
                 shard: layout::index_shard(&bucket.id, shard),
                 buffer: std::collections::VecDeque::new(),
                 after: start.clone(),
                 more: true,
+                page: first_page,
             })
             .collect();
         let mut items: Vec<T> = Vec::new();
         loop {
             // Refill every shard whose buffer ran dry but has more.
             let refills = cursors.iter_mut().filter(|c| c.buffer.is_empty() && c.more).map(|c| {
-                let page = fetch(self.pools.index().clone(), c.shard.clone(), c.after.clone());
+                let page = fetch(self.pools.index().clone(), c.shard.clone(), c.after.clone(), c.page);
                 async move {
                     let (page, more) = page.await?;
+                    c.page = (c.page * 2).min(MAX_SHARD_PAGE);
                     c.more = more;
                     if let Some(last) = page.last() {
                         c.after = last.resume();
@@ -1008,7 +1013,12 @@ struct ShardCursor<T> {
     buffer: std::collections::VecDeque<T>,
     after: Resume,
     more: bool,
+    /// How many items the next read asks for.
+    page: u32,
 }
+
+/// The most items one read of an index shard's listing asks for.
+const MAX_SHARD_PAGE: u32 = 1000;
 
 /// The plaintext `opener` opens from the sealed `stored` bytes.
 fn open_stream(

@@ -522,12 +522,14 @@ impl ObjectAccess for ObjectView<'_> {
                     from = k.clone();
                     exclusive = true;
                 }
+                // Past the prefix, no later row is in scope: read no further (a prefix
+                // with no rows once read the rest of the object's omap, page by page).
+                if rows_left_scope(&from, prefix) {
+                    store_done = true;
+                }
                 pending.extend(rows.into_iter().filter(|(k, _)| in_scope(k)));
                 if pending.is_empty() && !store_done {
                     continue;
-                }
-                if rows_left_scope(&from, prefix) {
-                    store_done = true;
                 }
             }
             let next_store = pending.front().map(|(k, _)| k.as_slice());
@@ -617,4 +619,51 @@ impl ObjectAccess for ObjectView<'_> {
 /// Whether a scan position is already past every key with `prefix`.
 fn rows_left_scope(position: &[u8], prefix: &[u8]) -> bool {
     !prefix.is_empty() && position > prefix && !position.starts_with(prefix)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// An object with `rows` committed omap rows `k00000…`, counting the scans.
+    struct Counted {
+        rows: usize,
+        scans: Cell<usize>,
+    }
+
+    impl Committed for Counted {
+        fn chunk_size(&self) -> u64 {
+            4096
+        }
+        fn onode(&self) -> Result<Option<Onode>> {
+            Ok(Some(Onode::default()))
+        }
+        fn chunks(&self, _: u32, _: u32) -> Result<Vec<(u32, Bytes)>> {
+            Ok(Vec::new())
+        }
+        fn omap_get(&self, _: &[u8]) -> Result<Option<Vec<u8>>> {
+            Ok(None)
+        }
+        fn omap_scan(&self, from: &[u8], exclusive: bool, max: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+            self.scans.set(self.scans.get() + 1);
+            let keys = (0..self.rows).map(|i| format!("k{i:05}").into_bytes());
+            let after = |k: &Vec<u8>| if exclusive { k.as_slice() > from } else { k.as_slice() >= from };
+            Ok(keys.filter(after).take(max).map(|k| (k, b"v".to_vec())).collect())
+        }
+    }
+
+    #[test]
+    fn a_prefix_without_rows_reads_one_page_not_the_rest_of_the_omap() {
+        let object = Counted { rows: 20_000, scans: Cell::new(0) };
+        let limits = Limits::default();
+        let key = ObjectKey::from_bytes(vec![0; 16]).unwrap();
+        let mut view = ObjectView::load(&object, &limits, key, |_| BTreeMap::new()).unwrap();
+        let (rows, more) = view.omap_get_vals(b"k00100x", b"k00100x", 1).unwrap();
+        assert!(rows.is_empty() && !more);
+        assert_eq!(object.scans.get(), 1, "the first page already left the prefix");
+        let (rows, more) = view.omap_get_vals(b"", b"k0010", 3).unwrap();
+        let keys: Vec<&[u8]> = rows.iter().map(|(k, _)| k.as_ref()).collect();
+        assert_eq!((keys, more), (vec![&b"k00100"[..], b"k00101", b"k00102"], true));
+    }
 }
