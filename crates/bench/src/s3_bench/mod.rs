@@ -114,9 +114,10 @@ pub struct S3BenchArgs {
     /// Mixed: percentage of DELETEs.
     #[arg(long, default_value_t = 5.0)]
     pub delete_distrib: f64,
-    /// Also report the CPU seconds this process (e.g. `shoal server`) used during the run.
-    #[arg(long, value_name = "PID")]
-    pub server_pid: Option<u32>,
+    /// Also report the CPU seconds these processes (e.g. `shoal server`, or a gateway and
+    /// its OSDs: repeat the option or separate PIDs with commas) used during the run.
+    #[arg(long, value_name = "PID", value_delimiter = ',')]
+    pub server_pid: Vec<u32>,
     /// Keep the objects afterwards.
     #[arg(long)]
     pub noclear: bool,
@@ -511,7 +512,7 @@ pub async fn run(args: S3BenchArgs) -> Result<()> {
         choose: choose(&args)?,
         concurrent: args.concurrent.max(1),
         random_delete: args.workload == Workload::Mixed,
-        server_pid: args.server_pid,
+        server_pids: args.server_pid.clone(),
         show,
         timeline: None,
         tolerate_errors: false,
@@ -535,7 +536,8 @@ struct Load {
     choose: Chooser,
     concurrent: usize,
     random_delete: bool,
-    server_pid: Option<u32>,
+    /// Processes whose CPU seconds the round adds up (none: not reported).
+    server_pids: Vec<u32>,
     show: bool,
     /// Where completed operations are also counted per second.
     timeline: Option<Arc<timeline::Timeline>>,
@@ -554,11 +556,16 @@ struct Round {
 }
 
 impl Load {
+    /// The CPU seconds the server processes used so far, summed.
+    fn server_cpu(&self) -> Option<f64> {
+        (!self.server_pids.is_empty()).then(|| self.server_pids.iter().map(|&pid| cpu_of(pid)).sum())
+    }
+
     /// Runs the load until `duration` has passed or `stop` is set.
     async fn round(&self, duration: Duration, stop: &Arc<AtomicBool>) -> Result<Round> {
         let done = Arc::new(AtomicU64::new(0));
         let bar = progress(self.show, duration.as_secs().max(1), "running");
-        let (cpu_start, server_start) = (process_cpu_seconds(), self.server_pid.map(cpu_of));
+        let (cpu_start, server_start) = (process_cpu_seconds(), self.server_cpu());
         let start = Instant::now();
         let finished = Arc::new(AtomicBool::new(false));
         let ticker = {
@@ -646,7 +653,7 @@ impl Load {
             samples,
             elapsed,
             client_cpu: process_cpu_seconds() - cpu_start,
-            server_cpu: self.server_pid.zip(server_start).map(|(pid, s)| cpu_of(pid) - s),
+            server_cpu: self.server_cpu().zip(server_start).map(|(now, start)| now - start),
             slowdowns: slowdowns.load(Ordering::Relaxed),
             lost_connections: lost.load(Ordering::Relaxed),
         })

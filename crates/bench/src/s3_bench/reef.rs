@@ -456,7 +456,7 @@ pub async fn run(args: ReefArgs) -> Result<()> {
                 choose: hybrid.clone(),
                 concurrent: args.clients,
                 random_delete: true,
-                server_pid: None,
+                server_pids: Vec::new(),
                 show: false,
                 timeline: Some(timeline.clone()),
                 tolerate_errors: true,
