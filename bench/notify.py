@@ -14,8 +14,12 @@ spread of the per-round ratios (all of them in `round_ratios`, with their median
 operation (from /proc; for runs with the topic including the moving they caused), a
 measure of cost that does not depend on what else the VM runs at the time.
 
+`--obj-size 4MiB --delete-objects 300 --shards 11` reproduces the article's 4 MB rows
+within a few GiB of disk.
+
 Usage (bench/notify.sh runs it with the test venv and brokers):
-  python bench/notify.py [--seconds 8] [--rounds 6] [--osds 3,6] [--kafka-port P] [--json]
+  python bench/notify.py [--seconds 8] [--rounds 6] [--osds 3,6] [--shards 1,11] [--obj-size 4KiB]
+                         [--delete-objects 20000] [--kafka-port P] [--json]
 Prints a table, or one JSON object per row with --json."""
 import argparse
 import http.server
@@ -148,12 +152,12 @@ class Setup:
         self.stop_gateway()
         subprocess.run([SHOAL, "vstart", "--dir", self.cluster, "--stop"], stdout=subprocess.DEVNULL)
 
-    def bench(self, bucket, workload, seconds):
+    def bench(self, bucket, workload, seconds, size, delete_objects):
         args = [SHOAL, "bench", "s3", "--endpoint", self.endpoint, "--keys-file", self.keys_file,
                 "--server-pid", str(self.gateway.pid), "--bucket", bucket, "--workload", workload,
-                "--obj-size", "4KiB", "--concurrent", "32", "--duration", "%ds" % seconds, "--json", "--no-progress"]
+                "--obj-size", size, "--concurrent", "32", "--duration", "%ds" % seconds, "--json", "--no-progress"]
         if workload == "delete":
-            args += ["--objects", "20000"]
+            args += ["--objects", str(delete_objects)]
         else:
             args += ["--noclear"]
         p = subprocess.run(args, capture_output=True, text=True)
@@ -217,6 +221,9 @@ def main():
     ap.add_argument("--seconds", type=int, default=8, help="length of one PUT run (DELETE and live runs: twice)")
     ap.add_argument("--rounds", type=int, default=6, help="alternating rounds of the PUT comparison")
     ap.add_argument("--osds", default="3,6")
+    ap.add_argument("--shards", default="1,11", help="persistent topics of these many shards (HTTP)")
+    ap.add_argument("--obj-size", default="4KiB")
+    ap.add_argument("--delete-objects", type=int, default=20000, help="objects a DELETE run removes")
     ap.add_argument("--kafka-port", type=int, default=int(os.environ.get("SHOAL_KAFKA_PORT", "0")))
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -229,7 +236,8 @@ def main():
     work = tempfile.mkdtemp(prefix="notify-bench-")
     for osds in [int(o) for o in args.osds.split(",")]:
         setup = Setup(work, osds)
-        cases = [("persistent 1 shard", 1, "http"), ("persistent 11 shards", 11, "http")]
+        cases = [("persistent %s shard%s" % (n, "" if n == "1" else "s"), int(n), "http")
+                 for n in args.shards.split(",")]
         if args.kafka_port:
             cases.append(("persistent 11 shards", 11, "kafka"))
         try:
@@ -238,11 +246,11 @@ def main():
                 bucket, plain = "bench-%d-%d" % (osds, i), "plain-%d-%d" % (osds, i)
                 setup.s3.create_bucket(Bucket=bucket)
                 setup.s3.create_bucket(Bucket=plain)
-                base = {"osds": osds, "case": case, "endpoint": kind}
+                base = {"osds": osds, "case": case, "endpoint": kind, "obj_size": args.obj_size}
 
                 def load(b, workload, phase, baseline=None, seconds=2 * args.seconds, then=None):
                     cpu = setup.osd_cpu()
-                    r = setup.bench(b, workload, seconds)
+                    r = setup.bench(b, workload, seconds, args.obj_size, args.delete_objects)
                     if then:
                         then()
                     ops = r["ops_per_sec"] * seconds
