@@ -9,7 +9,7 @@ secs="${1:-20}" runs="${2:-5}" objects="${3:-1000000}"
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 
-wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+source "$(dirname "$0")/lib.sh"
 "$shoal" server --data "$work/server" --port 17498 --bind 127.0.0.1 >"$work/server.log" 2>&1 &
 server=$!
 wait_port 17498

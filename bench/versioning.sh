@@ -12,7 +12,7 @@ secs="${1:-20}" rounds="${2:-3}" objects="${3:-100000}"
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 
-wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+source "$(dirname "$0")/lib.sh"
 
 # rgw_lc_debug_interval=1: one lifecycle day is a second, so that expiry starts at once.
 "$shoal" server --data "$work/server" --port 17493 --bind 127.0.0.1 -o rgw_lc_debug_interval=1 >"$work/server.log" 2>&1 &

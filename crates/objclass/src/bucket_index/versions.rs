@@ -415,7 +415,9 @@ pub(super) fn get_version(ctx: &mut MethodContext<'_>, input: &[u8]) -> Result<V
     let newest_sort = newest.as_ref().map(|(sort, _)| sort.clone());
     let found = match (which, newest) {
         (Which::Current, Some((_, newest))) => Some(newest),
-        (Which::Current | Which::Null, None) => load_entry(ctx, &key)?,
+        // The plain entry, read above, is absent.
+        (Which::Current, None) => None,
+        (Which::Null, None) => load_entry(ctx, &key)?,
         (Which::Null, Some(_)) => null_record(ctx, &key)?.map(|(_, e)| e),
         (Which::Id(id), _) if is_version_id(&id) => {
             record(ctx, &key, &id)?.filter(|e| e.version.as_deref() == Some(id.as_str()))
