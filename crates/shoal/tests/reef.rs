@@ -60,3 +60,32 @@ fn the_quick_reef_cycle_runs_every_phase_and_recovers() {
     assert!(timeline["phases"].as_array().unwrap().len() >= 11, "{}", timeline["phases"]);
     assert!(timeline["seconds"].as_array().unwrap().len() > 40);
 }
+
+/// `--steady`: the load alone on the erasure-coded pool, and a row saying how steady each
+/// second of it was against the median second.
+#[test]
+fn the_quick_steady_run_reports_each_second_against_the_median() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = shoal()
+        .args(["bench", "reef", "--quick", "--steady", "--hosts", "6", "--json", "--dir"])
+        .arg(dir.path().join("steady"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the run failed:\n{stderr}");
+    let rows: Vec<Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let total = rows.iter().find(|r| r["phase"] == "steady" && r["op"] == "TOTAL").expect("a steady row");
+    assert_eq!(total["errors"], 0, "{total}\n{stderr}");
+    assert!(!rows.iter().any(|r| r["phase"] == "aged" || r.get("recovery").is_some()), "{rows:#?}");
+    let steady = rows.iter().find(|r| r.get("median_ops").is_some()).expect("a steadiness row");
+    let (least, median, most) =
+        (steady["least_ops"].as_f64().unwrap(), steady["median_ops"].as_f64().unwrap(), steady["most_ops"].as_f64().unwrap());
+    assert!(median > 0.0 && least <= median && median <= most, "{steady}");
+    // The quick load runs 8 s; the first and last seconds are cut.
+    let seconds = steady["seconds"].as_u64().unwrap();
+    assert!((6..=8).contains(&seconds), "{steady}");
+    assert!(steady["seconds_below_0_7_median"].as_u64().unwrap() <= seconds, "{steady}");
+    let checks = rows.iter().find(|r| r.get("wrong_data").is_some()).unwrap();
+    assert_eq!(checks["wrong_data"], 0, "{checks}");
+}

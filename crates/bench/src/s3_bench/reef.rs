@@ -78,6 +78,10 @@ pub struct ReefArgs {
     /// article's hosts were down for 2 h, past Ceph's 600 s).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     down_out: Duration,
+    /// No failures: the load runs for `--age` after the fill, and the table says how
+    /// steady its throughput stayed (each second against the median second).
+    #[arg(long)]
+    steady: bool,
     /// A few minutes in all: 24 MiB of 4 KiB to 1 MiB objects, 8 s phases, fast failure
     /// detection (for the test suite).
     #[arg(long)]
@@ -416,7 +420,7 @@ pub async fn run(args: ReefArgs) -> Result<()> {
     }
     let hosts_needed = if args.replicated { 3 } else { args.ec.k + args.ec.m };
     // Two hosts out must leave a host for every shard or copy, so that the PGs heal.
-    if args.hosts < hosts_needed + 2 {
+    if !args.steady && args.hosts < hosts_needed + 2 {
         return Err(err::invalid(format!("the cycle needs at least {} hosts for this pool", hosts_needed + 2)));
     }
     std::fs::create_dir_all(&args.dir).map_err(|e| err::io(format!("creating {}: {e}", args.dir.display())))?;
@@ -467,7 +471,10 @@ pub async fn run(args: ReefArgs) -> Result<()> {
         .collect();
     let mut cycle =
         Cycle { args: &args, cluster, timeline, phases: Vec::new(), events: Vec::new(), killed: Vec::new() };
-    let outcome = failure_cycle(&mut cycle).await;
+    let outcome = match args.steady {
+        true => steady_cycle(&mut cycle).await,
+        false => failure_cycle(&mut cycle).await,
+    };
     stop.store(true, Ordering::Relaxed);
     for load in loads {
         load.await.map_err(|e| err::io(e.to_string()))??;
@@ -491,7 +498,8 @@ pub async fn run(args: ReefArgs) -> Result<()> {
     let summary: Vec<_> = recoveries
         .iter()
         .map(|r| {
-            let kept = total_rate(&r.phase).zip(total_rate("aged")).map(|(r, a)| r / a.max(1e-9));
+            let kept_of = |baseline| total_rate(&r.phase).zip(total_rate(baseline)).map(|(r, b)| r / b.max(1e-9));
+            let rounded = |kept: Option<f64>| kept.map_or(Value::Null, |k| round(k, 3));
             vec![
                 ("recovery", Value::from(r.phase.clone())),
                 ("seconds_to_active_clean", round(r.seconds, 1)),
@@ -501,7 +509,8 @@ pub async fn run(args: ReefArgs) -> Result<()> {
                 ("mib_recovered", round(r.bytes as f64 / (1 << 20) as f64, 1)),
                 ("mib_per_sec", round(r.bytes as f64 / (1 << 20) as f64 / r.seconds.max(1e-9), 1)),
                 ("inactive_pgs_max", Value::from(r.inactive)),
-                ("client_ops_kept", kept.map_or(Value::Null, |k| round(k, 3))),
+                ("client_ops_kept", rounded(kept_of("aged"))),
+                ("kept_of_new", rounded(kept_of("new"))),
             ]
         })
         .collect();
@@ -510,7 +519,11 @@ pub async fn run(args: ReefArgs) -> Result<()> {
         ("wrong_data", Value::from(wrong_data)),
         ("inactive_pgs_with_three_hosts_down", Value::from(inactive_with_three)),
     ];
-    for table in [vec![fill_row], rows, summary, vec![checks]] {
+    let steadiness = match args.steady {
+        true => vec![steadiness_row(&seconds, cycle.phases.iter().find(|p| p.name == "steady"))],
+        false => Vec::new(),
+    };
+    for table in [vec![fill_row], rows, summary, steadiness, vec![checks]] {
         print_rows(&table, args.json);
         if !args.json {
             println!();
@@ -521,6 +534,31 @@ pub async fn run(args: ReefArgs) -> Result<()> {
         std::fs::write(path, text).map_err(|e| err::io(format!("writing {}: {e}", path.display())))?;
     }
     Ok(())
+}
+
+/// The load alone for `--age`, as phase "steady".
+async fn steady_cycle(cycle: &mut Cycle<'_>) -> Result<(Vec<Recovery>, usize)> {
+    cycle.phase("steady", tokio::time::sleep(cycle.args.age)).await;
+    Ok((Vec::new(), 0))
+}
+
+/// The least, median and greatest whole second of `phase` in operations completed, and
+/// how many seconds fell below 0.7 of the median.
+fn steadiness_row(seconds: &[Second], phase: Option<&Phase>) -> Vec<(&'static str, Value)> {
+    let whole = phase.map_or(0..0, |p| (p.from.ceil() as usize).min(seconds.len())..(p.to as usize).min(seconds.len()));
+    let mut ops: Vec<usize> = seconds[whole].iter().map(|s| s.latencies_us.iter().map(Vec::len).sum()).collect();
+    ops.sort_unstable();
+    let median = ops.get(ops.len() / 2).copied().unwrap_or(0) as f64;
+    let below = ops.iter().filter(|&&o| (o as f64) < 0.7 * median).count();
+    let least = ops.first().copied().unwrap_or(0);
+    vec![
+        ("seconds", Value::from(ops.len())),
+        ("median_ops", Value::from(median)),
+        ("least_ops", Value::from(least)),
+        ("most_ops", Value::from(ops.last().copied().unwrap_or(0))),
+        ("least_of_median", round(least as f64 / median.max(1e-9), 3)),
+        ("seconds_below_0_7_median", Value::from(below)),
+    ]
 }
 
 /// Phases under load: new, aging, aged; one host down until marked out, and the rebuild
@@ -619,4 +657,40 @@ fn timeline_json(args: &ReefArgs, cycle: &Cycle<'_>, seconds: &[Second]) -> Valu
         "events": cycle.events.iter().map(|(t, what)| json!({"t": t, "what": what})).collect::<Vec<_>>(),
         "seconds": per_second,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A second in which `gets` GETs and `puts` PUTs completed.
+    fn second(gets: usize, puts: usize) -> Second {
+        let mut s = Second::default();
+        s.latencies_us[0] = vec![1_000; gets];
+        s.latencies_us[1] = vec![2_000; puts];
+        s
+    }
+
+    #[test]
+    fn steadiness_counts_whole_seconds_of_the_phase_against_their_median() {
+        // Second 0 is cut by the phase's start and second 6 by its end: both left out.
+        let seconds: Vec<Second> =
+            [(1, 0), (60, 40), (50, 50), (30, 20), (90, 10), (69, 0), (100, 100)].map(|(g, p)| second(g, p)).into();
+        let phase = Phase { name: "steady".into(), from: 0.5, to: 6.5, gateway_cpu: 0.0, osd_cpu: 0.0 };
+        let row: serde_json::Map<String, Value> =
+            steadiness_row(&seconds, Some(&phase)).into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        // Whole seconds 1..6 hold 100, 100, 50, 100, 69 operations.
+        assert_eq!(row["seconds"], 5);
+        assert_eq!(row["median_ops"], 100.0);
+        assert_eq!(row["least_ops"], 50);
+        assert_eq!(row["most_ops"], 100);
+        assert_eq!(row["least_of_median"], 0.5);
+        assert_eq!(row["seconds_below_0_7_median"], 2);
+    }
+
+    #[test]
+    fn steadiness_of_no_phase_is_empty() {
+        let row = steadiness_row(&[second(5, 5)], None);
+        assert_eq!(row[0], ("seconds", Value::from(0)));
+    }
 }
