@@ -10,13 +10,14 @@
 # Server CPU is summed over every daemon of the system (OSDs, monitors' excluded).
 # MinIO comes from `go install github.com/minio/minio@latest` (outside the repository).
 # Prints one JSON row per line, tagged with the setup.
-# Usage: RADOSGW_UP=.../peers/radosgw-up.sh bench/peers.sh [SECONDS] [ROUNDS] (defaults 20, 2).
+# Usage: RADOSGW_UP=.../peers/radosgw-up.sh bench/peers.sh [SECONDS] [ROUNDS] [SECTIONS]
+# (defaults 20, 2, "server cluster": either or both of the two sections).
 set -euo pipefail
 shoal="${SHOAL:-${CARGO_TARGET_DIR:-$HOME/.cache/shoal/target}/release/shoal}"
 minio="${MINIO:-$HOME/go/bin/minio}"
 radosgw_up="${RADOSGW_UP:?set RADOSGW_UP to the peers kit\'s radosgw-up.sh}"
 radosgw_down="$(dirname "$radosgw_up")/radosgw-down.sh"
-secs="${1:-20}" rounds="${2:-2}"
+secs="${1:-20}" rounds="${2:-2}" sections="${3:-server cluster}"
 work=$(mktemp -d)
 export CEPH_ANCHOR_DIR="$work/ceph"
 trap 'kill $(jobs -p) 2>/dev/null || true; "$shoal" vstart --stop --dir "$work/vstart" >/dev/null 2>&1; "$radosgw_down" >/dev/null 2>&1; rm -rf "$work"' EXIT
@@ -33,59 +34,66 @@ bench() { # tag, then `shoal bench s3` arguments
 }
 
 # 1. shoal server and MinIO.
-port=17494 keys="$work/keys.json"
-for round in $(seq "$rounds"); do
-  for system in shoal minio; do
-    rm -rf "$work/data"
-    case $system in
-      minio)
-        MINIO_ROOT_USER=benchadmin MINIO_ROOT_PASSWORD=benchadmin-secret "$minio" server "$work/data" \
-          --address 127.0.0.1:$port --console-address 127.0.0.1:17495 >"$work/minio.log" 2>&1 &
-        keys_file benchadmin benchadmin-secret ;;
-      shoal)
-        "$shoal" server --data "$work/data" --port $port --bind 127.0.0.1 >"$work/server.log" 2>&1 &
-        wait_port $port 300
-        for _ in $(seq 100); do [ -s "$work/data/admin.json" ] && break; sleep 0.1; done
-        cp "$work/data/admin.json" "$keys" ;;
-    esac
-    pids=$!
-    wait_port $port 300
-    bench "$system server round $round" --workload put --obj-size 4KiB --concurrent 32
-    bench "$system server round $round" --workload put --obj-size 4MiB --concurrent 8
-    bench "$system server round $round" --workload get --obj-size 4MiB --concurrent 8 --objects 64
-    kill "$pids"; wait "$pids" || true
+server() {
+  port=17494 keys="$work/keys.json"
+  for round in $(seq "$rounds"); do
+    for system in shoal minio; do
+      rm -rf "$work/data"
+      case $system in
+        minio)
+          MINIO_ROOT_USER=benchadmin MINIO_ROOT_PASSWORD=benchadmin-secret "$minio" server "$work/data" \
+            --address 127.0.0.1:$port --console-address 127.0.0.1:17495 >"$work/minio.log" 2>&1 &
+          keys_file benchadmin benchadmin-secret ;;
+        shoal)
+          "$shoal" server --data "$work/data" --port $port --bind 127.0.0.1 >"$work/server.log" 2>&1 &
+          wait_port $port 300
+          for _ in $(seq 100); do [ -s "$work/data/admin.json" ] && break; sleep 0.1; done
+          cp "$work/data/admin.json" "$keys" ;;
+      esac
+      pids=$!
+      wait_port $port 300
+      bench "$system server round $round" --workload put --obj-size 4KiB --concurrent 32
+      bench "$system server round $round" --workload put --obj-size 4MiB --concurrent 8
+      bench "$system server round $round" --workload get --obj-size 4MiB --concurrent 8 --objects 64
+      kill "$pids"; wait "$pids" || true
+    done
   done
-done
+}
 
 # 2. 3 OSDs, size 3: shoal vstart with one gateway, and radosgw.
-for round in $(seq "$rounds"); do
-  for system in shoal radosgw; do
-    case $system in
-      shoal)
-        port=17494
-        "$shoal" vstart --dir "$work/vstart" --osds 3 --hosts 3 >/dev/null
-        "$shoal" gateway -c "$work/vstart/shoal.conf" --port $port --bind 127.0.0.1 >"$work/gateway.log" 2>&1 &
-        gateway=$!
-        wait_port $port 300
-        "$shoal" admin -c "$work/vstart/shoal.conf" user create --uid bench --display-name bench \
-          | python3 -c 'import json,sys; k=json.load(sys.stdin)["keys"][0]; print(k["access_key"], k["secret_key"])' \
-          | { read -r access secret; keys_file "$access" "$secret"; }
-        pids="$gateway,$(awk '$1 ~ /^osd/ {print $2}' "$work/vstart/pids" | paste -sd,)" ;;
-      radosgw)
-        port=7480
-        FRESH=1 "$radosgw_up" >"$work/radosgw-up.log" 2>&1
-        # shellcheck disable=SC1091
-        source "$CEPH_ANCHOR_DIR/s3.env"
-        keys_file "$ACCESS_KEY" "$SECRET_KEY"
-        pids=$(pgrep -d, -x 'ceph-osd|radosgw') ;;
-    esac
-    bench "$system 3 osds round $round" --workload put --obj-size 4KiB --concurrent 32
-    bench "$system 3 osds round $round" --workload get --obj-size 4KiB --concurrent 32 --objects 1000
-    bench "$system 3 osds round $round" --workload put --obj-size 4MiB --concurrent 8
-    bench "$system 3 osds round $round" --workload get --obj-size 4MiB --concurrent 8 --objects 64
-    case $system in
-      shoal) kill "$gateway"; wait "$gateway" || true; "$shoal" vstart --stop --dir "$work/vstart" >/dev/null; rm -rf "$work/vstart" ;;
-      radosgw) "$radosgw_down" >/dev/null 2>&1 ;;
-    esac
+cluster() {
+  keys="$work/keys.json"
+  for round in $(seq "$rounds"); do
+    for system in shoal radosgw; do
+      case $system in
+        shoal)
+          port=17494
+          "$shoal" vstart --dir "$work/vstart" --osds 3 --hosts 3 >/dev/null
+          "$shoal" gateway -c "$work/vstart/shoal.conf" --port $port --bind 127.0.0.1 >"$work/gateway.log" 2>&1 &
+          gateway=$!
+          wait_port $port 300
+          "$shoal" admin -c "$work/vstart/shoal.conf" user create --uid bench --display-name bench \
+            | python3 -c 'import json,sys; k=json.load(sys.stdin)["keys"][0]; print(k["access_key"], k["secret_key"])' \
+            | { read -r access secret; keys_file "$access" "$secret"; }
+          pids="$gateway,$(awk '$1 ~ /^osd/ {print $2}' "$work/vstart/pids" | paste -sd,)" ;;
+        radosgw)
+          port=7480
+          FRESH=1 "$radosgw_up" >"$work/radosgw-up.log" 2>&1
+          # shellcheck disable=SC1091
+          source "$CEPH_ANCHOR_DIR/s3.env"
+          keys_file "$ACCESS_KEY" "$SECRET_KEY"
+          pids=$(pgrep -d, -x 'ceph-osd|radosgw') ;;
+      esac
+      bench "$system 3 osds round $round" --workload put --obj-size 4KiB --concurrent 32
+      bench "$system 3 osds round $round" --workload get --obj-size 4KiB --concurrent 32 --objects 1000
+      bench "$system 3 osds round $round" --workload put --obj-size 4MiB --concurrent 8
+      bench "$system 3 osds round $round" --workload get --obj-size 4MiB --concurrent 8 --objects 64
+      case $system in
+        shoal) kill "$gateway"; wait "$gateway" || true; "$shoal" vstart --stop --dir "$work/vstart" >/dev/null; rm -rf "$work/vstart" ;;
+        radosgw) "$radosgw_down" >/dev/null 2>&1 ;;
+      esac
+    done
   done
-done
+}
+
+for section in $sections; do "$section"; done

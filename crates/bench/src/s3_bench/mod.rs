@@ -76,11 +76,15 @@ pub struct S3BenchArgs {
     #[arg(long)]
     pub versioned: bool,
     /// Give the bucket a policy of this many statements, none of which applies to the
-    /// benchmark's requests, so that each request evaluates them all (0: no policy).
-    #[arg(long, default_value_t = 0)]
-    pub policy_statements: usize,
+    /// benchmark's requests, so that each request evaluates them all (0: remove any
+    /// policy; not given: leave the bucket's policy alone, as servers without bucket
+    /// policies need).
+    #[arg(long)]
+    pub policy_statements: Option<usize>,
     /// Give the bucket this default encryption (`AES256`: SSE-S3; `aws:kms`), so that
-    /// every object written is encrypted (none: remove any).
+    /// every object written is encrypted (`none`: remove any; not given: leave it alone,
+    /// as servers without default encryption need: radosgw 16.2 takes `DELETE
+    /// /bucket?encryption` for a DeleteBucket).
     #[arg(long, value_name = "ALGORITHM")]
     pub bucket_encryption: Option<String>,
     /// The certificate authority (PEM) of an https:// endpoint.
@@ -499,8 +503,14 @@ pub async fn run(args: S3BenchArgs) -> Result<()> {
     let shared =
         Arc::new(Shared::new(client, &args.bucket, args.prefix.as_deref(), Bytes::from(payload), args.list_versions));
     shared.create_bucket(args.versioned).await?;
-    shared.set_policy(args.policy_statements).await?;
-    shared.set_encryption(args.bucket_encryption.as_deref()).await?;
+    if let Some(statements) = args.policy_statements {
+        shared.set_policy(statements).await?;
+    }
+    match args.bucket_encryption.as_deref() {
+        None => {}
+        Some("none") => shared.set_encryption(None).await?,
+        Some(algorithm) => shared.set_encryption(Some(algorithm)).await?,
+    }
     let show = !args.no_progress && !args.json;
     if args.no_prepare {
         shared.adopt(args.objects as u64);
