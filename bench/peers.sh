@@ -90,7 +90,7 @@ cluster() {
       bench "$system 3 osds round $round" --workload get --obj-size 4MiB --concurrent 8 --objects 64
       case $system in
         shoal) kill "$gateway"; wait "$gateway" || true; "$shoal" vstart --stop --dir "$work/vstart" >/dev/null; rm -rf "$work/vstart" ;;
-        radosgw) "$radosgw_down" >/dev/null 2>&1 ;;
+        radosgw) "$radosgw_down" >/dev/null 2>&1 || true ;;
       esac
     done
   done
