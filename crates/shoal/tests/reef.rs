@@ -79,8 +79,11 @@ fn the_quick_steady_run_reports_each_second_against_the_median() {
     assert_eq!(total["errors"], 0, "{total}\n{stderr}");
     assert!(!rows.iter().any(|r| r["phase"] == "aged" || r.get("recovery").is_some()), "{rows:#?}");
     let steady = rows.iter().find(|r| r.get("median_ops").is_some()).expect("a steadiness row");
-    let (least, median, most) =
-        (steady["least_ops"].as_f64().unwrap(), steady["median_ops"].as_f64().unwrap(), steady["most_ops"].as_f64().unwrap());
+    let (least, median, most) = (
+        steady["least_ops"].as_f64().unwrap(),
+        steady["median_ops"].as_f64().unwrap(),
+        steady["most_ops"].as_f64().unwrap(),
+    );
     assert!(median > 0.0 && least <= median && median <= most, "{steady}");
     // The quick load runs 8 s; the first and last seconds are cut.
     let seconds = steady["seconds"].as_u64().unwrap();
