@@ -20,7 +20,7 @@ radosgw_down="$(dirname "$radosgw_up")/radosgw-down.sh"
 secs="${1:-20}" rounds="${2:-2}" sections="${3:-server cluster}"
 work=$(mktemp -d)
 export CEPH_ANCHOR_DIR="$work/ceph"
-trap 'kill $(jobs -p) 2>/dev/null || true; "$shoal" vstart --stop --dir "$work/vstart" >/dev/null 2>&1; "$radosgw_down" >/dev/null 2>&1; rm -rf "$work"' EXIT
+trap 'set +e; kill $(jobs -p) 2>/dev/null; "$shoal" vstart --stop --dir "$work/vstart" >/dev/null 2>&1; "$radosgw_down" >/dev/null 2>&1; rm -rf "$work"' EXIT
 [ -x "$minio" ] || GOFLAGS=-mod=mod go install github.com/minio/minio@latest
 source "$(dirname "$0")/lib.sh"
 
@@ -45,13 +45,14 @@ server() {
             --address 127.0.0.1:$port --console-address 127.0.0.1:17495 >"$work/minio.log" 2>&1 &
           keys_file benchadmin benchadmin-secret ;;
         shoal)
-          "$shoal" server --data "$work/data" --port $port --bind 127.0.0.1 >"$work/server.log" 2>&1 &
-          wait_port $port 300
-          for _ in $(seq 100); do [ -s "$work/data/admin.json" ] && break; sleep 0.1; done
-          cp "$work/data/admin.json" "$keys" ;;
+          "$shoal" server --data "$work/data" --port $port --bind 127.0.0.1 >"$work/server.log" 2>&1 & ;;
       esac
       pids=$!
       wait_port $port 300
+      if [ $system = shoal ]; then
+        for _ in $(seq 100); do [ -s "$work/data/admin.json" ] && break; sleep 0.1; done
+        cp "$work/data/admin.json" "$keys"
+      fi
       bench "$system server round $round" --workload put --obj-size 4KiB --concurrent 32
       bench "$system server round $round" --workload put --obj-size 4MiB --concurrent 8
       bench "$system server round $round" --workload get --obj-size 4MiB --concurrent 8 --objects 64
@@ -90,7 +91,7 @@ cluster() {
       bench "$system 3 osds round $round" --workload get --obj-size 4MiB --concurrent 8 --objects 64
       case $system in
         shoal) kill "$gateway"; wait "$gateway" || true; "$shoal" vstart --stop --dir "$work/vstart" >/dev/null; rm -rf "$work/vstart" ;;
-        radosgw) "$radosgw_down" >/dev/null 2>&1 || true ;;
+        radosgw) "$radosgw_down" >/dev/null 2>&1 ;;
       esac
     done
   done

@@ -5,6 +5,7 @@ seconds below that line marked. Needs matplotlib.
 Usage: bench/steady_plot.py OUT.png TIMELINE.json
 """
 import json
+import math
 import sys
 
 import matplotlib
@@ -18,8 +19,8 @@ def main():
     with open(path) as f:
         timeline = json.load(f)
     phase = next(p for p in timeline["phases"] if p["name"] == "steady")
-    seconds = timeline["seconds"][int(-(-phase["from"] // 1)):int(phase["to"])]
-    first = int(-(-phase["from"] // 1))
+    first = math.ceil(phase["from"])
+    seconds = timeline["seconds"][first:int(phase["to"])]
     t = [first + i for i in range(len(seconds))]
     ops = [sum(s["ops"].values()) for s in seconds]
     median = sorted(ops)[len(ops) // 2]
