@@ -286,8 +286,8 @@ fn fsck(data: &std::path::Path, deep: bool, options: &[String]) -> Result<()> {
     kv.close();
     let report = report?;
     println!(
-        "objects {} extents {} referenced {} allocated {}",
-        report.objects, report.extents, report.referenced, report.allocated
+        "objects {} extents {} stashed {} referenced {} allocated {}",
+        report.objects, report.extents, report.stashed, report.referenced, report.allocated
     );
     for e in &report.errors {
         println!("error: {e}");

@@ -585,8 +585,13 @@ mod tests {
             let object = ObjectName::new("", "o");
             let mut kept = BTreeMap::new();
             for (s, txn) in txns.into_iter().enumerate().filter(|(s, _)| on.contains(s)) {
-                kept.insert(s, rollback::keep(&self.stores[s], &self.key, &object, &touched).unwrap());
-                self.stores[s].commit(txn).unwrap();
+                let mut kept_txn = Transaction::new();
+                kept.insert(
+                    s,
+                    rollback::keep(&self.stores[s], &self.key, &object, &touched, version, &mut kept_txn).unwrap(),
+                );
+                kept_txn.extend(txn);
+                self.stores[s].commit(kept_txn).unwrap();
             }
             kept
         }

@@ -8,6 +8,7 @@
 //! `osd_pg_log_entries` are kept; older ones are trimmed in batches so that trimming costs
 //! one range delete per batch, not per write.
 
+use crate::ec::rollback::{Rollback, Stash};
 use serde::{Deserialize, Serialize};
 use shoal_store::{
     ObjectKey, ObjectStore, Transaction, pg_damage_rows, pg_dup_key, pg_dup_rows, pg_log_key, pg_meta_key,
@@ -16,7 +17,7 @@ use shoal_store::{
 use shoal_types::msg::{Activate, OpReply};
 use shoal_types::pg::{EVersion, LogPoint, PgInfo, PgLogEntry, PgMissing, PgSummary};
 use shoal_types::{ObjectName, PgId, ReqId, Result, StepOutput, Versioned, err};
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// Outputs larger than this (encoded) are not kept; a resend then gets the version only.
 pub const MAX_RETAINED_OUTPUT_BYTES: usize = 64 << 10;
@@ -59,8 +60,9 @@ pub struct PgState {
     replies: HashMap<ReqId, OpReply>,
     log: VecDeque<(LogPoint, ReqId)>,
     max_entries: usize,
-    /// Versions of the writes this shard of an erasure-coded PG kept undo records for.
-    rollbacks: BTreeSet<u64>,
+    /// Versions of the writes this shard of an erasure-coded PG kept undo records for, with
+    /// their stashes.
+    rollbacks: BTreeMap<u64, Option<Stash>>,
     /// While the copy is incomplete after a recovery by log: the objects it lacks.
     missing: Option<PgMissing>,
     /// The requests remembered from logs a merge dropped ([`shoal_store::pg_dup_key`]).
@@ -97,11 +99,10 @@ impl PgState {
             },
             None => PgInfo::empty(),
         };
-        let rollbacks = store
-            .meta_scan(&pg_rollback_key(pg, 0), &pg_rollback_key(pg, u64::MAX), usize::MAX)?
+        let rollbacks = undo_records(store, pg)?
             .into_iter()
-            .filter_map(|(key, _)| Some(u64::from_be_bytes(key.get(key.len().checked_sub(8)?..)?.try_into().ok()?)))
-            .collect();
+            .map(|(version, record)| Ok((version, record.stash_of(pg.pool)?)))
+            .collect::<Result<_>>()?;
         let missing = match store.meta(&pg_missing_key(pg))? {
             Some(bytes) => {
                 let record = MissingRecord::decode(&bytes).map_err(|e| corrupt(e.message))?;
@@ -185,18 +186,21 @@ impl PgState {
         &mut self,
         txn: &mut Transaction,
         at: EVersion,
-        kept: Option<&crate::ec::rollback::Rollback>,
+        kept: Option<&Rollback>,
         committed_to: EVersion,
-    ) {
-        let done: Vec<u64> = self.rollbacks.range(..=committed_to.version).copied().collect();
+    ) -> Result<()> {
+        let done: Vec<u64> = self.rollbacks.range(..=committed_to.version).map(|(v, _)| *v).collect();
         for version in done {
             txn.delete_meta(&pg_rollback_key(self.pg, version));
-            self.rollbacks.remove(&version);
+            if let Some(Some(stash)) = self.rollbacks.remove(&version) {
+                stash.drop_in(txn);
+            }
         }
         if let Some(kept) = kept {
             txn.put_meta(&pg_rollback_key(self.pg, at.version), kept.encode());
-            self.rollbacks.insert(at.version);
+            self.rollbacks.insert(at.version, kept.stash_of(self.pg.pool)?);
         }
+        Ok(())
     }
 
     /// Undoes the newest write of this shard of an erasure-coded PG from its undo record,
@@ -211,7 +215,7 @@ impl PgState {
         let version = point.at.version;
         let rolled_back = match store.meta(&pg_rollback_key(self.pg, version))? {
             Some(record) => {
-                let rollback = crate::ec::rollback::Rollback::decode(&record)?;
+                let rollback = Rollback::decode(&record)?;
                 let key = shoal_store::ObjectKey::new(self.pg.pool, &rollback.object)?;
                 crate::ec::rollback::undo(store, &key, &rollback, txn)?;
                 txn.delete_meta(&pg_rollback_key(self.pg, version));
@@ -250,8 +254,8 @@ impl PgState {
     }
 
     /// Versions of the writes this shard keeps undo records for.
-    pub fn rollbacks(&self) -> &BTreeSet<u64> {
-        &self.rollbacks
+    pub fn rollbacks(&self) -> impl Iterator<Item = u64> + '_ {
+        self.rollbacks.keys().copied()
     }
 
     /// Writes the PG record into `txn`.
@@ -344,6 +348,7 @@ impl PgState {
         let first_dropped = activate.keep_until.map_or(0, |k| k.version + 1);
         txn.delete_meta_range(&pg_log_key(self.pg, first_dropped), &pg_log_key(self.pg, u64::MAX));
         if activate.keep_until.is_none() {
+            // The stashes go with the objects: they sort in the PG's ranges.
             delete_objects(txn, self.pg, pg_num);
             txn.delete_meta_range(&pg_rollback_key(self.pg, 0), &pg_rollback_key(self.pg, u64::MAX));
             self.rollbacks.clear();
@@ -385,8 +390,32 @@ pub fn delete_pg(txn: &mut Transaction, pg: PgId, pg_num: u32) {
     delete_pg_records(txn, pg);
 }
 
+/// The undo records of an erasure-coded PG's shard, by version.
+fn undo_records(store: &ObjectStore, pg: PgId) -> Result<Vec<(u64, Rollback)>> {
+    let rows = store.meta_scan(&pg_rollback_key(pg, 0), &pg_rollback_key(pg, u64::MAX), usize::MAX)?;
+    rows.into_iter()
+        .map(|(key, record)| {
+            let version = key.get(key.len().saturating_sub(8)..).and_then(|v| <[u8; 8]>::try_from(v).ok());
+            let version = version.ok_or_else(|| err::io(format!("pg {pg}: corrupt undo record key {key:02x?}")))?;
+            Ok((u64::from_be_bytes(version), Rollback::decode(&record)?))
+        })
+        .collect()
+}
+
+/// Deletes a PG's undo records and their stashes in `txn`, keeping its objects.
+pub fn forget_rollbacks(store: &ObjectStore, txn: &mut Transaction, pg: PgId) -> Result<()> {
+    for (_, record) in undo_records(store, pg)? {
+        if let Some(stash) = record.stash_of(pg.pool)? {
+            stash.drop_in(txn);
+        }
+    }
+    txn.delete_meta_range(&pg_rollback_key(pg, 0), &pg_rollback_key(pg, u64::MAX));
+    Ok(())
+}
+
 /// Deletes a PG's log, remembered requests, undo records, missing set, damage and scrub
-/// rows and its record in `txn`, keeping its objects (a merge hands them to the target).
+/// rows and its record in `txn`, keeping its objects (a merge hands them to the target,
+/// after [`forget_rollbacks`]).
 pub fn delete_pg_records(txn: &mut Transaction, pg: PgId) {
     let (from, to) = pg_dup_rows(pg);
     txn.delete_meta_range(&from, &to);

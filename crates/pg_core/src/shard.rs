@@ -630,10 +630,10 @@ impl<R> Shard<R> {
                     state.recovered(&mut txn, object)?;
                     None
                 } else {
-                    Some(crate::ec::rollback::keep(&store, &key, object, &touched)?)
+                    Some(crate::ec::rollback::keep(&store, &key, object, &touched, write.entry.at.version, &mut txn)?)
                 };
                 txn.extend(shipped);
-                state.keep_rollback(&mut txn, write.entry.at, kept.as_ref(), committed_to);
+                state.keep_rollback(&mut txn, write.entry.at, kept.as_ref(), committed_to)?;
                 state.append(&mut txn, &write.entry);
                 Ok((self.commit(pg, txn)?, Reply::Done))
             }
@@ -748,7 +748,12 @@ mod tests {
     }
 
     fn shard() -> Shard<u32> {
-        let store = Arc::new(ObjectStore::in_memory(StoreFormat { chunk_size: 4 }, StoreOptions::default()).unwrap());
+        shard_on(StoreOptions::default())
+    }
+
+    /// A shard whose store has 4-byte chunks and `options`.
+    fn shard_on(options: StoreOptions) -> Shard<u32> {
+        let store = Arc::new(ObjectStore::in_memory(StoreFormat { chunk_size: 4 }, options).unwrap());
         let config = Config {
             me: OsdId(0),
             index: 0,
@@ -822,7 +827,7 @@ mod tests {
         // Write 3 says every shard has write 2: the records of 1 and 2 go.
         ask(&mut s, write(3, b"xyz", Touched::Chunks(vec![(0, 2)]), 2)).unwrap();
         assert!(kept(&s, 1).is_none() && kept(&s, 2).is_none() && kept(&s, 3).is_some());
-        assert_eq!(s.pg(pg).unwrap().rollbacks().iter().copied().collect::<Vec<_>>(), vec![3]);
+        assert_eq!(s.pg(pg).unwrap().rollbacks().collect::<Vec<_>>(), vec![3]);
         let read = PeerRequest::EcRead { pg, interval: 0, object: object.clone(), first: 0, end: 5 };
         match ask(&mut s, read).unwrap() {
             Reply::Chunks { onode, chunks } => {
@@ -833,6 +838,64 @@ mod tests {
         }
         let stale = PeerRequest::EcRead { pg, interval: 7, object, first: 0, end: 1 };
         assert_eq!(ask(&mut s, stale).unwrap_err().errno, shoal_types::Errno::Again);
+    }
+
+    #[test]
+    fn whole_writes_stash_the_old_copy_until_every_shard_has_them() {
+        // Every chunk on the data device, so that the stash is seen in the device's books.
+        let mut s = shard_on(StoreOptions { prefer_deferred_size: 4 });
+        let pg = PgId { pool: PoolId(1), seed: 0 };
+        let object = ObjectName::new("", "o");
+        let key = ObjectKey::new(pg.pool, &object).unwrap();
+        let at = |v: u64| EVersion { epoch: 0, version: v };
+        let write = |version: u64, data: &[u8], committed: u64| {
+            let mut txn = Transaction::new();
+            txn.remove_object_sized(&key, 2, false);
+            txn.put_onode(&key, &Onode { size: data.len() as u64, version, ..Onode::default() });
+            for (i, piece) in data.chunks(4).enumerate() {
+                txn.put_chunk(&key, i as u32, piece.to_vec());
+            }
+            let entry = PgLogEntry {
+                at: at(version),
+                reqid: ReqId { client: ClientId(1), tid: version },
+                object: object.clone(),
+                outputs: None,
+            };
+            let write =
+                shoal_types::msg::RepOp { pg, interval: 0, prev: at(version - 1), entry, txn: txn.encode().into() };
+            PeerRequest::EcWrite(EcWrite { write, touched: Touched::Whole, committed_to: at(committed) })
+        };
+        let store = s.config.store.clone();
+        let books = || {
+            store.sync().unwrap();
+            let report = store.fsck(true).unwrap();
+            assert!(report.errors.is_empty(), "{report:?}");
+            (report.extents, report.stashed)
+        };
+        let read = || store.chunks(&key, 0, 4).unwrap().into_iter().flat_map(|(_, c)| c.to_vec()).collect::<Vec<u8>>();
+        ask(&mut s, write(1, b"abcdefgh", 0)).unwrap();
+        let written = store.space().written;
+        ask(&mut s, write(2, b"12345678", 1)).unwrap();
+        let record = Rollback::decode(&store.meta(&pg_rollback_key(pg, 2)).unwrap().unwrap()).unwrap();
+        assert_eq!((record.stash, record.chunks.len()), (Some(2), 0), "moved, not copied");
+        assert_eq!(books(), (4, 2), "the new copy's two chunks and the old copy's, stashed");
+        assert_eq!(store.space().written - written, 8, "only the new copy was written");
+
+        let mut txn = Transaction::new();
+        let rolled_back = s.pg(pg).unwrap().roll_back_newest(&store, &mut txn).unwrap();
+        assert_eq!(rolled_back, RolledBack::Undone(at(2)));
+        store.commit(txn).unwrap();
+        assert_eq!(read(), b"abcdefgh", "the stash went back");
+        assert_eq!(books(), (2, 0));
+
+        ask(&mut s, write(2, b"12345678", 1)).unwrap();
+        ask(&mut s, write(3, b"xy", 2)).unwrap();
+        assert!(store.meta(&pg_rollback_key(pg, 2)).unwrap().is_none());
+        assert_eq!(books(), (2, 2), "write 2's stash is dropped; write 3's holds the old copy, the new one is inline");
+        assert_eq!(read(), b"xy");
+        assert_eq!(s.pg(pg).unwrap().rollbacks().collect::<Vec<_>>(), vec![3]);
+        let reloaded = PgState::load(&store, pg, 100).unwrap();
+        assert_eq!(reloaded.rollbacks().collect::<Vec<_>>(), vec![3], "a restart knows the stash");
     }
 
     #[test]
@@ -875,7 +938,7 @@ mod tests {
         assert!(store.onode(&ObjectKey::new(pg.pool, &b).unwrap()).unwrap().is_none(), "write 2 created b: undone");
         let state = s.pg(pg).unwrap();
         assert_eq!((state.info.last_update, state.info.last_epoch_started), (at(1), 2));
-        assert_eq!(state.rollbacks().iter().copied().collect::<Vec<_>>(), vec![1]);
+        assert_eq!(state.rollbacks().collect::<Vec<_>>(), vec![1]);
         assert!(store.meta(&shoal_store::pg_log_key(pg, 2)).unwrap().is_none());
     }
 

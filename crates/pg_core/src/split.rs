@@ -136,7 +136,7 @@ fn merge_pool(
                 // A copy being recovered by its log cannot be once the log is gone.
                 let recovering = store.meta(&pg_missing_key(target))?.is_some();
                 remember_requests(store, txn, target, target)?;
-                forget_history(txn, target);
+                forget_history(store, txn, target)?;
                 own.map(|i| PgInfo { complete: i.complete && !recovering && current(target, &i), ..i })
             }
         };
@@ -150,6 +150,7 @@ fn merge_pool(
                 txn.put_meta(&pg_damage_key(target, &ObjectKey::from_bytes(key.to_vec())?), kind);
             }
         }
+        crate::pglog::forget_rollbacks(store, txn, source)?;
         crate::pglog::delete_pg_records(txn, source);
         let together = match (so_far, theirs) {
             (Some(a), Some(b)) => {
@@ -190,12 +191,13 @@ fn remember_requests(store: &ObjectStore, txn: &mut Transaction, pg: PgId, into:
 }
 
 /// Deletes a copy's log, undo records and missing set in `txn`: its history restarts.
-fn forget_history(txn: &mut Transaction, pg: PgId) {
+fn forget_history(store: &ObjectStore, txn: &mut Transaction, pg: PgId) -> Result<()> {
     txn.delete_meta_range(&pg_log_key(pg, 0), &pg_log_key(pg, u64::MAX));
-    txn.delete_meta_range(&pg_rollback_key(pg, 0), &pg_rollback_key(pg, u64::MAX));
+    crate::pglog::forget_rollbacks(store, txn, pg)?;
     txn.delete_meta(&pg_missing_key(pg));
     let (from, to, _) = pg_missing_objects(pg);
     txn.delete_meta_range(&from, &to);
+    Ok(())
 }
 
 /// Splits this store's copies of `pool`'s PGs from `from` PGs to `to`, in `txn`.

@@ -15,6 +15,7 @@ pub fn run_all(make: &dyn Fn() -> Arc<dyn KvEngine>) {
     delete_pool_removes_only_that_pool(make());
     format_is_fixed_at_creation(make());
     large_writes_live_on_the_device(make());
+    stashes_move_chunks_without_copying_them(make());
     paged_copies_make_the_whole_copy(make(), make());
 }
 
@@ -250,6 +251,87 @@ fn large_writes_live_on_the_device(kv: Arc<dyn KvEngine>) {
     assert_eq!(reopened.space().referenced, 0);
     assert!(kv.scan(Cf::Extent, &[], &[0xff; 8], 10).unwrap().is_empty(), "no extent record is left");
     assert_eq!(reopened.space().free, reopened.space().device);
+}
+
+/// An object's chunks moved to a stash and back keep their device space and bytes (nothing
+/// is written to the device); a dropped stash frees its space; engines refuse raw moves.
+fn stashes_move_chunks_without_copying_them(kv: Arc<dyn KvEngine>) {
+    let format = StoreFormat { chunk_size: 4096 };
+    let options = StoreOptions { prefer_deferred_size: 8192 };
+    let store = ObjectStore::open(kv.clone(), Arc::new(MemDevice::new()), format, options).unwrap();
+    let key = ObjectKey::new(PoolId(1), &ObjectName::new("", "stashed")).unwrap();
+    let neighbour = ObjectKey::new(PoolId(1), &ObjectName::new("", "neighbour")).unwrap();
+    let old = Onode { size: 5 * 4096 + 3, ..Onode::default() };
+    let mut t = Transaction::new();
+    t.put_onode(&key, &old);
+    for i in 0..3 {
+        t.put_chunk(&key, i, vec![i as u8 + 1; 4096]);
+    }
+    t.put_onode(&neighbour, &Onode { size: 3 * 4096, ..Onode::default() });
+    for i in 0..3 {
+        t.put_chunk(&neighbour, i, vec![0x77; 4096]);
+    }
+    store.commit(t).unwrap();
+    let mut t = Transaction::new();
+    t.put_chunk(&key, 5, b"abc".to_vec());
+    store.commit(t).unwrap();
+    let before = store.chunks(&key, 0, 10).unwrap();
+    assert_eq!(before.len(), 4, "three chunks on the device and one in the engine");
+    let written = store.space().written;
+    let everything_but = |key: &ObjectKey| {
+        let rows = kv.scan(Cf::Data, &[], &[0xff; 8], usize::MAX).unwrap().into_iter();
+        let extents = kv.scan(Cf::Extent, &[], &[0xff; 8], usize::MAX).unwrap().into_iter();
+        rows.chain(extents).filter(|(k, _)| !k.starts_with(key.as_bytes())).count()
+    };
+    let neighbours = everything_but(&key);
+
+    // A rewrite that stashes the old chunks first.
+    let mut t = Transaction::new();
+    t.stash_chunks(&key, 7);
+    t.remove_object_sized(&key, 6, false);
+    t.put_onode(&key, &Onode { size: 2, ..Onode::default() });
+    t.put_chunk(&key, 0, b"new".to_vec());
+    store.commit(t).unwrap();
+    store.sync().unwrap();
+    assert_eq!(store.chunks(&key, 0, 10).unwrap(), vec![(0, b"new".to_vec().into())]);
+    let space = store.space();
+    assert_eq!((space.written, space.referenced), (written, 6 * 4096), "nothing moved on the device: {space:?}");
+    let report = store.fsck(true).unwrap();
+    assert_eq!((report.objects, report.extents, report.stashed), (1, 6, 3), "{report:?}");
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(everything_but(&key), neighbours + 4, "the stash holds three extents and one row");
+
+    // Undone: the stash goes back in place of the rewrite.
+    let mut t = Transaction::new();
+    t.remove_object_sized(&key, 1, false);
+    t.put_onode(&key, &old);
+    t.unstash_chunks(&key, 7);
+    store.commit(t).unwrap();
+    store.sync().unwrap();
+    assert_eq!(store.chunks(&key, 0, 10).unwrap(), before);
+    assert_eq!(everything_but(&key), neighbours, "the stash is empty again");
+    assert_eq!(store.space().written, written);
+
+    // Kept until the write needs no undoing, then dropped: its space is free.
+    let mut t = Transaction::new();
+    t.stash_chunks(&key, 8);
+    t.remove_object(&key);
+    store.commit(t).unwrap();
+    let mut t = Transaction::new();
+    t.drop_stash(&key, 8);
+    store.commit(t).unwrap();
+    store.sync().unwrap();
+    assert_eq!(everything_but(&key), neighbours);
+    assert_eq!(store.chunks(&neighbour, 0, 10).unwrap().len(), 3);
+    let space = store.space();
+    assert_eq!((space.referenced, space.unreferenced), (3 * 4096, 0), "{space:?}");
+
+    let refused = kv.write(vec![
+        BatchOp::Put(Cf::Meta, b"m".to_vec(), b"1".to_vec()),
+        BatchOp::Move(Cf::Data, b"a".to_vec(), b"b".to_vec()),
+    ]);
+    assert_eq!(refused.unwrap_err().errno, shoal_types::Errno::InvalidArgument);
+    assert_eq!(kv.get(Cf::Meta, b"m").unwrap(), None, "a refused batch changes nothing");
 }
 
 /// An object copied in parts of a few bytes (data chunks, then omap rows) onto another

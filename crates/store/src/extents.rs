@@ -430,6 +430,8 @@ impl Lowering<'_> {
                     self.delete_rows(Cf::Data, start, end)?;
                 }
                 BatchOp::DeleteRange(Cf::Omap, start, end) => self.delete_rows(Cf::Omap, start, end)?,
+                BatchOp::Move(Cf::Data, from, to) => self.move_chunks(&from, &to)?,
+                BatchOp::Move(..) => return Err(err::invalid("only data chunks move")),
                 BatchOp::Put(Cf::Extent, ..)
                 | BatchOp::Delete(Cf::Extent, _)
                 | BatchOp::DeleteRange(Cf::Extent, ..) => {
@@ -520,6 +522,46 @@ impl Lowering<'_> {
         } else {
             self.out.push(BatchOp::DeleteRange(cf, start, end));
         }
+        Ok(())
+    }
+
+    /// Moves the chunks keyed `from` ‖ index to `to` ‖ index, replacing what `to` held:
+    /// extent records change keys and keep their space; data rows, as the batch leaves
+    /// them so far, are rewritten.
+    fn move_chunks(&mut self, from: &[u8], to: &[u8]) -> Result<()> {
+        let to_end = crate::prefix::prefix_end(to);
+        let replaced = self.delete_range(to, &to_end)?;
+        self.out.extend(replaced.into_iter().map(|key| BatchOp::Delete(Cf::Extent, key)));
+        self.delete_rows(Cf::Data, to.to_vec(), to_end)?;
+
+        let from_end = crate::prefix::prefix_end(from);
+        let mut rows: BTreeMap<Vec<u8>, Vec<u8>> =
+            self.kv.scan(Cf::Data, from, &from_end, usize::MAX)?.into_iter().collect();
+        let in_range = |key: &[u8]| from <= key && key < from_end.as_slice();
+        for op in &self.out {
+            match op {
+                BatchOp::Put(Cf::Data, key, value) if in_range(key) => {
+                    rows.insert(key.clone(), value.clone());
+                }
+                BatchOp::Delete(Cf::Data, key) => {
+                    rows.remove(key);
+                }
+                BatchOp::DeleteRange(Cf::Data, start, end) => rows.retain(|key, _| !(start <= key && key < end)),
+                _ => {}
+            }
+        }
+        for (key, value) in rows {
+            let moved = [to, &key[from.len()..]].concat();
+            self.out.push(BatchOp::Delete(Cf::Data, key));
+            self.out.push(BatchOp::Put(Cf::Data, moved, value));
+        }
+
+        let extents = std::mem::take(self.extents(from)?);
+        for (&index, extent) in &extents {
+            self.out.push(BatchOp::Delete(Cf::Extent, chunk_key(from, index)));
+            self.out.push(BatchOp::Put(Cf::Extent, chunk_key(to, index), extent.encode()));
+        }
+        *self.extents(to)? = extents;
         Ok(())
     }
 

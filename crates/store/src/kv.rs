@@ -47,6 +47,18 @@ pub enum BatchOp {
     Delete(Cf, #[serde(with = "serde_bytes")] Vec<u8>),
     /// Delete every key in `[start, end)`.
     DeleteRange(Cf, #[serde(with = "serde_bytes")] Vec<u8>, #[serde(with = "serde_bytes")] Vec<u8>),
+    /// Give every key that starts with `from` the prefix `to` instead, replacing every key
+    /// that starts with `to`. Only an [`crate::ObjectStore`] transaction holds it (the store
+    /// lowers it to the other three, moving data-device extents without copying them); an
+    /// engine refuses it.
+    Move(Cf, #[serde(with = "serde_bytes")] Vec<u8>, #[serde(with = "serde_bytes")] Vec<u8>),
+}
+
+impl BatchOp {
+    /// The error an engine answers a batch holding a [`BatchOp::Move`] with.
+    pub fn unlowered() -> shoal_types::RadosError {
+        shoal_types::err::invalid("a move reached the engine: the object store lowers it first")
+    }
 }
 
 /// Changes applied all together or not at all, in order (a later op wins).

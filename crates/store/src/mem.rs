@@ -40,6 +40,9 @@ impl KvEngine for MemKv {
     }
 
     fn write(&self, batch: Batch) -> Result<()> {
+        if batch.iter().any(|op| matches!(op, BatchOp::Move(..))) {
+            return Err(BatchOp::unlowered());
+        }
         let mut maps = self.maps.lock().expect("memkv lock poisoned");
         let mut written = 0u64;
         for op in batch {
@@ -62,6 +65,7 @@ impl KvEngine for MemKv {
                         }
                     }
                 }
+                BatchOp::Move(..) => unreachable!("refused above"),
             }
         }
         self.stats.lock().expect("memkv stats lock poisoned").user_bytes_written += written;

@@ -10,6 +10,10 @@
 //! - `extent` CF: object key ‖ chunk index (u32 BE) → [`crate::Extent`]: a chunk of a large write
 //!   on the data device; it shadows a `data` row at the same index (see [`crate::extents`]).
 //! - `omap` CF: object key ‖ omap key → value.
+//! - stash key = the object key's pool and hash ‖ `ff ff` (a name length no key has) ‖ slot
+//!   (u64 BE): where [`Transaction::stash_chunks`] moves an object's chunks (`data` and
+//!   `extent` rows keyed stash key ‖ chunk index) so that they can be moved back. It sorts
+//!   with its object's PG, so PG splits and deletions carry it along.
 
 use crate::device::BlockDevice;
 use crate::extents::{DataSpace, SpaceStats, decode_record, for_each_extent, split_chunk_key};
@@ -110,6 +114,21 @@ impl ObjectKey {
     fn end(&self) -> Vec<u8> {
         prefix_end(&self.0)
     }
+
+    /// The key of this object's stash `slot`.
+    fn stash(&self, slot: u64) -> Vec<u8> {
+        [&self.0[..HASHED_PREFIX], &STASH_MARK, &slot.to_be_bytes()].concat()
+    }
+}
+
+/// Bytes of an object key before its names: the pool and the hash.
+const HASHED_PREFIX: usize = 12;
+/// Where a stash key has a name length: longer than any name may be.
+const STASH_MARK: [u8; 2] = [0xff, 0xff];
+
+/// Whether `key` (an object key or a stash key) is a stash's.
+pub(crate) fn is_stash(key: &[u8]) -> bool {
+    key.get(HASHED_PREFIX..HASHED_PREFIX + 2) == Some(&STASH_MARK[..])
 }
 
 /// An object's metadata record.
@@ -165,6 +184,8 @@ pub struct FsckReport {
     pub objects: u64,
     /// Extent records.
     pub extents: u64,
+    /// Extent records of stashes (chunks an erasure-coded write moved aside to undo it).
+    pub stashed: u64,
     /// Device bytes the extent records reference.
     pub referenced: u64,
     /// Device bytes the allocator counts as used.
@@ -413,6 +434,24 @@ impl Transaction {
     /// Deletes every chunk with index `>= first`.
     pub fn delete_chunks_from(&mut self, key: &ObjectKey, first: u32) {
         self.ops.push(BatchOp::DeleteRange(Cf::Data, key.chunk_key(first), key.end()));
+    }
+
+    /// Moves every chunk of the object to its stash `slot`, leaving it none: chunks on the
+    /// data device keep their space (nothing is copied), small ones are rewritten.
+    pub fn stash_chunks(&mut self, key: &ObjectKey, slot: u64) {
+        self.ops.push(BatchOp::Move(Cf::Data, key.0.clone(), key.stash(slot)));
+    }
+
+    /// Moves the chunks of stash `slot` back to the object, in place of any it has.
+    pub fn unstash_chunks(&mut self, key: &ObjectKey, slot: u64) {
+        self.ops.push(BatchOp::Move(Cf::Data, key.stash(slot), key.0.clone()));
+    }
+
+    /// Deletes stash `slot` of the object, freeing its space.
+    pub fn drop_stash(&mut self, key: &ObjectKey, slot: u64) {
+        let stash = key.stash(slot);
+        let end = prefix_end(&stash);
+        self.ops.push(BatchOp::DeleteRange(Cf::Data, stash, end));
     }
 
     /// Sets an omap entry.
@@ -802,23 +841,28 @@ impl ObjectStore {
         let chunk = u64::from(self.format.chunk_size);
         let mut current: Option<(Vec<u8>, Option<Onode>)> = None;
         for_each_extent(self.kv.as_ref(), |object, index, extent| {
+            report.extents += 1;
+            report.referenced += self.space.allocated_len(&extent);
+            let name = || ObjectKey(object.to_vec()).describe();
+            if deep && let Err(e) = self.space.read(&[(index, extent)], &name) {
+                report.errors.push(e.message);
+            }
+            if is_stash(object) {
+                // A stash has no metadata of its own to check it against.
+                report.stashed += 1;
+                return Ok(());
+            }
             if current.as_ref().is_none_or(|(o, _)| o.as_slice() != object) {
                 let key = ObjectKey::from_bytes(object.to_vec())?;
                 current = Some((object.to_vec(), self.onode(&key)?));
                 report.objects += 1;
             }
-            let name = || ObjectKey(object.to_vec()).describe();
-            report.extents += 1;
-            report.referenced += self.space.allocated_len(&extent);
             match current.as_ref().and_then(|(_, onode)| onode.as_ref()) {
                 None => report.errors.push(format!("extent of chunk {index} of {} which does not exist", name())),
                 Some(onode) if u64::from(index) * chunk >= onode.size.max(1) => {
                     report.errors.push(format!("extent of chunk {index} lies past the end of {}", name()))
                 }
                 Some(_) => {}
-            }
-            if deep && let Err(e) = self.space.read(&[(index, extent)], &name) {
-                report.errors.push(e.message);
             }
             Ok(())
         })?;

@@ -190,6 +190,7 @@ impl KvEngine for RocksKv {
                         wb.delete_range_cf(db.cf(*cf)?, start, end)
                     }
                 }
+                BatchOp::Move(..) => return Err(BatchOp::unlowered()),
             }
         }
         db.get().write_opt(wb, &self.write_options).map_err(|e| rocks_err("write", e))

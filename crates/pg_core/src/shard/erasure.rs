@@ -248,9 +248,10 @@ impl<R> Shard<R> {
         let prev = state.info.last_update;
         let at = EVersion { epoch: interval, version: prev.version + 1 };
         let entry = PgState::entry(at, op.op.reqid, op.op.object.clone(), &reply);
-        let kept = ec::rollback::keep(&store, &key, &op.op.object, &touched)?;
-        let mut txn = std::mem::take(&mut txns[mine]);
-        state.keep_rollback(&mut txn, at, Some(&kept), committed_to);
+        let mut txn = Transaction::new();
+        let kept = ec::rollback::keep(&store, &key, &op.op.object, &touched, at.version, &mut txn)?;
+        txn.extend(std::mem::take(&mut txns[mine]));
+        state.keep_rollback(&mut txn, at, Some(&kept), committed_to)?;
         state.append(&mut txn, &entry);
         let seq = self.commit(pg, txn)?;
         let mut sends = Vec::new();
