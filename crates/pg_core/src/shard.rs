@@ -768,6 +768,27 @@ mod tests {
         Shard::new(config, Arc::default())
     }
 
+    /// The shard write of `txn` to `object` at `version` (after `version - 1`), saying every
+    /// shard has the writes up to `committed`.
+    fn shard_write(
+        pg: PgId,
+        object: &ObjectName,
+        version: u64,
+        txn: &Transaction,
+        touched: Touched,
+        committed: u64,
+    ) -> PeerRequest {
+        let at = |v: u64| EVersion { epoch: 0, version: v };
+        let entry = PgLogEntry {
+            at: at(version),
+            reqid: ReqId { client: ClientId(1), tid: version },
+            object: object.clone(),
+            outputs: None,
+        };
+        let write = shoal_types::msg::RepOp { pg, interval: 0, prev: at(version - 1), entry, txn: txn.encode().into() };
+        PeerRequest::EcWrite(EcWrite { write, touched, committed_to: at(committed) })
+    }
+
     /// Sends `request` and returns the reply.
     fn ask(shard: &mut Shard<u32>, request: PeerRequest) -> Result<Reply> {
         let actions = shard.step(Input::Peer { request, reply: 1 }, 0);
@@ -794,23 +815,7 @@ mod tests {
             }
             // No chunk past the object's size (the store's format).
             txn.delete_chunks_from(&key, data.len().div_ceil(4) as u32);
-            let at = |v: u64| EVersion { epoch: 0, version: v };
-            PeerRequest::EcWrite(EcWrite {
-                write: shoal_types::msg::RepOp {
-                    pg,
-                    interval: 0,
-                    prev: at(version - 1),
-                    entry: PgLogEntry {
-                        at: at(version),
-                        reqid: ReqId { client: ClientId(1), tid: version },
-                        object: object.clone(),
-                        outputs: None,
-                    },
-                    txn: txn.encode().into(),
-                },
-                touched,
-                committed_to: at(committed),
-            })
+            shard_write(pg, &object, version, &txn, touched, committed)
         };
         ask(&mut s, write(1, b"abcdefgh", Touched::Whole, 0)).unwrap();
         let out_of_order = ask(&mut s, write(3, b"x", Touched::Whole, 0)).unwrap_err();
@@ -855,15 +860,7 @@ mod tests {
             for (i, piece) in data.chunks(4).enumerate() {
                 txn.put_chunk(&key, i as u32, piece.to_vec());
             }
-            let entry = PgLogEntry {
-                at: at(version),
-                reqid: ReqId { client: ClientId(1), tid: version },
-                object: object.clone(),
-                outputs: None,
-            };
-            let write =
-                shoal_types::msg::RepOp { pg, interval: 0, prev: at(version - 1), entry, txn: txn.encode().into() };
-            PeerRequest::EcWrite(EcWrite { write, touched: Touched::Whole, committed_to: at(committed) })
+            shard_write(pg, &object, version, &txn, Touched::Whole, committed)
         };
         let store = s.config.store.clone();
         let books = || {
@@ -908,15 +905,7 @@ mod tests {
             let mut txn = Transaction::new();
             txn.put_onode(&key, &Onode { size: data.len() as u64, version, ..Onode::default() });
             txn.put_chunk(&key, 0, data.to_vec());
-            let entry = PgLogEntry {
-                at: at(version),
-                reqid: ReqId { client: ClientId(1), tid: version },
-                object: object.clone(),
-                outputs: None,
-            };
-            let write =
-                shoal_types::msg::RepOp { pg, interval: 0, prev: at(version - 1), entry, txn: txn.encode().into() };
-            PeerRequest::EcWrite(EcWrite { write, touched: Touched::Chunks(vec![(0, 1)]), committed_to: at(0) })
+            shard_write(pg, object, version, &txn, Touched::Chunks(vec![(0, 1)]), 0)
         };
         ask(&mut s, write(1, &a, b"a1")).unwrap();
         ask(&mut s, write(2, &b, b"b2")).unwrap();
@@ -954,16 +943,7 @@ mod tests {
             object: object.clone(),
             outputs: None,
         };
-        let write = |version: u64, txn: Transaction| {
-            let write = shoal_types::msg::RepOp {
-                pg,
-                interval: 0,
-                prev: at(version - 1),
-                entry: entry(version),
-                txn: txn.encode().into(),
-            };
-            PeerRequest::EcWrite(EcWrite { write, touched: Touched::Whole, committed_to: at(0) })
-        };
+        let write = |version: u64, txn: Transaction| shard_write(pg, &object, version, &txn, Touched::Whole, 0);
         // Write 1 left two chunks; the copy then took write 2's entry, not its data.
         let mut first = Transaction::new();
         first.put_onode(&key, &Onode { size: 8, version: 1, ..Onode::default() });
