@@ -137,8 +137,12 @@ fn large_overwrites_survive_sigkill_without_leaking_space() {
     let out = shoal().args(["debug", "fsck", "--deep", "--data", &data]).output().unwrap();
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "fsck: {report}{}", String::from_utf8_lossy(&out.stderr));
-    let figures: Vec<u64> = report.split_whitespace().skip(1).step_by(2).map(|x| x.parse().unwrap()).collect();
-    let (objects, referenced) = (figures[0], figures[2]);
+    let words: Vec<&str> = report.split_whitespace().collect();
+    let figure = |name: &str| -> u64 {
+        let at = words.iter().position(|w| *w == name).unwrap_or_else(|| panic!("no {name} in {report}"));
+        words[at + 1].parse().unwrap()
+    };
+    let (objects, referenced) = (figure("objects"), figure("referenced"));
     assert!(objects > 0 && objects <= WRITERS * KEYS, "{report}");
     assert_eq!(referenced, objects * 4194304, "the surviving objects' bytes and no more: {report}");
     eprintln!("{kills} kills, {} acknowledged large writes, {objects} objects verified; {report}", acked.len());
