@@ -179,16 +179,17 @@ impl PgState {
         self.put_info(txn);
     }
 
-    /// Stores in `txn` what undoes the write at `at` on this shard (`None`: nothing does,
-    /// see [`PgState::roll_back_newest`]), and drops the records of writes up to
-    /// `committed_to`, which every shard has.
+    /// Stores in `txn` what undoes the write at `at` to the object at `key` on this shard
+    /// (`None`: nothing does, see [`PgState::roll_back_newest`]), and drops the records of
+    /// writes up to `committed_to`, which every shard has.
     pub fn keep_rollback(
         &mut self,
         txn: &mut Transaction,
         at: EVersion,
+        key: &ObjectKey,
         kept: Option<&Rollback>,
         committed_to: EVersion,
-    ) -> Result<()> {
+    ) {
         let done: Vec<u64> = self.rollbacks.range(..=committed_to.version).map(|(v, _)| *v).collect();
         for version in done {
             txn.delete_meta(&pg_rollback_key(self.pg, version));
@@ -198,9 +199,8 @@ impl PgState {
         }
         if let Some(kept) = kept {
             txn.put_meta(&pg_rollback_key(self.pg, at.version), kept.encode());
-            self.rollbacks.insert(at.version, kept.stash_of(self.pg.pool)?);
+            self.rollbacks.insert(at.version, kept.stash_at(key));
         }
-        Ok(())
     }
 
     /// Undoes the newest write of this shard of an erasure-coded PG from its undo record,

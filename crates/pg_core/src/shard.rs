@@ -633,7 +633,7 @@ impl<R> Shard<R> {
                     Some(crate::ec::rollback::keep(&store, &key, object, &touched, write.entry.at.version, &mut txn)?)
                 };
                 txn.extend(shipped);
-                state.keep_rollback(&mut txn, write.entry.at, kept.as_ref(), committed_to)?;
+                state.keep_rollback(&mut txn, write.entry.at, &key, kept.as_ref(), committed_to);
                 state.append(&mut txn, &write.entry);
                 Ok((self.commit(pg, txn)?, Reply::Done))
             }

@@ -21,7 +21,7 @@ use crate::kv::{Batch, BatchOp, Cf, KvEngine};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use shoal_types::{Errno, Result, Versioned, err};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -510,19 +510,44 @@ impl Lowering<'_> {
         if start >= end {
             return Ok(());
         }
-        let in_range = |key: &Vec<u8>| start <= *key && *key < end;
-        let mut keys: BTreeSet<Vec<u8>> =
-            self.kv.scan(cf, &start, &end, POINT_DELETE_ROWS + 1)?.into_iter().map(|(key, _)| key).collect();
-        keys.extend(self.out.iter().filter_map(|op| match op {
-            BatchOp::Put(put_cf, key, _) if *put_cf == cf && in_range(key) => Some(key.clone()),
-            _ => None,
-        }));
-        if keys.len() <= POINT_DELETE_ROWS {
-            self.out.extend(keys.into_iter().map(|key| BatchOp::Delete(cf, key)));
-        } else {
-            self.out.push(BatchOp::DeleteRange(cf, start, end));
+        let stored = self.kv.scan(cf, &start, &end, POINT_DELETE_ROWS + 1)?;
+        if stored.len() <= POINT_DELETE_ROWS {
+            let rows = self.as_batch_leaves(cf, &start, &end, stored);
+            if rows.len() <= POINT_DELETE_ROWS {
+                self.out.extend(rows.into_keys().map(|key| BatchOp::Delete(cf, key)));
+                return Ok(());
+            }
         }
+        self.out.push(BatchOp::DeleteRange(cf, start, end));
         Ok(())
+    }
+
+    /// The rows of `cf` in `[start, end)` as the batch so far leaves them: `stored`, read
+    /// from the engine, with the batch's writes to the range applied.
+    fn as_batch_leaves(
+        &self,
+        cf: Cf,
+        start: &[u8],
+        end: &[u8],
+        stored: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> BTreeMap<Vec<u8>, Vec<u8>> {
+        let mut rows: BTreeMap<Vec<u8>, Vec<u8>> = stored.into_iter().collect();
+        let in_range = |key: &[u8]| start <= key && key < end;
+        for op in &self.out {
+            match op {
+                BatchOp::Put(put_cf, key, value) if *put_cf == cf && in_range(key) => {
+                    rows.insert(key.clone(), value.clone());
+                }
+                BatchOp::Delete(delete_cf, key) if *delete_cf == cf => {
+                    rows.remove(key);
+                }
+                BatchOp::DeleteRange(delete_cf, from, to) if *delete_cf == cf => {
+                    rows.retain(|key, _| !(from <= key && key < to))
+                }
+                _ => {}
+            }
+        }
+        rows
     }
 
     /// Moves the chunks keyed `from` ‖ index to `to` ‖ index, replacing what `to` held:
@@ -535,22 +560,8 @@ impl Lowering<'_> {
         self.delete_rows(Cf::Data, to.to_vec(), to_end)?;
 
         let from_end = crate::prefix::prefix_end(from);
-        let mut rows: BTreeMap<Vec<u8>, Vec<u8>> =
-            self.kv.scan(Cf::Data, from, &from_end, usize::MAX)?.into_iter().collect();
-        let in_range = |key: &[u8]| from <= key && key < from_end.as_slice();
-        for op in &self.out {
-            match op {
-                BatchOp::Put(Cf::Data, key, value) if in_range(key) => {
-                    rows.insert(key.clone(), value.clone());
-                }
-                BatchOp::Delete(Cf::Data, key) => {
-                    rows.remove(key);
-                }
-                BatchOp::DeleteRange(Cf::Data, start, end) => rows.retain(|key, _| !(start <= key && key < end)),
-                _ => {}
-            }
-        }
-        for (key, value) in rows {
+        let stored = self.kv.scan(Cf::Data, from, &from_end, usize::MAX)?;
+        for (key, value) in self.as_batch_leaves(Cf::Data, from, &from_end, stored) {
             let moved = [to, &key[from.len()..]].concat();
             self.out.push(BatchOp::Delete(Cf::Data, key));
             self.out.push(BatchOp::Put(Cf::Data, moved, value));

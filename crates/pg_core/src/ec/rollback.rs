@@ -64,8 +64,15 @@ mod v1 {
 impl Rollback {
     /// Where this record's stash is, if it has one (the object is in `pool`).
     pub fn stash_of(&self, pool: PoolId) -> Result<Option<Stash>> {
-        let Some(slot) = self.stash else { return Ok(None) };
-        Ok(Some(Stash { key: ObjectKey::new(pool, &self.object)?, slot }))
+        if self.stash.is_none() {
+            return Ok(None);
+        }
+        Ok(self.stash_at(&ObjectKey::new(pool, &self.object)?))
+    }
+
+    /// Where this record's stash is, if it has one, its object's key being `key`.
+    pub fn stash_at(&self, key: &ObjectKey) -> Option<Stash> {
+        self.stash.map(|slot| Stash { key: key.clone(), slot })
     }
 }
 

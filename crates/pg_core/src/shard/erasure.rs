@@ -251,7 +251,7 @@ impl<R> Shard<R> {
         let mut txn = Transaction::new();
         let kept = ec::rollback::keep(&store, &key, &op.op.object, &touched, at.version, &mut txn)?;
         txn.extend(std::mem::take(&mut txns[mine]));
-        state.keep_rollback(&mut txn, at, Some(&kept), committed_to)?;
+        state.keep_rollback(&mut txn, at, &key, Some(&kept), committed_to);
         state.append(&mut txn, &entry);
         let seq = self.commit(pg, txn)?;
         let mut sends = Vec::new();
