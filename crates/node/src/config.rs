@@ -2,6 +2,7 @@
 //! line as `--option key=value`. Unknown keys and bad values are errors that name them.
 
 use shoal_osd::{Limits, OsdConfig, ScrubLimits};
+use shoal_transport::{FrameMode, FrameModes};
 use shoal_types::{OsdId, Result, err};
 use std::collections::BTreeMap;
 
@@ -84,6 +85,21 @@ pub const OPTIONS: &[OptionSpec] = &[
         name: "store_prefer_deferred_size",
         default: "65536",
         help: "writes of at least this many bytes go to the data device once, smaller ones through the WAL",
+    },
+    OptionSpec {
+        name: "ms_cluster_mode",
+        default: "secure crc",
+        help: "frame modes between daemons, preferred first: secure (AES-256-GCM sealed) or crc (checksummed, for trusted networks)",
+    },
+    OptionSpec {
+        name: "ms_service_mode",
+        default: "secure crc",
+        help: "frame modes a daemon accepts from clients (gateways, the CLI): secure, crc",
+    },
+    OptionSpec {
+        name: "ms_client_mode",
+        default: "secure crc",
+        help: "frame modes a client offers the daemons, preferred first: secure, crc",
     },
     OptionSpec { name: "osd_op_num_shards", default: "0", help: "op shard threads; 0 = one per core, at least 2" },
     OptionSpec { name: "osd_max_object_size", default: "134217728", help: "largest object in bytes (EFBIG beyond)" },
@@ -490,6 +506,7 @@ impl Config {
         config.failure_policy()?;
         config.balancer_policy()?;
         config.gateway()?;
+        config.frame_modes()?;
         Ok(config)
     }
 
@@ -516,6 +533,18 @@ impl Config {
         } else {
             Err(err::invalid(format!("'{who}' is not global, mon, osd, client, osd.N, mon.NAME or client.NAME")))
         }
+    }
+
+    /// The frame modes of `ms_cluster_mode`, `ms_service_mode` and `ms_client_mode`.
+    pub fn frame_modes(&self) -> Result<FrameModes> {
+        let modes = |name: &str| {
+            FrameMode::parse_list(self.get(name)).map_err(|e| err::invalid(format!("option {name}: {}", e.message)))
+        };
+        Ok(FrameModes {
+            cluster: modes("ms_cluster_mode")?,
+            service: modes("ms_service_mode")?,
+            client: modes("ms_client_mode")?,
+        })
     }
 
     /// The raw value of a known option.

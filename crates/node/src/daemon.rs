@@ -135,10 +135,12 @@ pub fn read_secrets(path: &Path) -> Result<Vec<Vec<u8>>> {
 }
 
 /// A TCP network of `entity`, one of the cluster's own (`mon.0`, `osd.3`, `client.admin`),
-/// with the secrets from `path`.
-pub fn network(secret_file: &Path, entity: &str) -> Result<Arc<TcpNetwork>> {
+/// with the secrets from `path` and the frame modes of `config`.
+pub fn network(secret_file: &Path, entity: &str, config: &Config) -> Result<Arc<TcpNetwork>> {
     let credentials = Credentials { entity: entity.to_owned(), keys: read_secrets(secret_file)? };
-    Ok(Arc::new(TcpNetwork::new(credentials, shoal_types::msg::MAX_MESSAGE_BYTES)))
+    let network = TcpNetwork::new(credentials, shoal_types::msg::MAX_MESSAGE_BYTES);
+    network.set_frame_modes(config.frame_modes()?);
+    Ok(Arc::new(network))
 }
 
 /// Keeps `network` accepting the client entities of the newest map, with their keys: a
@@ -231,7 +233,7 @@ pub async fn run_mon(args: MonArgs) -> Result<()> {
         (None, None) => return Err(err::invalid("give --bind or a configuration file with mon_host")),
     };
     let (kv, store) = open_store(&resolved.data, &config)?;
-    let network = network(&resolved.secret_file, &format!("mon.{id}"))?;
+    let network = network(&resolved.secret_file, &format!("mon.{id}"), &config)?;
     let listener = network.bind(&bind)?;
     let members = match join {
         true => std::collections::BTreeMap::new(),
@@ -309,10 +311,12 @@ pub async fn run_osd(args: OsdArgs) -> Result<()> {
         (None, None) => return Err(err::invalid("give --bind or a configuration file with public_addr")),
     };
     let id = OsdId(args.id);
-    let network = network(&resolved.secret_file, &id.to_string())?;
-    // The central configuration first: the store and the shards are set up with it.
+    let network = network(&resolved.secret_file, &id.to_string(), &local)?;
+    // The central configuration first: the store, the shards and the frame modes of the
+    // connections to come are set up with it.
     let rados = Rados::connect(network.clone(), &mon).await?;
     let config = startup_config(&*rados.refresh_map().await?, &id.to_string(), local);
+    network.set_frame_modes(config.frame_modes()?);
     let (kv, store) = open_store(&resolved.data, &config)?;
     let listener = network.bind(&bind)?;
     let entry = OsdEntry {

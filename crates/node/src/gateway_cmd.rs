@@ -207,7 +207,7 @@ pub async fn run_server(args: ServerArgs) -> Result<()> {
     }
     // Other processes (the CLI) reach the object layer over TCP; the gateway in this one
     // reaches it without a socket.
-    let tcp = crate::daemon::network(&secret_path, "client.admin")?;
+    let tcp = crate::daemon::network(&secret_path, "client.admin", &config)?;
     let network: Arc<dyn shoal_transport::Network> = Arc::new(shoal_transport::LocalFirst::new(tcp.clone()));
     let osds = args.ec.map_or(1, |ec| ec.k + ec.m);
     let local = Embedded::open_on(dir, &config, network.clone(), "127.0.0.1:0", "127.0.0.1:0", osds).await?;

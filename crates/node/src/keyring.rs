@@ -1,6 +1,7 @@
 //! Keyrings: the keys of client entities in Ceph's format, a `[client.ID]` section with
 //! `key = BASE64` (as `shoal auth get-or-create -o FILE` writes them).
 
+use crate::config::Config;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use shoal_transport::{Credentials, TcpNetwork};
@@ -37,9 +38,11 @@ pub fn read(path: &Path, entity: Option<&str>) -> Result<Credentials> {
     Err(err::invalid(format!("keyring {} has no key for {which}", path.display())))
 }
 
-/// A TCP network authenticating as an entity of `keyring`.
-pub fn network(keyring: &Path, entity: Option<&str>) -> Result<Arc<TcpNetwork>> {
-    Ok(Arc::new(TcpNetwork::new(read(keyring, entity)?, shoal_types::msg::MAX_MESSAGE_BYTES)))
+/// A TCP network authenticating as an entity of `keyring`, with the frame modes of `config`.
+pub fn network(keyring: &Path, entity: Option<&str>, config: &Config) -> Result<Arc<TcpNetwork>> {
+    let network = TcpNetwork::new(read(keyring, entity)?, shoal_types::msg::MAX_MESSAGE_BYTES);
+    network.set_frame_modes(config.frame_modes()?);
+    Ok(Arc::new(network))
 }
 
 #[cfg(test)]

@@ -96,8 +96,8 @@ impl ClusterArgs {
             }
             (None, Some(mon), secret) => {
                 let network = match (&self.keyring, secret) {
-                    (Some(keyring), _) => crate::keyring::network(keyring, self.as_entity.as_deref())?,
-                    (None, Some(secret)) => crate::daemon::network(secret, "client.admin")?,
+                    (Some(keyring), _) => crate::keyring::network(keyring, self.as_entity.as_deref(), &config)?,
+                    (None, Some(secret)) => crate::daemon::network(secret, "client.admin", &config)?,
                     (None, None) => return Err(err::invalid(NO_CLUSTER)),
                 };
                 let rados = Rados::connect(network, mon).await?;

@@ -37,6 +37,10 @@ pub struct VstartArgs {
     /// root and iproute2; monitors and gateways stay in this namespace.
     #[arg(long)]
     netns: bool,
+    /// An option for every daemon (`ms_cluster_mode=crc`), written to DIR/shoal.conf;
+    /// repeat for several.
+    #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
+    options: Vec<String>,
     /// Stop the cluster running in DIR instead.
     #[arg(long)]
     stop: bool,
@@ -137,6 +141,7 @@ pub fn run(args: VstartArgs) -> Result<()> {
         Some(ec) => Some(ec_failure_domain(ec, args.osds, args.hosts)?),
         None => None,
     };
+    crate::config::Config::from_settings(&args.options)?;
     let dir = &args.dir;
     if dir.join(PIDS).exists() {
         return Err(err::exists(format!("a cluster already runs in {} (use --stop first)", dir.display())));
@@ -164,6 +169,9 @@ pub fn run(args: VstartArgs) -> Result<()> {
     );
     if let Some(ec) = args.ec {
         conf_text += &format!("rgw_data_pool_erasure_profile = {}\n", ec.profile_name());
+    }
+    for (key, value) in args.options.iter().filter_map(|o| o.split_once('=')) {
+        conf_text += &format!("{} = {}\n", key.trim(), value.trim());
     }
     std::fs::write(&conf, conf_text).map_err(io(format!("writing {}", conf.display())))?;
     let conf_arg = path(conf.clone());

@@ -3,8 +3,8 @@
 //!
 //! [`LocalNetwork`] connects peers inside one process through channels, moving messages
 //! as values; [`TcpNetwork`] implements the same [`Network`] trait over TCP, with mutual
-//! authentication by a cluster secret and checksummed frames carrying each message's
-//! versioned encoding. Nothing above this crate knows which one it uses.
+//! authentication by a cluster secret or a client's key and frames, sealed or
+//! checksummed as the two sides agree, carrying each message's versioned encoding. Nothing above this crate knows which one it uses.
 
 pub mod auth;
 pub mod frame;
@@ -12,13 +12,14 @@ mod network;
 pub mod rpc;
 pub mod tcp;
 
+pub use auth::FrameMode;
 pub(crate) use network::ACCEPT_QUEUE;
 pub use network::{CONNECTION_QUEUE, ConnectFuture, Connection, Listener, Network, Peer, connection_pair};
 pub use rpc::Rpc;
 use shoal_types::{Result, err};
 use std::collections::HashMap;
 use std::sync::Mutex;
-pub use tcp::{Credentials, TcpNetwork};
+pub use tcp::{Credentials, FrameModes, TcpNetwork};
 use tokio::sync::mpsc;
 
 /// An in-process network: addresses are names, connections are channel pairs.

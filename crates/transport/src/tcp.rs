@@ -1,7 +1,9 @@
 //! The messenger over TCP: every connection starts with mutual authentication by the
 //! cluster secret or a client entity's own key and an X25519 key agreement (see
 //! [`crate::auth`]); the accepting side learns who connected ([`Peer`]). Then each
-//! [`Message`] travels as one frame sealed with the session's keys (see [`crate::frame`]).
+//! [`Message`] travels as one frame, sealed with the session's keys or, where both sides'
+//! [`FrameModes`] allow it and the client prefers it, checksummed only (see
+//! [`crate::frame`]).
 //! Above this module a TCP connection is the same pair of bounded channels as a local one.
 //!
 //! Why an AEAD on frames rather than TLS: peers already share the cluster secret and
@@ -10,13 +12,13 @@
 //! external pre-shared keys to reuse the secret. The ephemeral X25519 agreement gives
 //! forward secrecy as TLS 1.3 would; AES-256-GCM and HKDF come from aws-lc-rs.
 
-use crate::auth::{self, Handshake, NONCE_LEN, SessionKeys};
+use crate::auth::{self, FrameMode, Handshake, NONCE_LEN, SessionKeys};
 use crate::frame::{self, Cipher, Decoder};
 use crate::{ACCEPT_QUEUE, CONNECTION_QUEUE, ConnectFuture, Connection, Listener, Network, Peer};
 use aws_lc_rs::agreement::{self, EphemeralPrivateKey, UnparsedPublicKey, X25519};
 use aws_lc_rs::rand::SystemRandom;
 use bytes::Bytes;
-use shoal_types::auth::is_cluster_entity;
+use shoal_types::auth::{is_cluster_entity, is_daemon_entity};
 use shoal_types::msg::Message;
 use shoal_types::{RadosError, Result, Versioned, err};
 use std::collections::HashMap;
@@ -58,6 +60,40 @@ impl std::fmt::Debug for Credentials {
     }
 }
 
+/// The frame modes a side offers and accepts, each list the preferred first, as Ceph's
+/// `ms_cluster_mode`, `ms_service_mode` and `ms_client_mode`. A server picks the first
+/// mode of the client's offer that it accepts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameModes {
+    /// Between the cluster's daemons (`mon.*`, `osd.*`, `mgr.*`): offered by a daemon and
+    /// accepted from one.
+    pub cluster: Vec<FrameMode>,
+    /// Accepted from clients (every other entity, `client.admin` too).
+    pub service: Vec<FrameMode>,
+    /// Offered by a client.
+    pub client: Vec<FrameMode>,
+}
+
+impl Default for FrameModes {
+    /// Sealed frames preferred everywhere, checksummed ones accepted when the client asks.
+    fn default() -> Self {
+        let modes = vec![FrameMode::Secure, FrameMode::Crc];
+        FrameModes { cluster: modes.clone(), service: modes.clone(), client: modes }
+    }
+}
+
+impl FrameModes {
+    /// What this side offers when it connects as `entity`.
+    fn offered_by(&self, entity: &str) -> &[FrameMode] {
+        if is_daemon_entity(entity) { &self.cluster } else { &self.client }
+    }
+
+    /// What this side accepts from a peer that proved to be `entity`.
+    fn accepted_from(&self, entity: &str) -> &[FrameMode] {
+        if is_daemon_entity(entity) { &self.cluster } else { &self.service }
+    }
+}
+
 /// A TCP network whose peers prove the cluster secret or a client entity's key.
 #[derive(Clone)]
 pub struct TcpNetwork {
@@ -65,14 +101,26 @@ pub struct TcpNetwork {
     /// The keys of client entities this side accepts (the monitors' auth table).
     entity_keys: Arc<watch::Sender<HashMap<String, Vec<u8>>>>,
     max_message_bytes: usize,
+    modes: Arc<watch::Sender<FrameModes>>,
 }
 
 impl TcpNetwork {
     /// A network authenticating with `credentials` and refusing messages over
-    /// `max_message_bytes`. It accepts the cluster's daemons if `credentials` hold the
-    /// cluster secret, and client entities once [`TcpNetwork::set_entity_keys`] names them.
+    /// `max_message_bytes`, with the default [`FrameModes`]. It accepts the cluster's
+    /// daemons if `credentials` hold the cluster secret, and client entities once
+    /// [`TcpNetwork::set_entity_keys`] names them.
     pub fn new(credentials: Credentials, max_message_bytes: usize) -> Self {
-        TcpNetwork { credentials: Arc::new(credentials), entity_keys: Arc::default(), max_message_bytes }
+        TcpNetwork {
+            credentials: Arc::new(credentials),
+            entity_keys: Arc::default(),
+            max_message_bytes,
+            modes: Arc::default(),
+        }
+    }
+
+    /// Offers and accepts `modes` on connections made from now on.
+    pub fn set_frame_modes(&self, modes: FrameModes) {
+        self.modes.send_replace(modes);
     }
 
     /// The client entities accepted from now on and their keys; connections of an entity
@@ -145,61 +193,94 @@ async fn send(stream: &mut TcpStream, h: &Handshake) -> Result<()> {
     stream.write_all(&frame::encode(&h.encode())).await.map_err(|e| io_err("handshake write", e))
 }
 
-/// The server's side of the handshake; returns the cipher sealing what it sends (the
-/// decoder now opens what it receives) and who the client proved to be.
+/// The server's side of the handshake; returns the cipher sealing what it sends, if the
+/// mode is `secure` (the decoder now opens what it receives), and who the client proved
+/// to be.
 async fn server_handshake(
     stream: &mut TcpStream,
     network: &TcpNetwork,
     decoder: &mut Decoder,
-) -> Result<(Cipher, Peer)> {
+) -> Result<(Option<Cipher>, Peer)> {
     let (private, server_nonce) = ephemeral()?;
     send(stream, &Handshake::Challenge { nonce: server_nonce }).await?;
     match Handshake::decode(&read_frame(stream, decoder).await?)? {
-        Handshake::ClientProof { nonce: client_nonce, entity, proof } => {
+        Handshake::ClientProof { nonce: client_nonce, entity, modes, proof } => {
             let (keys, cluster) = network.accepted_keys(&entity).await;
-            let Some(key) = keys.iter().find(|k| auth::verify_client(k, &server_nonce, &client_nonce, &entity, &proof))
+            let Some(key) =
+                keys.iter().find(|k| auth::verify_client(k, &server_nonce, &client_nonce, &entity, &modes, &proof))
             else {
                 return Err(err::access(format!("authentication failed: {entity} did not prove a key it holds")));
             };
-            let keys = agree(key, private, &server_nonce, &client_nonce, &client_nonce)?;
-            let proof = auth::server_proof(key, &client_nonce, &server_nonce, &entity);
-            send(stream, &Handshake::ServerProof { proof }).await?;
-            decoder.open_with(Cipher::new(&keys.client_to_server));
-            Ok((Cipher::new(&keys.server_to_client), Peer { entity: entity.into(), cluster }))
+            let allowed = network.modes.borrow().accepted_from(&entity).to_vec();
+            let Some(mode) = auth::pick_mode(&modes, &allowed) else {
+                let reason = format!(
+                    "{entity} offers frame modes '{}', this side takes '{}'",
+                    FrameMode::names(&modes),
+                    FrameMode::names(&allowed)
+                );
+                send(stream, &Handshake::Refused { reason: reason.clone() }).await?;
+                return Err(err::invalid(reason));
+            };
+            let proof = auth::server_proof(key, &client_nonce, &server_nonce, &entity, mode);
+            send(stream, &Handshake::ServerProof { mode, proof }).await?;
+            tracing::debug!(%entity, mode = mode.name(), "authenticated a peer");
+            let sealing = match mode {
+                FrameMode::Secure => {
+                    let keys = agree(key, private, &server_nonce, &client_nonce, &client_nonce)?;
+                    decoder.open_with(Cipher::new(&keys.client_to_server));
+                    Some(Cipher::new(&keys.server_to_client))
+                }
+                FrameMode::Crc => None,
+            };
+            Ok((sealing, Peer { entity: entity.into(), cluster }))
         }
         other => Err(err::invalid(format!("handshake: expected a client proof, got {other:?}"))),
     }
 }
 
-/// The client's side of the handshake as `entity` with `key`, returning as
-/// [`server_handshake`] does (the peer: the server, a daemon of the cluster).
-async fn client_handshake(stream: &mut TcpStream, entity: &str, key: &[u8], decoder: &mut Decoder) -> Result<Cipher> {
+/// The client's side of the handshake as `entity` with `key`, offering `modes`, returning
+/// as [`server_handshake`] does (the peer: the server, a daemon of the cluster).
+async fn client_handshake(
+    stream: &mut TcpStream,
+    entity: &str,
+    key: &[u8],
+    modes: &[FrameMode],
+    decoder: &mut Decoder,
+) -> Result<Option<Cipher>> {
     let Handshake::Challenge { nonce: server_nonce } = Handshake::decode(&read_frame(stream, decoder).await?)? else {
         return Err(err::invalid("handshake: expected a challenge"));
     };
     let (private, client_nonce) = ephemeral()?;
-    let proof = auth::client_proof(key, &server_nonce, &client_nonce, entity);
-    send(stream, &Handshake::ClientProof { nonce: client_nonce, entity: entity.to_owned(), proof }).await?;
+    let proof = auth::client_proof(key, &server_nonce, &client_nonce, entity, modes);
+    let offer = Handshake::ClientProof { nonce: client_nonce, entity: entity.to_owned(), modes: modes.to_vec(), proof };
+    send(stream, &offer).await?;
     match read_frame(stream, decoder).await.and_then(|f| Handshake::decode(&f)) {
-        Ok(Handshake::ServerProof { proof })
-            if auth::verify_server(key, &client_nonce, &server_nonce, entity, &proof) =>
+        Ok(Handshake::ServerProof { mode, proof })
+            if modes.contains(&mode)
+                && auth::verify_server(key, &client_nonce, &server_nonce, entity, mode, &proof) =>
         {
-            let keys = agree(key, private, &server_nonce, &client_nonce, &server_nonce)?;
-            decoder.open_with(Cipher::new(&keys.server_to_client));
-            Ok(Cipher::new(&keys.client_to_server))
+            Ok(match mode {
+                FrameMode::Secure => {
+                    let keys = agree(key, private, &server_nonce, &client_nonce, &server_nonce)?;
+                    decoder.open_with(Cipher::new(&keys.server_to_client));
+                    Some(Cipher::new(&keys.client_to_server))
+                }
+                FrameMode::Crc => None,
+            })
         }
         Ok(Handshake::ServerProof { .. }) => {
             Err(err::access(format!("authentication failed: the server does not know {entity}'s key")))
         }
+        Ok(Handshake::Refused { reason }) => Err(err::invalid(format!("the server refused the connection: {reason}"))),
         Ok(other) => Err(err::invalid(format!("handshake: expected a server proof, got {other:?}"))),
         Err(_) => Err(err::access(format!("authentication failed: the server refused {entity}'s key"))),
     }
 }
 
 /// Turns an authenticated stream into a [`Connection`]: one task opens and decodes
-/// incoming frames, one encodes and seals outgoing messages with `sealing` (several per
-/// write when they queue up).
-fn start_pumps(stream: TcpStream, decoder: Decoder, sealing: Cipher, addr: String, peer: Peer) -> Connection {
+/// incoming frames, one encodes outgoing messages, sealed with `sealing` if given (several
+/// per write when they queue up).
+fn start_pumps(stream: TcpStream, decoder: Decoder, sealing: Option<Cipher>, addr: String, peer: Peer) -> Connection {
     let _ = stream.set_nodelay(true);
     let (read_half, write_half) = stream.into_split();
     let (in_tx, in_rx) = mpsc::channel(CONNECTION_QUEUE);
@@ -235,14 +316,18 @@ async fn read_pump(mut read: OwnedReadHalf, mut decoder: Decoder, to_app: mpsc::
 async fn write_pump(
     mut write: OwnedWriteHalf,
     mut from_app: mpsc::Receiver<Message>,
-    mut sealing: Cipher,
+    mut sealing: Option<Cipher>,
     peer: String,
 ) {
+    let mut append = |out: Vec<u8>, message: Message| match sealing.as_mut() {
+        Some(cipher) => frame::append_sealed(out, cipher, |buf| message.encode_after(buf)),
+        None => frame::append(out, |buf| message.encode_after(buf)),
+    };
     while let Some(first) = from_app.recv().await {
-        let mut out = frame::append_sealed(Vec::new(), &mut sealing, |buf| first.encode_after(buf));
+        let mut out = append(Vec::new(), first);
         while out.len() < 1 << 20 {
             match from_app.try_recv() {
-                Ok(next) => out = frame::append_sealed(out, &mut sealing, |buf| next.encode_after(buf)),
+                Ok(next) => out = append(out, next),
                 Err(_) => break,
             }
         }
@@ -298,7 +383,8 @@ impl Network for TcpNetwork {
                     let mut stream =
                         TcpStream::connect(addr).await.map_err(|e| io_err(&format!("connect to {addr}"), e))?;
                     let mut decoder = Decoder::new(self.max_message_bytes);
-                    let sealing = client_handshake(&mut stream, entity, key, &mut decoder).await?;
+                    let modes = self.modes.borrow().offered_by(entity).to_vec();
+                    let sealing = client_handshake(&mut stream, entity, key, &modes, &mut decoder).await?;
                     Ok::<_, RadosError>(start_pumps(stream, decoder, sealing, addr.to_owned(), Peer::daemon()))
                 };
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, attempt).await {
@@ -430,7 +516,8 @@ mod tests {
                 let sent = match raw {
                     true => garbage.clone(),
                     false => {
-                        let proof = Handshake::ClientProof { nonce: [7; NONCE_LEN], entity: entity.into(), proof: proof.clone() };
+                        let modes = vec![FrameMode::Secure];
+                        let proof = Handshake::ClientProof { nonce: [7; NONCE_LEN], entity: entity.into(), modes, proof: proof.clone() };
                         frame::encode(&proof.encode()).to_vec()
                     }
                 };
@@ -489,28 +576,77 @@ mod tests {
         (addr, seen)
     }
 
+    const MARKER: &str = "an S3 secret key that must not cross the network in clear";
+
+    /// What `client` sent through a relay to the echo server at `server` to have `MARKER`
+    /// answered.
+    async fn wire_of_a_request(client: &TcpNetwork, server: &str) -> Vec<u8> {
+        let (addr, seen) = relay(server.to_owned(), None).await;
+        let mut conn = client.connect(&addr).await.unwrap();
+        conn.sender.send(Message::Request { tid: 1, request: Request::Tell(MARKER.into()) }).await.unwrap();
+        assert_eq!(conn.receiver.recv().await, Some(Message::Reply { tid: 1, reply: Ok(Reply::Done) }));
+        let wire = seen.lock().unwrap().clone();
+        assert!(wire.len() > 64 + MARKER.len(), "the handshake and the message went through the relay");
+        wire
+    }
+
+    fn marker_at(wire: &[u8]) -> Option<usize> {
+        wire.windows(MARKER.len()).position(|w| w == MARKER.as_bytes())
+    }
+
+    /// Whether a request of `client`, relayed to `server` with a bit flipped at `at`,
+    /// still gets an answer.
+    async fn answered_when_flipped(client: &TcpNetwork, server: &str, at: usize) -> bool {
+        let (addr, _) = relay(server.to_owned(), Some(at)).await;
+        let mut conn = client.connect(&addr).await.unwrap();
+        conn.sender.send(Message::Request { tid: 2, request: Request::Tell(MARKER.into()) }).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), conn.receiver.recv()).await.unwrap().is_some()
+    }
+
     #[tokio::test]
     async fn what_crosses_the_wire_is_sealed_and_tampering_ends_the_connection() {
         let net = TcpNetwork::new(admin(b"cluster secret"), 1 << 20);
         let server = echo_server(&net).await;
-        let (addr, seen) = relay(server.clone(), None).await;
-        let mut conn = net.connect(&addr).await.unwrap();
-        let marker = "an S3 secret key that must not cross the network in clear";
-        conn.sender.send(Message::Request { tid: 1, request: Request::Tell(marker.into()) }).await.unwrap();
-        assert_eq!(conn.receiver.recv().await, Some(Message::Reply { tid: 1, reply: Ok(Reply::Done) }));
-        let wire = seen.lock().unwrap().clone();
-        assert!(
-            wire.len() > 64 + marker.len() + frame::TAG_LEN,
-            "the handshake and the message went through the relay"
-        );
-        assert!(!wire.windows(16).any(|w| w == &marker.as_bytes()[..16]), "the payload crossed in clear");
+        let wire = wire_of_a_request(&net, &server).await;
+        assert_eq!(marker_at(&wire), None, "the payload crossed in clear");
         // A bit flipped in the first sealed frame: the server drops the connection unanswered.
-        let handshake_len = wire.len() - (frame::SEALED_HEADER_LEN + frame::TAG_LEN + marker.len() + 8);
-        let (addr, _) = relay(server, Some(handshake_len + 40)).await;
-        let mut conn = net.connect(&addr).await.unwrap();
-        conn.sender.send(Message::Request { tid: 2, request: Request::Tell(marker.into()) }).await.unwrap();
-        let answer = tokio::time::timeout(Duration::from_secs(10), conn.receiver.recv()).await.unwrap();
-        assert_eq!(answer, None, "a tampered frame is never delivered");
+        let handshake_len = wire.len() - (frame::SEALED_HEADER_LEN + frame::TAG_LEN + MARKER.len() + 8);
+        assert!(!answered_when_flipped(&net, &server, handshake_len + 40).await, "a tampered frame is never delivered");
+    }
+
+    fn with_modes(entity: &str, cluster: &[FrameMode], service: &[FrameMode], client: &[FrameMode]) -> TcpNetwork {
+        let modes = FrameModes { cluster: cluster.to_vec(), service: service.to_vec(), client: client.to_vec() };
+        let network = TcpNetwork::new(Credentials::new(entity, b"cluster secret"), 1 << 20);
+        network.set_frame_modes(modes);
+        network
+    }
+
+    #[tokio::test]
+    async fn crc_frames_cross_in_clear_and_their_checksum_catches_a_flipped_bit() {
+        let (crc, secure) = (FrameMode::Crc, FrameMode::Secure);
+        let server = echo_server(&with_modes("osd.0", &[crc], &[secure], &[secure])).await;
+        let daemon = with_modes("osd.1", &[crc, secure], &[secure], &[secure]);
+        let wire = wire_of_a_request(&daemon, &server).await;
+        let at = marker_at(&wire).expect("a daemon's frames to a daemon taking crc cross in clear");
+        assert!(!answered_when_flipped(&daemon, &server, at).await, "a corrupted crc frame is dropped");
+    }
+
+    #[tokio::test]
+    async fn the_client_preference_picks_among_the_modes_the_server_takes() {
+        let (crc, secure) = (FrameMode::Crc, FrameMode::Secure);
+        let server = echo_server(&TcpNetwork::new(Credentials::new("osd.0", b"cluster secret"), 1 << 20)).await;
+        let crc_daemon = with_modes("osd.1", &[crc, secure], &[secure], &[secure]);
+        assert!(marker_at(&wire_of_a_request(&crc_daemon, &server).await).is_some(), "defaults take crc if asked");
+        let admin_net = with_modes("client.admin", &[crc], &[crc], &[secure, crc]);
+        assert_eq!(marker_at(&wire_of_a_request(&admin_net, &server).await), None, "a client's list, not cluster's");
+        // A server taking only sealed frames from clients refuses one offering crc alone,
+        // and says why.
+        let strict = echo_server(&with_modes("osd.0", &[secure, crc], &[secure], &[secure])).await;
+        let e = with_modes("client.admin", &[secure], &[secure], &[crc]).connect(&strict).await.err().unwrap();
+        assert_eq!(e.errno, Errno::InvalidArgument, "{e}");
+        assert!(e.message.contains("offers frame modes 'crc', this side takes 'secure'"), "{e}");
+        let daemon = with_modes("osd.1", &[crc], &[secure], &[secure]).connect(&server).await.map(|_| ());
+        assert!(daemon.is_ok(), "the default server takes crc from a daemon: {daemon:?}");
     }
 
     #[tokio::test]

@@ -15,7 +15,12 @@ pub const KEY_LEN: usize = 32;
 
 /// Names that authenticate with the cluster secret and never have a key of their own.
 pub fn is_cluster_entity(name: &str) -> bool {
-    name == "client.admin" || ["mon.", "osd.", "mgr."].iter().any(|prefix| name.starts_with(prefix))
+    name == "client.admin" || is_daemon_entity(name)
+}
+
+/// Names of the cluster's daemons: monitors, OSDs, managers.
+pub fn is_daemon_entity(name: &str) -> bool {
+    ["mon.", "osd.", "mgr."].iter().any(|prefix| name.starts_with(prefix))
 }
 
 /// Checks an entity name: `TYPE.ID` with type `client`, not one of the cluster's own.
