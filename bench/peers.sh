@@ -11,17 +11,19 @@
 # MinIO comes from `go install github.com/minio/minio@latest` (outside the repository).
 # Prints one JSON row per line, tagged with the setup.
 # Usage: RADOSGW_UP=.../peers/radosgw-up.sh bench/peers.sh [SECONDS] [ROUNDS] [SECTIONS]
-# (defaults 20, 2, "server cluster": either or both of the two sections).
+# (defaults 20, 2, "server cluster": either or both of the two sections). CLUSTER_SYSTEMS
+# picks the cluster section's systems, in order (default "shoal radosgw"; "shoal-crc" is the
+# vstart cluster with `ms_cluster_mode` and `ms_client_mode` preferring crc frames).
 set -euo pipefail
 shoal="${SHOAL:-${CARGO_TARGET_DIR:-$HOME/.cache/shoal/target}/release/shoal}"
 minio="${MINIO:-$HOME/go/bin/minio}"
 radosgw_up="${RADOSGW_UP:?set RADOSGW_UP to the peers kit\'s radosgw-up.sh}"
 radosgw_down="$(dirname "$radosgw_up")/radosgw-down.sh"
-secs="${1:-20}" rounds="${2:-2}" sections="${3:-server cluster}"
+secs="${1:-20}" rounds="${2:-2}" sections="${3:-server cluster}" cluster_systems="${CLUSTER_SYSTEMS:-shoal radosgw}"
 work=$(mktemp -d)
 export CEPH_ANCHOR_DIR="$work/ceph"
 trap 'set +e; kill $(jobs -p) 2>/dev/null; "$shoal" vstart --stop --dir "$work/vstart" >/dev/null 2>&1; "$radosgw_down" >/dev/null 2>&1; rm -rf "$work"' EXIT
-[ -x "$minio" ] || GOFLAGS=-mod=mod go install github.com/minio/minio@latest
+[[ " $sections " != *" server "* ]] || [ -x "$minio" ] || GOFLAGS=-mod=mod go install github.com/minio/minio@latest
 source "$(dirname "$0")/lib.sh"
 
 # Writes {"access_key": $1, "secret_key": $2} to $keys.
@@ -65,11 +67,13 @@ server() {
 cluster() {
   keys="$work/keys.json"
   for round in $(seq "$rounds"); do
-    for system in shoal radosgw; do
+    for system in $cluster_systems; do
       case $system in
-        shoal)
+        shoal | shoal-crc)
           port=17494
-          "$shoal" vstart --dir "$work/vstart" --osds 3 --hosts 3 >/dev/null
+          modes=()
+          [ $system = shoal ] || modes=(-o "ms_cluster_mode=crc secure" -o "ms_client_mode=crc secure")
+          "$shoal" vstart --dir "$work/vstart" --osds 3 --hosts 3 "${modes[@]}" >/dev/null
           "$shoal" gateway -c "$work/vstart/shoal.conf" --port $port --bind 127.0.0.1 >"$work/gateway.log" 2>&1 &
           gateway=$!
           wait_port $port 300
@@ -90,7 +94,7 @@ cluster() {
       bench "$system 3 osds round $round" --workload put --obj-size 4MiB --concurrent 8
       bench "$system 3 osds round $round" --workload get --obj-size 4MiB --concurrent 8 --objects 64
       case $system in
-        shoal) kill "$gateway"; wait "$gateway" || true; "$shoal" vstart --stop --dir "$work/vstart" >/dev/null; rm -rf "$work/vstart" ;;
+        shoal | shoal-crc) kill "$gateway"; wait "$gateway" || true; "$shoal" vstart --stop --dir "$work/vstart" >/dev/null; rm -rf "$work/vstart" ;;
         radosgw) "$radosgw_down" >/dev/null 2>&1 ;;
       esac
     done
