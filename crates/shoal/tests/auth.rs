@@ -19,11 +19,16 @@ fn as_entity(conf: &str, keyring: &str, args: &[&str]) -> (bool, String) {
 /// vstart's gateway authenticates as `client.rgw.0` with caps `mon 'allow r'` and `osd
 /// 'allow rwx'` on the gateway's pools: it serves S3, but its key cannot create pools,
 /// mark OSDs out or touch other pools. Caps narrowed by `auth caps` and the key removed by
-/// `auth rm` apply to the running gateway at once, without a restart.
+/// `auth rm` apply to the running gateway at once, without a restart. The daemons talk
+/// crc frames among themselves and take only sealed ones from clients: the gateway and the
+/// CLI work, a client offering crc alone is refused and told why.
 #[test]
 fn a_gateway_key_is_held_to_its_caps_and_revoked_without_restarts() {
-    let cluster = Vstart::start_with(&["--osds", "3", "--gateways", "1"]);
+    let modes = ["-o", "ms_cluster_mode=crc secure", "-o", "ms_service_mode=secure"];
+    let cluster = Vstart::start_with(&[&["--osds", "3", "--gateways", "1"][..], &modes].concat());
     let conf = cluster.conf();
+    let (done, _, err) = shoal_c(&conf, &["status", "-o", "ms_client_mode=crc"]);
+    assert!(!done && err.contains("offers frame modes 'crc', this side takes 'secure'"), "{err}");
     let keyring = cluster.path().join("client.rgw.0.keyring").to_string_lossy().into_owned();
     let endpoints = shoal_node::vstart::gateways(&cluster.path()).unwrap();
     let port: u16 = endpoints[0].1.rsplit(':').next().unwrap().parse().unwrap();
