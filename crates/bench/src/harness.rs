@@ -354,6 +354,20 @@ pub fn wait_clean(conf: &str, pgs: usize, when: &str) {
     assert!(clean.is_some(), "{when}: PGs did not all become active+clean:\n{}", ok(conf, &["pg", "dump"]));
 }
 
+/// How many PGs the map has, from `shoal status` (`N pools, M pgs`).
+pub fn all_pgs(conf: &str) -> Option<usize> {
+    let status = ok(conf, &["status"]);
+    let line = status.lines().find(|l| l.contains(" pools, "))?;
+    line.split_whitespace().rev().nth(1)?.parse().ok()
+}
+
+/// Waits until every PG of the map is active+clean, the map's count read again at each
+/// look (pools just made or resized), failing the test as [`wait_clean`] does.
+pub fn wait_all_clean(conf: &str, when: &str) {
+    let clean = wait_for(|| (all_pgs(conf).is_some_and(|all| all > 0 && clean_pgs(conf) == all)).then_some(()));
+    assert!(clean.is_some(), "{when}: PGs did not all become active+clean:\n{}", ok(conf, &["pg", "dump"]));
+}
+
 /// Polls `check` every 200 ms for up to two minutes.
 pub fn wait_for<T>(mut check: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + Duration::from_secs(120);

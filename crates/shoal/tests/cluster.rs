@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use shoal_bench::harness::{
     Daemon, Restarted, Vstart, cmdline, first_osd, kill9, metrics_url, ok, osd_counters, sample, scrape_checked, shoal,
-    shoal_c, signal, wait_clean, wait_for,
+    shoal_c, signal, wait_all_clean, wait_clean, wait_for,
 };
 use shoal_client::{Rados, ReadOp, WriteOp};
 use shoal_store::{ObjectKey, ObjectStore};
@@ -874,13 +874,6 @@ fn pool_line(conf: &str, pool: &str) -> String {
     ok(conf, &["pool", "ls"]).lines().find(|l| l.starts_with(&format!("{pool} "))).unwrap_or_default().to_owned()
 }
 
-/// The number of PGs every pool has together, as `shoal status` counts them.
-fn all_pgs(conf: &str) -> usize {
-    let status = ok(conf, &["status"]);
-    let line = status.lines().find(|l| l.contains(" pools, ")).unwrap_or_default();
-    line.split_whitespace().rev().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0)
-}
-
 /// Growing and reshaping a cluster while RADOS writers and an S3 client write: `pg_num`
 /// 16 -> 64 -> 32 on the RADOS pool and on the gateway's data pool, then hosts moved into
 /// racks, a new host with two OSDs, an override weight of 0.5 and an OSD drained and
@@ -930,7 +923,7 @@ fn splitting_merging_and_reshaping_under_load_loses_nothing() {
     });
     assert!(spread.is_some(), "pgp_num did not reach 64: {}", ok(&conf, &["pool", "ls"]));
     assert!(moving(), "the writers go on after pgp_num reached pg_num");
-    wait_clean(&conf, all_pgs(&conf), "after the split");
+    wait_all_clean(&conf, "after the split");
 
     let up_after = up_sets(&conf);
     let pool_id = rados.map().pool_named(POOL).unwrap().id;
@@ -985,7 +978,7 @@ fn splitting_merging_and_reshaping_under_load_loses_nothing() {
     assert!(joined.is_some(), "osd.5 and osd.6 join: {}", ok(&conf, &["osd", "tree"]));
     assert!(ok(&conf, &["osd", "reweight", "osd.1", "0.5"]).contains("override to 0.5000"));
     ok(&conf, &["osd", "out", "0"]);
-    wait_clean(&conf, all_pgs(&conf), "after osd.0 went out");
+    wait_all_clean(&conf, "after osd.0 went out");
     assert!(moving(), "the writers go on while the cluster is reshaped");
     kill9(cluster.pid("osd.0"));
     let purged = wait_for(|| shoal_c(&conf, &["osd", "purge", "0", "--yes-i-really-mean-it"]).0.then_some(()));
@@ -993,7 +986,7 @@ fn splitting_merging_and_reshaping_under_load_loses_nothing() {
     let tree = ok(&conf, &["osd", "tree"]);
     assert!(tree.contains("rack rack0") && tree.contains("host host9") && !tree.contains("osd.0 "), "{tree}");
     load.stop(&runtime, writers);
-    wait_clean(&conf, all_pgs(&conf), "after the reshape");
+    wait_all_clean(&conf, "after the reshape");
 
     let acked = load.verify(&runtime, &rados);
     let s3_acked = s3_acked.lock().unwrap().clone();

@@ -11,7 +11,7 @@
 
 use bytes::Bytes;
 use http::{Method, StatusCode};
-use shoal_bench::harness::{Daemon, Vstart, admin_client, ok, shoal, shoal_c, start_server, wait_clean, wait_for};
+use shoal_bench::harness::{Daemon, Vstart, admin_client, ok, shoal, shoal_c, start_server, wait_all_clean, wait_for};
 use shoal_bench::s3client::{S3Client, S3Response};
 use shoal_client::IoCtx;
 use shoal_types::Errno;
@@ -266,8 +266,7 @@ async fn a_full_vstart_osd_refuses_writes_to_its_pgs_and_recovers_once_space_is_
     ok(&conf, &["pool", "create", "small", "--size", "1", "--pg-num", "8", "--autoscale-mode", "off"]);
     ok(&conf, &["pool", "set", "small", "crush_rule", "small"]);
     ok(&conf, &["pool", "create", "big", "--size", "2", "--pg-num", "8"]);
-    let pgs = ok(&conf, &["pg", "dump"]).lines().filter(|l| l.contains(" active")).count();
-    wait_clean(&conf, pgs, "after the pools were created");
+    wait_all_clean(&conf, "after the pools were created");
 
     let rados = cluster.rados(Duration::from_secs(60)).await;
     let small = rados.ioctx("small").await.unwrap();
