@@ -138,6 +138,11 @@ pub fn read_secrets(path: &Path) -> Result<Vec<Vec<u8>>> {
 /// with the secrets from `path` and the frame modes of `config`.
 pub fn network(secret_file: &Path, entity: &str, config: &Config) -> Result<Arc<TcpNetwork>> {
     let credentials = Credentials { entity: entity.to_owned(), keys: read_secrets(secret_file)? };
+    network_of(credentials, config)
+}
+
+/// A TCP network authenticating with `credentials`, with the frame modes of `config`.
+pub fn network_of(credentials: Credentials, config: &Config) -> Result<Arc<TcpNetwork>> {
     let network = TcpNetwork::new(credentials, shoal_types::msg::MAX_MESSAGE_BYTES);
     network.set_frame_modes(config.frame_modes()?);
     Ok(Arc::new(network))

@@ -40,9 +40,7 @@ pub fn read(path: &Path, entity: Option<&str>) -> Result<Credentials> {
 
 /// A TCP network authenticating as an entity of `keyring`, with the frame modes of `config`.
 pub fn network(keyring: &Path, entity: Option<&str>, config: &Config) -> Result<Arc<TcpNetwork>> {
-    let network = TcpNetwork::new(read(keyring, entity)?, shoal_types::msg::MAX_MESSAGE_BYTES);
-    network.set_frame_modes(config.frame_modes()?);
-    Ok(Arc::new(network))
+    crate::daemon::network_of(read(keyring, entity)?, config)
 }
 
 #[cfg(test)]

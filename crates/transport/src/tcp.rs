@@ -193,6 +193,34 @@ async fn send(stream: &mut TcpStream, h: &Handshake) -> Result<()> {
     stream.write_all(&frame::encode(&h.encode())).await.map_err(|e| io_err("handshake write", e))
 }
 
+/// Which end of the handshake this side is.
+#[derive(Clone, Copy)]
+enum Side {
+    Server,
+    Client,
+}
+
+/// Starts the frames of `mode`: in `secure`, derives the session `keys`, sets `decoder` to
+/// open what the peer sends and returns the cipher sealing what this side sends; in `crc`,
+/// nothing (both directions stay checksummed frames).
+fn start_mode(
+    mode: FrameMode,
+    decoder: &mut Decoder,
+    keys: impl FnOnce() -> Result<SessionKeys>,
+    side: Side,
+) -> Result<Option<Cipher>> {
+    if mode == FrameMode::Crc {
+        return Ok(None);
+    }
+    let SessionKeys { client_to_server, server_to_client } = keys()?;
+    let (incoming, outgoing) = match side {
+        Side::Server => (client_to_server, server_to_client),
+        Side::Client => (server_to_client, client_to_server),
+    };
+    decoder.open_with(Cipher::new(&incoming));
+    Ok(Some(Cipher::new(&outgoing)))
+}
+
 /// The server's side of the handshake; returns the cipher sealing what it sends, if the
 /// mode is `secure` (the decoder now opens what it receives), and who the client proved
 /// to be.
@@ -224,14 +252,8 @@ async fn server_handshake(
             let proof = auth::server_proof(key, &client_nonce, &server_nonce, &entity, mode);
             send(stream, &Handshake::ServerProof { mode, proof }).await?;
             tracing::debug!(%entity, mode = mode.name(), "authenticated a peer");
-            let sealing = match mode {
-                FrameMode::Secure => {
-                    let keys = agree(key, private, &server_nonce, &client_nonce, &client_nonce)?;
-                    decoder.open_with(Cipher::new(&keys.client_to_server));
-                    Some(Cipher::new(&keys.server_to_client))
-                }
-                FrameMode::Crc => None,
-            };
+            let keys = || agree(key, private, &server_nonce, &client_nonce, &client_nonce);
+            let sealing = start_mode(mode, decoder, keys, Side::Server)?;
             Ok((sealing, Peer { entity: entity.into(), cluster }))
         }
         other => Err(err::invalid(format!("handshake: expected a client proof, got {other:?}"))),
@@ -259,14 +281,8 @@ async fn client_handshake(
             if modes.contains(&mode)
                 && auth::verify_server(key, &client_nonce, &server_nonce, entity, mode, &proof) =>
         {
-            Ok(match mode {
-                FrameMode::Secure => {
-                    let keys = agree(key, private, &server_nonce, &client_nonce, &server_nonce)?;
-                    decoder.open_with(Cipher::new(&keys.server_to_client));
-                    Some(Cipher::new(&keys.client_to_server))
-                }
-                FrameMode::Crc => None,
-            })
+            let keys = || agree(key, private, &server_nonce, &client_nonce, &server_nonce);
+            start_mode(mode, decoder, keys, Side::Client)
         }
         Ok(Handshake::ServerProof { .. }) => {
             Err(err::access(format!("authentication failed: the server does not know {entity}'s key")))
